@@ -1,0 +1,2 @@
+//! Shared workloads for the karpenter-rs benchmarks.
+#![forbid(unsafe_code)]

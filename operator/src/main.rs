@@ -1,0 +1,6 @@
+//! The `karpenter` binary.
+#![forbid(unsafe_code)]
+
+fn main() -> anyhow::Result<()> {
+    Ok(())
+}

@@ -1,0 +1,87 @@
+//! The solver's output: what to place where, what to launch, and why anything is left over.
+
+use crate::model::PodKey;
+use crate::requirements::Requirements;
+use crate::resources::Resources;
+use serde::{Deserialize, Serialize};
+
+/// Pods placed on one existing node or in-flight NodeClaim.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodePlacement {
+    /// The node (or NodeClaim) name.
+    pub node: String,
+    /// The pods, in placement order.
+    pub pods: Vec<PodKey>,
+}
+
+/// One instance type a new NodeClaim may launch as.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceTypeOption {
+    /// Instance type name.
+    pub name: String,
+    /// Price per hour of its cheapest available offering compatible with the claim.
+    pub price: f64,
+    /// Zone of that offering.
+    pub zone: String,
+    /// Capacity type of that offering.
+    pub capacity_type: String,
+}
+
+/// A NodeClaim to create.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewNodeClaim {
+    /// The NodePool it comes from.
+    pub node_pool: String,
+    /// Requirements: the pool's, narrowed by its pods (and topology decisions such as zone).
+    pub requirements: Requirements,
+    /// Instance types that fit every pod plus DaemonSet overhead, cheapest first (ties by
+    /// name).
+    pub instance_type_options: Vec<InstanceTypeOption>,
+    /// The pods meant for it.
+    pub pods: Vec<PodKey>,
+    /// Requests of its pods plus the DaemonSet pods that would run on it.
+    pub requests: Resources,
+    /// The DaemonSet part of `requests`.
+    pub daemon_overhead: Resources,
+    /// Price per hour of the cheapest option.
+    pub price: f64,
+}
+
+/// A pod the plan cannot place.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnschedulablePod {
+    /// The pod.
+    pub pod: PodKey,
+    /// Why, in terms a person can act on (which NodePool rejected it and why).
+    pub reason: String,
+}
+
+/// The result of [`crate::solve`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// Placements on existing nodes and in-flight claims, by node name.
+    pub existing: Vec<NodePlacement>,
+    /// NodeClaims to create.
+    pub new_node_claims: Vec<NewNodeClaim>,
+    /// Pods that cannot be placed.
+    pub unschedulable: Vec<UnschedulablePod>,
+    /// Sum of the new claims' prices per hour.
+    pub total_price: f64,
+    /// A lower bound on the price of any plan that places the same pods on new capacity, when
+    /// the optimiser computed one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lower_bound: Option<f64>,
+}
+
+impl Plan {
+    /// Number of pods the plan places (on existing or new capacity).
+    pub fn placed_pods(&self) -> usize {
+        self.existing.iter().map(|p| p.pods.len()).sum::<usize>()
+            + self.new_node_claims.iter().map(|c| c.pods.len()).sum::<usize>()
+    }
+}
