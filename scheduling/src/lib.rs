@@ -8,8 +8,11 @@
 //! No I/O, no clock, no unseeded randomness: the same snapshot always gives the same plan.
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "k8s")]
+pub mod k8s;
 pub mod labels;
 pub mod model;
+pub mod pdb;
 pub mod plan;
 pub mod quantity;
 pub mod requests;

@@ -1,9 +1,47 @@
 //! The packing solver: Karpenter-compatible greedy scheduling simulation over existing nodes,
 //! in-flight claims and new NodeClaims.
+//!
+//! The flow follows upstream's `scheduler.go`: pods are queued largest first
+//! ([`queue`]); each is tried on existing nodes (initialized first, then by name), then on the
+//! claims this solve already opened (fewest pods first), then on a new claim from the first
+//! NodePool by weight that can take it. A pod that fits nowhere has its preferences relaxed
+//! one at a time ([`preferences`]) and is retried; if it still fails it is requeued, and the
+//! loop ends when a whole pass over the queue places nothing.
+//!
+//! Per-pool data (template requirements, compatible instance types, their allocatable and
+//! DaemonSet overhead groups) and per-pod data ([`pods::PodData`]) are computed once and
+//! reused, so a later optimisation pass can re-pack the same pods with the same
+//! compatibility answers.
 
-use crate::model::Snapshot;
-use crate::plan::Plan;
+mod arith;
+mod daemons;
+mod existing;
+mod hostports;
+mod limits;
+mod nodeclaim;
+mod pods;
+mod preferences;
+mod queue;
+mod reasons;
+mod topology;
+
+use crate::labels::{HOSTNAME, NODE_INITIALIZED, NODE_REGISTERED};
+use crate::model::{NodeState, Pod, Snapshot};
+use crate::plan::{NewNodeClaim, NodePlacement, Plan, UnschedulablePod};
+use crate::requirements::{Operator, Requirements};
+use crate::resources::Resources;
+use crate::taints::{TaintEffect, first_untolerated};
+use daemons::Daemon;
+use existing::ExistingNode;
+use limits::Remaining;
+use nodeclaim::{Claim, ClaimUpdate, Template};
+use pods::PodData;
+use preferences::Relaxed;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::collections::{BTreeSet, HashMap};
+use std::rc::Rc;
+use topology::{Cluster, ClusterNode, DomainGroups, Topology};
 
 /// What to do with preferences (preferred affinities, ScheduleAnyway spreads,
 /// PreferNoSchedule taints) — Karpenter's `--preference-policy`.
@@ -41,7 +79,409 @@ pub struct SolveOptions {
 
 /// Decides where every pending pod of `snapshot` goes. Deterministic: the same snapshot and
 /// options give the same plan.
+///
+/// Pending pods owned by a DaemonSet are left out (their controller places them). Every
+/// other pending pod is either placed on an existing node, placed in a new claim, or listed
+/// as unschedulable with a reason naming each NodePool and why it refused the pod.
 pub fn solve(snapshot: &Snapshot, options: &SolveOptions) -> Plan {
-    let _ = (snapshot, options);
-    todo!()
+    Scheduler::new(snapshot, options).run()
+}
+
+struct Scheduler<'a> {
+    options: &'a SolveOptions,
+    pods: &'a [Pod],
+    cluster: Cluster<'a>,
+    topology: Topology,
+    templates: Vec<Template<'a>>,
+    skipped: Vec<(String, String)>,
+    remaining: Vec<Remaining>,
+    existing: Vec<ExistingNode<'a>>,
+    claims: Vec<Claim>,
+    claim_order: Vec<usize>,
+    base: Rc<Vec<Result<PodData, String>>>,
+    tolerate_pns_step: bool,
+    next_host: u32,
+}
+
+fn domain_groups(snapshot: &Snapshot) -> DomainGroups {
+    let mut groups = DomainGroups::default();
+    for pool in &snapshot.node_pools {
+        let mut base = pool.requirements.clone();
+        base.add_all(&Requirements::from_labels(pool.labels.iter()));
+        for it in &pool.instance_types {
+            let mut r = base.clone();
+            r.add_all(&it.requirements);
+            for req in r.iter() {
+                for v in req.values() {
+                    groups.insert(req.key(), v, &pool.taints);
+                }
+            }
+        }
+        for req in base.iter().filter(|r| r.operator() == Operator::In) {
+            for v in req.values() {
+                groups.insert(req.key(), v, &pool.taints);
+            }
+        }
+    }
+    groups
+}
+
+impl<'a> Scheduler<'a> {
+    fn new(snapshot: &'a Snapshot, options: &'a SolveOptions) -> Self {
+        let policy = options.preference_policy;
+        let pods = snapshot.pending_pods.as_slice();
+
+        let node_index: HashMap<&str, usize> = snapshot
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.as_str(), i))
+            .collect();
+        let mut bound_by_node: Vec<Vec<&Pod>> = vec![Vec::new(); snapshot.nodes.len()];
+        let mut bound = Vec::new();
+        for pod in &snapshot.bound_pods {
+            let Some(&n) = pod
+                .node_name
+                .as_deref()
+                .and_then(|name| node_index.get(name))
+            else {
+                continue;
+            };
+            bound_by_node[n].push(pod);
+            if !pod.terminating {
+                bound.push((pod, n));
+            }
+        }
+        let cluster = Cluster {
+            nodes: snapshot
+                .nodes
+                .iter()
+                .map(|node| ClusterNode {
+                    node,
+                    reqs: Requirements::from_labels(node.labels.iter()),
+                    deleting: node.state == NodeState::Deleting,
+                })
+                .collect(),
+            bound,
+            namespaces: &snapshot.namespaces,
+        };
+
+        let mut daemon_sets: Vec<_> = snapshot.daemon_sets.iter().collect();
+        daemon_sets.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        let daemons: Vec<Daemon<'_>> = daemon_sets.into_iter().map(Daemon::new).collect();
+
+        let mut pools: Vec<_> = snapshot.node_pools.iter().collect();
+        pools.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
+        let mut templates = Vec::new();
+        let mut skipped = Vec::new();
+        let mut remaining = Vec::new();
+        for pool in pools {
+            match Template::new(pool, &daemons, options.min_values_policy) {
+                Ok(t) => {
+                    templates.push(t);
+                    remaining.push(Remaining::new(pool));
+                }
+                Err(e) => skipped.push((pool.name.clone(), e)),
+            }
+        }
+        let tolerate_pns_step = snapshot.node_pools.iter().any(|p| {
+            p.taints
+                .iter()
+                .any(|t| t.effect == TaintEffect::PreferNoSchedule)
+        });
+
+        let mut topology = Topology::new(policy, domain_groups(snapshot), pods.len());
+        topology.add_running_anti_affinities(&cluster);
+        let mut base = Vec::with_capacity(pods.len());
+        for (p, pod) in pods.iter().enumerate() {
+            let r = Relaxed::new(pod, policy);
+            if !pod.is_daemon() {
+                topology.update(p, &r, &cluster);
+            }
+            base.push(PodData::new(&r));
+        }
+
+        let mut existing: Vec<ExistingNode<'_>> = snapshot
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.state != NodeState::Deleting)
+            .map(|(i, n)| ExistingNode::new(n, &bound_by_node[i], &daemons))
+            .collect();
+        existing.sort_by(|a, b| {
+            b.ready()
+                .cmp(&a.ready())
+                .then_with(|| a.node.name.cmp(&b.node.name))
+        });
+        for n in &existing {
+            topology.register(HOSTNAME, existing::hostname(n.node));
+        }
+
+        Scheduler {
+            options,
+            pods,
+            cluster,
+            topology,
+            templates,
+            skipped,
+            remaining,
+            existing,
+            claims: Vec::new(),
+            claim_order: Vec::new(),
+            base: Rc::new(base),
+            tolerate_pns_step,
+            next_host: 0,
+        }
+    }
+
+    fn run(mut self) -> Plan {
+        let candidates: Vec<usize> = (0..self.pods.len())
+            .filter(|&p| !self.pods[p].is_daemon())
+            .collect();
+        let mut queue = queue::Queue::new(self.pods, candidates);
+        let mut errors: Vec<Option<String>> = vec![None; self.pods.len()];
+        while let Some(p) = queue.pop() {
+            match self.try_schedule(p) {
+                Ok(()) => errors[p] = None,
+                Err((e, relaxed)) => {
+                    errors[p] = Some(e);
+                    if relaxed {
+                        // Each attempt starts from the pod as written.
+                        let r = Relaxed::new(&self.pods[p], self.options.preference_policy);
+                        self.topology.update(p, &r, &self.cluster);
+                    }
+                    queue.push(p);
+                }
+            }
+        }
+        self.finish(errors)
+    }
+
+    /// Tries pod `p`, relaxing preferences until it fits or nothing is left to relax.
+    /// The error carries whether any relaxation happened.
+    fn try_schedule(&mut self, p: usize) -> Result<(), (String, bool)> {
+        let pod = &self.pods[p];
+        let all = Rc::clone(&self.base);
+        let base = match &all[p] {
+            Ok(d) => d,
+            Err(e) => return Err((format!("invalid pod constraints: {e}"), false)),
+        };
+        let mut relaxed = Relaxed::new(pod, self.options.preference_policy);
+        let mut data: Cow<'_, PodData> = Cow::Borrowed(base);
+        let mut changed = false;
+        loop {
+            let err = match self.add(p, &data) {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            if !relaxed.relax(self.tolerate_pns_step) {
+                return Err((err, changed));
+            }
+            changed = true;
+            self.topology.update(p, &relaxed, &self.cluster);
+            data = Cow::Owned(PodData::new(&relaxed).map_err(|e| (e, true))?);
+        }
+    }
+
+    fn add(&mut self, p: usize, data: &PodData) -> Result<(), String> {
+        let pod = &self.pods[p];
+        for n in &mut self.existing {
+            if let Ok(reqs) = n.can_add(p, pod, data, &self.topology) {
+                n.add(p, pod, data, reqs, &mut self.topology);
+                return Ok(());
+            }
+        }
+
+        let claims = &self.claims;
+        self.claim_order.sort_by_key(|&c| claims[c].pods.len());
+        for i in 0..self.claim_order.len() {
+            let c = self.claim_order[i];
+            let t = &self.templates[self.claims[c].template];
+            if !self.claims[c].might_fit(t, &data.requests) {
+                continue;
+            }
+            if let Ok(update) = self.claim_can_add(&self.claims[c], p, data) {
+                self.commit(c, p, data, update);
+                return Ok(());
+            }
+        }
+
+        let mut rejections = Vec::new();
+        for ti in 0..self.templates.len() {
+            let t = &self.templates[ti];
+            let pool = t.pool.name.clone();
+            if self.remaining[ti].nodes_exhausted() {
+                rejections.push((pool, "limit of nodes reached".to_string()));
+                continue;
+            }
+            let mut exceeded = BTreeSet::new();
+            let options: Vec<u32> = (0..t.its.len() as u32)
+                .filter(|&i| {
+                    let over = self.remaining[ti].exceeded_by(t.its[i as usize]);
+                    exceeded.extend(over.iter().map(|s| s.to_string()));
+                    over.is_empty()
+                })
+                .collect();
+            if options.is_empty() {
+                let names: Vec<String> = exceeded.into_iter().collect();
+                rejections.push((pool, format!("limit of {} reached", names.join(", "))));
+                continue;
+            }
+            self.next_host += 1;
+            let claim = Claim::new(
+                ti,
+                t,
+                format!("hostname-placeholder-{:04}", self.next_host),
+                options,
+            );
+            match self.claim_can_add(&claim, p, data) {
+                Ok(update) => {
+                    self.claims.push(claim);
+                    let c = self.claims.len() - 1;
+                    self.claim_order.push(c);
+                    self.commit(c, p, data, update);
+                    let t = &self.templates[ti];
+                    let its = self.claims[c].options.iter().map(|&i| t.its[i as usize]);
+                    self.remaining[ti].subtract_claim(its);
+                    return Ok(());
+                }
+                Err(e) if exceeded.is_empty() => rejections.push((pool, e)),
+                Err(e) => {
+                    let names: Vec<String> = exceeded.into_iter().collect();
+                    rejections.push((
+                        pool,
+                        format!(
+                            "{e} (limit of {} reached for larger instance types)",
+                            names.join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+        rejections.extend(self.skipped.iter().cloned());
+        Err(reasons::per_pool(&rejections))
+    }
+
+    /// `NodeClaim.CanAdd`.
+    fn claim_can_add(
+        &self,
+        claim: &Claim,
+        p: usize,
+        data: &PodData,
+    ) -> Result<ClaimUpdate, String> {
+        let pod = &self.pods[p];
+        let t = &self.templates[claim.template];
+        if let Some(taint) = first_untolerated(&t.pool.taints, &pod.tolerations, !data.tolerate_pns)
+        {
+            return Err(format!("did not tolerate taint {}", reasons::taint(taint)));
+        }
+        claim
+            .reqs
+            .compatible(&data.requirements, true)
+            .map_err(|e| format!("incompatible requirements, {}", e.message))?;
+        let mut reqs = claim.reqs.clone();
+        reqs.add_all(&data.requirements);
+        if !data.volume.is_empty() {
+            reqs.compatible(&data.volume, true)
+                .map_err(|e| format!("incompatible volume requirements, {}", e.message))?;
+            reqs.add_all(&data.volume);
+        }
+        let topo = self
+            .topology
+            .requirements(p, pod, &t.pool.taints, &data.strict, &reqs, true)?;
+        if !topo.is_empty() {
+            reqs.compatible(&topo, true)
+                .map_err(|e| format!("incompatible topology requirements, {}", e.message))?;
+            reqs.add_all(&topo);
+        }
+        let changed = reqs != claim.reqs;
+        let (options, lowered) = claim.filter(
+            t,
+            &reqs,
+            changed,
+            &data.requests,
+            &pod.host_ports,
+            self.options.min_values_policy,
+        )?;
+        Ok(ClaimUpdate {
+            reqs: lowered.unwrap_or(reqs),
+            options,
+        })
+    }
+
+    fn commit(&mut self, c: usize, p: usize, data: &PodData, update: ClaimUpdate) {
+        let pod = &self.pods[p];
+        let claim = &mut self.claims[c];
+        let t = &self.templates[claim.template];
+        claim.apply(t, p, &data.requests, &pod.host_ports, update);
+        self.topology.register(HOSTNAME, &claim.hostname);
+        self.topology
+            .record(p, pod, &t.pool.taints, &claim.reqs, true);
+    }
+
+    fn finish(self, errors: Vec<Option<String>>) -> Plan {
+        let key = |p: usize| self.pods[p].key();
+        let existing = self
+            .existing
+            .iter()
+            .filter(|n| !n.pods.is_empty())
+            .map(|n| NodePlacement {
+                node: n.node.name.clone(),
+                pods: n.pods.iter().map(|&p| key(p)).collect(),
+            })
+            .collect();
+        let mut new_node_claims = Vec::with_capacity(self.claims.len());
+        for claim in &self.claims {
+            let t = &self.templates[claim.template];
+            let mut requirements = Requirements::new();
+            for r in claim.reqs.iter() {
+                if ![HOSTNAME, NODE_REGISTERED, NODE_INITIALIZED].contains(&r.key()) {
+                    requirements.add(r.clone());
+                }
+            }
+            let instance_type_options = nodeclaim::ranked_options(t, &claim.options, &requirements);
+            let mut groups: Vec<usize> = claim
+                .options
+                .iter()
+                .map(|&i| t.group_of[i as usize])
+                .collect();
+            groups.sort_unstable();
+            groups.dedup();
+            let daemon_overhead = groups
+                .iter()
+                .map(|&g| t.groups[g].overhead.clone())
+                .reduce(|a, b| arith::min(&a, &b))
+                .unwrap_or_default();
+            let requests: Resources = arith::sum(&claim.requests, &daemon_overhead);
+            let price = instance_type_options.first().map_or(0.0, |o| o.price);
+            new_node_claims.push(NewNodeClaim {
+                node_pool: t.pool.name.clone(),
+                requirements,
+                instance_type_options,
+                pods: claim.pods.iter().map(|&p| key(p)).collect(),
+                requests,
+                daemon_overhead,
+                price,
+            });
+        }
+        let mut unschedulable: Vec<UnschedulablePod> = errors
+            .into_iter()
+            .enumerate()
+            .filter_map(|(p, e)| {
+                e.map(|reason| UnschedulablePod {
+                    pod: key(p),
+                    reason,
+                })
+            })
+            .collect();
+        unschedulable.sort_by(|a, b| a.pod.cmp(&b.pod));
+        let total_price = new_node_claims.iter().map(|c| c.price).sum();
+        Plan {
+            existing,
+            new_node_claims,
+            unschedulable,
+            total_price,
+            lower_bound: None,
+        }
+    }
 }

@@ -1,0 +1,423 @@
+//! NodeClaim templates (one per NodePool) and the claims this solve opens (`nodeclaim.go`,
+//! `nodeclaimtemplate.go`): requirements narrowed pod by pod, and the instance types that can
+//! still host every pod plus DaemonSet overhead with a compatible available offering.
+
+use crate::labels::{CAPACITY_TYPE, HOSTNAME, NODE_INITIALIZED, NODE_REGISTERED, NODEPOOL, ZONE};
+use crate::model::{HostPort, InstanceType, NodePool, Offering};
+use crate::plan::InstanceTypeOption;
+use crate::requirements::{Operator, Requirement, Requirements};
+use crate::resources::Resources;
+use crate::solver::MinValuesPolicy;
+use crate::solver::arith;
+use crate::solver::daemons::{self, Daemon, DaemonGroup};
+use crate::solver::hostports::{self, HostPortUsage};
+use crate::solver::topology::describe_requirement;
+
+/// Whether an offering is available and allowed by `reqs` (zone and capacity type).
+pub(crate) fn offering_ok(o: &Offering, reqs: &Requirements) -> bool {
+    o.available
+        && reqs.get(ZONE).is_none_or(|r| r.has(&o.zone))
+        && reqs
+            .get(CAPACITY_TYPE)
+            .is_none_or(|r| r.has(&o.capacity_type))
+}
+
+/// The cheapest available offering allowed by `reqs` (ties: zone, then capacity type).
+pub(crate) fn cheapest<'a>(it: &'a InstanceType, reqs: &Requirements) -> Option<&'a Offering> {
+    it.offerings
+        .iter()
+        .filter(|o| offering_ok(o, reqs))
+        .min_by(|a, b| {
+            a.price
+                .total_cmp(&b.price)
+                .then_with(|| a.zone.cmp(&b.zone))
+                .then_with(|| a.capacity_type.cmp(&b.capacity_type))
+        })
+}
+
+/// A NodePool ready to open claims.
+#[derive(Debug, Clone)]
+pub(crate) struct Template<'a> {
+    /// The pool.
+    pub pool: &'a NodePool,
+    /// Pool requirements ∩ template labels ∩ `karpenter.sh/nodepool` ∩ registered/initialized.
+    pub reqs: Requirements,
+    /// Instance types compatible with `reqs` that have an available compatible offering.
+    pub its: Vec<&'a InstanceType>,
+    /// Their allocatable.
+    pub allocs: Vec<Resources>,
+    /// DaemonSet groups.
+    pub groups: Vec<DaemonGroup>,
+    /// Each instance type's group.
+    pub group_of: Vec<usize>,
+    /// The smallest DaemonSet overhead of any group, for quick rejection.
+    pub min_overhead: Resources,
+}
+
+fn single(key: &str, value: &str) -> Option<Requirement> {
+    Requirement::new(key, Operator::In, [value]).ok()
+}
+
+impl<'a> Template<'a> {
+    /// Builds the template, or says why the pool cannot launch anything.
+    pub(crate) fn new(
+        pool: &'a NodePool,
+        daemons: &[Daemon<'_>],
+        policy: MinValuesPolicy,
+    ) -> Result<Self, String> {
+        let mut reqs = pool.requirements.clone();
+        reqs.add_all(&Requirements::from_labels(pool.labels.iter()));
+        for (k, v) in [
+            (NODEPOOL, pool.name.as_str()),
+            (NODE_REGISTERED, "true"),
+            (NODE_INITIALIZED, "true"),
+        ] {
+            if let Some(r) = single(k, v) {
+                reqs.add(r);
+            }
+        }
+        let its: Vec<&InstanceType> = pool
+            .instance_types
+            .iter()
+            .map(|it| &**it)
+            .filter(|it| {
+                it.requirements.intersects(&reqs).is_ok()
+                    && it.offerings.iter().any(|o| offering_ok(o, &reqs))
+            })
+            .collect();
+        if its.is_empty() {
+            return Err("its requirements filter out every instance type".to_string());
+        }
+        let all: Vec<u32> = (0..its.len() as u32).collect();
+        check_min_values(&its, &all, &reqs, policy)?;
+        let (groups, group_of) = daemons::group(daemons, &pool.taints, &reqs, &its);
+        let min_overhead = groups
+            .iter()
+            .map(|g| g.overhead.clone())
+            .reduce(|a, b| arith::min(&a, &b))
+            .unwrap_or_default();
+        let allocs = its.iter().map(|it| it.allocatable()).collect();
+        Ok(Template {
+            pool,
+            reqs,
+            its,
+            allocs,
+            groups,
+            group_of,
+            min_overhead,
+        })
+    }
+}
+
+/// A claim opened by this solve.
+#[derive(Debug, Clone)]
+pub(crate) struct Claim {
+    /// Index of its template.
+    pub template: usize,
+    /// Placeholder hostname, unique within the solve.
+    pub hostname: String,
+    /// Current requirements.
+    pub reqs: Requirements,
+    /// Indices (into the template's instance types) still possible.
+    pub options: Vec<u32>,
+    /// Sum of its pods' requests.
+    pub requests: Resources,
+    /// Its pods' host ports.
+    pub ports: HostPortUsage,
+    /// Its pods.
+    pub pods: Vec<usize>,
+    /// Element-wise largest allocatable among the options.
+    pub max_alloc: Resources,
+}
+
+/// What adding a pod to a claim would change.
+#[derive(Debug)]
+pub(crate) struct ClaimUpdate {
+    /// The narrowed requirements.
+    pub reqs: Requirements,
+    /// The remaining options.
+    pub options: Vec<u32>,
+}
+
+impl Claim {
+    /// An empty claim of template `t` limited to `options`.
+    pub(crate) fn new(
+        template: usize,
+        t: &Template<'_>,
+        hostname: String,
+        options: Vec<u32>,
+    ) -> Self {
+        let mut reqs = t.reqs.clone();
+        if let Some(r) = single(HOSTNAME, &hostname) {
+            reqs.add(r);
+        }
+        let mut c = Claim {
+            template,
+            hostname,
+            reqs,
+            options,
+            requests: Resources::default(),
+            ports: HostPortUsage::default(),
+            pods: Vec::new(),
+            max_alloc: Resources::default(),
+        };
+        c.refresh_max(t);
+        c
+    }
+
+    fn refresh_max(&mut self, t: &Template<'_>) {
+        self.max_alloc = self
+            .options
+            .iter()
+            .map(|&i| &t.allocs[i as usize])
+            .fold(Resources::default(), |acc, a| arith::max(&acc, a));
+    }
+
+    /// Whether `requests` more could possibly fit (a cheap filter before the full check).
+    pub(crate) fn might_fit(&self, t: &Template<'_>, requests: &Resources) -> bool {
+        let mut total = arith::sum(&self.requests, requests);
+        arith::add_into(&mut total, &t.min_overhead);
+        arith::fits(&total, &self.max_alloc)
+    }
+
+    /// Applies an update for a pod already checked.
+    pub(crate) fn apply(
+        &mut self,
+        t: &Template<'_>,
+        pod: usize,
+        requests: &Resources,
+        ports: &[HostPort],
+        update: ClaimUpdate,
+    ) {
+        let narrowed = update.options.len() != self.options.len();
+        self.reqs = update.reqs;
+        self.options = update.options;
+        arith::add_into(&mut self.requests, requests);
+        self.ports.add(ports);
+        self.pods.push(pod);
+        if narrowed {
+            self.refresh_max(t);
+        }
+    }
+
+    /// The instance types that still host all pods + daemons with `reqs` after adding a pod
+    /// with `requests`/`ports`; `reqs_changed` false skips re-checking requirements.
+    pub(crate) fn filter(
+        &self,
+        t: &Template<'_>,
+        reqs: &Requirements,
+        reqs_changed: bool,
+        requests: &Resources,
+        ports: &[HostPort],
+        policy: MinValuesPolicy,
+    ) -> Result<(Vec<u32>, Option<Requirements>), String> {
+        if let Some((new, existing)) = self.ports.conflict(ports) {
+            return Err(format!(
+                "host port {} conflicts with host port {} of another pod planned for the same node",
+                hostports::describe(new),
+                hostports::describe(existing)
+            ));
+        }
+        let base = arith::sum(&self.requests, requests);
+        let totals: Vec<Option<Resources>> = t
+            .groups
+            .iter()
+            .map(|g| {
+                let conflict = ports
+                    .iter()
+                    .any(|p| g.ports.iter().any(|d| hostports::conflicts(p, d)));
+                (!conflict).then(|| arith::sum(&base, &g.overhead))
+            })
+            .collect();
+        let mut kept = Vec::new();
+        let (mut any_compat, mut any_fit, mut any_offer, mut any_group) =
+            (false, false, false, false);
+        let mut compat_max = Resources::default();
+        for &i in &self.options {
+            let iu = i as usize;
+            let Some(total) = &totals[t.group_of[iu]] else {
+                continue;
+            };
+            any_group = true;
+            let it = t.its[iu];
+            let compat = !reqs_changed || it.requirements.intersects(reqs).is_ok();
+            let fit = arith::fits(total, &t.allocs[iu]);
+            let offer = it.offerings.iter().any(|o| offering_ok(o, reqs));
+            any_compat |= compat;
+            any_fit |= fit;
+            any_offer |= offer;
+            if compat && offer {
+                compat_max = arith::max(&compat_max, &t.allocs[iu]);
+            }
+            if compat && fit && offer {
+                kept.push(i);
+            }
+        }
+        if kept.is_empty() {
+            let min_total = arith::sum(&base, &t.min_overhead);
+            return Err(if !any_group {
+                let p = ports.iter().find(|p| {
+                    t.groups
+                        .iter()
+                        .any(|g| g.ports.iter().any(|d| hostports::conflicts(p, d)))
+                });
+                format!(
+                    "host port {} conflicts with a DaemonSet on every instance type",
+                    p.map(hostports::describe).unwrap_or_default()
+                )
+            } else if !any_compat {
+                format!(
+                    "no instance type satisfies the requirements ({})",
+                    describe_reqs(reqs)
+                )
+            } else if !any_offer {
+                format!(
+                    "no instance type has an available offering for {}",
+                    describe_offering_reqs(reqs)
+                )
+            } else if !any_fit {
+                format!(
+                    "no instance type has enough {}",
+                    describe_needs(&min_total, &compat_max)
+                )
+            } else {
+                format!(
+                    "no instance type meets the requirements, has an available offering and has enough resources at once ({}; needs {})",
+                    describe_offering_reqs(reqs),
+                    describe_total(&min_total)
+                )
+            });
+        }
+        let relaxed = check_min_values(&t.its, &kept, reqs, policy)?;
+        Ok((kept, relaxed))
+    }
+}
+
+fn describe_reqs(reqs: &Requirements) -> String {
+    reqs.iter()
+        .filter(|r| {
+            r.key() != HOSTNAME && r.key() != NODE_REGISTERED && r.key() != NODE_INITIALIZED
+        })
+        .map(|r| format!("{} {}", r.key(), describe_requirement(r)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn describe_offering_reqs(reqs: &Requirements) -> String {
+    let part = |k: &str| {
+        reqs.get(k).map_or_else(
+            || format!("{k} any"),
+            |r| format!("{k} {}", describe_requirement(r)),
+        )
+    };
+    format!("{}, {}", part(ZONE), part(CAPACITY_TYPE))
+}
+
+fn describe_total(total: &Resources) -> String {
+    arith::entries(total)
+        .into_iter()
+        .map(|(n, v)| format!("{} {n}", arith::format_amount(n, v)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `cpu, memory (needs 64 cpu, 512Gi memory; largest compatible has 16 cpu, 64Gi memory)`.
+fn describe_needs(total: &Resources, largest: &Resources) -> String {
+    let over: Vec<(&str, i64)> = arith::entries(total)
+        .into_iter()
+        .filter(|(n, v)| *v > arith::get(largest, n))
+        .collect();
+    if over.is_empty() {
+        return format!("resources (needs {})", describe_total(total));
+    }
+    let names: Vec<&str> = over.iter().map(|(n, _)| *n).collect();
+    let needs: Vec<String> = over
+        .iter()
+        .map(|(n, v)| format!("{} {n}", arith::format_amount(n, *v)))
+        .collect();
+    let has: Vec<String> = over
+        .iter()
+        .map(|(n, _)| format!("{} {n}", arith::format_amount(n, arith::get(largest, n))))
+        .collect();
+    format!(
+        "{} (needs {}; largest compatible has {})",
+        names.join(", "),
+        needs.join(", "),
+        has.join(", ")
+    )
+}
+
+/// minValues: every requirement with minValues must keep that many distinct values among
+/// the instance types left. Strict: an error; BestEffort: the requirements with minValues
+/// lowered to what is achievable (or `None` when nothing had to change).
+pub(crate) fn check_min_values(
+    its: &[&InstanceType],
+    kept: &[u32],
+    reqs: &Requirements,
+    policy: MinValuesPolicy,
+) -> Result<Option<Requirements>, String> {
+    let mut lowered: Vec<(String, u32)> = Vec::new();
+    for r in reqs.iter() {
+        let Some(min) = r.min_values() else { continue };
+        let mut values: Vec<&str> = kept
+            .iter()
+            .filter_map(|&i| its[i as usize].requirements.get(r.key()))
+            .flat_map(|itr| itr.values())
+            .filter(|v| r.has(v))
+            .collect();
+        values.sort_unstable();
+        values.dedup();
+        let n = values.len() as u32;
+        if n < min {
+            if policy == MinValuesPolicy::Strict {
+                return Err(format!(
+                    "minValues requirement is not met for {}: needs {min} distinct values, the instance types left offer {n}",
+                    r.key()
+                ));
+            }
+            lowered.push((r.key().to_string(), n));
+        }
+    }
+    if lowered.is_empty() {
+        return Ok(None);
+    }
+    let mut out = Requirements::new();
+    for r in reqs.iter() {
+        match lowered.iter().find(|(k, _)| k == r.key()) {
+            Some((_, n)) => {
+                let mut ns = r.to_node_selector();
+                ns.min_values = Some(*n);
+                out.add(Requirement::from_node_selector(&ns).map_err(|e| e.to_string())?);
+            }
+            None => out.add(r.clone()),
+        }
+    }
+    Ok(Some(out))
+}
+
+/// The plan's options: each remaining instance type with its cheapest compatible available
+/// offering, cheapest first (ties by name).
+pub(crate) fn ranked_options(
+    t: &Template<'_>,
+    options: &[u32],
+    reqs: &Requirements,
+) -> Vec<InstanceTypeOption> {
+    let mut out: Vec<InstanceTypeOption> = options
+        .iter()
+        .filter_map(|&i| {
+            let it = t.its[i as usize];
+            cheapest(it, reqs).map(|o| InstanceTypeOption {
+                name: it.name.clone(),
+                price: o.price,
+                zone: o.zone.clone(),
+                capacity_type: o.capacity_type.clone(),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        a.price
+            .total_cmp(&b.price)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    out
+}

@@ -1,0 +1,792 @@
+//! Topology spread, pod affinity and pod anti-affinity (`topology.go`, `topologygroup.go`,
+//! `topologynodefilter.go`, `topologydomaingroup.go`).
+//!
+//! A [`TopologyGroup`] counts matching pods per domain of one topology key. Pending pods own
+//! the groups of their own constraints; "inverse" groups hold the required anti-affinity of
+//! pods (running or pending) so that an incoming pod they select is kept out of their
+//! domains. Groups are kept in creation order and looked up by identity, so nothing depends
+//! on hash iteration order.
+
+use crate::labels::HOSTNAME;
+use crate::model::{InclusionPolicy, Labels, Node, Pod, PodAffinityTerm};
+use crate::requirements::{Operator, Requirement, Requirements};
+use crate::selector::{LabelSelector, LabelSelectorRequirement, SelectorOperator};
+use crate::solver::PreferencePolicy;
+use crate::solver::preferences::Relaxed;
+use crate::taints::{Taint, Toleration, first_untolerated};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// What a group enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Kind {
+    /// `topologySpreadConstraints`.
+    Spread,
+    /// Required (or preferred, while respected) pod affinity.
+    Affinity,
+    /// Required (or preferred, while respected) pod anti-affinity.
+    AntiAffinity,
+}
+
+impl Kind {
+    fn describe(self) -> &'static str {
+        match self {
+            Kind::Spread => "topology spread",
+            Kind::Affinity => "pod affinity",
+            Kind::AntiAffinity => "pod anti-affinity",
+        }
+    }
+}
+
+/// The namespaces a group looks at.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum Namespaces {
+    /// An empty namespace selector: every namespace.
+    All,
+    /// These namespaces.
+    Set(BTreeSet<String>),
+}
+
+impl Namespaces {
+    fn contains(&self, ns: &str) -> bool {
+        match self {
+            Namespaces::All => true,
+            Namespaces::Set(s) => s.contains(ns),
+        }
+    }
+
+    /// `buildNamespaceList`: the pod's namespace when neither list nor selector is given, the
+    /// listed namespaces plus those whose labels the selector matches otherwise.
+    fn for_term(
+        pod_ns: &str,
+        term: &PodAffinityTerm,
+        namespaces: &BTreeMap<String, Labels>,
+    ) -> Self {
+        match &term.namespace_selector {
+            None if term.namespaces.is_empty() => {
+                Namespaces::Set(BTreeSet::from([pod_ns.to_string()]))
+            }
+            None => Namespaces::Set(term.namespaces.iter().cloned().collect()),
+            Some(sel) if sel.is_empty() => Namespaces::All,
+            Some(sel) => {
+                let mut set: BTreeSet<String> = term.namespaces.iter().cloned().collect();
+                set.extend(
+                    namespaces
+                        .iter()
+                        .filter(|(_, l)| sel.matches(l))
+                        .map(|(n, _)| n.clone()),
+                );
+                Namespaces::Set(set)
+            }
+        }
+    }
+}
+
+/// Which nodes a spread constraint counts (`nodeAffinityPolicy`, `nodeTaintsPolicy`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct NodeFilter {
+    requirements: Vec<Requirements>,
+    honor_affinity: bool,
+    honor_taints: bool,
+    tolerations: Vec<Toleration>,
+}
+
+impl NodeFilter {
+    fn new(r: &Relaxed<'_>, taints: InclusionPolicy, affinity: InclusionPolicy) -> Self {
+        let selector = Requirements::from_labels(r.pod.node_selector.iter());
+        let requirements = if r.required_terms.is_empty() {
+            vec![selector]
+        } else {
+            r.required_terms
+                .iter()
+                .map(|term| {
+                    let mut reqs = selector.clone();
+                    if let Ok(t) = Requirements::from_node_selector(&term.match_expressions) {
+                        reqs.add_all(&t);
+                    }
+                    reqs
+                })
+                .collect()
+        };
+        NodeFilter {
+            requirements,
+            honor_affinity: affinity == InclusionPolicy::Honor,
+            honor_taints: taints == InclusionPolicy::Honor,
+            tolerations: r.tolerations.to_vec(),
+        }
+    }
+
+    /// Whether a node with these taints and requirements counts.
+    fn matches(&self, taints: &[Taint], reqs: &Requirements, allow_undefined: bool) -> bool {
+        let affinity = !self.honor_affinity
+            || self.requirements.is_empty()
+            || self
+                .requirements
+                .iter()
+                .any(|f| reqs.compatible(f, allow_undefined).is_ok());
+        let tolerated =
+            !self.honor_taints || first_untolerated(taints, &self.tolerations, true).is_none();
+        affinity && tolerated
+    }
+}
+
+/// The identity of a group: two constraints with equal identity share counts.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct GroupId {
+    kind: Kind,
+    key: String,
+    namespaces: Namespaces,
+    selector: Option<LabelSelector>,
+    max_skew: i32,
+    min_domains: Option<i32>,
+    filter: Option<NodeFilter>,
+}
+
+/// Pod counts per domain of one topology key.
+#[derive(Debug, Clone)]
+pub(crate) struct TopologyGroup {
+    id: GroupId,
+    domains: BTreeMap<String, i64>,
+    empty: BTreeSet<String>,
+}
+
+fn req(key: &str, op: Operator, values: Vec<String>) -> Result<Requirement, String> {
+    Requirement::new(key, op, values).map_err(|e| format!("invalid topology key {key:?}: {e}"))
+}
+
+/// `In [values]`, or `DoesNotExist` when there are none.
+fn domains_req(key: &str, values: Vec<String>) -> Result<Requirement, String> {
+    if values.is_empty() {
+        req(key, Operator::DoesNotExist, vec![])
+    } else {
+        req(key, Operator::In, values)
+    }
+}
+
+fn finite_single(r: &Requirement) -> Option<&str> {
+    if r.operator() == Operator::In && r.len() == 1 {
+        r.values().next()
+    } else {
+        None
+    }
+}
+
+/// A requirement in a few words (`In [a, b]`, `Exists`).
+pub(crate) fn describe_requirement(r: &Requirement) -> String {
+    match r.operator() {
+        Operator::In | Operator::NotIn => {
+            format!(
+                "{:?} [{}]",
+                r.operator(),
+                r.values().collect::<Vec<_>>().join(", ")
+            )
+        }
+        op => format!("{op:?}"),
+    }
+}
+
+impl TopologyGroup {
+    fn selects(&self, pod: &Pod) -> bool {
+        self.id.namespaces.contains(&pod.namespace)
+            && self
+                .id
+                .selector
+                .as_ref()
+                .is_some_and(|s| s.matches(&pod.labels))
+    }
+
+    /// Whether placing `pod` on a node with these taints/requirements changes this group's
+    /// counts.
+    fn counts(
+        &self,
+        pod: &Pod,
+        taints: &[Taint],
+        reqs: &Requirements,
+        allow_undefined: bool,
+    ) -> bool {
+        self.selects(pod)
+            && self
+                .id
+                .filter
+                .as_ref()
+                .is_none_or(|f| f.matches(taints, reqs, allow_undefined))
+    }
+
+    fn register(&mut self, domain: &str) {
+        if !self.domains.contains_key(domain) {
+            self.domains.insert(domain.to_string(), 0);
+            self.empty.insert(domain.to_string());
+        }
+    }
+
+    fn record(&mut self, domain: &str) {
+        *self.domains.entry(domain.to_string()).or_insert(0) += 1;
+        self.empty.remove(domain);
+    }
+
+    fn count(&self, domain: &str) -> i64 {
+        self.domains.get(domain).copied().unwrap_or(0)
+    }
+
+    /// The domains `pod` may use, as a requirement on the group's key.
+    fn next(
+        &self,
+        pod: &Pod,
+        pod_domains: &Requirement,
+        node_domains: &Requirement,
+    ) -> Result<Requirement, String> {
+        match self.id.kind {
+            Kind::Spread => self.next_spread(pod, pod_domains, node_domains),
+            Kind::Affinity => self.next_affinity(pod, pod_domains, node_domains),
+            Kind::AntiAffinity => self.next_anti_affinity(pod_domains, node_domains),
+        }
+    }
+
+    fn min_count(&self, pod_domains: &Requirement) -> i64 {
+        if self.id.key == HOSTNAME {
+            return 0;
+        }
+        let mut min = i64::from(i32::MAX);
+        let mut supported = 0i64;
+        for (d, &c) in &self.domains {
+            if pod_domains.has(d) {
+                supported += 1;
+                min = min.min(c);
+            }
+        }
+        if self
+            .id
+            .min_domains
+            .is_some_and(|m| supported < i64::from(m))
+        {
+            min = 0;
+        }
+        min
+    }
+
+    fn next_spread(
+        &self,
+        pod: &Pod,
+        pod_domains: &Requirement,
+        node_domains: &Requirement,
+    ) -> Result<Requirement, String> {
+        let key = &self.id.key;
+        let min = self.min_count(pod_domains);
+        let own = i64::from(self.selects(pod));
+        let skew = i64::from(self.id.max_skew);
+        if key == HOSTNAME
+            && let Some(host) = finite_single(node_domains)
+        {
+            let count = self.count(host) + own;
+            return domains_req(
+                key,
+                if count <= skew {
+                    vec![host.to_string()]
+                } else {
+                    vec![]
+                },
+            );
+        }
+        let mut best: Option<(&str, i64)> = None;
+        let candidates: Box<dyn Iterator<Item = (&str, i64)> + '_> =
+            if node_domains.operator() == Operator::In {
+                Box::new(
+                    node_domains.values().filter_map(|d| {
+                        self.domains.get_key_value(d).map(|(k, &c)| (k.as_str(), c))
+                    }),
+                )
+            } else {
+                Box::new(
+                    self.domains
+                        .iter()
+                        .filter(|(d, _)| node_domains.has(d))
+                        .map(|(d, &c)| (d.as_str(), c)),
+                )
+            };
+        for (d, c) in candidates {
+            let c = c + own;
+            if c - min <= skew && best.is_none_or(|(_, b)| c < b) {
+                best = Some((d, c));
+            }
+        }
+        domains_req(
+            key,
+            best.map(|(d, _)| vec![d.to_string()]).unwrap_or_default(),
+        )
+    }
+
+    fn any_compatible_pod_domain(&self, pod_domains: &Requirement) -> bool {
+        self.domains
+            .iter()
+            .any(|(d, &c)| c > 0 && pod_domains.has(d))
+    }
+
+    fn next_affinity(
+        &self,
+        pod: &Pod,
+        pod_domains: &Requirement,
+        node_domains: &Requirement,
+    ) -> Result<Requirement, String> {
+        let key = &self.id.key;
+        // With no matching pod anywhere, a pod that selects itself may start the group.
+        let may_seed = self.selects(pod)
+            && (self.domains.len() == self.empty.len()
+                || !self.any_compatible_pod_domain(pod_domains));
+        if key == HOSTNAME
+            && let Some(host) = finite_single(node_domains)
+        {
+            let ok = pod_domains.has(host) && (self.count(host) > 0 || may_seed);
+            return domains_req(key, if ok { vec![host.to_string()] } else { vec![] });
+        }
+        let mut options: Vec<String> = if node_domains.operator() == Operator::In {
+            node_domains
+                .values()
+                .filter(|d| pod_domains.has(d) && self.count(d) > 0)
+                .map(str::to_string)
+                .collect()
+        } else {
+            self.domains
+                .iter()
+                .filter(|(d, c)| **c > 0 && pod_domains.has(d) && node_domains.has(d))
+                .map(|(d, _)| d.clone())
+                .collect()
+        };
+        if options.is_empty() && may_seed {
+            if let Some(d) = self
+                .domains
+                .keys()
+                .find(|d| pod_domains.has(d) && node_domains.has(d))
+            {
+                options.push(d.clone());
+            }
+            if let Some(d) = self.domains.keys().find(|d| pod_domains.has(d))
+                && !options.contains(d)
+            {
+                options.push(d.clone());
+            }
+        }
+        domains_req(key, options)
+    }
+
+    fn next_anti_affinity(
+        &self,
+        pod_domains: &Requirement,
+        node_domains: &Requirement,
+    ) -> Result<Requirement, String> {
+        let key = &self.id.key;
+        if key == HOSTNAME
+            && let Some(host) = finite_single(node_domains)
+        {
+            return domains_req(
+                key,
+                if self.count(host) == 0 {
+                    vec![host.to_string()]
+                } else {
+                    vec![]
+                },
+            );
+        }
+        let options = self
+            .empty
+            .iter()
+            .filter(|d| node_domains.has(d) && pod_domains.has(d))
+            .cloned()
+            .collect();
+        domains_req(key, options)
+    }
+
+    fn describe_counts(&self) -> String {
+        let shown: Vec<String> = self
+            .domains
+            .iter()
+            .take(25)
+            .map(|(d, c)| format!("{d}={c}"))
+            .collect();
+        let more = self.domains.len().saturating_sub(25);
+        if more > 0 {
+            format!("{} and {more} more", shown.join(", "))
+        } else {
+            shown.join(", ")
+        }
+    }
+}
+
+/// Domains NodePools can create per key, each with the taint sets of the pools offering it
+/// (an untainted pool makes the domain open to every pod).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DomainGroups {
+    by_key: BTreeMap<String, BTreeMap<String, Vec<Vec<Taint>>>>,
+}
+
+impl DomainGroups {
+    /// Records that a pool with `taints` can create `domain` for `key`.
+    pub(crate) fn insert(&mut self, key: &str, domain: &str, taints: &[Taint]) {
+        let domains = self.by_key.entry(key.to_string()).or_default();
+        match domains.get_mut(domain) {
+            None => {
+                domains.insert(domain.to_string(), vec![taints.to_vec()]);
+            }
+            Some(sets) if taints.is_empty() => *sets = vec![Vec::new()],
+            Some(sets) if sets[0].is_empty() => {}
+            Some(sets) => sets.push(taints.to_vec()),
+        }
+    }
+
+    fn for_each(
+        &self,
+        key: &str,
+        tolerations: &[Toleration],
+        honor_taints: bool,
+        mut f: impl FnMut(&str),
+    ) {
+        if let Some(domains) = self.by_key.get(key) {
+            for (d, sets) in domains {
+                if !honor_taints
+                    || sets
+                        .iter()
+                        .any(|ts| first_untolerated(ts, tolerations, true).is_none())
+                {
+                    f(d);
+                }
+            }
+        }
+    }
+}
+
+/// A node as topology counting sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct ClusterNode<'a> {
+    /// The node.
+    pub node: &'a Node,
+    /// `In [value]` for each label.
+    pub reqs: Requirements,
+    /// Being deleted: its pods still count, but its domain is not offered.
+    pub deleting: bool,
+}
+
+/// Running pods and their nodes, for counting existing domains.
+#[derive(Debug, Clone)]
+pub(crate) struct Cluster<'a> {
+    /// Every node of the snapshot.
+    pub nodes: Vec<ClusterNode<'a>>,
+    /// Bound, non-terminating pods with the index of their node in `nodes`.
+    pub bound: Vec<(&'a Pod, usize)>,
+    /// Namespace labels.
+    pub namespaces: &'a BTreeMap<String, Labels>,
+}
+
+/// Every topology group of one solve.
+#[derive(Debug, Clone)]
+pub(crate) struct Topology {
+    policy: PreferencePolicy,
+    domain_groups: DomainGroups,
+    groups: Vec<TopologyGroup>,
+    index: HashMap<GroupId, usize>,
+    inverse: Vec<TopologyGroup>,
+    inverse_index: HashMap<GroupId, usize>,
+    owned: Vec<Vec<usize>>,
+    inverse_owned: Vec<Vec<usize>>,
+}
+
+fn with_label_keys(
+    selector: &Option<LabelSelector>,
+    pod: &Pod,
+    match_keys: &[String],
+    mismatch_keys: &[String],
+) -> Option<LabelSelector> {
+    let mut sel = selector.clone()?;
+    for (keys, operator) in [
+        (match_keys, SelectorOperator::In),
+        (mismatch_keys, SelectorOperator::NotIn),
+    ] {
+        for k in keys {
+            if let Some(v) = pod.labels.get(k) {
+                sel.match_expressions.push(LabelSelectorRequirement {
+                    key: k.clone(),
+                    operator,
+                    values: vec![v.clone()],
+                });
+            }
+        }
+    }
+    Some(sel)
+}
+
+impl Topology {
+    /// An empty topology for `pending` pods.
+    pub(crate) fn new(
+        policy: PreferencePolicy,
+        domain_groups: DomainGroups,
+        pending: usize,
+    ) -> Self {
+        Topology {
+            policy,
+            domain_groups,
+            groups: Vec::new(),
+            index: HashMap::new(),
+            inverse: Vec::new(),
+            inverse_index: HashMap::new(),
+            owned: vec![Vec::new(); pending],
+            inverse_owned: vec![Vec::new(); pending],
+        }
+    }
+
+    fn new_group(&self, id: GroupId, tolerations: &[Toleration]) -> TopologyGroup {
+        let honor_taints = id.filter.as_ref().is_none_or(|f| f.honor_taints);
+        let mut g = TopologyGroup {
+            id,
+            domains: BTreeMap::new(),
+            empty: BTreeSet::new(),
+        };
+        let key = g.id.key.clone();
+        self.domain_groups
+            .for_each(&key, tolerations, honor_taints, |d| g.register(d));
+        g
+    }
+
+    fn anti_affinity_ids(&self, pod: &Pod, cluster: &Cluster<'_>) -> Vec<GroupId> {
+        pod.affinity
+            .pod_anti_affinity
+            .required
+            .iter()
+            .map(|term| GroupId {
+                kind: Kind::AntiAffinity,
+                key: term.topology_key.clone(),
+                namespaces: Namespaces::for_term(&pod.namespace, term, cluster.namespaces),
+                selector: with_label_keys(
+                    &term.label_selector,
+                    pod,
+                    &term.match_label_keys,
+                    &term.mismatch_label_keys,
+                ),
+                max_skew: i32::MAX,
+                min_domains: None,
+                filter: None,
+            })
+            .collect()
+    }
+
+    fn inverse_group(&mut self, id: GroupId, tolerations: &[Toleration]) -> usize {
+        if let Some(&i) = self.inverse_index.get(&id) {
+            return i;
+        }
+        let g = self.new_group(id.clone(), tolerations);
+        self.inverse.push(g);
+        self.inverse_index.insert(id, self.inverse.len() - 1);
+        self.inverse.len() - 1
+    }
+
+    /// Tracks the required anti-affinity of every running pod, so incoming pods it selects
+    /// stay out of its domain.
+    pub(crate) fn add_running_anti_affinities(&mut self, cluster: &Cluster<'_>) {
+        for &(pod, node) in &cluster.bound {
+            for id in self.anti_affinity_ids(pod, cluster) {
+                let g = self.inverse_group(id, &pod.tolerations);
+                let key = self.inverse[g].id.key.clone();
+                if let Some(d) = cluster.nodes[node].node.labels.get(&key) {
+                    self.inverse[g].record(d);
+                }
+            }
+        }
+    }
+
+    /// `Topology.Update`: (re)builds the groups pending pod `p` owns from its current
+    /// relaxation state, counting existing pods for groups seen for the first time.
+    pub(crate) fn update(&mut self, p: usize, r: &Relaxed<'_>, cluster: &Cluster<'_>) {
+        self.owned[p].clear();
+        let pod = r.pod;
+        let has_anti = !pod.affinity.pod_anti_affinity.required.is_empty()
+            || (self.policy == PreferencePolicy::Respect
+                && !pod.affinity.pod_anti_affinity.preferred.is_empty());
+        if has_anti {
+            for id in self.anti_affinity_ids(pod, cluster) {
+                let g = self.inverse_group(id, &r.tolerations);
+                if !self.inverse_owned[p].contains(&g) {
+                    self.inverse_owned[p].push(g);
+                }
+            }
+        }
+        let mut ids = Vec::new();
+        for tsc in r.spreads.iter() {
+            ids.push(GroupId {
+                kind: Kind::Spread,
+                key: tsc.topology_key.clone(),
+                namespaces: Namespaces::Set(BTreeSet::from([pod.namespace.clone()])),
+                selector: with_label_keys(&tsc.label_selector, pod, &tsc.match_label_keys, &[]),
+                max_skew: tsc.max_skew,
+                min_domains: tsc.min_domains,
+                filter: Some(NodeFilter::new(
+                    r,
+                    tsc.node_taints_policy,
+                    tsc.node_affinity_policy,
+                )),
+            });
+        }
+        let a = &pod.affinity;
+        let affinity = a
+            .pod_affinity
+            .required
+            .iter()
+            .chain(r.preferred_affinity.iter().map(|w| &w.term));
+        let anti = a
+            .pod_anti_affinity
+            .required
+            .iter()
+            .chain(r.preferred_anti_affinity.iter().map(|w| &w.term));
+        for (kind, term) in affinity
+            .map(|t| (Kind::Affinity, t))
+            .chain(anti.map(|t| (Kind::AntiAffinity, t)))
+        {
+            ids.push(GroupId {
+                kind,
+                key: term.topology_key.clone(),
+                namespaces: Namespaces::for_term(&pod.namespace, term, cluster.namespaces),
+                selector: with_label_keys(
+                    &term.label_selector,
+                    pod,
+                    &term.match_label_keys,
+                    &term.mismatch_label_keys,
+                ),
+                max_skew: i32::MAX,
+                min_domains: None,
+                filter: None,
+            });
+        }
+        for id in ids {
+            let g = match self.index.get(&id) {
+                Some(&g) => g,
+                None => {
+                    let mut g = self.new_group(id.clone(), &r.tolerations);
+                    count_domains(&mut g, cluster);
+                    self.groups.push(g);
+                    self.index.insert(id, self.groups.len() - 1);
+                    self.groups.len() - 1
+                }
+            };
+            if !self.owned[p].contains(&g) {
+                self.owned[p].push(g);
+            }
+        }
+    }
+
+    /// Makes `domain` of `key` known to every group (a new node or claim's hostname).
+    pub(crate) fn register(&mut self, key: &str, domain: &str) {
+        for g in self.groups.iter_mut().chain(self.inverse.iter_mut()) {
+            if g.id.key == key {
+                g.register(domain);
+            }
+        }
+    }
+
+    /// `Topology.AddRequirements`: the domain requirements pod `p` needs on a node with these
+    /// taints and requirements, or why no domain works.
+    pub(crate) fn requirements(
+        &self,
+        p: usize,
+        pod: &Pod,
+        taints: &[Taint],
+        strict: &Requirements,
+        node: &Requirements,
+        allow_undefined: bool,
+    ) -> Result<Requirements, String> {
+        let mut out = Requirements::new();
+        let owned = self.owned[p].iter().map(|&g| &self.groups[g]);
+        let inverse = self
+            .inverse
+            .iter()
+            .filter(|g| g.counts(pod, taints, node, allow_undefined));
+        for g in owned.chain(inverse) {
+            let key = &g.id.key;
+            let exists = || req(key, Operator::Exists, Vec::<String>::new());
+            let pod_domains = match strict.get(key) {
+                Some(r) => r.clone(),
+                None => exists()?,
+            };
+            let node_domains = match node.get(key) {
+                Some(r) => r.clone(),
+                None => exists()?,
+            };
+            let domains = g.next(pod, &pod_domains, &node_domains)?;
+            if domains.is_empty() {
+                return Err(format!(
+                    "{} on {key} cannot be satisfied (pods per domain: {}; pod allows {}, node allows {})",
+                    g.id.kind.describe(),
+                    g.describe_counts(),
+                    describe_requirement(&pod_domains),
+                    describe_requirement(&node_domains),
+                ));
+            }
+            out.add(domains);
+        }
+        Ok(out)
+    }
+
+    /// `Topology.Record`: counts pod `p` placed on a node with these taints/requirements.
+    pub(crate) fn record(
+        &mut self,
+        p: usize,
+        pod: &Pod,
+        taints: &[Taint],
+        reqs: &Requirements,
+        allow_undefined: bool,
+    ) {
+        for g in &mut self.groups {
+            if g.counts(pod, taints, reqs, allow_undefined) {
+                let Some(r) = reqs.get(&g.id.key) else {
+                    continue;
+                };
+                if g.id.kind == Kind::AntiAffinity {
+                    let values: Vec<String> = r.values().map(str::to_string).collect();
+                    for v in values {
+                        g.record(&v);
+                    }
+                } else if let Some(v) = finite_single(r) {
+                    let v = v.to_string();
+                    g.record(&v);
+                }
+            }
+        }
+        for &g in &self.inverse_owned[p] {
+            let g = &mut self.inverse[g];
+            if let Some(r) = reqs.get(&g.id.key) {
+                let values: Vec<String> = r.values().map(str::to_string).collect();
+                for v in values {
+                    g.record(&v);
+                }
+            }
+        }
+    }
+}
+
+/// `countDomains`: registers the domains of matching nodes and counts the running pods the
+/// group selects.
+fn count_domains(g: &mut TopologyGroup, cluster: &Cluster<'_>) {
+    for n in cluster.nodes.iter().filter(|n| !n.deleting) {
+        let matches =
+            g.id.filter
+                .as_ref()
+                .is_none_or(|f| f.matches(&n.node.taints, &n.reqs, false));
+        if matches && let Some(d) = n.node.labels.get(&g.id.key) {
+            let d = d.clone();
+            g.register(&d);
+        }
+    }
+    for &(pod, node) in &cluster.bound {
+        if !g.selects(pod) {
+            continue;
+        }
+        let n = &cluster.nodes[node];
+        let domain = match n.node.labels.get(&g.id.key) {
+            Some(d) => d.as_str(),
+            None if g.id.key == HOSTNAME => n.node.name.as_str(),
+            None => continue,
+        };
+        if g.id
+            .filter
+            .as_ref()
+            .is_none_or(|f| f.matches(&n.node.taints, &n.reqs, false))
+        {
+            let d = domain.to_string();
+            g.record(&d);
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! Shared builders for the solver's scenario tests and proptests: a small catalogue
+//! (zones a/b/c, spot and on-demand), pools, pods, nodes.
+#![allow(dead_code)]
+
+use karpenter_scheduling::labels::{ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE};
+use karpenter_scheduling::model::{
+    DaemonSet, InstanceType, Node, NodePool, NodeSelectorTerm, NodeState, Offering, OwnerRef, Pod,
+    PodAffinityTerm, TopologySpreadConstraint, WhenUnsatisfiable,
+};
+use karpenter_scheduling::requirements::{NodeSelectorRequirement, Operator, Requirements};
+use karpenter_scheduling::resources::Resources;
+use karpenter_scheduling::selector::LabelSelector;
+use karpenter_scheduling::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
+use karpenter_scheduling::{Plan, Snapshot, SolveOptions, solve};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub const ZONES: [&str; 3] = ["zone-a", "zone-b", "zone-c"];
+pub const GI: i64 = 1 << 30;
+pub const MI: i64 = 1 << 20;
+
+pub fn nsr(key: &str, op: Operator, values: &[&str]) -> NodeSelectorRequirement {
+    NodeSelectorRequirement {
+        key: key.into(),
+        operator: op,
+        values: values.iter().map(|v| v.to_string()).collect(),
+        min_values: None,
+    }
+}
+
+pub fn reqs(items: &[NodeSelectorRequirement]) -> Requirements {
+    Requirements::from_node_selector(items).expect("valid requirements")
+}
+
+pub fn res(cpu_millis: i64, memory: i64) -> Resources {
+    Resources {
+        cpu_millis,
+        memory,
+        ..Resources::default()
+    }
+}
+
+/// An instance type in every zone with an on-demand and (when `spot`) a spot offering at
+/// 40% of on-demand.
+pub fn instance_type(
+    name: &str,
+    cpu: i64,
+    mem_gi: i64,
+    od: f64,
+    spot: bool,
+    extra: &[(&str, i64)],
+) -> Arc<InstanceType> {
+    let cts: Vec<&str> = if spot {
+        vec!["spot", "on-demand"]
+    } else {
+        vec!["on-demand"]
+    };
+    let mut offerings = Vec::new();
+    for z in ZONES {
+        for ct in &cts {
+            let price = if *ct == "spot" { od * 0.4 } else { od };
+            offerings.push(Offering {
+                zone: z.into(),
+                capacity_type: ct.to_string(),
+                price,
+                available: true,
+            });
+        }
+    }
+    let mut capacity = Resources {
+        cpu_millis: cpu * 1000,
+        memory: mem_gi * GI,
+        pods: 110,
+        ..Resources::default()
+    };
+    capacity.extended = extra.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+    Arc::new(InstanceType {
+        name: name.into(),
+        requirements: reqs(&[
+            nsr(INSTANCE_TYPE, Operator::In, &[name]),
+            nsr(ZONE, Operator::In, &ZONES),
+            nsr(CAPACITY_TYPE, Operator::In, &cts),
+            nsr(ARCH, Operator::In, &["amd64"]),
+        ]),
+        capacity,
+        overhead: Default::default(),
+        offerings,
+    })
+}
+
+pub fn catalogue() -> Vec<Arc<InstanceType>> {
+    vec![
+        instance_type("small", 2, 4, 0.10, true, &[]),
+        instance_type("medium", 4, 8, 0.20, true, &[]),
+        instance_type("large", 8, 16, 0.40, true, &[]),
+        instance_type("xlarge", 16, 32, 0.80, true, &[]),
+        instance_type("gpu", 8, 32, 3.00, false, &[("nvidia.com/gpu", 1)]),
+    ]
+}
+
+pub fn pool(name: &str) -> NodePool {
+    NodePool {
+        name: name.into(),
+        instance_types: catalogue(),
+        ..NodePool::default()
+    }
+}
+
+pub fn pod(name: &str, cpu_millis: i64, mem: i64) -> Pod {
+    Pod {
+        namespace: "default".into(),
+        name: name.into(),
+        uid: name.into(),
+        requests: res(cpu_millis, mem),
+        ..Pod::default()
+    }
+}
+
+pub fn labeled(mut p: Pod, labels: &[(&str, &str)]) -> Pod {
+    p.labels
+        .extend(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    p
+}
+
+pub fn selector(labels: &[(&str, &str)]) -> Option<LabelSelector> {
+    Some(LabelSelector {
+        match_labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        match_expressions: vec![],
+    })
+}
+
+pub fn spread(
+    key: &str,
+    skew: i32,
+    labels: &[(&str, &str)],
+    when: WhenUnsatisfiable,
+) -> TopologySpreadConstraint {
+    TopologySpreadConstraint {
+        max_skew: skew,
+        topology_key: key.into(),
+        when_unsatisfiable: when,
+        label_selector: selector(labels),
+        min_domains: None,
+        node_affinity_policy: karpenter_scheduling::model::InclusionPolicy::Honor,
+        node_taints_policy: karpenter_scheduling::model::InclusionPolicy::Ignore,
+        match_label_keys: vec![],
+    }
+}
+
+pub fn term(key: &str, labels: &[(&str, &str)]) -> PodAffinityTerm {
+    PodAffinityTerm {
+        label_selector: selector(labels),
+        topology_key: key.into(),
+        ..PodAffinityTerm::default()
+    }
+}
+
+pub fn affinity_terms(items: &[NodeSelectorRequirement]) -> NodeSelectorTerm {
+    NodeSelectorTerm {
+        match_expressions: items.to_vec(),
+        match_fields: vec![],
+    }
+}
+
+pub fn taint(key: &str, value: &str, effect: TaintEffect) -> Taint {
+    Taint::new(key, value, effect)
+}
+
+pub fn toleration(key: &str, value: &str) -> Toleration {
+    Toleration {
+        key: key.into(),
+        operator: TolerationOperator::Equal,
+        value: value.into(),
+        ..Toleration::default()
+    }
+}
+
+pub fn node(name: &str, zone: &str, cpu: i64, mem_gi: i64) -> Node {
+    let labels: BTreeMap<String, String> = [
+        (HOSTNAME, name),
+        (ZONE, zone),
+        (INSTANCE_TYPE, "large"),
+        (CAPACITY_TYPE, "on-demand"),
+        (ARCH, "amd64"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let alloc = Resources {
+        cpu_millis: cpu * 1000,
+        memory: mem_gi * GI,
+        pods: 110,
+        ..Resources::default()
+    };
+    Node {
+        name: name.into(),
+        node_pool: Some("default".into()),
+        labels,
+        allocatable: alloc.clone(),
+        capacity: alloc,
+        state: NodeState::Ready,
+        ..Node::default()
+    }
+}
+
+pub fn bound(mut p: Pod, node: &str) -> Pod {
+    p.node_name = Some(node.into());
+    p
+}
+
+pub fn daemon(name: &str, cpu_millis: i64) -> DaemonSet {
+    let mut p = pod(name, cpu_millis, 0);
+    p.owner = Some(OwnerRef {
+        kind: "DaemonSet".into(),
+        name: name.into(),
+        uid: String::new(),
+    });
+    DaemonSet {
+        namespace: "kube-system".into(),
+        name: name.into(),
+        pod: p,
+    }
+}
+
+pub fn snapshot(pending: Vec<Pod>, pools: Vec<NodePool>) -> Snapshot {
+    Snapshot {
+        pending_pods: pending,
+        node_pools: pools,
+        ..Snapshot::default()
+    }
+}
+
+pub fn run(s: &Snapshot) -> Plan {
+    solve(s, &SolveOptions::default())
+}
+
+/// The claim holding `pod`, by index.
+pub fn claim_of(plan: &Plan, pod: &str) -> Option<usize> {
+    plan.new_node_claims
+        .iter()
+        .position(|c| c.pods.iter().any(|k| k.name == pod))
+}
+
+/// The single value a claim's requirement pins `key` to.
+pub fn pinned(plan: &Plan, claim: usize, key: &str) -> Option<String> {
+    let r = plan.new_node_claims[claim].requirements.get(key)?;
+    let v: Vec<&str> = r.values().collect();
+    (r.operator() == Operator::In && v.len() == 1).then(|| v[0].to_string())
+}
+
+pub fn reason<'a>(plan: &'a Plan, pod: &str) -> Option<&'a str> {
+    plan.unschedulable
+        .iter()
+        .find(|u| u.pod.name == pod)
+        .map(|u| u.reason.as_str())
+}
+
+pub fn _unused(_: WhenUnsatisfiable) {}
