@@ -1,2 +1,24 @@
-//! placeholder
+//! # karpenter-cloudprovider
+//!
+//! The `karpenter.sh/v1` API types ([`NodePool`], [`NodeClaim`]) with Karpenter's defaults,
+//! validation, template hash and CRDs; the [`CloudProvider`] contract every provider
+//! implements; and the [`Metered`] decorator that records Karpenter's cloud-provider metrics.
 #![forbid(unsafe_code)]
+
+pub mod convert;
+pub mod crd;
+pub mod duration;
+pub mod hash;
+pub mod metered;
+pub mod provider;
+pub mod v1;
+pub mod validation;
+
+pub use convert::ConversionError;
+pub use crd::crds_yaml;
+pub use duration::{Duration, NillableDuration};
+pub use hash::{NODEPOOL_HASH_VERSION, template_hash};
+pub use metered::{CloudProviderMetrics, Metered};
+pub use provider::*;
+pub use v1::{NodeClaim, NodePool};
+pub use validation::{ValidationError, ValidationErrors};

@@ -1,6 +1,63 @@
-//! The `karpenter` binary.
+//! The `karpenter` binary: `plan` (what would be launched for these manifests) and `crds`
+//! (the CustomResourceDefinitions).
 #![forbid(unsafe_code)]
 
-fn main() -> anyhow::Result<()> {
+mod inputs;
+mod manifests;
+mod plan_cmd;
+mod table;
+
+use clap::{Parser, Subcommand};
+use std::io::Write;
+
+/// karpenter-rs: a Kubernetes node autoscaler compatible with Karpenter's v1 API.
+#[derive(Debug, Parser)]
+#[command(name = "karpenter", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Plan the nodes karpenter-rs would launch for the pods and NodePools in manifests.
+    Plan(plan_cmd::PlanArgs),
+    /// Print the CustomResourceDefinitions (karpenter.sh/v1 NodePool and NodeClaim).
+    Crds,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        // A reader that stops early (`| head`) is not an error worth reporting.
+        Err(e) if is_broken_pipe(&e) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    match cli.command {
+        Command::Plan(args) => plan_cmd::run(&args, &mut out)?,
+        Command::Crds => out.write_all(karpenter_cloudprovider::crds_yaml().as_bytes())?,
+    }
+    out.flush()?;
     Ok(())
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            || cause
+                .downcast_ref::<serde_json::Error>()
+                .and_then(|j| j.io_error_kind())
+                .is_some_and(|k| k == std::io::ErrorKind::BrokenPipe)
+    })
 }

@@ -517,10 +517,27 @@ impl fmt::Display for Requirement {
 }
 
 /// Requirements per key; a key with no entry is undefined (anything goes, including absence).
+///
+/// Serialises as the manifest form (a list of `{key, operator, values, minValues}`, in key
+/// order) so plans and snapshots read like the YAML users write; deserialising validates
+/// each entry and intersects repeated keys.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
+#[serde(into = "Vec<NodeSelectorRequirement>", try_from = "Vec<NodeSelectorRequirement>")]
 pub struct Requirements {
     map: BTreeMap<String, Requirement>,
+}
+
+impl From<Requirements> for Vec<NodeSelectorRequirement> {
+    fn from(r: Requirements) -> Self {
+        r.to_node_selector()
+    }
+}
+
+impl TryFrom<Vec<NodeSelectorRequirement>> for Requirements {
+    type Error = RequirementError;
+    fn try_from(reqs: Vec<NodeSelectorRequirement>) -> Result<Self, Self::Error> {
+        Requirements::from_node_selector(&reqs)
+    }
 }
 
 /// Why two requirement sets are incompatible, naming the key and the two sides.
@@ -2562,8 +2579,11 @@ mod tests {
         assert_eq!(a.get("x").unwrap().values().collect::<Vec<_>>(), ["B"]);
         assert_eq!(a.get("z").unwrap().min_values(), Some(1));
         let json = serde_json::to_string(&a).unwrap();
+        assert!(json.starts_with(r#"[{"key":"x","operator":"In","values":["B"]}"#), "{json}");
         let back: Requirements = serde_json::from_str(&json).unwrap();
         assert_eq!(back, a);
+        let bad = serde_json::from_str::<Requirements>(r#"[{"key":"x","operator":"In"}]"#);
+        assert!(bad.unwrap_err().to_string().contains("\"x\""));
         let manifest: NodeSelectorRequirement =
             serde_json::from_str(r#"{"key":"cpu","operator":"Gte","values":["4"],"minValues":2}"#)
                 .unwrap();

@@ -1,0 +1,80 @@
+//! From the API's [`NodePool`] to the solver's [`model::NodePool`].
+
+use crate::v1::NodePool;
+use crate::validation::ValidationErrors;
+use karpenter_scheduling::model;
+use karpenter_scheduling::requirements::{RequirementError, Requirements};
+use karpenter_scheduling::{InstanceType, Quantity, Resources};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Why a NodePool cannot be handed to the solver.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConversionError {
+    /// The pool fails validation.
+    #[error(transparent)]
+    Invalid(#[from] ValidationErrors),
+    /// A requirement the scheduling model rejects.
+    #[error("NodePool {pool:?}: spec.template.spec.requirements: {source}")]
+    Requirement {
+        /// Pool name.
+        pool: String,
+        /// The model's error.
+        source: RequirementError,
+    },
+    /// A limit that is not a quantity.
+    #[error("NodePool {pool:?}: spec.limits[{resource}]: {reason}")]
+    Limit {
+        /// Pool name.
+        pool: String,
+        /// Resource name.
+        resource: String,
+        /// Why the quantity is invalid.
+        reason: String,
+    },
+}
+
+impl NodePool {
+    /// The solver's view of this pool: weight, template labels/annotations/taints,
+    /// requirements (labels are not folded in; the solver adds them), limits, the capacity
+    /// already in `usage`, and the provider's `instance_types` for the pool.
+    ///
+    /// The pool is validated first, so an invalid pool is never scheduled against.
+    pub fn to_model(
+        &self,
+        instance_types: Vec<Arc<InstanceType>>,
+        usage: Resources,
+    ) -> Result<model::NodePool, ConversionError> {
+        self.validate()?;
+        let name = self.name().to_owned();
+        let t = &self.spec.template;
+        let reqs: Vec<_> = t.spec.requirements.iter().map(|r| r.to_model()).collect();
+        let requirements = Requirements::from_node_selector(&reqs).map_err(|source| {
+            ConversionError::Requirement {
+                pool: name.clone(),
+                source,
+            }
+        })?;
+        let mut limits = BTreeMap::new();
+        for (resource, q) in &self.spec.limits {
+            let parsed = Quantity::parse(&q.0).map_err(|e| ConversionError::Limit {
+                pool: name.clone(),
+                resource: resource.clone(),
+                reason: e.to_string(),
+            })?;
+            limits.insert(resource.clone(), parsed);
+        }
+        Ok(model::NodePool {
+            name,
+            weight: self.weight(),
+            labels: t.metadata.labels.clone(),
+            annotations: t.metadata.annotations.clone(),
+            taints: t.spec.taints.iter().map(|x| x.to_model()).collect(),
+            startup_taints: t.spec.startup_taints.iter().map(|x| x.to_model()).collect(),
+            requirements,
+            limits,
+            usage,
+            instance_types,
+        })
+    }
+}

@@ -1,0 +1,140 @@
+//! The committed CRDs under charts/karpenter-rs/crds/ match the generated ones.
+//! Regenerate with `UPDATE_CRDS=1 cargo test -p karpenter-cloudprovider --test crds`.
+
+use karpenter_cloudprovider::crd::{crd_yaml, node_claim_crd, node_pool_crd};
+use std::path::PathBuf;
+
+fn chart_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../charts/karpenter-rs/crds")
+}
+
+#[test]
+fn committed_crds_are_fresh() {
+    let files = [
+        ("karpenter.sh_nodeclaims.yaml", crd_yaml(&node_claim_crd())),
+        ("karpenter.sh_nodepools.yaml", crd_yaml(&node_pool_crd())),
+    ];
+    let update = std::env::var_os("UPDATE_CRDS").is_some();
+    let dir = chart_dir();
+    for (name, generated) in files {
+        let path = dir.join(name);
+        if update {
+            std::fs::create_dir_all(&dir).expect("create chart dir");
+            std::fs::write(&path, &generated).expect("write CRD");
+            continue;
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == generated,
+            "{} is stale; run UPDATE_CRDS=1 cargo test -p karpenter-cloudprovider --test crds",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn crds_yaml_holds_both_documents_and_upstream_rules() {
+    let all = karpenter_cloudprovider::crds_yaml();
+    assert_eq!(
+        all.matches("\n---\n").count() + usize::from(all.starts_with("---\n")),
+        2
+    );
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&all).expect("valid YAML");
+    assert_eq!(docs.len(), 2);
+    let names: Vec<&str> = docs
+        .iter()
+        .map(|d| d["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["nodeclaims.karpenter.sh", "nodepools.karpenter.sh"]);
+
+    let np = &docs[1];
+    assert_eq!(np["spec"]["scope"], "Cluster");
+    let s = &np["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    let tspec = &s["properties"]["template"]["properties"]["spec"]["properties"];
+    assert_eq!(tspec["expireAfter"]["default"], "720h");
+    assert_eq!(
+        tspec["expireAfter"]["pattern"],
+        r"^(([0-9]+(s|m|h))+|Never)$"
+    );
+    assert_eq!(tspec["requirements"]["maxItems"], 100);
+    assert_eq!(
+        tspec["requirements"]["x-kubernetes-validations"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    assert_eq!(
+        tspec["requirements"]["items"]["properties"]["key"]["x-kubernetes-validations"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    assert_eq!(
+        tspec["requirements"]["items"]["properties"]["minValues"]["maximum"],
+        50
+    );
+    assert_eq!(
+        tspec["nodeClassRef"]["x-kubernetes-validations"][0]["message"],
+        "nodeClassRef.group is immutable"
+    );
+    let d = &s["properties"]["disruption"];
+    assert_eq!(d["default"], serde_json::json!({"consolidateAfter": "0s"}));
+    assert_eq!(
+        d["properties"]["budgets"]["default"],
+        serde_json::json!([{"nodes": "10%"}])
+    );
+    assert_eq!(d["properties"]["budgets"]["maxItems"], 50);
+    assert_eq!(
+        d["properties"]["budgets"]["items"]["properties"]["nodes"]["pattern"],
+        "^((100|[0-9]{1,2})%|[0-9]+)$"
+    );
+    assert_eq!(
+        d["properties"]["consolidationPolicy"]["default"],
+        "WhenEmptyOrUnderutilized"
+    );
+    assert_eq!(s["properties"]["weight"]["maximum"], 100);
+    assert_eq!(
+        s["properties"]["limits"]["additionalProperties"]["x-kubernetes-int-or-string"],
+        true
+    );
+    assert_eq!(s["x-kubernetes-validations"].as_array().unwrap().len(), 3);
+    assert!(!all.contains("nullable"));
+    let labels = &s["properties"]["template"]["properties"]["metadata"]["properties"]["labels"];
+    assert_eq!(labels["maxProperties"], 100);
+    assert_eq!(
+        labels["x-kubernetes-validations"].as_array().unwrap().len(),
+        3
+    );
+
+    let nc = &docs[0];
+    let cols = nc["spec"]["versions"][0]["additionalPrinterColumns"]
+        .as_array()
+        .unwrap();
+    assert_eq!(cols.len(), 11);
+    assert_eq!(
+        cols[0]["jsonPath"],
+        r".metadata.labels.node\.kubernetes\.io/instance-type"
+    );
+    let ncs = &nc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    assert_eq!(
+        ncs["x-kubernetes-validations"][0]["rule"],
+        "self == oldSelf"
+    );
+    assert_eq!(
+        ncs["properties"]["requirements"]["items"]["properties"]["key"]["x-kubernetes-validations"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    let np_cols = np["spec"]["versions"][0]["additionalPrinterColumns"]
+        .as_array()
+        .unwrap();
+    assert_eq!(np_cols.len(), 7);
+    assert_eq!(
+        np["spec"]["versions"][0]["subresources"]["scale"]["specReplicasPath"],
+        ".spec.replicas"
+    );
+}

@@ -1,0 +1,195 @@
+//! `karpenter plan`: what would karpenter-rs launch for these pods and NodePools, and at
+//! what price — without a cluster.
+
+use crate::inputs::Inputs;
+use crate::manifests;
+use crate::table::Table;
+use anyhow::{Context, Result, bail};
+use karpenter_cloudprovider_fake::{Catalogue, CatalogueOptions, default_instance_types};
+use karpenter_scheduling::model::InstanceType;
+use karpenter_scheduling::solver::{MinValuesPolicy, PreferencePolicy};
+use karpenter_scheduling::{Plan, SolveOptions, solve};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Arguments of `karpenter plan`.
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    /// Manifest files or directories (YAML or JSON; multi-document and `kind: List` allowed):
+    /// Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets, NodePools, Namespaces.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Instance-type catalogue (JSON, the format documented in docs/reference.md). Default:
+    /// the bundled real EC2 catalogue with us-east-1 prices.
+    #[arg(long, value_name = "FILE")]
+    pub catalogue: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
+    /// How preferences (preferred affinities, ScheduleAnyway spreads, PreferNoSchedule) are
+    /// treated, like Karpenter's PREFERENCE_POLICY.
+    #[arg(long, value_enum, default_value_t = Preference::Respect)]
+    pub preference_policy: Preference,
+    /// What to do when a claim cannot keep a requirement's minValues, like Karpenter's
+    /// MIN_VALUES_POLICY.
+    #[arg(long, value_enum, default_value_t = MinValues::Strict)]
+    pub min_values_policy: MinValues,
+}
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// Human-readable tables.
+    Table,
+    /// The plan as JSON.
+    Json,
+}
+
+/// `--preference-policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Preference {
+    /// Honour preferences, relaxing them one at a time when a pod cannot be placed.
+    Respect,
+    /// Ignore preferences.
+    Ignore,
+}
+
+/// `--min-values-policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MinValues {
+    /// A pod whose claim cannot keep minValues is unschedulable on that pool.
+    Strict,
+    /// Keep as many values as possible.
+    BestEffort,
+}
+
+/// Runs the subcommand, writing to `out`.
+pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
+    let docs = manifests::load_paths(&args.paths)?;
+    let inputs = Inputs::from_documents(&docs)?;
+    if inputs.node_pools.is_empty() {
+        bail!(
+            "no NodePool (karpenter.sh/v1) found in {}",
+            display_paths(&args.paths)
+        );
+    }
+    let owned;
+    let instance_types: &[Arc<InstanceType>] = match &args.catalogue {
+        None => default_instance_types(),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading catalogue {}", path.display()))?;
+            let catalogue = Catalogue::from_json(&text)
+                .with_context(|| format!("catalogue {}", path.display()))?;
+            owned = catalogue
+                .instance_types(&CatalogueOptions::default())
+                .with_context(|| format!("catalogue {}", path.display()))?;
+            &owned
+        }
+    };
+    let snapshot = inputs.snapshot(instance_types)?;
+    let options = SolveOptions {
+        preference_policy: match args.preference_policy {
+            Preference::Respect => PreferencePolicy::Respect,
+            Preference::Ignore => PreferencePolicy::Ignore,
+        },
+        min_values_policy: match args.min_values_policy {
+            MinValues::Strict => MinValuesPolicy::Strict,
+            MinValues::BestEffort => MinValuesPolicy::BestEffort,
+        },
+        ..SolveOptions::default()
+    };
+    let plan = solve(&snapshot, &options);
+    match args.output {
+        OutputFormat::Json => {
+            serde_json::to_writer_pretty(&mut *out, &plan)?;
+            writeln!(out)?;
+        }
+        OutputFormat::Table => {
+            write!(out, "{}", render(&plan))?;
+            if !inputs.ignored.is_empty() {
+                let skipped: Vec<String> = inputs
+                    .ignored
+                    .iter()
+                    .map(|(kind, n)| format!("{n} {kind}"))
+                    .collect();
+                writeln!(out, "\nnot used for planning: {}", skipped.join(", "))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn display_paths(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The plan as tables: new nodes, placements on existing nodes, unschedulable pods, totals.
+pub fn render(plan: &Plan) -> String {
+    let mut out = String::new();
+    let mut nodes = Table::new(&[
+        "NODE",
+        "NODEPOOL",
+        "INSTANCE TYPE",
+        "ZONE",
+        "CAPACITY",
+        "$/HOUR",
+        "PODS",
+        "OPTIONS",
+    ]);
+    for (i, claim) in plan.new_node_claims.iter().enumerate() {
+        let cheapest = claim.instance_type_options.first();
+        nodes.row(vec![
+            format!("new-{}", i + 1),
+            claim.node_pool.clone(),
+            cheapest.map(|o| o.name.clone()).unwrap_or_default(),
+            cheapest.map(|o| o.zone.clone()).unwrap_or_default(),
+            cheapest
+                .map(|o| o.capacity_type.clone())
+                .unwrap_or_default(),
+            format!("{:.4}", claim.price),
+            claim.pods.len().to_string(),
+            claim.instance_type_options.len().to_string(),
+        ]);
+    }
+    if !nodes.is_empty() {
+        out.push_str(&nodes.render());
+    }
+    if !plan.existing.is_empty() {
+        let mut existing = Table::new(&["EXISTING NODE", "PODS"]);
+        for p in &plan.existing {
+            existing.row(vec![p.node.clone(), p.pods.len().to_string()]);
+        }
+        out.push('\n');
+        out.push_str(&existing.render());
+    }
+    if !plan.unschedulable.is_empty() {
+        let mut unschedulable = Table::new(&["UNSCHEDULABLE POD", "REASON"]);
+        for u in &plan.unschedulable {
+            unschedulable.row(vec![u.pod.to_string(), u.reason.clone()]);
+        }
+        out.push('\n');
+        out.push_str(&unschedulable.render());
+    }
+    out.push_str(&format!(
+        "\n{} new node(s), {:.4} $/hour; {} pod(s) placed, {} unschedulable",
+        plan.new_node_claims.len(),
+        plan.total_price,
+        plan.placed_pods(),
+        plan.unschedulable.len()
+    ));
+    if let Some(bound) = plan.lower_bound {
+        let gap = if bound > 0.0 {
+            (plan.total_price - bound) / bound * 100.0
+        } else {
+            0.0
+        };
+        out.push_str(&format!("; lower bound {bound:.4} $/hour (gap {gap:.1}%)"));
+    }
+    out.push('\n');
+    out
+}

@@ -1,0 +1,155 @@
+//! `karpenter plan` and `karpenter crds` as a user runs them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn karpenter(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .args(args)
+        .current_dir(repo_root())
+        .output()
+        .expect("run karpenter")
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn plans_the_bundled_inflate_example() {
+    let out = karpenter(&["plan", "examples/inflate"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with("NODE "), "{text}");
+    assert!(text.contains("10 pod(s) placed, 0 unschedulable"), "{text}");
+    assert!(text.contains("on-demand"), "{text}");
+}
+
+#[test]
+fn json_output_is_the_plan() {
+    let out = karpenter(&["plan", "examples/inflate", "--output", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let claims = plan["newNodeClaims"].as_array().unwrap();
+    let pods: usize = claims
+        .iter()
+        .map(|c| c["pods"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(pods, 10);
+    for claim in claims {
+        assert_eq!(claim["nodePool"], "default");
+        // Every option respects the pool: on-demand c/m/r of generation > 2.
+        for option in claim["instanceTypeOptions"].as_array().unwrap() {
+            assert_eq!(option["capacityType"], "on-demand");
+            let name = option["name"].as_str().unwrap();
+            assert!(name.starts_with(['c', 'm', 'r']), "{name}");
+        }
+        let reqs = claim["requirements"].as_array().unwrap();
+        assert!(reqs.iter().any(|r| r["key"] == "karpenter.sh/capacity-type"
+            && r["operator"] == "In"
+            && r["values"] == serde_json::json!(["on-demand"])));
+    }
+    let total = plan["totalPrice"].as_f64().unwrap();
+    let sum: f64 = claims.iter().map(|c| c["price"].as_f64().unwrap()).sum();
+    assert!((total - sum).abs() < 1e-9);
+}
+
+#[test]
+fn unschedulable_pods_are_listed_with_reasons() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        repo_root().join("examples/inflate/nodepool.yaml"),
+        dir.path().join("pool.yaml"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("huge.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: huge, namespace: ml}\nspec:\n  containers:\n  - name: c\n    image: x\n    resources: {requests: {cpu: \"4000\"}}\n",
+    )
+    .unwrap();
+    let out = karpenter(&["plan", dir.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("UNSCHEDULABLE POD"), "{text}");
+    assert!(text.contains("ml/huge"), "{text}");
+    assert!(text.contains("NodePool \"default\""), "{text}");
+    assert!(text.contains("0 pod(s) placed, 1 unschedulable"), "{text}");
+}
+
+#[test]
+fn bad_manifests_name_file_object_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: shop}\nspec:\n  replicas: 2\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers:\n      - name: c\n        image: x\n        resources: {requests: {cpu: lots}}\n",
+    )
+    .unwrap();
+    let pool = repo_root().join("examples/inflate/nodepool.yaml");
+    let out = karpenter(&["plan", file.to_str().unwrap(), pool.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("bad.yaml (document 1, Deployment shop/web)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("spec.template.spec.containers[0].resources.requests.cpu"),
+        "{err}"
+    );
+
+    std::fs::write(&file, "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: p}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n      requirements:\n      - {key: karpenter.sh/capacity-type, operator: In}\n").unwrap();
+    let out = karpenter(&["plan", file.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("NodePool p"), "{err}");
+    assert!(err.contains("requirements[0]"), "{err}");
+}
+
+#[test]
+fn a_plan_needs_a_node_pool() {
+    let out = karpenter(&["plan", "examples/inflate/workload.yaml"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("no NodePool"), "{}", stderr(&out));
+}
+
+#[test]
+fn custom_catalogue_is_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalogue = dir.path().join("catalogue.json");
+    std::fs::write(
+        &catalogue,
+        r#"{"region":"us-east-1","instance_types":[{"name":"m5.large","vcpu":2,"memory_mib":8192,"architecture":"amd64","max_network_interfaces":3,"ipv4_per_interface":10,"usage_classes":["on-demand"],"on_demand_price_per_hour_usd":0.096,"zones":["us-east-1a"]}]}"#,
+    )
+    .unwrap();
+    let out = karpenter(&[
+        "plan",
+        "examples/inflate",
+        "--catalogue",
+        catalogue.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("m5.large"), "{text}");
+    assert!(!text.contains("c6a"), "{text}");
+}
+
+#[test]
+fn crds_are_printed() {
+    let out = karpenter(&["crds"]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    assert!(text.contains("name: nodepools.karpenter.sh"), "{text}");
+    assert!(text.contains("name: nodeclaims.karpenter.sh"), "{text}");
+}
