@@ -23,8 +23,8 @@ pub mod solver;
 pub mod taints;
 
 pub use model::{InstanceType, Node, NodePool, Offering, Pod, PodKey, Snapshot};
-pub use plan::{NewNodeClaim, Plan};
+pub use plan::{NewNodeClaim, OptimizerStats, Plan};
 pub use quantity::Quantity;
 pub use requirements::{Operator, Requirement, Requirements};
 pub use resources::Resources;
-pub use solver::{SolveOptions, solve};
+pub use solver::{OptimizerOptions, SolveOptions, solve, solve_with_deadline};

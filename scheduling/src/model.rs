@@ -33,7 +33,10 @@ pub struct PodKey {
 impl PodKey {
     /// A key.
     pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        Self { namespace: namespace.into(), name: name.into() }
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
     }
 }
 
@@ -341,7 +344,9 @@ pub struct Node {
 impl Node {
     /// The instance type label, if present.
     pub fn instance_type(&self) -> Option<&str> {
-        self.labels.get(crate::labels::INSTANCE_TYPE).map(String::as_str)
+        self.labels
+            .get(crate::labels::INSTANCE_TYPE)
+            .map(String::as_str)
     }
 
     /// The zone label, if present.
@@ -351,7 +356,9 @@ impl Node {
 
     /// The capacity type label, if present.
     pub fn capacity_type(&self) -> Option<&str> {
-        self.labels.get(crate::labels::CAPACITY_TYPE).map(String::as_str)
+        self.labels
+            .get(crate::labels::CAPACITY_TYPE)
+            .map(String::as_str)
     }
 }
 

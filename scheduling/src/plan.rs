@@ -76,12 +76,44 @@ pub struct Plan {
     /// the optimiser computed one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lower_bound: Option<f64>,
+    /// Price per hour of the greedy (Karpenter-equivalent) plan for the same pods, when the
+    /// optimiser ran; `total_price` is never above it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub greedy_price: Option<f64>,
+    /// What the optimiser did, when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optimizer: Option<OptimizerStats>,
+}
+
+/// What the packing optimiser did to a plan.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OptimizerStats {
+    /// Groups of interchangeable new-claim pods (same NodePool, same claim requirements, no
+    /// per-node topology, no host ports) it considered.
+    pub groups: usize,
+    /// Groups it re-packed more cheaply than the greedy pass.
+    pub groups_improved: usize,
+    /// Groups whose packing an exact search proved optimal.
+    pub groups_proven_optimal: usize,
+    /// Pods now on claims the optimiser chose.
+    pub pods_repacked: usize,
+    /// Pods on new claims that it left where the greedy put them (not interchangeable).
+    pub pods_fixed: usize,
+    /// Deterministic work units spent.
+    pub work: u64,
+    /// Whether the work budget (or the caller's deadline) ran out before it finished.
+    pub budget_exhausted: bool,
 }
 
 impl Plan {
     /// Number of pods the plan places (on existing or new capacity).
     pub fn placed_pods(&self) -> usize {
         self.existing.iter().map(|p| p.pods.len()).sum::<usize>()
-            + self.new_node_claims.iter().map(|c| c.pods.len()).sum::<usize>()
+            + self
+                .new_node_claims
+                .iter()
+                .map(|c| c.pods.len())
+                .sum::<usize>()
     }
 }

@@ -522,7 +522,10 @@ impl fmt::Display for Requirement {
 /// order) so plans and snapshots read like the YAML users write; deserialising validates
 /// each entry and intersects repeated keys.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(into = "Vec<NodeSelectorRequirement>", try_from = "Vec<NodeSelectorRequirement>")]
+#[serde(
+    into = "Vec<NodeSelectorRequirement>",
+    try_from = "Vec<NodeSelectorRequirement>"
+)]
 pub struct Requirements {
     map: BTreeMap<String, Requirement>,
 }
@@ -2579,7 +2582,10 @@ mod tests {
         assert_eq!(a.get("x").unwrap().values().collect::<Vec<_>>(), ["B"]);
         assert_eq!(a.get("z").unwrap().min_values(), Some(1));
         let json = serde_json::to_string(&a).unwrap();
-        assert!(json.starts_with(r#"[{"key":"x","operator":"In","values":["B"]}"#), "{json}");
+        assert!(
+            json.starts_with(r#"[{"key":"x","operator":"In","values":["B"]}"#),
+            "{json}"
+        );
         let back: Requirements = serde_json::from_str(&json).unwrap();
         assert_eq!(back, a);
         let bad = serde_json::from_str::<Requirements>(r#"[{"key":"x","operator":"In"}]"#);

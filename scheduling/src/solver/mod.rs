@@ -19,6 +19,7 @@ mod existing;
 mod hostports;
 mod limits;
 mod nodeclaim;
+mod optimize;
 mod pods;
 mod preferences;
 mod queue;
@@ -27,7 +28,7 @@ mod topology;
 
 use crate::labels::{HOSTNAME, NODE_INITIALIZED, NODE_REGISTERED};
 use crate::model::{NodeState, Pod, Snapshot};
-use crate::plan::{NewNodeClaim, NodePlacement, Plan, UnschedulablePod};
+use crate::plan::{InstanceTypeOption, NewNodeClaim, NodePlacement, Plan, UnschedulablePod};
 use crate::requirements::{Operator, Requirements};
 use crate::resources::Resources;
 use crate::taints::{TaintEffect, first_untolerated};
@@ -42,6 +43,8 @@ use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 use std::rc::Rc;
 use topology::{Cluster, ClusterNode, DomainGroups, Topology};
+
+pub use optimize::OptimizerOptions;
 
 /// What to do with preferences (preferred affinities, ScheduleAnyway spreads,
 /// PreferNoSchedule taints) — Karpenter's `--preference-policy`.
@@ -75,6 +78,9 @@ pub struct SolveOptions {
     /// minValues handling.
     #[serde(default)]
     pub min_values_policy: MinValuesPolicy,
+    /// The packing optimiser that improves the greedy plan.
+    #[serde(default)]
+    pub optimizer: OptimizerOptions,
 }
 
 /// Decides where every pending pod of `snapshot` goes. Deterministic: the same snapshot and
@@ -83,8 +89,27 @@ pub struct SolveOptions {
 /// Pending pods owned by a DaemonSet are left out (their controller places them). Every
 /// other pending pod is either placed on an existing node, placed in a new claim, or listed
 /// as unschedulable with a reason naming each NodePool and why it refused the pod.
+///
+/// The greedy pass (Karpenter's own algorithm) runs first; then, unless
+/// [`OptimizerOptions::enabled`] is false, the optimiser re-packs interchangeable new-claim
+/// pods onto cheaper instance-type mixes within its deterministic work budget. The plan's
+/// `total_price` is never above its `greedy_price`, and `lower_bound` (when computed) is at
+/// most the price of any plan putting the same pods on new capacity.
 pub fn solve(snapshot: &Snapshot, options: &SolveOptions) -> Plan {
-    Scheduler::new(snapshot, options).run()
+    solve_with_deadline(snapshot, options, None)
+}
+
+/// [`solve`], with a deadline: the optimiser polls `deadline` now and then and, once it
+/// returns true, stops and keeps the best plan found so far (never worse than the greedy
+/// one). The greedy pass always completes. The callback is the only way to make a solve
+/// depend on anything but its inputs (e.g. a wall clock): without one, or with one that
+/// never fires, the result is deterministic.
+pub fn solve_with_deadline(
+    snapshot: &Snapshot,
+    options: &SolveOptions,
+    deadline: Option<&dyn Fn() -> bool>,
+) -> Plan {
+    Scheduler::new(snapshot, options).run(deadline)
 }
 
 struct Scheduler<'a> {
@@ -234,7 +259,7 @@ impl<'a> Scheduler<'a> {
         }
     }
 
-    fn run(mut self) -> Plan {
+    fn run(mut self, deadline: Option<&dyn Fn() -> bool>) -> Plan {
         let candidates: Vec<usize> = (0..self.pods.len())
             .filter(|&p| !self.pods[p].is_daemon())
             .collect();
@@ -254,7 +279,31 @@ impl<'a> Scheduler<'a> {
                 }
             }
         }
-        self.finish(errors)
+        if !self.options.optimizer.enabled {
+            return self.finish(errors);
+        }
+        let greedy_price: f64 = self
+            .claims
+            .iter()
+            .map(|c| {
+                let t = &self.templates[c.template];
+                c.options
+                    .iter()
+                    .filter_map(|&i| nodeclaim::cheapest(t.its[i as usize], &c.reqs))
+                    .map(|o| o.price)
+                    .reduce(f64::min)
+                    .unwrap_or(0.0)
+            })
+            .sum();
+        let optimized = optimize::optimize(&self, &self.options.optimizer, deadline);
+        if let Some(claims) = optimized.claims {
+            self.claims = claims;
+        }
+        let mut plan = self.finish(errors);
+        plan.greedy_price = Some(greedy_price);
+        plan.lower_bound = optimized.lower_bound;
+        plan.optimizer = Some(optimized.stats);
+        plan
     }
 
     /// Tries pod `p`, relaxing preferences until it fits or nothing is left to relax.
@@ -431,6 +480,9 @@ impl<'a> Scheduler<'a> {
             })
             .collect();
         let mut new_node_claims = Vec::with_capacity(self.claims.len());
+        // Re-packed claims often share requirements and options: rank each set once.
+        let mut ranked: HashMap<(usize, &[u32], Requirements), Vec<InstanceTypeOption>> =
+            HashMap::new();
         for claim in &self.claims {
             let t = &self.templates[claim.template];
             let mut requirements = Requirements::new();
@@ -439,7 +491,14 @@ impl<'a> Scheduler<'a> {
                     requirements.add(r.clone());
                 }
             }
-            let instance_type_options = nodeclaim::ranked_options(t, &claim.options, &requirements);
+            let instance_type_options = ranked
+                .entry((
+                    claim.template,
+                    claim.options.as_slice(),
+                    requirements.clone(),
+                ))
+                .or_insert_with(|| nodeclaim::ranked_options(t, &claim.options, &requirements))
+                .clone();
             let mut groups: Vec<usize> = claim
                 .options
                 .iter()
@@ -482,6 +541,8 @@ impl<'a> Scheduler<'a> {
             unschedulable,
             total_price,
             lower_bound: None,
+            greedy_price: None,
+            optimizer: None,
         }
     }
 }

@@ -165,6 +165,31 @@ impl Claim {
         c
     }
 
+    /// A claim the optimiser planned whole: its pods (without host ports), their summed
+    /// requests, its requirements (hostname included) and the options already checked.
+    pub(crate) fn planned(
+        template: usize,
+        t: &Template<'_>,
+        hostname: String,
+        reqs: Requirements,
+        options: Vec<u32>,
+        pods: Vec<usize>,
+        requests: Resources,
+    ) -> Self {
+        let mut c = Claim {
+            template,
+            hostname,
+            reqs,
+            options,
+            requests,
+            ports: HostPortUsage::default(),
+            pods,
+            max_alloc: Resources::default(),
+        };
+        c.refresh_max(t);
+        c
+    }
+
     fn refresh_max(&mut self, t: &Template<'_>) {
         self.max_alloc = self
             .options

@@ -720,6 +720,26 @@ impl Topology {
         Ok(out)
     }
 
+    /// Whether pending pod `p` may move to another new node with the same requirements
+    /// `reqs` without changing any topology decision: every group it owns, and every group
+    /// that could count it, is keyed on a label `reqs` pins to one value (and not the
+    /// hostname, which differs from node to node). Conservative: a group that merely selects
+    /// the pod counts, whatever its node filter says.
+    pub(crate) fn movable(&self, p: usize, pod: &Pod, reqs: &Requirements) -> bool {
+        let pinned = |key: &str| key != HOSTNAME && reqs.get(key).and_then(finite_single).is_some();
+        self.owned[p]
+            .iter()
+            .all(|&g| pinned(&self.groups[g].id.key))
+            && self.inverse_owned[p]
+                .iter()
+                .all(|&g| pinned(&self.inverse[g].id.key))
+            && self
+                .groups
+                .iter()
+                .chain(self.inverse.iter())
+                .all(|g| pinned(&g.id.key) || !g.selects(pod))
+    }
+
     /// `Topology.Record`: counts pod `p` placed on a node with these taints/requirements.
     pub(crate) fn record(
         &mut self,

@@ -1,0 +1,308 @@
+//! The output of a pass: commands to carry out and, for every node left alone, why.
+
+use karpenter_scheduling::model::{Millis, PodKey};
+use karpenter_scheduling::plan::NewNodeClaim;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Why nodes are disrupted (upstream's disruption reasons plus the forceful ones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Reason {
+    /// Only DaemonSet pods run on the node.
+    Empty,
+    /// The node no longer matches its NodePool, or the provider says it drifted.
+    Drifted,
+    /// Its pods fit elsewhere, or on one cheaper node.
+    Underutilized,
+    /// `expireAfter` has passed since the NodeClaim was created.
+    Expired,
+    /// The cloud provider announced the instance's interruption.
+    Interrupted,
+}
+
+impl Reason {
+    /// The API / metrics spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Empty => "Empty",
+            Self::Drifted => "Drifted",
+            Self::Underutilized => "Underutilized",
+            Self::Expired => "Expired",
+            Self::Interrupted => "Interrupted",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a command does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Decision {
+    /// Nothing.
+    NoOp,
+    /// Delete the candidates; their pods fit on capacity that exists.
+    Delete,
+    /// Launch the replacements first, then delete the candidates.
+    Replace,
+}
+
+/// A node a command disrupts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CandidateRef {
+    /// Node name.
+    pub node: String,
+    /// Its NodeClaim.
+    pub node_claim: String,
+    /// Its NodePool.
+    pub node_pool: String,
+    /// Its price per hour (0 when unknown).
+    pub price: f64,
+    /// The pods that will be evicted and rescheduled (DaemonSet pods excluded).
+    pub pods: Vec<PodKey>,
+}
+
+/// One disruption decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Command {
+    /// Why.
+    pub reason: Reason,
+    /// Delete or replace.
+    pub decision: Decision,
+    /// The nodes to remove, in the order they were chosen.
+    pub candidates: Vec<CandidateRef>,
+    /// NodeClaims to launch (and wait for) before the candidates are removed.
+    pub replacements: Vec<NewNodeClaim>,
+    /// Candidate prices minus replacement prices, per hour.
+    pub savings: f64,
+    /// A sentence a person can read in a log or event.
+    pub explanation: String,
+    /// The `now` of the pass that produced it (validation waits for the delay from here).
+    pub created_at: Millis,
+    /// Forceful commands (expiry, interruption) ignore budgets, PDBs and `do-not-disrupt`
+    /// when choosing nodes; the terminator still drains in eviction order.
+    pub forceful: bool,
+}
+
+impl Command {
+    /// Names of the candidate nodes.
+    pub fn node_names(&self) -> Vec<&str> {
+        self.candidates.iter().map(|c| c.node.as_str()).collect()
+    }
+
+    /// Sum of the candidates' prices.
+    pub fn source_price(&self) -> f64 {
+        self.candidates.iter().map(|c| c.price).sum()
+    }
+
+    /// Sum of the replacements' (cheapest option) prices.
+    pub fn replacement_price(&self) -> f64 {
+        self.replacements.iter().map(|r| r.price).sum()
+    }
+}
+
+/// Why a node was not disrupted by this pass.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum Hold {
+    /// No NodeClaim: Karpenter does not manage it.
+    NotManaged,
+    /// The node's NodePool is unknown.
+    NodePoolNotFound {
+        /// Pool name (empty when the node has none).
+        node_pool: String,
+    },
+    /// The NodeClaim is not initialized.
+    NotInitialized,
+    /// Being deleted already.
+    Deleting,
+    /// An earlier command is disrupting it.
+    AlreadyDisrupting,
+    /// Nominated for a pending pod.
+    Nominated,
+    /// `karpenter.sh/do-not-disrupt: "true"` on the node.
+    DoNotDisruptNode,
+    /// A pod's `karpenter.sh/do-not-disrupt` is in force.
+    DoNotDisruptPod {
+        /// The pod.
+        pod: PodKey,
+    },
+    /// A PDB allows no eviction of a pod on the node.
+    PdbBlocked {
+        /// The pod.
+        pod: PodKey,
+        /// `namespace/name` of the budget.
+        pdb: String,
+    },
+    /// A pod is covered by several PDBs, which the eviction API refuses.
+    MultiplePdbs {
+        /// The pod.
+        pod: PodKey,
+        /// The budgets.
+        pdbs: Vec<String>,
+    },
+    /// Evicting it together with the other candidates would exceed a PDB.
+    PdbExhaustedByCommand {
+        /// `namespace/name` of the budget.
+        pdb: String,
+    },
+    /// The NodePool is static (`replicas`).
+    StaticNodePool,
+    /// `consolidateAfter: Never`.
+    ConsolidationDisabled,
+    /// `consolidateAfter` has not passed since the last pod event.
+    ConsolidateAfter {
+        /// Milliseconds left.
+        remaining_ms: Millis,
+    },
+    /// The pool's budget for the reason is used up.
+    Budget {
+        /// The reason whose budget is exhausted.
+        reason: Reason,
+    },
+    /// Policy `WhenEmpty` and the node has workload pods.
+    WhenEmptyPolicy,
+    /// Price, zone or capacity type of the node is unknown.
+    UnknownPrice,
+    /// A pod could not be placed elsewhere.
+    WouldNotFit {
+        /// The pod.
+        pod: PodKey,
+        /// The solver's reason.
+        reason: String,
+    },
+    /// Its pods would need more than one new node.
+    NeedsMultipleNodes {
+        /// How many.
+        count: usize,
+    },
+    /// No replacement is strictly cheaper.
+    NotCheaper,
+    /// Spot-to-spot consolidation is disabled.
+    SpotToSpotDisabled,
+    /// Spot-to-spot needs at least 15 cheaper options.
+    SpotToSpotTooFewOptions {
+        /// How many there were.
+        options: usize,
+    },
+    /// The cheaper options cannot satisfy the pool's `minValues`.
+    MinValues {
+        /// The requirement key.
+        key: String,
+    },
+    /// Not drifted, not empty and not consolidatable.
+    NothingToDo,
+    /// The pass's simulation budget ran out before the node was evaluated.
+    NotEvaluated,
+    /// An earlier method in Karpenter's order produced this pass's command.
+    PreemptedByEarlierMethod {
+        /// That command's reason.
+        reason: Reason,
+    },
+}
+
+impl fmt::Display for Hold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotManaged => write!(f, "node isn't managed by karpenter"),
+            Self::NodePoolNotFound { node_pool } => write!(f, "NodePool {node_pool:?} not found"),
+            Self::NotInitialized => write!(f, "node isn't initialized"),
+            Self::Deleting => write!(f, "node is deleting or marked for deletion"),
+            Self::AlreadyDisrupting => write!(f, "node is already being disrupted"),
+            Self::Nominated => write!(f, "node is nominated for a pending pod"),
+            Self::DoNotDisruptNode => {
+                write!(
+                    f,
+                    "disruption is blocked through the \"karpenter.sh/do-not-disrupt\" annotation"
+                )
+            }
+            Self::DoNotDisruptPod { pod } => {
+                write!(
+                    f,
+                    "pod {pod} has \"karpenter.sh/do-not-disrupt\" annotation"
+                )
+            }
+            Self::PdbBlocked { pod, pdb } => {
+                write!(f, "pdb {pdb} prevents eviction of pod {pod}")
+            }
+            Self::MultiplePdbs { pod, pdbs } => write!(
+                f,
+                "eviction does not support multiple PDBs (pod {pod}: {})",
+                pdbs.join(", ")
+            ),
+            Self::PdbExhaustedByCommand { pdb } => write!(
+                f,
+                "pdb {pdb} allows no more evictions alongside the other candidates"
+            ),
+            Self::StaticNodePool => write!(f, "NodePool is static"),
+            Self::ConsolidationDisabled => write!(f, "NodePool has consolidation disabled"),
+            Self::ConsolidateAfter { remaining_ms } => write!(
+                f,
+                "consolidateAfter not reached ({}s left)",
+                (remaining_ms + 999) / 1000
+            ),
+            Self::Budget { reason } => write!(
+                f,
+                "disruption budget for reason {reason} is exhausted in the NodePool"
+            ),
+            Self::WhenEmptyPolicy => write!(
+                f,
+                "NodePool has consolidation policy WhenEmpty, but node is not empty"
+            ),
+            Self::UnknownPrice => write!(f, "node price, zone or capacity type is unknown"),
+            Self::WouldNotFit { pod, reason } => {
+                write!(f, "pod {pod} would not schedule elsewhere: {reason}")
+            }
+            Self::NeedsMultipleNodes { count } => {
+                write!(f, "can't remove without creating {count} nodes")
+            }
+            Self::NotCheaper => write!(f, "can't replace with a cheaper node"),
+            Self::SpotToSpotDisabled => write!(
+                f,
+                "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node"
+            ),
+            Self::SpotToSpotTooFewOptions { options } => write!(
+                f,
+                "SpotToSpotConsolidation requires {} cheaper instance type options than the current candidate to consolidate, got {options}",
+                crate::input::MIN_SPOT_TO_SPOT_OPTIONS
+            ),
+            Self::MinValues { key } => write!(
+                f,
+                "cheaper instance types do not satisfy minValues of {key:?}"
+            ),
+            Self::NothingToDo => write!(f, "node is not empty, drifted or consolidatable"),
+            Self::NotEvaluated => write!(f, "simulation budget of the pass exhausted"),
+            Self::PreemptedByEarlierMethod { reason } => {
+                write!(f, "a {reason} command was chosen first this pass")
+            }
+        }
+    }
+}
+
+/// Why one node was left alone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeExplanation {
+    /// Node name.
+    pub node: String,
+    /// Every reason found, most fundamental first (no duplicates).
+    pub holds: Vec<Hold>,
+}
+
+/// A pass's result.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PassResult {
+    /// Forceful commands (one per expired or interrupted node), then at most one command of
+    /// the first method (Emptiness, Drift, multi-node, single-node consolidation) with work.
+    pub commands: Vec<Command>,
+    /// Every node of the snapshot not in a command, sorted by name.
+    pub explanations: Vec<NodeExplanation>,
+    /// Scheduling simulations spent.
+    pub simulations: usize,
+}

@@ -1,0 +1,319 @@
+//! What a disruption pass looks at: the cluster [`Snapshot`] the solver re-packs, each
+//! NodePool's disruption settings, per-node NodeClaim facts, PodDisruptionBudgets and options.
+//!
+//! Everything is plain data taken at one instant; conversions from the `karpenter.sh/v1` API
+//! types are provided where they are cheap ([`PoolDisruption::from_node_pool`],
+//! [`NodeInfo::from_node_claim`]).
+
+use karpenter_cloudprovider::hash::NODEPOOL_HASH_VERSION;
+use karpenter_cloudprovider::v1::{
+    Budget, ConditionType, ConsolidationPolicy, NodeClaim, NodePool, StatusConditions,
+    labels as v1labels,
+};
+use karpenter_scheduling::model::{Millis, PodKey, Snapshot};
+use karpenter_scheduling::pdb::PodDisruptionBudget;
+use karpenter_scheduling::solver::SolveOptions;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Upstream's `commandValidationDelay`: how long a consolidation command waits before it is
+/// re-checked against fresh state.
+pub const DEFAULT_VALIDATION_DELAY_MS: Millis = 15_000;
+
+/// Upstream's `MinInstanceTypesForSpotToSpotConsolidation`.
+pub const MIN_SPOT_TO_SPOT_OPTIONS: usize = 15;
+
+/// Upstream's multi-node consolidation batch cap.
+pub const DEFAULT_MAX_MULTI_NODE_BATCH: usize = 100;
+
+/// Default number of scheduling simulations one pass may run (the deterministic stand-in for
+/// upstream's 1- and 3-minute consolidation timeouts).
+pub const DEFAULT_MAX_SIMULATIONS: usize = 64;
+
+/// One NodePool's disruption settings, reduced to what decisions need.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolDisruption {
+    /// `spec.disruption.consolidationPolicy`.
+    pub consolidation_policy: ConsolidationPolicy,
+    /// `spec.disruption.consolidateAfter` in milliseconds; `None` is `Never` (consolidation
+    /// and emptiness disabled).
+    pub consolidate_after: Option<Millis>,
+    /// `spec.disruption.budgets`, as written (invalid entries fail closed: they allow 0).
+    pub budgets: Vec<Budget>,
+    /// The pool's current template hash (`karpenter.sh/nodepool-hash`), for static drift.
+    pub template_hash: Option<String>,
+    /// The hash algorithm version (`karpenter.sh/nodepool-hash-version`).
+    pub hash_version: Option<String>,
+    /// `spec.replicas` is set: static pools are never consolidated or drift-replaced here.
+    pub is_static: bool,
+}
+
+impl Default for PoolDisruption {
+    fn default() -> Self {
+        Self {
+            consolidation_policy: ConsolidationPolicy::WhenEmptyOrUnderutilized,
+            consolidate_after: Some(0),
+            budgets: karpenter_cloudprovider::v1::default_budgets(),
+            template_hash: None,
+            hash_version: None,
+            is_static: false,
+        }
+    }
+}
+
+impl PoolDisruption {
+    /// The disruption settings of `pool`, with its template hash computed as the hash
+    /// controller would write it (so a pool whose annotation is stale still compares right).
+    pub fn from_node_pool(pool: &NodePool) -> Self {
+        let d = &pool.spec.disruption;
+        Self {
+            consolidation_policy: d.consolidation_policy,
+            consolidate_after: d.consolidate_after.duration().map(|x| x.millis()),
+            budgets: d.budgets.clone(),
+            template_hash: Some(pool.hash()),
+            hash_version: Some(NODEPOOL_HASH_VERSION.to_owned()),
+            is_static: pool.is_static(),
+        }
+    }
+}
+
+/// An interruption notice for a node's instance (upstream's interruption controller).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum InterruptionKind {
+    /// Spot interruption warning (two minutes).
+    SpotInterruption,
+    /// Scheduled maintenance (AWS Health scheduled change).
+    ScheduledMaintenance,
+    /// The instance is stopping or stopped.
+    InstanceStopping,
+    /// The instance is shutting down or terminated.
+    InstanceTerminating,
+    /// A rebalance recommendation: upstream takes no action on it.
+    RebalanceRecommendation,
+}
+
+impl InterruptionKind {
+    /// Whether upstream cordons, drains and deletes the NodeClaim for this notice.
+    pub fn is_actionable(self) -> bool {
+        !matches!(self, Self::RebalanceRecommendation)
+    }
+}
+
+/// Facts about one Karpenter-managed node (its NodeClaim) that the snapshot does not carry.
+/// A node of the snapshot without a `NodeInfo` is not managed by Karpenter and is never a
+/// candidate.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeInfo {
+    /// The NodeClaim's name.
+    pub node_claim: String,
+    /// The NodeClaim's `Initialized` condition is true.
+    pub initialized: bool,
+    /// When it became initialized (the fallback start of `consolidateAfter`).
+    pub initialized_at: Option<Millis>,
+    /// The Node's `Ready` condition is true (a not-ready node counts against budgets).
+    pub ready: bool,
+    /// The NodeClaim or Node has a deletion timestamp.
+    pub deleting: bool,
+    /// The provisioner recently nominated the node for a pending pod.
+    pub nominated: bool,
+    /// The NodeClaim's creation time.
+    pub created_at: Millis,
+    /// `status.lastPodEventTime`.
+    pub last_pod_event_at: Option<Millis>,
+    /// Drift the cloud provider reports (`CloudProvider::is_drifted`), as its reason.
+    pub provider_drift: Option<String>,
+    /// The NodeClaim's `karpenter.sh/nodepool-hash` annotation.
+    pub template_hash: Option<String>,
+    /// The NodeClaim's `karpenter.sh/nodepool-hash-version` annotation.
+    pub hash_version: Option<String>,
+    /// `spec.expireAfter` in milliseconds; `None` is `Never`.
+    pub expire_after: Option<Millis>,
+    /// `spec.terminationGracePeriod` in milliseconds: when set, drift may proceed despite
+    /// blocking PDBs and `do-not-disrupt` pods (upstream's eventual disruption class).
+    pub termination_grace_period: Option<Millis>,
+    /// An interruption notice for the instance.
+    pub interruption: Option<InterruptionKind>,
+    /// The `InstanceTerminating` condition is true: the node no longer counts in the pool's
+    /// node total for budgets.
+    pub instance_terminating: bool,
+}
+
+impl NodeInfo {
+    /// The facts a NodeClaim carries. `provider_drift`, `nominated`, `ready` and
+    /// `interruption` come from elsewhere (the provider, cluster state, the Node, the
+    /// interruption queue); they are taken from the claim's conditions where it records them
+    /// (`Drifted` for drift; a claim that is `Ready` counts as a ready node).
+    pub fn from_node_claim(claim: &NodeClaim) -> Self {
+        let initialized = claim.is(ConditionType::Initialized);
+        let initialized_at = claim
+            .get_condition(ConditionType::Initialized)
+            .filter(|_| initialized)
+            .map(|c| c.last_transition_time.0.as_millisecond());
+        let provider_drift = claim
+            .get_condition(ConditionType::Drifted)
+            .filter(|_| claim.is(ConditionType::Drifted))
+            .map(|c| {
+                if c.reason.is_empty() {
+                    "Drifted".to_owned()
+                } else {
+                    c.reason.clone()
+                }
+            });
+        Self {
+            node_claim: claim.name().to_owned(),
+            initialized,
+            initialized_at,
+            ready: claim.is_true(karpenter_cloudprovider::v1::CONDITION_READY),
+            deleting: claim.is_deleting(),
+            nominated: false,
+            created_at: claim
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map_or(0, |t| t.0.as_millisecond()),
+            last_pod_event_at: claim
+                .status
+                .as_ref()
+                .and_then(|s| s.last_pod_event_time.as_ref())
+                .map(|t| t.0.as_millisecond()),
+            provider_drift,
+            template_hash: claim
+                .annotation(v1labels::NODEPOOL_HASH_ANNOTATION)
+                .map(str::to_owned),
+            hash_version: claim
+                .annotation(v1labels::NODEPOOL_HASH_VERSION_ANNOTATION)
+                .map(str::to_owned),
+            expire_after: claim.spec.expire_after.duration().map(|d| d.millis()),
+            termination_grace_period: claim
+                .spec
+                .termination_grace_period
+                .as_ref()
+                .map(|d| d.millis()),
+            interruption: None,
+            instance_terminating: claim.is(ConditionType::InstanceTerminating),
+        }
+    }
+}
+
+/// Options of a pass.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DisruptionOptions {
+    /// The `SpotToSpotConsolidation` feature gate.
+    pub spot_to_spot_consolidation: bool,
+    /// Delay between proposing a consolidation and validating it (upstream: 15 s).
+    pub validation_delay_ms: Millis,
+    /// How many scheduling simulations (solver runs) one pass may spend; the deterministic
+    /// replacement for upstream's wall-clock timeouts. Once spent, further candidates are
+    /// explained as not evaluated.
+    pub max_simulations: usize,
+    /// Largest multi-node consolidation batch (upstream: 100).
+    pub max_multi_node_batch: usize,
+    /// Options handed to the solver.
+    pub solve: SolveOptions,
+}
+
+impl Default for DisruptionOptions {
+    fn default() -> Self {
+        Self {
+            spot_to_spot_consolidation: false,
+            validation_delay_ms: DEFAULT_VALIDATION_DELAY_MS,
+            max_simulations: DEFAULT_MAX_SIMULATIONS,
+            max_multi_node_batch: DEFAULT_MAX_MULTI_NODE_BATCH,
+            solve: SolveOptions::default(),
+        }
+    }
+}
+
+/// Everything one disruption pass decides from.
+///
+/// `cluster` is the solver's snapshot: nodes with their bound pods (DaemonSet pods
+/// included), pending pods, and NodePools with their instance types. `node_pools` and
+/// `nodes` add what the solver does not need; both are keyed by name (NodePool name, Node
+/// name as in `cluster.nodes`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DisruptionInput {
+    /// The cluster as the solver sees it.
+    pub cluster: Snapshot,
+    /// Disruption settings per NodePool name. A node whose pool is missing here is not a
+    /// candidate.
+    pub node_pools: BTreeMap<String, PoolDisruption>,
+    /// NodeClaim facts per node name; absent means not managed by Karpenter.
+    pub nodes: BTreeMap<String, NodeInfo>,
+    /// PodDisruptionBudgets.
+    pub pdbs: Vec<PodDisruptionBudget>,
+    /// Pods whose `Ready` condition is false (for `unhealthyPodEvictionPolicy: AlwaysAllow`).
+    pub unhealthy_pods: BTreeSet<PodKey>,
+    /// Nodes an earlier command is already disrupting (the orchestration queue).
+    pub disrupting: BTreeSet<String>,
+    /// Options.
+    pub options: DisruptionOptions,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_settings_from_the_api_object() {
+        let pool: NodePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+            "metadata": {"name": "p"},
+            "spec": {
+                "template": {"spec": {"requirements": [], "nodeClassRef":
+                    {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}},
+                "disruption": {"consolidateAfter": "30s", "consolidationPolicy": "WhenEmpty",
+                    "budgets": [{"nodes": "5"}]}
+            }
+        }))
+        .unwrap();
+        let s = PoolDisruption::from_node_pool(&pool);
+        assert_eq!(s.consolidate_after, Some(30_000));
+        assert_eq!(s.consolidation_policy, ConsolidationPolicy::WhenEmpty);
+        assert_eq!(s.budgets[0].nodes, "5");
+        assert_eq!(s.template_hash, Some(pool.hash()));
+        assert_eq!(s.hash_version.as_deref(), Some(NODEPOOL_HASH_VERSION));
+        assert!(!s.is_static);
+
+        let mut never = pool.clone();
+        never.spec.disruption.consolidate_after =
+            karpenter_cloudprovider::NillableDuration::never();
+        assert_eq!(
+            PoolDisruption::from_node_pool(&never).consolidate_after,
+            None
+        );
+    }
+
+    #[test]
+    fn node_info_from_the_api_object() {
+        let claim: NodeClaim = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "c", "creationTimestamp": "2024-01-01T00:00:00Z",
+                "annotations": {"karpenter.sh/nodepool-hash": "123",
+                    "karpenter.sh/nodepool-hash-version": "v3"}},
+            "spec": {"requirements": [], "expireAfter": "1h", "terminationGracePeriod": "10m",
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}},
+            "status": {"conditions": [
+                {"type": "Initialized", "status": "True", "lastTransitionTime": "2024-01-01T00:05:00Z", "reason": "", "message": ""},
+                {"type": "Drifted", "status": "True", "lastTransitionTime": "2024-01-01T01:00:00Z", "reason": "AMIDrift", "message": ""}
+            ], "lastPodEventTime": "2024-01-01T00:10:00Z"}
+        }))
+        .unwrap();
+        let info = NodeInfo::from_node_claim(&claim);
+        let t0 = 1_704_067_200_000;
+        assert_eq!(info.node_claim, "c");
+        assert!(info.initialized);
+        assert_eq!(info.initialized_at, Some(t0 + 300_000));
+        assert_eq!(info.created_at, t0);
+        assert_eq!(info.last_pod_event_at, Some(t0 + 600_000));
+        assert_eq!(info.provider_drift.as_deref(), Some("AMIDrift"));
+        assert_eq!(info.template_hash.as_deref(), Some("123"));
+        assert_eq!(info.hash_version.as_deref(), Some("v3"));
+        assert_eq!(info.expire_after, Some(3_600_000));
+        assert_eq!(info.termination_grace_period, Some(600_000));
+        assert!(!info.deleting);
+    }
+}

@@ -1,0 +1,618 @@
+//! One disruption pass: forceful commands (expiry, interruption), then Karpenter's methods in
+//! order — Emptiness, Drift, multi-node consolidation, single-node consolidation — where the
+//! first method with work produces the pass's command.
+
+use crate::budget::{BudgetMapping, PoolCounts};
+use crate::candidate::{self, Candidate, PdbLedger, is_reschedulable, pods_by_node};
+use crate::command::{CandidateRef, Command, Decision, Hold, NodeExplanation, PassResult, Reason};
+use crate::consolidation::{self, Catalog, Proposal};
+use crate::input::DisruptionInput;
+use crate::simulate::Simulator;
+use karpenter_cloudprovider::v1::{ConsolidationPolicy, DisruptionReason};
+use karpenter_scheduling::model::{Millis, NodeState};
+use karpenter_scheduling::plan::NewNodeClaim;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Every command of one pass (see [`compute_pass`]).
+pub fn compute_commands(input: &DisruptionInput, now: Millis) -> Vec<Command> {
+    compute_pass(input, now).commands
+}
+
+/// Decides one pass at instant `now`. Deterministic: the same input and `now` give the same
+/// result. Guarantees, for the graceful commands: only candidates (see
+/// [`crate::candidate::evaluate`]) are disrupted; per pool, no more nodes than the budget for
+/// the reason allows (nodes already disrupting counted); together, a command's candidates
+/// never evict more pods under one PDB than it allows (a single node needs one allowed
+/// eviction per budget, as upstream); every pod that must move has a place in the re-solved
+/// plan; and a replacement is strictly cheaper than what it replaces.
+pub fn compute_pass(input: &DisruptionInput, now: Millis) -> PassResult {
+    let mut commands = forceful_commands(input, now);
+    let gone: BTreeSet<String> = commands
+        .iter()
+        .flat_map(|c| c.candidates.iter().map(|r| r.node.clone()))
+        .collect();
+    let eval = candidate::evaluate(input, now, &gone);
+    let mut holds = eval.holds;
+    for g in &gone {
+        holds.remove(g);
+    }
+    let mut ctx = Ctx {
+        input,
+        now,
+        counts: pool_counts(input, &gone),
+        sim: Simulator::new(input, &gone, now),
+        catalog: Catalog::new(&input.cluster),
+        holds,
+    };
+    let cands = &eval.candidates;
+    let chosen = ctx
+        .emptiness(cands)
+        .or_else(|| ctx.drift(cands))
+        .or_else(|| ctx.multi_node(cands))
+        .or_else(|| ctx.single_node(cands));
+
+    let mut in_command: BTreeSet<String> = gone;
+    if let Some(cmd) = &chosen {
+        in_command.extend(cmd.candidates.iter().map(|c| c.node.clone()));
+    }
+    let mut explanations = Vec::new();
+    let mut names: Vec<&str> = input
+        .cluster
+        .nodes
+        .iter()
+        .map(|n| n.name.as_str())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    for name in names {
+        if in_command.contains(name) {
+            continue;
+        }
+        let mut hs = ctx.holds.remove(name).unwrap_or_default();
+        if hs.is_empty() {
+            hs.push(match &chosen {
+                Some(cmd) => Hold::PreemptedByEarlierMethod { reason: cmd.reason },
+                None => Hold::NothingToDo,
+            });
+        }
+        explanations.push(NodeExplanation {
+            node: name.to_owned(),
+            holds: hs,
+        });
+    }
+    let simulations = ctx.sim.runs;
+    commands.extend(chosen);
+    PassResult {
+        commands,
+        explanations,
+        simulations,
+    }
+}
+
+/// Budget counts per pool (`BuildDisruptionBudgetMapping`): managed, initialized nodes whose
+/// instance is not terminating; of those, the ones deleting, queued, removed by this pass,
+/// or not ready are already disrupting.
+pub(crate) fn pool_counts(
+    input: &DisruptionInput,
+    gone: &BTreeSet<String>,
+) -> BTreeMap<String, PoolCounts> {
+    let mut counts: BTreeMap<String, PoolCounts> = BTreeMap::new();
+    for node in &input.cluster.nodes {
+        let Some(info) = input.nodes.get(&node.name) else {
+            continue;
+        };
+        if !info.initialized || info.instance_terminating {
+            continue;
+        }
+        let pool = node
+            .node_pool
+            .clone()
+            .or_else(|| {
+                node.labels
+                    .get(karpenter_scheduling::labels::NODEPOOL)
+                    .cloned()
+            })
+            .unwrap_or_default();
+        let c = counts.entry(pool).or_default();
+        c.nodes += 1;
+        if !info.ready
+            || info.deleting
+            || node.state == NodeState::Deleting
+            || input.disrupting.contains(&node.name)
+            || gone.contains(&node.name)
+        {
+            c.disrupting += 1;
+        }
+    }
+    counts
+}
+
+pub(crate) fn mapping(
+    input: &DisruptionInput,
+    counts: &BTreeMap<String, PoolCounts>,
+    reason: DisruptionReason,
+    now: Millis,
+) -> BudgetMapping {
+    BudgetMapping::new(
+        input
+            .node_pools
+            .iter()
+            .map(|(n, p)| (n.as_str(), p.budgets.as_slice())),
+        counts,
+        reason,
+        now,
+    )
+}
+
+/// Nodes the forceful commands at `now` remove.
+pub(crate) fn forceful_nodes(input: &DisruptionInput, now: Millis) -> BTreeSet<String> {
+    forceful_commands(input, now)
+        .into_iter()
+        .flat_map(|c| c.candidates.into_iter().map(|r| r.node))
+        .collect()
+}
+
+/// Expired NodeClaims and actionable interruptions: deleted without budgets, as upstream's
+/// expiration and interruption controllers do.
+fn forceful_commands(input: &DisruptionInput, now: Millis) -> Vec<Command> {
+    let by_node = pods_by_node(&input.cluster.bound_pods);
+    let mut nodes: Vec<_> = input.cluster.nodes.iter().collect();
+    nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut out = Vec::new();
+    for node in nodes {
+        let Some(info) = input.nodes.get(&node.name) else {
+            continue;
+        };
+        if info.deleting
+            || node.state == NodeState::Deleting
+            || input.disrupting.contains(&node.name)
+        {
+            continue;
+        }
+        let expired = info
+            .expire_after
+            .is_some_and(|e| now >= info.created_at.saturating_add(e));
+        let (reason, why) = if expired {
+            (
+                Reason::Expired,
+                "expireAfter has passed since the NodeClaim was created".to_owned(),
+            )
+        } else if let Some(kind) = info.interruption.filter(|k| k.is_actionable()) {
+            (
+                Reason::Interrupted,
+                format!("interruption notice: {kind:?}"),
+            )
+        } else {
+            continue;
+        };
+        let mut pods: Vec<_> = by_node
+            .get(node.name.as_str())
+            .map(|ps| {
+                ps.iter()
+                    .filter(|p| is_reschedulable(p))
+                    .map(|p| p.key())
+                    .collect()
+            })
+            .unwrap_or_default();
+        pods.sort();
+        let price = if node.price.is_finite() {
+            node.price
+        } else {
+            0.0
+        };
+        out.push(Command {
+            reason,
+            decision: Decision::Delete,
+            candidates: vec![CandidateRef {
+                node: node.name.clone(),
+                node_claim: info.node_claim.clone(),
+                node_pool: node.node_pool.clone().unwrap_or_default(),
+                price,
+                pods,
+            }],
+            replacements: Vec::new(),
+            savings: price,
+            explanation: format!("{reason}: delete [{}]: {why}", node.name),
+            created_at: now,
+            forceful: true,
+        });
+    }
+    out
+}
+
+pub(crate) fn candidate_ref(c: &Candidate) -> CandidateRef {
+    CandidateRef {
+        node: c.node.clone(),
+        node_claim: c.node_claim.clone(),
+        node_pool: c.node_pool.clone(),
+        price: c.price,
+        pods: c.pods.clone(),
+    }
+}
+
+fn describe(
+    reason: Reason,
+    cands: &[&Candidate],
+    replacements: &[NewNodeClaim],
+    savings: f64,
+) -> String {
+    let names: Vec<&str> = cands.iter().map(|c| c.node.as_str()).collect();
+    if replacements.is_empty() {
+        format!(
+            "{reason}: delete [{}] (savings: ${savings:.4}/h)",
+            names.join(", ")
+        )
+    } else {
+        let types: Vec<String> = replacements
+            .iter()
+            .map(|r| {
+                let opts: Vec<&str> = r
+                    .instance_type_options
+                    .iter()
+                    .take(5)
+                    .map(|o| o.name.as_str())
+                    .collect();
+                let more = r.instance_type_options.len().saturating_sub(5);
+                if more > 0 {
+                    format!("{} and {more} other(s)", opts.join("/"))
+                } else {
+                    opts.join("/")
+                }
+            })
+            .collect();
+        format!(
+            "{reason}: replace [{}] with {} node(s) [{}] (savings: ${savings:.4}/h)",
+            names.join(", "),
+            replacements.len(),
+            types.join("; ")
+        )
+    }
+}
+
+pub(crate) fn build_command(
+    reason: Reason,
+    cands: &[&Candidate],
+    replacements: Vec<NewNodeClaim>,
+    savings: f64,
+    now: Millis,
+) -> Command {
+    Command {
+        reason,
+        decision: if replacements.is_empty() {
+            Decision::Delete
+        } else {
+            Decision::Replace
+        },
+        explanation: describe(reason, cands, &replacements, savings),
+        candidates: cands.iter().map(|c| candidate_ref(c)).collect(),
+        replacements,
+        savings,
+        created_at: now,
+        forceful: false,
+    }
+}
+
+/// Consolidation's sort (upstream `sortCandidates`): highest savings per unit of disruption
+/// first; ties by lower disruption cost, then name, so the order is total.
+pub(crate) fn consolidation_order(cands: &mut [&Candidate]) {
+    cands.sort_by(|a, b| {
+        b.savings_ratio()
+            .total_cmp(&a.savings_ratio())
+            .then_with(|| a.disruption_cost.total_cmp(&b.disruption_cost))
+            .then_with(|| a.node.cmp(&b.node))
+    });
+}
+
+struct Ctx<'a> {
+    input: &'a DisruptionInput,
+    now: Millis,
+    counts: BTreeMap<String, PoolCounts>,
+    sim: Simulator,
+    catalog: Catalog<'a>,
+    holds: BTreeMap<String, Vec<Hold>>,
+}
+
+impl<'a> Ctx<'a> {
+    fn note(&mut self, node: &str, hold: Hold) {
+        let hs = self.holds.entry(node.to_owned()).or_default();
+        if !hs.contains(&hold) {
+            hs.push(hold);
+        }
+    }
+
+    fn policy(&self, c: &Candidate) -> Option<ConsolidationPolicy> {
+        self.input
+            .node_pools
+            .get(&c.node_pool)
+            .map(|p| p.consolidation_policy)
+    }
+
+    /// Shared gate of the graceful consolidation methods; records why a node fails it.
+    fn gate(&mut self, c: &Candidate) -> bool {
+        if c.static_pool {
+            self.note(&c.node, Hold::StaticNodePool);
+            return false;
+        }
+        if let Some(h) = &c.pod_block {
+            self.note(&c.node, h.clone());
+            return false;
+        }
+        if let Err(h) = &c.consolidatable {
+            self.note(&c.node, h.clone());
+            return false;
+        }
+        true
+    }
+
+    fn emptiness(&mut self, cands: &'a [Candidate]) -> Option<Command> {
+        let mut empty: Vec<&Candidate> = Vec::new();
+        for c in cands.iter().filter(|c| c.is_empty()) {
+            if self.gate(c) {
+                empty.push(c);
+            }
+        }
+        consolidation_order(&mut empty);
+        let mut budget = mapping(self.input, &self.counts, DisruptionReason::Empty, self.now);
+        let mut ledger = PdbLedger::default();
+        let mut picked = Vec::new();
+        for c in empty {
+            if budget.remaining(&c.node_pool) == 0 {
+                self.note(
+                    &c.node,
+                    Hold::Budget {
+                        reason: Reason::Empty,
+                    },
+                );
+                continue;
+            }
+            if let Err(h) = ledger.try_add(self.input, c) {
+                self.note(&c.node, h);
+                continue;
+            }
+            budget.take(&c.node_pool);
+            picked.push(c);
+        }
+        if picked.is_empty() {
+            return None;
+        }
+        let savings = picked.iter().map(|c| c.price).sum();
+        Some(build_command(
+            Reason::Empty,
+            &picked,
+            Vec::new(),
+            savings,
+            self.now,
+        ))
+    }
+
+    fn drift(&mut self, cands: &'a [Candidate]) -> Option<Command> {
+        let mut drifted: Vec<&Candidate> = Vec::new();
+        for c in cands.iter().filter(|c| c.drift.is_some()) {
+            if c.static_pool {
+                self.note(&c.node, Hold::StaticNodePool);
+                continue;
+            }
+            if let Some(h) = &c.pod_block
+                && !c.has_termination_grace_period
+            {
+                self.note(&c.node, h.clone());
+                continue;
+            }
+            drifted.push(c);
+        }
+        // Empty nodes first (least churn), then oldest first.
+        drifted.sort_by(|a, b| {
+            b.is_empty()
+                .cmp(&a.is_empty())
+                .then_with(|| a.created_at.cmp(&b.created_at))
+                .then_with(|| a.node.cmp(&b.node))
+        });
+        let budget = mapping(
+            self.input,
+            &self.counts,
+            DisruptionReason::Drifted,
+            self.now,
+        );
+        for (i, c) in drifted.iter().enumerate() {
+            if budget.remaining(&c.node_pool) == 0 {
+                self.note(
+                    &c.node,
+                    Hold::Budget {
+                        reason: Reason::Drifted,
+                    },
+                );
+                continue;
+            }
+            let Some(outcome) = self.sim.simulate(&[c]) else {
+                for rest in &drifted[i..] {
+                    self.note(&rest.node, Hold::NotEvaluated);
+                }
+                return None;
+            };
+            if let Some(f) = outcome.failure {
+                self.note(&c.node, f);
+                continue;
+            }
+            let cost: f64 = outcome.claims.iter().map(|r| r.price).sum();
+            let savings = c.price - cost;
+            let mut cmd = build_command(Reason::Drifted, &[c], outcome.claims, savings, self.now);
+            cmd.explanation = format!(
+                "{} — drift: {}",
+                cmd.explanation,
+                c.drift.as_deref().unwrap_or_default()
+            );
+            return Some(cmd);
+        }
+        None
+    }
+
+    /// Candidates consolidation may consider, in consolidation order.
+    fn consolidation_candidates(&mut self, cands: &'a [Candidate]) -> Vec<&'a Candidate> {
+        let mut out = Vec::new();
+        for c in cands.iter().filter(|c| !c.is_empty()) {
+            if !self.gate(c) {
+                continue;
+            }
+            if self.policy(c) == Some(ConsolidationPolicy::WhenEmpty) {
+                self.note(&c.node, Hold::WhenEmptyPolicy);
+                continue;
+            }
+            if !c.price_known() {
+                self.note(&c.node, Hold::UnknownPrice);
+                continue;
+            }
+            out.push(c);
+        }
+        consolidation_order(&mut out);
+        out
+    }
+
+    fn multi_node(&mut self, cands: &'a [Candidate]) -> Option<Command> {
+        let ordered = self.consolidation_candidates(cands);
+        let mut budget = mapping(
+            self.input,
+            &self.counts,
+            DisruptionReason::Underutilized,
+            self.now,
+        );
+        let mut ledger = PdbLedger::default();
+        let mut list: Vec<&Candidate> = Vec::new();
+        for c in ordered {
+            if budget.remaining(&c.node_pool) == 0 {
+                self.note(
+                    &c.node,
+                    Hold::Budget {
+                        reason: Reason::Underutilized,
+                    },
+                );
+                continue;
+            }
+            // Left out silently: single-node consolidation may still take it alone.
+            if ledger.try_add(self.input, c).is_err() {
+                continue;
+            }
+            budget.take(&c.node_pool);
+            list.push(c);
+        }
+        if list.len() < 2 {
+            return None;
+        }
+        let cap = self.input.options.max_multi_node_batch.max(1);
+        let mut hi = if list.len() <= cap {
+            list.len() - 1
+        } else {
+            cap
+        };
+        let mut lo = 1usize;
+        let mut best: Option<(Vec<&Candidate>, Proposal)> = None;
+        // Upstream's binary search over prefixes of the sorted list (at least two nodes).
+        while lo <= hi {
+            let mid = (lo + hi) / 2;
+            let prefix = &list[..=mid];
+            match consolidation::compute(
+                &mut self.sim,
+                prefix,
+                self.input.options.spot_to_spot_consolidation,
+                &self.catalog,
+            ) {
+                None => break,
+                Some(Ok(p)) => {
+                    best = Some((prefix.to_vec(), p));
+                    lo = mid + 1;
+                }
+                Some(Err(_)) => hi = mid - 1,
+            }
+        }
+        let (mut set, mut proposal) = best?;
+        // Beyond upstream: a prefix search stops at the first candidate that does not fit;
+        // later ones may still fold into the same move. Try each once, keeping it only when
+        // the move still works and saves strictly more.
+        let start = set.len();
+        for &c in &list[start..] {
+            if set.len() > cap || !self.sim.has_budget() {
+                break;
+            }
+            set.push(c);
+            match consolidation::compute(
+                &mut self.sim,
+                &set,
+                self.input.options.spot_to_spot_consolidation,
+                &self.catalog,
+            ) {
+                Some(Ok(p)) if p.savings > proposal.savings => proposal = p,
+                _ => {
+                    set.pop();
+                }
+            }
+        }
+        let replacements: Vec<NewNodeClaim> = proposal.replacement.into_iter().collect();
+        Some(build_command(
+            Reason::Underutilized,
+            &set,
+            replacements,
+            proposal.savings,
+            self.now,
+        ))
+    }
+
+    fn single_node(&mut self, cands: &'a [Candidate]) -> Option<Command> {
+        let ordered = self.consolidation_candidates(cands);
+        // Interleave pools (upstream `shuffleCandidates`) so one big pool cannot starve the
+        // others when the work budget runs out; pools in name order.
+        let mut by_pool: BTreeMap<&str, Vec<&Candidate>> = BTreeMap::new();
+        for c in ordered {
+            by_pool.entry(c.node_pool.as_str()).or_default().push(c);
+        }
+        let rounds = by_pool.values().map(Vec::len).max().unwrap_or(0);
+        let mut queue = Vec::new();
+        for i in 0..rounds {
+            for list in by_pool.values() {
+                if let Some(c) = list.get(i) {
+                    queue.push(*c);
+                }
+            }
+        }
+        let budget = mapping(
+            self.input,
+            &self.counts,
+            DisruptionReason::Underutilized,
+            self.now,
+        );
+        for (i, c) in queue.iter().enumerate() {
+            if budget.remaining(&c.node_pool) == 0 {
+                self.note(
+                    &c.node,
+                    Hold::Budget {
+                        reason: Reason::Underutilized,
+                    },
+                );
+                continue;
+            }
+            match consolidation::compute(
+                &mut self.sim,
+                &[c],
+                self.input.options.spot_to_spot_consolidation,
+                &self.catalog,
+            ) {
+                None => {
+                    for rest in &queue[i..] {
+                        self.note(&rest.node, Hold::NotEvaluated);
+                    }
+                    return None;
+                }
+                Some(Err(h)) => self.note(&c.node, h),
+                Some(Ok(p)) => {
+                    let replacements: Vec<NewNodeClaim> = p.replacement.into_iter().collect();
+                    return Some(build_command(
+                        Reason::Underutilized,
+                        &[c],
+                        replacements,
+                        p.savings,
+                        self.now,
+                    ));
+                }
+            }
+        }
+        None
+    }
+}

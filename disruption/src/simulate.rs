@@ -1,0 +1,334 @@
+//! Scheduling simulation (upstream's `SimulateScheduling`): remove candidate nodes, make
+//! their pods pending, re-run [`solve`], and say whether every pod that must move found a
+//! place.
+//!
+//! One working [`Snapshot`] is built per pass and edited in place for each simulation: the
+//! candidates' pods are *moved* into `pending_pods` and their nodes out of `nodes`, then both
+//! are moved back and re-sorted into the canonical order. No pod is cloned per simulation.
+
+use crate::candidate::{Candidate, do_not_disrupt_active, is_reschedulable};
+use crate::command::Hold;
+use crate::input::DisruptionInput;
+use karpenter_scheduling::model::{Millis, Node, NodeState, Pod, PodKey, Snapshot};
+use karpenter_scheduling::plan::{NewNodeClaim, Plan};
+use karpenter_scheduling::resources::Resources;
+use karpenter_scheduling::solver::{SolveOptions, solve};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What a simulation found.
+#[derive(Debug, Clone)]
+pub(crate) struct Outcome {
+    /// The first pod that must move but cannot, and why.
+    pub failure: Option<Hold>,
+    /// New NodeClaims holding at least one pod that must move (claims only for pods that were
+    /// pending anyway are left to provisioning).
+    pub claims: Vec<NewNodeClaim>,
+}
+
+fn bound_key(p: &Pod) -> (&str, &str, &str) {
+    (
+        p.node_name.as_deref().unwrap_or(""),
+        p.namespace.as_str(),
+        p.name.as_str(),
+    )
+}
+
+/// The pass's working snapshot and simulation counter.
+pub(crate) struct Simulator {
+    snap: Snapshot,
+    options: SolveOptions,
+    /// Pods of nodes already going away: they must schedule too.
+    deleting_pods: BTreeSet<PodKey>,
+    /// Nodes a moving pod may not land on: not yet initialized.
+    uninitialized: BTreeSet<String>,
+    /// Free capacity (never negative) of each ready node, for the cheap pre-filter.
+    free: BTreeMap<String, Resources>,
+    total_free: Resources,
+    /// (allocatable, cheapest available price) of every instance type of every pool.
+    shapes: Vec<(Resources, f64)>,
+    /// Simulations run.
+    pub runs: usize,
+    limit: usize,
+}
+
+impl Simulator {
+    /// The working copy of `input.cluster` with the nodes in `gone` (and nodes deleting or
+    /// queued) removed and their reschedulable pods pending.
+    pub fn new(input: &DisruptionInput, gone: &BTreeSet<String>, now: Millis) -> Self {
+        let mut snap = input.cluster.clone();
+        let leaving = |n: &Node| {
+            n.state == NodeState::Deleting
+                || gone.contains(&n.name)
+                || input.disrupting.contains(&n.name)
+                || input.nodes.get(&n.name).is_some_and(|i| i.deleting)
+        };
+        let leaving_names: BTreeSet<String> = snap
+            .nodes
+            .iter()
+            .filter(|n| leaving(n))
+            .map(|n| n.name.clone())
+            .collect();
+        snap.nodes.retain(|n| !leaving_names.contains(&n.name));
+        let bound = std::mem::take(&mut snap.bound_pods);
+        let mut deleting_pods = BTreeSet::new();
+        let mut moved = Vec::new();
+        for mut p in bound {
+            let on_leaving = p
+                .node_name
+                .as_deref()
+                .is_some_and(|n| leaving_names.contains(n));
+            if !on_leaving {
+                snap.bound_pods.push(p);
+                continue;
+            }
+            let fully_blocked = input.pdbs.iter().any(|b| b.fully_blocking && b.matches(&p));
+            if is_reschedulable(&p) && !do_not_disrupt_active(&p, now) && !fully_blocked {
+                p.node_name = None;
+                deleting_pods.insert(p.key());
+                moved.push(p);
+            }
+        }
+        moved.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        snap.pending_pods.extend(moved);
+        snap.nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        snap.bound_pods
+            .sort_by(|a, b| bound_key(a).cmp(&bound_key(b)));
+
+        let uninitialized = snap
+            .nodes
+            .iter()
+            .filter(|n| {
+                n.state != NodeState::Ready
+                    || input.nodes.get(&n.name).is_some_and(|i| !i.initialized)
+            })
+            .map(|n| n.name.clone())
+            .collect();
+
+        let mut used: BTreeMap<&str, Resources> = BTreeMap::new();
+        for p in snap.bound_pods.iter().filter(|p| !p.terminating) {
+            if let Some(n) = p.node_name.as_deref() {
+                used.entry(n).or_default().add_assign(&p.requests);
+            }
+        }
+        let mut free = BTreeMap::new();
+        let mut total_free = Resources::default();
+        for n in snap.nodes.iter().filter(|n| n.state == NodeState::Ready) {
+            let mut f = n.allocatable.clone();
+            if let Some(u) = used.get(n.name.as_str()) {
+                f.sub_assign(u);
+            }
+            let f = f.max(&Resources::default());
+            total_free.add_assign(&f);
+            free.insert(n.name.clone(), f);
+        }
+        let mut shapes: Vec<(Resources, f64)> = snap
+            .node_pools
+            .iter()
+            .flat_map(|p| p.instance_types.iter())
+            .filter_map(|it| {
+                let price = it
+                    .offerings
+                    .iter()
+                    .filter(|o| o.available && o.price.is_finite())
+                    .map(|o| o.price)
+                    .reduce(f64::min)?;
+                Some((it.allocatable(), price))
+            })
+            .collect();
+        shapes.sort_by(|a, b| a.1.total_cmp(&b.1));
+
+        Self {
+            snap,
+            options: input.options.solve.clone(),
+            deleting_pods,
+            uninitialized,
+            free,
+            total_free,
+            shapes,
+            runs: 0,
+            limit: input.options.max_simulations,
+        }
+    }
+
+    /// Whether another simulation fits in the pass's work budget.
+    pub fn has_budget(&self) -> bool {
+        self.runs < self.limit
+    }
+
+    /// A lower bound on what replacing `cands` must cost per hour, or `None` when their pods
+    /// might all fit on free capacity (a delete may be possible). Sound: whatever does not
+    /// fit in the total free capacity of the other ready nodes needs a new node at least that
+    /// large, ignoring DaemonSet overhead.
+    pub fn replacement_lower_bound(&self, cands: &[&Candidate]) -> Option<f64> {
+        let mut free = self.total_free.clone();
+        let mut need = Resources::default();
+        for c in cands {
+            if let Some(f) = self.free.get(&c.node) {
+                free.sub_assign(f);
+            }
+            need.add_assign(&c.pod_requests);
+        }
+        let mut rest = need.clone();
+        rest.sub_assign(&free);
+        let rest = rest.max(&Resources::default());
+        if rest.is_zero() {
+            return None;
+        }
+        Some(
+            self.shapes
+                .iter()
+                .find(|(alloc, _)| rest.fits(alloc))
+                .map_or(f64::INFINITY, |(_, p)| *p),
+        )
+    }
+
+    /// Simulates removing `cands`. `None` when the work budget is spent.
+    pub fn simulate(&mut self, cands: &[&Candidate]) -> Option<Outcome> {
+        if !self.has_budget() {
+            return None;
+        }
+        self.runs += 1;
+        let names: BTreeSet<&str> = cands.iter().map(|c| c.node.as_str()).collect();
+        let must: BTreeSet<&PodKey> = cands.iter().flat_map(|c| c.pods.iter()).collect();
+
+        let nodes = std::mem::take(&mut self.snap.nodes);
+        let (removed_nodes, kept_nodes): (Vec<Node>, Vec<Node>) = nodes
+            .into_iter()
+            .partition(|n| names.contains(n.name.as_str()));
+        self.snap.nodes = kept_nodes;
+        let bound = std::mem::take(&mut self.snap.bound_pods);
+        let (removed, kept): (Vec<Pod>, Vec<Pod>) = bound
+            .into_iter()
+            .partition(|p| p.node_name.as_deref().is_some_and(|n| names.contains(n)));
+        self.snap.bound_pods = kept;
+        let base = self.snap.pending_pods.len();
+        let mut parked = Vec::new();
+        let mut origins = Vec::new();
+        for mut p in removed {
+            let key = p.key();
+            if must.contains(&key) {
+                origins.push(p.node_name.take());
+                self.snap.pending_pods.push(p);
+            } else {
+                parked.push(p);
+            }
+        }
+
+        let plan = solve(&self.snap, &self.options);
+
+        let back: Vec<Pod> = self.snap.pending_pods.drain(base..).collect();
+        for (mut p, origin) in back.into_iter().zip(origins) {
+            p.node_name = origin;
+            self.snap.bound_pods.push(p);
+        }
+        self.snap.bound_pods.extend(parked);
+        self.snap
+            .bound_pods
+            .sort_by(|a, b| bound_key(a).cmp(&bound_key(b)));
+        self.snap.nodes.extend(removed_nodes);
+        self.snap.nodes.sort_by(|a, b| a.name.cmp(&b.name));
+
+        Some(self.judge(plan, &must))
+    }
+
+    fn judge(&self, plan: Plan, must: &BTreeSet<&PodKey>) -> Outcome {
+        let needs_place = |k: &PodKey| must.contains(k) || self.deleting_pods.contains(k);
+        let mut failure = plan
+            .unschedulable
+            .iter()
+            .find(|u| needs_place(&u.pod))
+            .map(|u| Hold::WouldNotFit {
+                pod: u.pod.clone(),
+                reason: u.reason.clone(),
+            });
+        if failure.is_none() {
+            failure = plan
+                .existing
+                .iter()
+                .filter(|e| self.uninitialized.contains(&e.node))
+                .find_map(|e| {
+                    e.pods
+                        .iter()
+                        .find(|k| must.contains(k))
+                        .map(|k| Hold::WouldNotFit {
+                            pod: k.clone(),
+                            reason: format!("would schedule against uninitialized node {}", e.node),
+                        })
+                });
+        }
+        let claims = plan
+            .new_node_claims
+            .into_iter()
+            .filter(|c| c.pods.iter().any(needs_place))
+            .collect();
+        Outcome { failure, claims }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::candidate::evaluate;
+    use karpenter_scheduling::model::NodePool;
+
+    #[test]
+    fn simulation_restores_the_working_snapshot_exactly() {
+        let mut input = DisruptionInput::default();
+        input.cluster.node_pools.push(NodePool {
+            name: "p".into(),
+            ..NodePool::default()
+        });
+        input
+            .node_pools
+            .insert("p".into(), crate::input::PoolDisruption::default());
+        for n in ["b", "a"] {
+            input.cluster.nodes.push(Node {
+                name: n.into(),
+                node_pool: Some("p".into()),
+                allocatable: Resources {
+                    cpu_millis: 4000,
+                    pods: 10,
+                    ..Resources::default()
+                },
+                ..Node::default()
+            });
+            input.nodes.insert(
+                n.into(),
+                crate::input::NodeInfo {
+                    initialized: true,
+                    ready: true,
+                    ..Default::default()
+                },
+            );
+            input.cluster.bound_pods.push(Pod {
+                namespace: "ns".into(),
+                name: format!("{n}-pod"),
+                node_name: Some(n.into()),
+                requests: Resources {
+                    cpu_millis: 1000,
+                    pods: 1,
+                    ..Resources::default()
+                },
+                ..Pod::default()
+            });
+        }
+        let gone = BTreeSet::new();
+        let eval = evaluate(&input, 0, &gone);
+        let mut sim = Simulator::new(&input, &gone, 0);
+        let before = sim.snap.clone();
+        let a: Vec<&Candidate> = eval.candidates.iter().filter(|c| c.node == "a").collect();
+        let out = sim.simulate(&a).expect("budget");
+        // a's pod fits on b.
+        assert!(out.failure.is_none(), "{:?}", out.failure);
+        assert!(out.claims.is_empty());
+        assert_eq!(sim.snap, before);
+        assert_eq!(sim.runs, 1);
+        // Without a pool that can launch, both at once cannot move.
+        let both: Vec<&Candidate> = eval.candidates.iter().collect();
+        let out = sim.simulate(&both).expect("budget");
+        assert!(matches!(out.failure, Some(Hold::WouldNotFit { .. })));
+        assert_eq!(sim.snap, before);
+        // Free capacity: each node has 3 cpu spare, so one node's pod needs no new node.
+        assert_eq!(sim.replacement_lower_bound(&a), None);
+    }
+}

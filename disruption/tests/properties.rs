@@ -1,0 +1,252 @@
+//! Properties over random small clusters: commands never strand a pod, never exceed a
+//! budget or a PDB, never touch `do-not-disrupt`, replacements are strictly cheaper, and
+//! passes are deterministic.
+
+mod common;
+
+use common::*;
+use karpenter_cloudprovider::v1::{Budget, DisruptionReason};
+use karpenter_disruption::budget::{allowed_disruptions, budget_reason};
+use karpenter_disruption::candidate::{do_not_disrupt_active, is_evictable, is_reschedulable};
+use karpenter_disruption::{Command, Decision, PassResult, Reason, compute_pass, validate};
+use karpenter_scheduling::labels::DO_NOT_DISRUPT;
+use karpenter_scheduling::{SolveOptions, solve};
+use proptest::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+const TYPES: [(&str, i64); 4] = [("small", 2), ("medium", 4), ("large", 8), ("xlarge", 16)];
+
+#[derive(Debug, Clone)]
+struct NodeSpec {
+    ty: usize,
+    pods: Vec<(i64, bool, bool)>, // cpu, do-not-disrupt, app=web
+    dnd: bool,
+    disrupting: bool,
+    drifted: bool,
+}
+
+fn node_spec() -> impl Strategy<Value = NodeSpec> {
+    (
+        0..4usize,
+        prop::collection::vec(
+            (
+                prop::sample::select(vec![100i64, 300, 700, 1500]),
+                prop::bool::weighted(0.1),
+                prop::bool::weighted(0.3),
+            ),
+            0..4,
+        ),
+        prop::bool::weighted(0.1),
+        prop::bool::weighted(0.1),
+        prop::bool::weighted(0.15),
+    )
+        .prop_map(|(ty, pods, dnd, disrupting, drifted)| NodeSpec {
+            ty,
+            pods,
+            dnd,
+            disrupting,
+            drifted,
+        })
+}
+
+fn world(nodes: &[NodeSpec], budget: &str, pdb_allowed: i32) -> World {
+    let mut w = World::new();
+    w.settings(POOL).budgets = vec![Budget::nodes(budget)];
+    w.pdb("web", "web", pdb_allowed);
+    for (i, spec) in nodes.iter().enumerate() {
+        let name = format!("n{i}");
+        let (ty, cpu) = TYPES[spec.ty];
+        let node = w.node(&name, ty);
+        if spec.dnd {
+            node.annotations
+                .insert(DO_NOT_DISRUPT.into(), "true".into());
+        }
+        if spec.disrupting {
+            w.input.disrupting.insert(name.clone());
+        }
+        if spec.drifted {
+            w.info(&name).provider_drift = Some("Test".into());
+        }
+        let mut used = 0;
+        for (j, &(pcpu, dnd, web)) in spec.pods.iter().enumerate() {
+            if used + pcpu > cpu * 1000 {
+                break;
+            }
+            used += pcpu;
+            let p = w.pod(&name, &format!("{name}-p{j}"), pcpu);
+            if dnd {
+                p.annotations.insert(DO_NOT_DISRUPT.into(), "true".into());
+            }
+            if web {
+                label(p, "app", "web");
+            }
+        }
+    }
+    w
+}
+
+/// Re-solves the cluster with the command applied (candidates gone, their pods pending) and
+/// checks every moving pod has a place, on existing nodes only for a delete and on at most
+/// the planned number of new nodes for a replace.
+fn check_reschedulable(w: &World, cmd: &Command) -> Result<(), TestCaseError> {
+    let gone: BTreeSet<&str> = cmd.candidates.iter().map(|c| c.node.as_str()).collect();
+    let mut snap = w.input.cluster.clone();
+    let queued: BTreeSet<&str> = w.input.disrupting.iter().map(String::as_str).collect();
+    snap.nodes
+        .retain(|n| !gone.contains(n.name.as_str()) && !queued.contains(n.name.as_str()));
+    let (moving, stay): (Vec<_>, Vec<_>) = snap.bound_pods.into_iter().partition(|p| {
+        p.node_name
+            .as_deref()
+            .is_some_and(|n| gone.contains(n) || queued.contains(n))
+    });
+    snap.bound_pods = stay;
+    let moving: Vec<_> = moving
+        .into_iter()
+        .filter(is_reschedulable)
+        .filter(|p| !do_not_disrupt_active(p, w.now))
+        .map(|mut p| {
+            p.node_name = None;
+            p
+        })
+        .collect();
+    let keys: BTreeSet<_> = moving.iter().map(|p| p.key()).collect();
+    snap.pending_pods.extend(moving);
+    let plan = solve(&snap, &SolveOptions::default());
+    prop_assert!(
+        plan.unschedulable.iter().all(|u| !keys.contains(&u.pod)),
+        "stranded pods: {:?} for {}",
+        plan.unschedulable,
+        cmd.explanation
+    );
+    let new_claims = plan
+        .new_node_claims
+        .iter()
+        .filter(|c| c.pods.iter().any(|k| keys.contains(k)))
+        .count();
+    if cmd.reason == Reason::Underutilized {
+        prop_assert!(new_claims <= cmd.replacements.len(), "{}", cmd.explanation);
+    }
+    Ok(())
+}
+
+fn check_pass(w: &World, r: &PassResult) -> Result<(), TestCaseError> {
+    let input = &w.input;
+    let node_of: BTreeMap<&str, &karpenter_scheduling::Node> = input
+        .cluster
+        .nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n))
+        .collect();
+    let managed_initialized = input.cluster.nodes.len() as u64;
+    let disrupting = input.disrupting.len() as u64;
+    for cmd in &r.commands {
+        prop_assert!(!cmd.forceful);
+        // do-not-disrupt and queued nodes are never touched.
+        for c in &cmd.candidates {
+            let node = node_of[c.node.as_str()];
+            prop_assert!(!node.annotations.contains_key(DO_NOT_DISRUPT));
+            prop_assert!(!input.disrupting.contains(&c.node));
+            for p in input
+                .cluster
+                .bound_pods
+                .iter()
+                .filter(|p| p.node_name.as_deref() == Some(c.node.as_str()))
+            {
+                prop_assert!(!do_not_disrupt_active(p, w.now), "{}", p.name);
+            }
+        }
+        // Budgets.
+        let reason: DisruptionReason = budget_reason(cmd.reason).expect("graceful");
+        let allowed = allowed_disruptions(
+            &input.node_pools[POOL].budgets,
+            managed_initialized,
+            reason,
+            w.now,
+        )
+        .saturating_sub(disrupting);
+        prop_assert!(
+            cmd.candidates.len() as u64 <= allowed,
+            "{}",
+            cmd.explanation
+        );
+        // PDBs: together within the budget, or a single node using it.
+        for pdb in &input.pdbs {
+            let per_node: Vec<usize> = cmd
+                .candidates
+                .iter()
+                .map(|c| {
+                    input
+                        .cluster
+                        .bound_pods
+                        .iter()
+                        .filter(|p| p.node_name.as_deref() == Some(c.node.as_str()))
+                        .filter(|p| is_evictable(p, w.now) && pdb.matches(p))
+                        .count()
+                })
+                .collect();
+            let total: usize = per_node.iter().sum();
+            let users = per_node.iter().filter(|&&n| n > 0).count();
+            prop_assert!(
+                total as i64 <= i64::from(pdb.disruptions_allowed)
+                    || (users == 1 && pdb.disruptions_allowed >= 1),
+                "pdb exceeded by {}",
+                cmd.explanation
+            );
+        }
+        // Replacements strictly cheaper for consolidation.
+        if cmd.reason == Reason::Underutilized {
+            prop_assert!(cmd.savings > 0.0);
+            if cmd.decision == Decision::Replace {
+                prop_assert_eq!(cmd.replacements.len(), 1);
+                let rep = &cmd.replacements[0];
+                prop_assert!(rep.price < cmd.source_price());
+                prop_assert!(
+                    rep.instance_type_options
+                        .iter()
+                        .all(|o| o.price < cmd.source_price())
+                );
+            }
+        }
+        if cmd.reason == Reason::Empty {
+            prop_assert!(cmd.candidates.iter().all(|c| c.pods.is_empty()));
+        }
+        check_reschedulable(w, cmd)?;
+    }
+    // Every node is either in a command or explained.
+    let mut seen: BTreeSet<&str> = r.explanations.iter().map(|e| e.node.as_str()).collect();
+    for cmd in &r.commands {
+        seen.extend(cmd.candidates.iter().map(|c| c.node.as_str()));
+    }
+    prop_assert_eq!(seen.len(), input.cluster.nodes.len());
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn commands_are_safe_and_deterministic(
+        nodes in prop::collection::vec(node_spec(), 1..7),
+        budget in prop::sample::select(vec!["0", "1", "2", "50%", "100%"]),
+        pdb_allowed in 0..3i32,
+    ) {
+        let w = world(&nodes, budget, pdb_allowed);
+        let a = compute_pass(&w.input, w.now);
+        let b = compute_pass(&w.input, w.now);
+        prop_assert_eq!(&a, &b);
+        check_pass(&w, &a)?;
+    }
+
+    #[test]
+    fn commands_validate_against_unchanged_state(
+        nodes in prop::collection::vec(node_spec(), 1..7),
+        budget in prop::sample::select(vec!["1", "2", "100%"]),
+        pdb_allowed in 0..3i32,
+    ) {
+        let w = world(&nodes, budget, pdb_allowed);
+        let later = w.now + w.input.options.validation_delay_ms;
+        for cmd in compute_pass(&w.input, w.now).commands {
+            prop_assert_eq!(validate(&cmd, &w.input, later), Ok(()), "{}", cmd.explanation);
+        }
+    }
+}

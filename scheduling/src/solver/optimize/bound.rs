@@ -1,0 +1,660 @@
+//! The LP lower bound on the price of new capacity, solved as its dual with `good_lp`
+//! (microlp, pure Rust).
+//!
+//! Primal (a relaxation of every feasible plan): buy a fractional number `x_j` of each
+//! column `j` (a NodePool's instance type, priced at the cheapest offering any pod that may
+//! use it could run on), and let every class `k` of pods spread each resource of its total
+//! demand `D_k` freely over the columns it may use:
+//!
+//! ```text
+//! min Σ_j c_j x_j   s.t.  Σ_{j∈S_k} y_kjd ≥ D_kd,   Σ_k y_kjd ≤ cap_jd x_j,   x, y ≥ 0
+//! ```
+//!
+//! Dual: resource prices `u_kd ≥ 0` per class, `v_jd ≥ u_kd` for every `j ∈ S_k`, and
+//! `Σ_d cap_jd v_jd ≤ c_j`; the bound is `Σ D_kd u_kd`. By weak duality ANY dual-feasible
+//! point is a valid bound, so the solver's answer is repaired to exact feasibility (negative
+//! values clamped, `v` recomputed as the maximum of its classes' `u`, everything scaled down
+//! until every column constraint holds) before it is reported: the bound never depends on
+//! the LP solver being exact. A column used by a single class needs no `v` (it equals that
+//! class's `u`), so the common one-class case is an LP with one variable per resource.
+
+use super::budget::Budget;
+use good_lp::{Expression, ProblemVariables, Solution, SolverModel, Variable, microlp, variable};
+
+/// A class of pods: its total demand per dimension and the columns it may use.
+#[derive(Debug, Clone)]
+pub(crate) struct BoundClass {
+    /// Total requests per dimension.
+    pub demand: Vec<f64>,
+    /// Indices of the columns its pods may run on.
+    pub columns: Vec<usize>,
+}
+
+/// A node type as the bound sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct BoundColumn {
+    /// Capacity left for pods per dimension (never negative).
+    pub cap: Vec<f64>,
+    /// The lowest price a node of this type could have.
+    pub price: f64,
+}
+
+/// A valid lower bound and the resource prices behind it.
+#[derive(Debug, Clone)]
+pub(crate) struct LpBound {
+    /// The bound, in price per hour.
+    pub value: f64,
+    /// Price per unit of each dimension, per class (feasible dual values).
+    pub prices: Vec<Vec<f64>>,
+}
+
+/// The LP size past which a model is not built (rows × columns of the dual).
+pub(crate) const MAX_LP_CELLS: usize = 400_000;
+
+/// The LP's size in cells, for callers that merge classes to stay small.
+pub(crate) fn lp_cells(dims: usize, classes: &[BoundClass], columns: usize) -> usize {
+    let users = users_of(classes, columns);
+    let shared = users.iter().filter(|u| u.len() > 1).count();
+    let vars = dims * (classes.len() + shared);
+    let links: usize = users
+        .iter()
+        .filter(|u| u.len() > 1)
+        .map(|u| u.len() * dims)
+        .sum();
+    vars * (columns + links)
+}
+
+fn users_of(classes: &[BoundClass], columns: usize) -> Vec<Vec<usize>> {
+    let mut users = vec![Vec::new(); columns];
+    for (k, c) in classes.iter().enumerate() {
+        for &j in &c.columns {
+            if users[j].last() != Some(&k) {
+                users[j].push(k);
+            }
+        }
+    }
+    users
+}
+
+/// Solves the dual LP; `None` when the model is too big for the budget, a class has demand
+/// no column can serve, or the solver fails.
+pub(crate) fn lower_bound(
+    dims: usize,
+    classes: &[BoundClass],
+    columns: &[BoundColumn],
+    budget: &mut Budget<'_>,
+) -> Option<LpBound> {
+    if classes.is_empty() {
+        return Some(LpBound {
+            value: 0.0,
+            prices: Vec::new(),
+        });
+    }
+    let cells = lp_cells(dims, classes, columns.len());
+    if cells > MAX_LP_CELLS || !budget.spend(cells as u64) {
+        return None;
+    }
+    // Normalise each dimension by its total demand so cpu millis, bytes and pod counts have
+    // comparable magnitudes in the simplex.
+    let mut norm = vec![0.0f64; dims];
+    for c in classes {
+        for (n, &d) in norm.iter_mut().zip(&c.demand) {
+            *n += d;
+        }
+    }
+    let active: Vec<bool> = norm.iter().map(|&n| n > 0.0).collect();
+    for n in norm.iter_mut() {
+        if *n <= 0.0 {
+            *n = 1.0;
+        }
+    }
+    for c in classes {
+        for d in 0..dims {
+            if c.demand[d] > 0.0 && !c.columns.iter().any(|&j| columns[j].cap[d] > 0.0) {
+                return None;
+            }
+        }
+    }
+    let users = users_of(classes, columns.len());
+
+    let mut vars = ProblemVariables::new();
+    let u: Vec<Vec<Option<Variable>>> = classes
+        .iter()
+        .map(|c| {
+            (0..dims)
+                .map(|d| (active[d] && c.demand[d] > 0.0).then(|| vars.add(variable().min(0.0))))
+                .collect()
+        })
+        .collect();
+    let v: Vec<Option<Vec<Option<Variable>>>> = users
+        .iter()
+        .map(|us| {
+            (us.len() > 1).then(|| {
+                (0..dims)
+                    .map(|d| {
+                        us.iter()
+                            .any(|&k| u[k][d].is_some())
+                            .then(|| vars.add(variable().min(0.0)))
+                    })
+                    .collect()
+            })
+        })
+        .collect();
+    let mut objective = Expression::default();
+    for (k, c) in classes.iter().enumerate() {
+        for d in 0..dims {
+            if let Some(x) = u[k][d] {
+                objective.add_mul(c.demand[d] / norm[d], x);
+            }
+        }
+    }
+    let mut model = vars.maximise(objective).using(microlp);
+    for (j, col) in columns.iter().enumerate() {
+        if users[j].is_empty() {
+            continue;
+        }
+        let mut lhs = Expression::default();
+        let mut any = false;
+        for d in 0..dims {
+            let x = match &v[j] {
+                Some(vs) => vs[d],
+                None => u[users[j][0]][d],
+            };
+            if let Some(x) = x
+                && col.cap[d] > 0.0
+            {
+                lhs.add_mul(col.cap[d] / norm[d], x);
+                any = true;
+            }
+        }
+        if any {
+            model = model.with(lhs.leq(col.price));
+        }
+        if let Some(vs) = &v[j] {
+            for &k in &users[j] {
+                for d in 0..dims {
+                    if let (Some(uk), Some(vj)) = (u[k][d], vs[d]) {
+                        model = model.with(Expression::from(uk).leq(vj));
+                    }
+                }
+            }
+        }
+    }
+    let solution = model.solve().ok()?;
+
+    // Repair to exact dual feasibility, in raw units.
+    let mut prices: Vec<Vec<f64>> = u
+        .iter()
+        .map(|row| {
+            row.iter()
+                .enumerate()
+                .map(|(d, x)| x.map_or(0.0, |x| solution.value(x).max(0.0) / norm[d]))
+                .map(|p| if p.is_finite() { p } else { 0.0 })
+                .collect()
+        })
+        .collect();
+    let mut scale = 1.0f64;
+    for (j, col) in columns.iter().enumerate() {
+        if users[j].is_empty() {
+            continue;
+        }
+        let used: f64 = (0..dims)
+            .map(|d| {
+                let v = users[j]
+                    .iter()
+                    .map(|&k| prices[k][d])
+                    .fold(0.0f64, f64::max);
+                col.cap[d].max(0.0) * v
+            })
+            .sum();
+        if used > col.price {
+            scale = scale.min(if used > 0.0 { col.price / used } else { 0.0 });
+        }
+    }
+    // A hair below, so rounding in the sums above cannot push the bound past the optimum.
+    let scale = (scale * (1.0 - 1e-9)).max(0.0);
+    for row in prices.iter_mut() {
+        for p in row.iter_mut() {
+            *p *= scale;
+        }
+    }
+    let value: f64 = classes
+        .iter()
+        .zip(&prices)
+        .map(|(c, ps)| c.demand.iter().zip(ps).map(|(d, p)| d * p).sum::<f64>())
+        .sum();
+    Some(LpBound {
+        value: value.max(0.0),
+        prices,
+    })
+}
+
+/// A class of identical pods for the coupled bound.
+#[derive(Debug, Clone)]
+pub(crate) struct BoundItem {
+    /// Requests of one pod per dimension.
+    pub req: Vec<f64>,
+    /// How many.
+    pub count: f64,
+    /// Columns one of these pods fits on by itself and may use.
+    pub columns: Vec<usize>,
+}
+
+/// Homogeneous patterns per item class that seed the master LP, violated patterns added
+/// per round, and rounds.
+const SEED_PER_ITEM: usize = 3;
+const ADD_PER_ROUND: usize = 12;
+const ROUNDS: usize = 8;
+/// Search nodes of one integer knapsack before its fractional bound is used instead.
+const KNAPSACK_NODES: u64 = 1_500;
+/// Item classes past which the coupled bound is not attempted.
+pub(crate) const MAX_ITEMS: usize = 64;
+
+/// A node's worth of pods: a column and how many of each item class it holds.
+#[derive(Debug, Clone, PartialEq)]
+struct Pattern {
+    column: usize,
+    counts: Vec<(usize, u32)>,
+}
+
+/// The configuration-LP bound (Gilmore–Gomory column generation), where each pod sits
+/// whole on one node, unlike [`lower_bound`], which lets cpu come from one type and memory
+/// from another.
+///
+/// The master LP is solved as its dual: a value `π_i ≥ 0` per pod class with
+/// `Σ_i a_ip π_i ≤ c_p` for every pattern `p` found so far, maximising `Σ n_i π_i`. Pricing
+/// solves, for every column, the integer knapsack "most valuable set of pods that fits"
+/// (exactly by branch and bound when the fractional bound says it might beat the price,
+/// otherwise that fractional bound stands in). Whatever the patterns, the answer is valid
+/// by Farley's argument: with `θ = max(1, max_j U_j / c_j)` over upper bounds `U_j` of
+/// every column's best pattern value, `π / θ` is feasible for the full dual, so
+/// `n·π / θ` bounds every plan. Violated patterns join the master for the next round.
+///
+/// Returns the bound and each item class's value (price per pod, scaled to be feasible).
+pub(crate) fn coupled_bound(
+    dims: usize,
+    items: &[BoundItem],
+    columns: &[BoundColumn],
+    budget: &mut Budget<'_>,
+) -> Option<(f64, Vec<f64>)> {
+    if items.is_empty() {
+        return Some((0.0, Vec::new()));
+    }
+    if items.len() > MAX_ITEMS || items.iter().any(|i| i.columns.is_empty()) {
+        return None;
+    }
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); columns.len()];
+    for (i, it) in items.iter().enumerate() {
+        for &j in &it.columns {
+            users[j].push(i);
+        }
+    }
+    let fit_alone = |i: usize, j: usize| -> u32 {
+        let mut k = items[i].count;
+        for d in 0..dims {
+            if items[i].req[d] > 0.0 {
+                k = k.min((columns[j].cap[d] / items[i].req[d]).floor());
+            }
+        }
+        k.max(0.0) as u32
+    };
+
+    // Seed: for each class, the nodes that hold its pods most cheaply on their own.
+    let mut patterns: Vec<Pattern> = Vec::new();
+    for (i, it) in items.iter().enumerate() {
+        let mut ranked: Vec<(f64, usize, u32)> = it
+            .columns
+            .iter()
+            .map(|&j| {
+                let k = fit_alone(i, j).max(1);
+                (columns[j].price / f64::from(k), j, k)
+            })
+            .collect();
+        ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        for &(_, j, k) in ranked.iter().take(SEED_PER_ITEM) {
+            patterns.push(Pattern {
+                column: j,
+                counts: vec![(i, k)],
+            });
+        }
+    }
+
+    let mut best: Option<(f64, Vec<f64>)> = None;
+    for _round in 0..ROUNDS {
+        let cells = items.len() * patterns.len();
+        if !budget.spend(cells as u64 * 8) {
+            break;
+        }
+        let mut vars = ProblemVariables::new();
+        let pi: Vec<Variable> = items
+            .iter()
+            .map(|_| vars.add(variable().min(0.0)))
+            .collect();
+        let mut objective = Expression::default();
+        for (i, it) in items.iter().enumerate() {
+            objective.add_mul(it.count, pi[i]);
+        }
+        let mut model = vars.maximise(objective).using(microlp);
+        for p in &patterns {
+            let mut row = Expression::default();
+            for &(i, a) in &p.counts {
+                row.add_mul(f64::from(a), pi[i]);
+            }
+            model = model.with(row.leq(columns[p.column].price));
+        }
+        let Ok(solution) = model.solve() else { break };
+        let values: Vec<f64> = pi
+            .iter()
+            .map(|&v| solution.value(v).max(0.0))
+            .map(|v| if v.is_finite() { v } else { 0.0 })
+            .collect();
+
+        // Pricing, and Farley's θ.
+        let mut theta = 1.0f64;
+        let mut violated: Vec<(f64, Pattern)> = Vec::new();
+        for (j, col) in columns.iter().enumerate() {
+            if users[j].is_empty() {
+                continue;
+            }
+            if !budget.spend((users[j].len() * dims) as u64 + 1) {
+                return best;
+            }
+            let frac = (0..dims)
+                .map(|d| knapsack_1d(&users[j], items, &values, d, col.cap[d]))
+                .fold(f64::INFINITY, f64::min);
+            let mut ub = frac;
+            if frac > col.price * (1.0 + 1e-9) {
+                let (exact, found) = knapsack(&users[j], items, &values, dims, &col.cap, budget);
+                ub = ub.min(exact);
+                if let Some((value, counts)) = found
+                    && value > col.price * (1.0 + 1e-7)
+                {
+                    violated.push((value / col.price, Pattern { column: j, counts }));
+                }
+            }
+            let ratio = if col.price > 0.0 {
+                ub / col.price
+            } else if ub > 0.0 {
+                f64::INFINITY
+            } else {
+                0.0
+            };
+            theta = theta.max(ratio);
+        }
+        let total: f64 = items.iter().zip(&values).map(|(it, v)| it.count * v).sum();
+        if theta.is_finite() {
+            let scale = (1.0 - 1e-9) / theta;
+            let bound = total * scale;
+            if best.as_ref().is_none_or(|(b, _)| bound > *b) {
+                best = Some((bound, values.iter().map(|v| v * scale).collect()));
+            }
+        }
+        if violated.is_empty() {
+            break;
+        }
+        violated.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.column.cmp(&b.1.column)));
+        for (_, p) in violated.into_iter().take(ADD_PER_ROUND) {
+            if !patterns.contains(&p) {
+                patterns.push(p);
+            }
+        }
+    }
+    best
+}
+
+/// A pattern's value and its pods per item class.
+type Found = (f64, Vec<(usize, u32)>);
+
+/// The integer knapsack "most valuable pods that fit `cap`" by depth-first branch and
+/// bound: an upper bound on its optimum (exact when the search finished) and the best set
+/// found.
+fn knapsack(
+    users: &[usize],
+    items: &[BoundItem],
+    values: &[f64],
+    dims: usize,
+    cap: &[f64],
+    budget: &mut Budget<'_>,
+) -> (f64, Option<Found>) {
+    // Densest first: value per share of the node it takes.
+    let mut order: Vec<(f64, usize)> = users
+        .iter()
+        .filter(|&&i| values[i] > 0.0)
+        .map(|&i| {
+            let share: f64 = (0..dims)
+                .filter(|&d| cap[d] > 0.0)
+                .map(|d| items[i].req[d] / cap[d])
+                .fold(0.0, f64::max);
+            (values[i] / share.max(1e-12), i)
+        })
+        .collect();
+    order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let order: Vec<usize> = order.into_iter().map(|(_, i)| i).collect();
+    let root = (0..dims)
+        .map(|d| knapsack_1d(&order, items, values, d, cap[d]))
+        .fold(f64::INFINITY, f64::min);
+
+    struct Dfs<'a> {
+        order: &'a [usize],
+        items: &'a [BoundItem],
+        values: &'a [f64],
+        dims: usize,
+        left: Vec<f64>,
+        chosen: Vec<u32>,
+        best: f64,
+        best_set: Vec<u32>,
+        nodes: u64,
+        aborted: bool,
+    }
+    impl Dfs<'_> {
+        fn bound(&self, k: usize) -> f64 {
+            (0..self.dims)
+                .map(|d| knapsack_1d(&self.order[k..], self.items, self.values, d, self.left[d]))
+                .fold(f64::INFINITY, f64::min)
+        }
+        fn go(&mut self, k: usize, value: f64) {
+            if value > self.best {
+                self.best = value;
+                self.best_set = self.chosen.clone();
+            }
+            if k == self.order.len() || self.aborted {
+                return;
+            }
+            self.nodes += 1;
+            if self.nodes > KNAPSACK_NODES {
+                self.aborted = true;
+                return;
+            }
+            if value + self.bound(k) <= self.best * (1.0 + 1e-12) {
+                return;
+            }
+            let i = self.order[k];
+            let mut most = self.items[i].count;
+            for d in 0..self.dims {
+                if self.items[i].req[d] > 0.0 {
+                    most = most.min((self.left[d] / self.items[i].req[d]).floor());
+                }
+            }
+            let most = most.max(0.0) as u32;
+            for a in (0..=most).rev() {
+                for d in 0..self.dims {
+                    self.left[d] -= f64::from(a) * self.items[i].req[d];
+                }
+                self.chosen[k] = a;
+                self.go(k + 1, value + f64::from(a) * self.values[i]);
+                self.chosen[k] = 0;
+                for d in 0..self.dims {
+                    self.left[d] += f64::from(a) * self.items[i].req[d];
+                }
+                if self.aborted {
+                    return;
+                }
+            }
+        }
+    }
+    let mut s = Dfs {
+        order: &order,
+        items,
+        values,
+        dims,
+        left: cap.iter().map(|c| c.max(0.0)).collect(),
+        chosen: vec![0; order.len()],
+        best: 0.0,
+        best_set: vec![0; order.len()],
+        nodes: 0,
+        aborted: false,
+    };
+    s.go(0, 0.0);
+    budget.spend(s.nodes * (order.len() * dims) as u64 + 1);
+    let counts: Vec<(usize, u32)> = order
+        .iter()
+        .zip(&s.best_set)
+        .filter(|(_, a)| **a > 0)
+        .map(|(&i, &a)| (i, a))
+        .collect();
+    let ub = if s.aborted { root } else { s.best.min(root) };
+    let found = (!counts.is_empty()).then_some((s.best, counts));
+    (ub, found)
+}
+
+/// The fractional knapsack over one dimension: an upper bound on the value of any set of
+/// pods that fits `cap` (the other dimensions are ignored, which only raises it).
+fn knapsack_1d(users: &[usize], items: &[BoundItem], values: &[f64], d: usize, cap: f64) -> f64 {
+    let mut free = 0.0;
+    let mut sized: Vec<(f64, usize)> = Vec::new();
+    for &i in users {
+        if values[i] <= 0.0 {
+            continue;
+        }
+        let r = items[i].req[d];
+        if r <= 0.0 {
+            free += items[i].count * values[i];
+        } else {
+            sized.push((values[i] / r, i));
+        }
+    }
+    sized.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut left = cap.max(0.0);
+    let mut total = free;
+    for (density, i) in sized {
+        if left <= 0.0 {
+            break;
+        }
+        let take = (items[i].count * items[i].req[d]).min(left);
+        total += take * density;
+        left -= take;
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn col(cap: &[f64], price: f64) -> BoundColumn {
+        BoundColumn {
+            cap: cap.to_vec(),
+            price,
+        }
+    }
+
+    fn solve(classes: &[BoundClass], columns: &[BoundColumn]) -> LpBound {
+        let mut b = Budget::new(u64::MAX, None);
+        lower_bound(2, classes, columns, &mut b).expect("bound")
+    }
+
+    #[test]
+    fn one_class_is_the_fluid_optimum() {
+        // 10 cpu, 10 GiB: the compute type gives cpu at 0.1 per unit, the memory type memory
+        // at 0.05 per unit; buying 2.5 compute (4 cpu, 1 mem) + 3.75 memory (0, 2)… the
+        // optimum mixes both: x_c = 2.5, x_m = 3.75 → 0.4·2.5 + 0.1·3.75 = 1.375.
+        let columns = [col(&[4.0, 1.0], 0.4), col(&[0.0, 2.0], 0.1)];
+        let classes = [BoundClass {
+            demand: vec![10.0, 10.0],
+            columns: vec![0, 1],
+        }];
+        let b = solve(&classes, &columns);
+        assert!((b.value - 1.375).abs() < 1e-6, "{}", b.value);
+    }
+
+    #[test]
+    fn classes_with_disjoint_columns_add_up() {
+        let columns = [col(&[4.0, 4.0], 1.0), col(&[4.0, 4.0], 2.0)];
+        let classes = [
+            BoundClass {
+                demand: vec![8.0, 1.0],
+                columns: vec![0],
+            },
+            BoundClass {
+                demand: vec![4.0, 1.0],
+                columns: vec![1],
+            },
+        ];
+        let b = solve(&classes, &columns);
+        assert!((b.value - 4.0).abs() < 1e-6, "{}", b.value);
+    }
+
+    #[test]
+    fn shared_columns_are_not_double_counted() {
+        // Both classes may use the cheap column: one node's worth each, 2 × 1.0.
+        let columns = [col(&[4.0, 4.0], 1.0), col(&[4.0, 4.0], 5.0)];
+        let classes = [
+            BoundClass {
+                demand: vec![4.0, 0.0],
+                columns: vec![0, 1],
+            },
+            BoundClass {
+                demand: vec![0.0, 4.0],
+                columns: vec![0],
+            },
+        ];
+        let b = solve(&classes, &columns);
+        // One cheap node holds both: the bound must not exceed 1.0.
+        assert!(b.value <= 1.0 + 1e-9 && b.value > 0.99, "{}", b.value);
+    }
+
+    #[test]
+    fn unservable_demand_has_no_bound() {
+        let columns = [col(&[4.0, 0.0], 1.0)];
+        let classes = [BoundClass {
+            demand: vec![1.0, 1.0],
+            columns: vec![0],
+        }];
+        let mut b = Budget::new(u64::MAX, None);
+        assert!(lower_bound(2, &classes, &columns, &mut b).is_none());
+    }
+
+    #[test]
+    fn coupled_bound_keeps_each_pod_whole() {
+        // A pod needs 1 cpu and 4 memory. Cpu is cheap on the compute type and memory on the
+        // memory type, but a pod cannot split: the fluid bound mixes them, the coupled bound
+        // knows every pod needs a whole general node (0.5 each) or a mix that holds it.
+        let columns = [
+            col(&[4.0, 1.0], 0.4),  // compute: no pod fits
+            col(&[1.0, 16.0], 0.4), // memory: one pod (cpu-bound)
+            col(&[2.0, 8.0], 1.0),  // general: two pods
+        ];
+        let item = BoundItem {
+            req: vec![1.0, 4.0],
+            count: 4.0,
+            columns: vec![1, 2],
+        };
+        let mut b = Budget::new(u64::MAX, None);
+        let fluid = lower_bound(
+            2,
+            &[BoundClass {
+                demand: vec![4.0, 16.0],
+                columns: vec![0, 1, 2],
+            }],
+            &columns,
+            &mut b,
+        )
+        .unwrap();
+        let (coupled, values) = coupled_bound(2, &[item], &columns, &mut b).unwrap();
+        // Optimum: four memory nodes, 1.6.
+        assert!(coupled <= 1.6 + 1e-9, "{coupled}");
+        assert!(coupled > 1.6 - 1e-6, "{coupled}");
+        assert!(fluid.value < coupled - 0.5, "{}", fluid.value);
+        assert!((values[0] - 0.4).abs() < 1e-6);
+    }
+}

@@ -1,0 +1,96 @@
+//! The optimiser's deterministic work budget.
+//!
+//! The crate reads no clock, so effort is counted in abstract work units (roughly one unit
+//! per resource comparison). A caller that wants a wall-clock deadline passes a callback;
+//! that callback is the only source of non-determinism, and it is polled only every
+//! [`POLL_EVERY`] units so its cost stays negligible.
+
+/// How many work units pass between two polls of the deadline callback.
+const POLL_EVERY: u64 = 1 << 16;
+
+/// Work units left, plus the caller's optional "stop now" callback.
+pub(crate) struct Budget<'d> {
+    left: u64,
+    spent: u64,
+    next_poll: u64,
+    deadline: Option<&'d dyn Fn() -> bool>,
+    exhausted: bool,
+}
+
+impl<'d> Budget<'d> {
+    /// A budget of `units` work units.
+    pub(crate) fn new(units: u64, deadline: Option<&'d dyn Fn() -> bool>) -> Self {
+        Budget {
+            left: units,
+            spent: 0,
+            next_poll: POLL_EVERY,
+            deadline,
+            exhausted: false,
+        }
+    }
+
+    /// Records `units` of work; false once the budget (or the deadline) has run out, and
+    /// from then on.
+    pub(crate) fn spend(&mut self, units: u64) -> bool {
+        if self.exhausted {
+            return false;
+        }
+        let units = units.max(1);
+        self.spent = self.spent.saturating_add(units);
+        if units > self.left {
+            self.left = 0;
+            self.exhausted = true;
+            return false;
+        }
+        self.left -= units;
+        if self.spent >= self.next_poll {
+            self.next_poll = self.spent.saturating_add(POLL_EVERY);
+            if self.deadline.is_some_and(|stop| stop()) {
+                self.exhausted = true;
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Whether the budget or the deadline has run out.
+    pub(crate) fn exhausted(&self) -> bool {
+        self.exhausted
+    }
+
+    /// Work units spent so far.
+    pub(crate) fn spent(&self) -> u64 {
+        self.spent
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    #[test]
+    fn runs_out_and_stays_out() {
+        let mut b = Budget::new(10, None);
+        assert!(b.spend(4));
+        assert!(!b.spend(7));
+        assert!(b.exhausted());
+        assert!(!b.spend(1));
+        assert_eq!(b.spent(), 11);
+    }
+
+    #[test]
+    fn polls_the_deadline_only_every_so_often() {
+        let calls = Cell::new(0u32);
+        let stop = || {
+            calls.set(calls.get() + 1);
+            true
+        };
+        let mut b = Budget::new(u64::MAX, Some(&stop));
+        assert!(b.spend(POLL_EVERY - 1));
+        assert_eq!(calls.get(), 0);
+        assert!(!b.spend(1));
+        assert_eq!(calls.get(), 1);
+        assert!(b.exhausted());
+    }
+}

@@ -1,0 +1,726 @@
+//! The packing optimiser: after the greedy pass, re-packs groups of interchangeable
+//! new-claim pods onto a cheaper mix of instance types, and computes an LP lower bound on
+//! the price of the new capacity so every plan shows its gap to optimal.
+//!
+//! Only pods that cannot tell one new node from another are moved: a greedy claim is
+//! re-packable when none of its pods binds host ports and every topology group that owns
+//! or could count one of its pods is keyed on a label the claim pins to a single value
+//! (never the hostname). Re-packable claims with the same NodePool and the same
+//! requirements form a group; any packing of a group's pods onto nodes with those
+//! requirements satisfies every constraint the greedy checked (taints, requirements,
+//! volume and topology domains), so only capacity, DaemonSet overhead, offerings, NodePool
+//! limits and minValues need re-checking — which is done on the final claims with the
+//! solver's own arithmetic, falling back to the greedy claims of a group (or of a whole
+//! NodePool, for limits) on any failure. A group is replaced only when strictly cheaper, so
+//! the plan is never worse than the greedy one.
+//!
+//! Effort is bounded by a deterministic work budget ([`OptimizerOptions::max_work`]) and
+//! optionally by a caller's deadline callback; groups not reached keep their greedy claims.
+
+mod bound;
+mod budget;
+mod pack;
+
+use super::Scheduler;
+use super::arith;
+use super::limits::Remaining;
+use super::nodeclaim::{Claim, Template, cheapest, check_min_values};
+use crate::labels::HOSTNAME;
+use crate::model::Pod;
+use crate::plan::OptimizerStats;
+use crate::requirements::{Operator, Requirement, Requirements};
+use crate::resources::Resources;
+use crate::taints::{Toleration, first_untolerated};
+use bound::{BoundClass, BoundColumn, BoundItem};
+use budget::Budget;
+use pack::{BinType, Class, Instance};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// Settings of the packing optimiser (a field of [`crate::SolveOptions`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct OptimizerOptions {
+    /// Whether to improve the greedy plan at all (default true). When false the plan is
+    /// exactly the greedy one and carries no bound.
+    pub enabled: bool,
+    /// Work budget in deterministic units (about one resource comparison each). When it
+    /// runs out the best plan found so far is returned: groups not yet improved keep their
+    /// greedy claims. The default (60 million) is a few tens of milliseconds.
+    pub max_work: u64,
+}
+
+impl Default for OptimizerOptions {
+    fn default() -> Self {
+        OptimizerOptions {
+            enabled: true,
+            max_work: 60_000_000,
+        }
+    }
+}
+
+/// What the optimiser hands back to the scheduler.
+pub(crate) struct Optimized {
+    /// The claims to plan, when any group improved (kept greedy claims first, in their
+    /// order, then the re-packed ones).
+    pub claims: Option<Vec<Claim>>,
+    /// A valid lower bound on the price of the new capacity.
+    pub lower_bound: Option<f64>,
+    /// Counters.
+    pub stats: OptimizerStats,
+}
+
+/// Resource dimensions: cpu, memory, ephemeral-storage, pods, then extended names.
+struct Dims {
+    extended: Vec<String>,
+}
+
+impl Dims {
+    fn new<'a>(all: impl Iterator<Item = &'a Resources>) -> Self {
+        let mut extended: Vec<String> = Vec::new();
+        for r in all {
+            for (n, _) in &r.extended {
+                if let Err(i) = extended.binary_search(n) {
+                    extended.insert(i, n.clone());
+                }
+            }
+        }
+        Dims { extended }
+    }
+
+    fn len(&self) -> usize {
+        4 + self.extended.len()
+    }
+
+    fn vector(&self, r: &Resources) -> Vec<i64> {
+        let mut v = vec![r.cpu_millis, r.memory, r.ephemeral_storage, r.pods];
+        v.extend(self.extended.iter().map(|n| arith::extended(r, n)));
+        v
+    }
+}
+
+fn pod_requests(pod: &Pod) -> Resources {
+    let mut r = pod.requests.clone();
+    r.pods = 1;
+    r
+}
+
+/// The claim's requirements without its placeholder hostname.
+fn without_hostname(reqs: &Requirements) -> Requirements {
+    let mut out = reqs.clone();
+    out.remove(HOSTNAME);
+    out
+}
+
+/// The price `finish` reports for a claim: its cheapest option's cheapest offering.
+fn claim_price(t: &Template<'_>, options: &[u32], reqs: &Requirements) -> f64 {
+    options
+        .iter()
+        .filter_map(|&i| cheapest(t.its[i as usize], reqs).map(|o| o.price))
+        .reduce(f64::min)
+        .unwrap_or(0.0)
+}
+
+struct Group {
+    template: usize,
+    reqs: Requirements,
+    claims: Vec<usize>,
+}
+
+/// An instance type a group may use.
+struct Candidate {
+    it: u32,
+    price: f64,
+}
+
+/// Runs the optimiser over the scheduler's state after the greedy pass.
+pub(crate) fn optimize(
+    s: &Scheduler<'_>,
+    options: &OptimizerOptions,
+    deadline: Option<&dyn Fn() -> bool>,
+) -> Optimized {
+    let mut budget = Budget::new(options.max_work, deadline);
+    let mut stats = OptimizerStats::default();
+    let lower_bound = global_bound(s, &mut budget);
+
+    // Interchangeable groups, in order of their first claim.
+    let mut groups: Vec<Group> = Vec::new();
+    let mut index: HashMap<(usize, Requirements), usize> = HashMap::new();
+    for (c, claim) in s.claims.iter().enumerate() {
+        let reqs = without_hostname(&claim.reqs);
+        let movable = claim.pods.iter().all(|&p| {
+            let pod = &s.pods[p];
+            pod.host_ports.is_empty() && s.topology.movable(p, pod, &reqs)
+        });
+        if !movable {
+            stats.pods_fixed += claim.pods.len();
+            continue;
+        }
+        let key = (claim.template, reqs);
+        let g = *index.entry(key.clone()).or_insert_with(|| {
+            groups.push(Group {
+                template: key.0,
+                reqs: key.1,
+                claims: Vec::new(),
+            });
+            groups.len() - 1
+        });
+        groups[g].claims.push(c);
+    }
+    stats.groups = groups.len();
+
+    let mut replaced: Vec<Option<Vec<Claim>>> = Vec::with_capacity(groups.len());
+    let mut next_host = 0u32;
+    for g in &groups {
+        if budget.exhausted() {
+            replaced.push(None);
+            continue;
+        }
+        let outcome = repack(s, g, &mut budget, &mut next_host);
+        if outcome.proven_optimal {
+            stats.groups_proven_optimal += 1;
+        }
+        replaced.push(outcome.claims);
+    }
+
+    // NodePool limits: replay every claim of a limited pool in plan order; a pool whose
+    // new claims would break a limit keeps its greedy claims.
+    for (ti, t) in s.templates.iter().enumerate() {
+        if t.pool.limits.is_empty()
+            || !groups
+                .iter()
+                .zip(&replaced)
+                .any(|(g, r)| g.template == ti && r.is_some())
+        {
+            continue;
+        }
+        let mut remaining = Remaining::new(t.pool);
+        let mut ok = true;
+        let kept = s.claims.iter().enumerate().filter(|(c, claim)| {
+            claim.template == ti
+                && !groups
+                    .iter()
+                    .zip(&replaced)
+                    .any(|(g, r)| r.is_some() && g.claims.contains(c))
+        });
+        let greedy_claims: Vec<&Claim> = kept.map(|(_, c)| c).collect();
+        let mut new_claims: Vec<&mut Claim> = Vec::new();
+        for (g, r) in groups.iter().zip(replaced.iter_mut()) {
+            if g.template == ti
+                && let Some(claims) = r
+            {
+                new_claims.extend(claims.iter_mut());
+            }
+        }
+        for claim in greedy_claims {
+            if remaining.nodes_exhausted()
+                || claim
+                    .options
+                    .iter()
+                    .any(|&i| !remaining.exceeded_by(t.its[i as usize]).is_empty())
+            {
+                ok = false;
+                break;
+            }
+            remaining.subtract_claim(claim.options.iter().map(|&i| t.its[i as usize]));
+        }
+        if ok {
+            for claim in new_claims {
+                claim
+                    .options
+                    .retain(|&i| remaining.exceeded_by(t.its[i as usize]).is_empty());
+                if remaining.nodes_exhausted() || claim.options.is_empty() {
+                    ok = false;
+                    break;
+                }
+                remaining.subtract_claim(claim.options.iter().map(|&i| t.its[i as usize]));
+            }
+        }
+        // Dropped options may have raised prices: the pool must still come out cheaper.
+        if ok {
+            for (g, r) in groups.iter().zip(replaced.iter_mut()) {
+                if g.template != ti {
+                    continue;
+                }
+                if let Some(claims) = r {
+                    let new: f64 = claims
+                        .iter()
+                        .map(|c| claim_price(t, &c.options, &g.reqs))
+                        .sum();
+                    if new >= greedy_cost(s, g) - price_epsilon(new) {
+                        *r = None;
+                    }
+                }
+            }
+        } else {
+            for (g, r) in groups.iter().zip(replaced.iter_mut()) {
+                if g.template == ti {
+                    *r = None;
+                }
+            }
+        }
+    }
+
+    stats.groups_improved = replaced.iter().filter(|r| r.is_some()).count();
+    stats.work = budget.spent();
+    stats.budget_exhausted = budget.exhausted();
+    if stats.groups_improved == 0 {
+        return Optimized {
+            claims: None,
+            lower_bound,
+            stats,
+        };
+    }
+    let mut dropped = vec![false; s.claims.len()];
+    for (g, r) in groups.iter().zip(&replaced) {
+        if r.is_some() {
+            for &c in &g.claims {
+                dropped[c] = true;
+            }
+        }
+    }
+    let mut claims: Vec<Claim> = s
+        .claims
+        .iter()
+        .zip(&dropped)
+        .filter(|(_, d)| !**d)
+        .map(|(c, _)| c.clone())
+        .collect();
+    for r in replaced.into_iter().flatten() {
+        stats.pods_repacked += r.iter().map(|c| c.pods.len()).sum::<usize>();
+        claims.extend(r);
+    }
+    Optimized {
+        claims: Some(claims),
+        lower_bound,
+        stats,
+    }
+}
+
+fn price_epsilon(price: f64) -> f64 {
+    1e-9 * price.abs().max(1.0)
+}
+
+fn greedy_cost(s: &Scheduler<'_>, g: &Group) -> f64 {
+    let t = &s.templates[g.template];
+    g.claims
+        .iter()
+        .map(|&c| claim_price(t, &s.claims[c].options, &g.reqs))
+        .sum()
+}
+
+struct Repacked {
+    claims: Option<Vec<Claim>>,
+    proven_optimal: bool,
+}
+
+/// Re-packs one group; `claims` is `Some` only when strictly cheaper and fully valid.
+fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut u32) -> Repacked {
+    let none = Repacked {
+        claims: None,
+        proven_optimal: false,
+    };
+    let t = &s.templates[g.template];
+    let reqs = &g.reqs;
+    let pods: Vec<usize> = g
+        .claims
+        .iter()
+        .flat_map(|&c| s.claims[c].pods.iter().copied())
+        .collect();
+    if pods.is_empty() {
+        return none;
+    }
+    let requests: Vec<Resources> = pods.iter().map(|&p| pod_requests(&s.pods[p])).collect();
+    let initial = Remaining::new(t.pool);
+    let mut candidates = Vec::new();
+    for (i, it) in t.its.iter().enumerate() {
+        if !budget.spend(4) {
+            return none;
+        }
+        if it.requirements.intersects(reqs).is_err()
+            || !initial.exceeded_by(it).is_empty()
+            || !arith::fits(&t.groups[t.group_of[i]].overhead, &t.allocs[i])
+        {
+            continue;
+        }
+        if let Some(o) = cheapest(it, reqs) {
+            candidates.push(Candidate {
+                it: i as u32,
+                price: o.price,
+            });
+        }
+    }
+    let dims = Dims::new(
+        requests.iter().chain(
+            candidates
+                .iter()
+                .map(|c| &t.groups[t.group_of[c.it as usize]].overhead),
+        ),
+    );
+    let types: Vec<BinType> = candidates
+        .iter()
+        .map(|c| {
+            let i = c.it as usize;
+            let alloc = dims.vector(&t.allocs[i]);
+            let over = dims.vector(&t.groups[t.group_of[i]].overhead);
+            BinType {
+                cap: alloc.iter().zip(&over).map(|(a, o)| a - o).collect(),
+                price: c.price,
+            }
+        })
+        .collect();
+
+    // Identical pods form a class, in first-seen order.
+    let mut class_of: HashMap<Vec<i64>, usize> = HashMap::new();
+    let mut classes: Vec<Class> = Vec::new();
+    let mut members: Vec<Vec<usize>> = Vec::new();
+    for (n, r) in requests.iter().enumerate() {
+        let v = dims.vector(r);
+        let c = *class_of.entry(v.clone()).or_insert_with(|| {
+            classes.push(Class { req: v, count: 0 });
+            members.push(Vec::new());
+            classes.len() - 1
+        });
+        classes[c].count += 1;
+        members[c].push(n);
+    }
+    if !budget.spend((pods.len() * dims.len()) as u64) {
+        return none;
+    }
+
+    let greedy = greedy_cost(s, g);
+    let weights = weights(&dims, &classes, &types, greedy, budget);
+    let values = values(&classes, &weights);
+    let inst = Instance {
+        types: &types,
+        classes: &classes,
+        weights: &weights,
+        values: &values,
+    };
+    let (packing, proven_optimal) = if pods.len() <= pack::EXACT_MAX_PODS {
+        let e = pack::exact(&inst, greedy - price_epsilon(greedy), budget);
+        (e.packing, e.finished)
+    } else {
+        (pack::heuristic(&inst, budget), false)
+    };
+    let Some(packing) = packing else {
+        return Repacked {
+            claims: None,
+            proven_optimal,
+        };
+    };
+    if packing.cost >= greedy - price_epsilon(greedy) {
+        return Repacked {
+            claims: None,
+            proven_optimal,
+        };
+    }
+
+    // Materialise and re-check every claim against every candidate.
+    let mut price_of = vec![f64::INFINITY; t.its.len()];
+    for c in &candidates {
+        price_of[c.it as usize] = c.price;
+    }
+    let mut next_member = vec![0usize; classes.len()];
+    let mut claims = Vec::new();
+    let mut total = 0.0;
+    for bin in &packing.bins {
+        let mut content: Vec<usize> = Vec::new();
+        let mut options: Option<(Vec<u32>, Resources)> = None;
+        for _ in 0..bin.copies {
+            content.clear();
+            let mut sum = Resources::default();
+            for &(c, k) in &bin.items {
+                for _ in 0..k {
+                    let n = members[c][next_member[c]];
+                    next_member[c] += 1;
+                    arith::add_into(&mut sum, &requests[n]);
+                    content.push(pods[n]);
+                }
+            }
+            if options.as_ref().is_none_or(|(_, r)| *r != sum) {
+                let load = dims.vector(&sum);
+                let Some(o) = claim_options(s, t, &candidates, &types, reqs, &load) else {
+                    return none;
+                };
+                options = Some((o, sum.clone()));
+            }
+            let Some((opts, _)) = &options else {
+                return none;
+            };
+            total += opts
+                .iter()
+                .map(|&i| price_of[i as usize])
+                .fold(f64::INFINITY, f64::min);
+            *next_host += 1;
+            let hostname = format!("hostname-optimized-{:04}", *next_host);
+            let mut claim_reqs = reqs.clone();
+            if let Ok(r) = Requirement::new(HOSTNAME, Operator::In, [hostname.as_str()]) {
+                claim_reqs.add(r);
+            }
+            claims.push(Claim::planned(
+                g.template,
+                t,
+                hostname,
+                claim_reqs,
+                opts.clone(),
+                content.clone(),
+                sum,
+            ));
+        }
+    }
+    let placed: usize = claims.iter().map(|c| c.pods.len()).sum();
+    if placed != pods.len() || total >= greedy - price_epsilon(greedy) {
+        return none;
+    }
+    Repacked {
+        claims: Some(claims),
+        proven_optimal: packing.optimal,
+    }
+}
+
+/// Every candidate that holds `load` (the claim's requests as a vector over the group's
+/// dimensions, which cover every resource its pods or DaemonSets request) plus its
+/// DaemonSet overhead, or `None` when none does or minValues would not hold.
+fn claim_options(
+    s: &Scheduler<'_>,
+    t: &Template<'_>,
+    candidates: &[Candidate],
+    types: &[BinType],
+    reqs: &Requirements,
+    load: &[i64],
+) -> Option<Vec<u32>> {
+    let options: Vec<u32> = candidates
+        .iter()
+        .zip(types)
+        .filter(|(_, ty)| load.iter().zip(&ty.cap).all(|(l, c)| l <= c))
+        .map(|(c, _)| c.it)
+        .collect();
+    if options.is_empty() {
+        return None;
+    }
+    if reqs.has_min_values() {
+        match check_min_values(&t.its, &options, reqs, s.options.min_values_policy) {
+            Ok(None) => {}
+            _ => return None,
+        }
+    }
+    Some(options)
+}
+
+/// Value per unit of each dimension for the packing heuristic: the group's LP dual prices,
+/// plus a small even share of the price so no resource (and no pod) is worth nothing.
+fn weights(
+    dims: &Dims,
+    classes: &[Class],
+    types: &[BinType],
+    greedy: f64,
+    budget: &mut Budget<'_>,
+) -> Vec<f64> {
+    let n = dims.len();
+    let mut demand = vec![0.0f64; n];
+    for c in classes {
+        for (d, &r) in demand.iter_mut().zip(&c.req) {
+            *d += r as f64 * f64::from(c.count);
+        }
+    }
+    let active = demand.iter().filter(|&&d| d > 0.0).count().max(1) as f64;
+    let columns: Vec<BoundColumn> = types
+        .iter()
+        .map(|t| BoundColumn {
+            cap: t.cap.iter().map(|&c| c.max(0) as f64).collect(),
+            price: t.price,
+        })
+        .collect();
+    let class = BoundClass {
+        demand: demand.clone(),
+        columns: (0..columns.len()).collect(),
+    };
+    let lp = bound::lower_bound(n, &[class], &columns, budget);
+    let scale = lp.as_ref().map_or(greedy, |b| b.value.max(greedy * 0.5));
+    let share = if lp.is_some() { 0.01 } else { 1.0 };
+    (0..n)
+        .map(|d| {
+            let dual = lp.as_ref().map_or(0.0, |b| b.prices[0][d]);
+            let even = if demand[d] > 0.0 {
+                share * scale / (active * demand[d])
+            } else {
+                0.0
+            };
+            dual + even
+        })
+        .collect()
+}
+
+/// Value of one pod of each class for the packing heuristic: its resources at the LP's
+/// resource prices.
+fn values(classes: &[Class], weights: &[f64]) -> Vec<f64> {
+    classes
+        .iter()
+        .map(|c| c.req.iter().zip(weights).map(|(&r, w)| r as f64 * w).sum())
+        .collect()
+}
+
+/// Whether a pod tolerates a pool's taints, PreferNoSchedule ones included (they never
+/// keep a pod off once its preferences are relaxed).
+fn tolerates(taints: &[crate::taints::Taint], tolerations: &[Toleration]) -> bool {
+    first_untolerated(taints, tolerations, false).is_none()
+}
+
+/// The LP lower bound over every pod the plan puts on new capacity (see [`bound`]). Pods
+/// are classed by what limits where they may go in any plan: their node selector, volume
+/// requirements and tolerations (preferences and alternative affinity terms can be
+/// relaxed, so they are ignored — which only loosens the bound).
+fn global_bound(s: &Scheduler<'_>, budget: &mut Budget<'_>) -> Option<f64> {
+    let placed: Vec<usize> = s
+        .claims
+        .iter()
+        .flat_map(|c| c.pods.iter().copied())
+        .collect();
+    if placed.is_empty() {
+        return Some(0.0);
+    }
+    let requests: Vec<Resources> = placed.iter().map(|&p| pod_requests(&s.pods[p])).collect();
+    let dims = Dims::new(requests.iter());
+    let n = dims.len();
+
+    type Key<'p> = (Requirements, &'p [Toleration]);
+    let mut class_of: HashMap<Key<'_>, usize> = HashMap::new();
+    let mut keys: Vec<Key<'_>> = Vec::new();
+    let mut shapes: Vec<Vec<Vec<i64>>> = Vec::new();
+    let mut demand: Vec<Vec<f64>> = Vec::new();
+    for (idx, &p) in placed.iter().enumerate() {
+        let pod = &s.pods[p];
+        let mut r = Requirements::from_labels(pod.node_selector.iter());
+        if !pod.volume_requirements.is_empty() {
+            let v = Requirements::from_node_selector(&pod.volume_requirements).ok()?;
+            r.add_all(&v);
+        }
+        let key = (r, pod.tolerations.as_slice());
+        let k = *class_of.entry(key.clone()).or_insert_with(|| {
+            keys.push(key);
+            shapes.push(Vec::new());
+            demand.push(vec![0.0; n]);
+            keys.len() - 1
+        });
+        let v = dims.vector(&requests[idx]);
+        for (d, &x) in demand[k].iter_mut().zip(&v) {
+            *d += x as f64;
+        }
+        shapes[k].push(v);
+    }
+    if !budget.spend((placed.len() * n) as u64) {
+        return None;
+    }
+    let mut counted: Vec<Vec<(Vec<i64>, usize)>> = Vec::with_capacity(shapes.len());
+    for sh in shapes.iter_mut() {
+        sh.sort_unstable();
+        let mut c: Vec<(Vec<i64>, usize)> = Vec::new();
+        for v in sh.iter() {
+            match c.last_mut() {
+                Some((last, n)) if last == v => *n += 1,
+                _ => c.push((v.clone(), 1)),
+            }
+        }
+        counted.push(c);
+        sh.dedup();
+    }
+
+    // Columns: every (pool, instance type) any class may use, at the lowest price any of
+    // those classes could get it for.
+    let mut column_of: HashMap<(usize, usize), usize> = HashMap::new();
+    let mut columns: Vec<BoundColumn> = Vec::new();
+    let mut classes: Vec<BoundClass> = Vec::new();
+    for (k, (creqs, tolerations)) in keys.iter().enumerate() {
+        let mut cols = Vec::new();
+        for (ti, t) in s.templates.iter().enumerate() {
+            if !tolerates(&t.pool.taints, tolerations) || t.reqs.compatible(creqs, true).is_err() {
+                continue;
+            }
+            let mut merged = t.reqs.clone();
+            merged.add_all(creqs);
+            for (i, it) in t.its.iter().enumerate() {
+                if !budget.spend((shapes[k].len() * n) as u64 + 4) {
+                    return None;
+                }
+                let overhead = &t.groups[t.group_of[i]].overhead;
+                if !arith::fits(overhead, &t.allocs[i])
+                    || it.requirements.intersects(&merged).is_err()
+                {
+                    continue;
+                }
+                let Some(o) = cheapest(it, &merged) else {
+                    continue;
+                };
+                let alloc = dims.vector(&t.allocs[i]);
+                let over = dims.vector(overhead);
+                let cap: Vec<i64> = alloc.iter().zip(&over).map(|(a, o)| a - o).collect();
+                // A pod only uses a type it fits on by itself.
+                if !shapes[k]
+                    .iter()
+                    .any(|sh| sh.iter().zip(&cap).all(|(r, c)| r <= c))
+                {
+                    continue;
+                }
+                let j = *column_of.entry((ti, i)).or_insert_with(|| {
+                    columns.push(BoundColumn {
+                        cap: cap.iter().map(|&c| c.max(0) as f64).collect(),
+                        price: o.price,
+                    });
+                    columns.len() - 1
+                });
+                columns[j].price = columns[j].price.min(o.price);
+                cols.push(j);
+            }
+        }
+        classes.push(BoundClass {
+            demand: demand[k].clone(),
+            columns: cols,
+        });
+    }
+    let classes_before_merge = classes.clone();
+    // Too big a model: one class that may use any column is still a relaxation.
+    if classes.len() > 1 && bound::lp_cells(n, &classes, columns.len()) > bound::MAX_LP_CELLS {
+        let mut all: Vec<usize> = classes.iter().flat_map(|c| c.columns.clone()).collect();
+        all.sort_unstable();
+        all.dedup();
+        let mut total = vec![0.0; n];
+        for c in &classes {
+            for (t, d) in total.iter_mut().zip(&c.demand) {
+                *t += d;
+            }
+        }
+        classes = vec![BoundClass {
+            demand: total,
+            columns: all,
+        }];
+    }
+    let fluid = bound::lower_bound(n, &classes, &columns, budget).map(|b| b.value);
+    // Pods stay whole: one item class per (class, request shape), on the columns that
+    // shape fits by itself.
+    let mut items: Vec<BoundItem> = Vec::new();
+    for (k, c) in classes_before_merge.iter().enumerate() {
+        for (shape, count) in &counted[k] {
+            items.push(BoundItem {
+                req: shape.iter().map(|&r| r as f64).collect(),
+                count: *count as f64,
+                columns: c
+                    .columns
+                    .iter()
+                    .copied()
+                    .filter(|&j| {
+                        shape
+                            .iter()
+                            .zip(&columns[j].cap)
+                            .all(|(&r, &cap)| r as f64 <= cap)
+                    })
+                    .collect(),
+            });
+        }
+    }
+    let coupled = bound::coupled_bound(n, &items, &columns, budget).map(|(b, _)| b);
+    match (fluid, coupled) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
