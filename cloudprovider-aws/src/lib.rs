@@ -1,2 +1,29 @@
-//! placeholder
+//! # karpenter-cloudprovider-aws
+//!
+//! The AWS provider of karpenter-rs: the `karpenter.k8s.aws/v1` [`EC2NodeClass`], discovery
+//! of subnets, security groups and AMIs, instance types and prices from EC2, launches through
+//! CreateFleet, drift detection, and the SQS interruption queue.
 #![forbid(unsafe_code)]
+
+pub mod cache;
+pub mod crd;
+pub mod discovery;
+pub mod error;
+pub mod instance;
+pub mod instancetype;
+pub mod interruption;
+pub mod launch;
+pub mod nodeclass;
+pub mod pricing;
+pub mod provider;
+pub mod settings;
+pub mod userdata;
+
+pub use cache::{Clock, ManualClock, SystemClock, TtlCache, UnavailableOfferings};
+pub use error::AwsError;
+pub use interruption::{
+    InterruptionEvent, InterruptionKind, InterruptionPoller, NodeClaimInterruption,
+};
+pub use nodeclass::{EC2NodeClass, EC2NodeClassSpec, EC2NodeClassStatus};
+pub use provider::AwsCloudProvider;
+pub use settings::{AwsClients, AwsSettings};

@@ -1,0 +1,347 @@
+//! The EC2NodeClass CustomResourceDefinition: kube's derive gives the structure, then the
+//! validation the derive cannot express (patterns, item limits, enums and upstream's
+//! `x-kubernetes-validations` CEL rules) is patched in, so the API server enforces what
+//! Karpenter's CRD enforces. [`crate::nodeclass::EC2NodeClass::validate`] implements the same
+//! rules in Rust for callers without an API server.
+
+use crate::nodeclass::EC2NodeClass;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube_core::CustomResourceExt;
+use serde_json::{Value, json};
+
+fn rule(rule: &str, message: &str) -> Value {
+    json!({ "message": message, "rule": rule })
+}
+
+/// The schema node at a dotted property path; `[]` steps into `items`, `{}` into
+/// `additionalProperties`.
+fn node<'a>(root: &'a mut Value, path: &str) -> Option<&'a mut Value> {
+    let mut cur = root;
+    for seg in path.split('.') {
+        let (name, suffix) = if let Some(n) = seg.strip_suffix("[]") {
+            (n, Some("items"))
+        } else if let Some(n) = seg.strip_suffix("{}") {
+            (n, Some("additionalProperties"))
+        } else {
+            (seg, None)
+        };
+        cur = cur.get_mut("properties")?.get_mut(name)?;
+        if let Some(s) = suffix {
+            cur = cur.get_mut(s)?;
+        }
+    }
+    Some(cur)
+}
+
+/// Merges `patch` into the node at `path`. A path that does not exist is reported by the
+/// CRD tests (every patched path is asserted there), so it is skipped here.
+fn set(root: &mut Value, path: &str, patch: Value) {
+    if let (Some(Value::Object(target)), Value::Object(p)) = (node(root, path), patch) {
+        for (k, v) in p {
+            target.insert(k, v);
+        }
+    }
+}
+
+fn strip_nullable(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.remove("nullable");
+            for child in m.values_mut() {
+                strip_nullable(child);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(strip_nullable),
+        _ => {}
+    }
+}
+
+const TAGS_RULES: &str = "self.all(k, k != '' && self[k] != '')";
+const SIGNALS: &str = "['memory.available','nodefs.available','nodefs.inodesFree','imagefs.available','imagefs.inodesFree','pid.available']";
+
+/// Every path [`ec2_node_class_crd`] patches, for the test that checks none is missing.
+pub const PATCHED_PATHS: &[&str] = &[
+    "spec",
+    "spec.subnetSelectorTerms",
+    "spec.subnetSelectorTerms[].tags",
+    "spec.subnetSelectorTerms[].id",
+    "spec.securityGroupSelectorTerms",
+    "spec.securityGroupSelectorTerms[].tags",
+    "spec.securityGroupSelectorTerms[].id",
+    "spec.amiSelectorTerms",
+    "spec.amiSelectorTerms[].alias",
+    "spec.amiSelectorTerms[].id",
+    "spec.amiSelectorTerms[].tags",
+    "spec.amiFamily",
+    "spec.role",
+    "spec.instanceProfile",
+    "spec.tags",
+    "spec.kubelet",
+    "spec.kubelet.maxPods",
+    "spec.kubelet.podsPerCore",
+    "spec.kubelet.systemReserved",
+    "spec.kubelet.kubeReserved",
+    "spec.kubelet.evictionHard",
+    "spec.kubelet.evictionSoft",
+    "spec.kubelet.evictionSoftGracePeriod",
+    "spec.kubelet.imageGCHighThresholdPercent",
+    "spec.kubelet.imageGCLowThresholdPercent",
+    "spec.blockDeviceMappings",
+    "spec.blockDeviceMappings[].ebs",
+    "spec.blockDeviceMappings[].ebs.volumeType",
+    "spec.instanceStorePolicy",
+    "spec.metadataOptions",
+    "spec.metadataOptions.httpEndpoint",
+    "spec.metadataOptions.httpProtocolIPv6",
+    "spec.metadataOptions.httpPutResponseHopLimit",
+    "spec.metadataOptions.httpTokens",
+];
+
+fn patch(s: &mut Value) {
+    strip_nullable(s);
+    set(
+        s,
+        "spec",
+        json!({
+            "x-kubernetes-preserve-unknown-fields": true,
+            "required": ["amiSelectorTerms", "securityGroupSelectorTerms", "subnetSelectorTerms"],
+            "x-kubernetes-validations": [
+                rule("(has(self.role) && !has(self.instanceProfile)) || (!has(self.role) && has(self.instanceProfile))", "must specify exactly one of ['role', 'instanceProfile']"),
+                rule("!has(self.amiFamily) || (self.amiSelectorTerms.exists(x, has(x.alias) && x.alias.find('^[^@]+') == 'al2') ? (self.amiFamily == 'Custom' || self.amiFamily == 'AL2') : true)", "if set, amiFamily must be 'AL2' or 'Custom' when using an AL2 alias"),
+                rule("self.amiSelectorTerms.exists(x, has(x.alias)) || has(self.amiFamily)", "amiFamily must be set when amiSelectorTerms does not contain an alias"),
+            ]
+        }),
+    );
+    set(
+        s,
+        "spec.subnetSelectorTerms",
+        json!({ "maxItems": 30, "x-kubernetes-validations": [
+            rule("self.size() != 0", "subnetSelectorTerms cannot be empty"),
+            rule("self.all(x, has(x.tags) || has(x.id))", "expected at least one, got none, ['tags', 'id']"),
+            rule("!self.all(x, has(x.id) && has(x.tags))", "'id' is mutually exclusive, cannot be set with a combination of other fields in a subnet selector term"),
+        ]}),
+    );
+    let tags = json!({ "maxProperties": 20, "x-kubernetes-validations": [rule(TAGS_RULES, "empty tag keys or values aren't supported")] });
+    set(s, "spec.subnetSelectorTerms[].tags", tags.clone());
+    set(
+        s,
+        "spec.subnetSelectorTerms[].id",
+        json!({ "pattern": "subnet-[0-9a-z]+" }),
+    );
+    set(
+        s,
+        "spec.securityGroupSelectorTerms",
+        json!({ "maxItems": 30, "x-kubernetes-validations": [
+            rule("self.size() != 0", "securityGroupSelectorTerms cannot be empty"),
+            rule("self.all(x, has(x.tags) || has(x.id) || has(x.name))", "expected at least one, got none, ['tags', 'id', 'name']"),
+            rule("!self.all(x, has(x.id) && (has(x.tags) || has(x.name)))", "'id' is mutually exclusive, cannot be set with a combination of other fields in a security group selector term"),
+            rule("!self.all(x, has(x.name) && (has(x.tags) || has(x.id)))", "'name' is mutually exclusive, cannot be set with a combination of other fields in a security group selector term"),
+        ]}),
+    );
+    set(s, "spec.securityGroupSelectorTerms[].tags", tags.clone());
+    set(
+        s,
+        "spec.securityGroupSelectorTerms[].id",
+        json!({ "pattern": "sg-[0-9a-z]+" }),
+    );
+    set(
+        s,
+        "spec.amiSelectorTerms",
+        json!({ "minItems": 1, "maxItems": 30, "x-kubernetes-validations": [
+            rule("self.all(x, has(x.tags) || has(x.id) || has(x.name) || has(x.alias) || has(x.ssmParameter))", "expected at least one, got none, ['tags', 'id', 'name', 'alias', 'ssmParameter']"),
+            rule("!self.exists(x, has(x.id) && (has(x.alias) || has(x.tags) || has(x.name) || has(x.owner)))", "'id' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms"),
+            rule("!self.exists(x, has(x.alias) && (has(x.id) || has(x.tags) || has(x.name) || has(x.owner)))", "'alias' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms"),
+            rule("!(self.exists(x, has(x.alias)) && self.size() != 1)", "'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms"),
+        ]}),
+    );
+    set(
+        s,
+        "spec.amiSelectorTerms[].alias",
+        json!({ "maxLength": 30, "x-kubernetes-validations": [
+            rule("self.matches('^[a-zA-Z0-9]+@.+$')", "'alias' is improperly formatted, must match the format 'family@version'"),
+            rule("self.split('@')[0] in ['al2','al2023','bottlerocket','windows2019','windows2022','windows2025']", "family is not supported, must be one of the following: 'al2', 'al2023', 'bottlerocket', 'windows2019', 'windows2022', 'windows2025'"),
+            rule("self.split('@')[0] in ['windows2019','windows2022','windows2025'] ? self.split('@')[1] == 'latest' : true", "windows families may only specify version 'latest'"),
+        ]}),
+    );
+    set(
+        s,
+        "spec.amiSelectorTerms[].id",
+        json!({ "pattern": "ami-[0-9a-z]+" }),
+    );
+    set(s, "spec.amiSelectorTerms[].tags", tags);
+    set(
+        s,
+        "spec.amiFamily",
+        json!({ "enum": ["AL2", "AL2023", "Bottlerocket", "Custom", "Windows2019", "Windows2022", "Windows2025"] }),
+    );
+    set(
+        s,
+        "spec.role",
+        json!({ "x-kubernetes-validations": [rule("self != ''", "role cannot be empty")] }),
+    );
+    set(
+        s,
+        "spec.instanceProfile",
+        json!({ "x-kubernetes-validations": [rule("self != ''", "instanceProfile cannot be empty")] }),
+    );
+    set(
+        s,
+        "spec.tags",
+        json!({ "x-kubernetes-validations": [
+            rule("self.all(k, k != '')", "empty tag keys aren't supported"),
+            rule("self.all(k, k !='eks:eks-cluster-name')", "tag contains a restricted tag matching eks:eks-cluster-name"),
+            rule("self.all(k, !k.startsWith('kubernetes.io/cluster') )", "tag contains a restricted tag matching kubernetes.io/cluster/"),
+            rule("self.all(k, k != 'karpenter.sh/nodepool')", "tag contains a restricted tag matching karpenter.sh/nodepool"),
+            rule("self.all(k, k !='karpenter.sh/nodeclaim')", "tag contains a restricted tag matching karpenter.sh/nodeclaim"),
+            rule("self.all(k, k !='karpenter.k8s.aws/ec2nodeclass')", "tag contains a restricted tag matching karpenter.k8s.aws/ec2nodeclass"),
+        ]}),
+    );
+    set(
+        s,
+        "spec.kubelet",
+        json!({ "x-kubernetes-validations": [
+            rule("has(self.imageGCHighThresholdPercent) && has(self.imageGCLowThresholdPercent) ?  self.imageGCHighThresholdPercent > self.imageGCLowThresholdPercent  : true", "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent"),
+            rule("has(self.evictionSoft) ? self.evictionSoft.all(e, (e in self.evictionSoftGracePeriod)):true", "evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod"),
+            rule("has(self.evictionSoftGracePeriod) ? self.evictionSoftGracePeriod.all(e, (e in self.evictionSoft)):true", "evictionSoftGracePeriod OwnerKey does not have a matching evictionSoft"),
+        ]}),
+    );
+    set(s, "spec.kubelet.maxPods", json!({ "minimum": 0 }));
+    set(s, "spec.kubelet.podsPerCore", json!({ "minimum": 0 }));
+    for field in ["systemReserved", "kubeReserved"] {
+        set(
+            s,
+            &format!("spec.kubelet.{field}"),
+            json!({ "x-kubernetes-validations": [
+                rule("self.all(x, x=='cpu' || x=='memory' || x=='ephemeral-storage' || x=='pid')", &format!("valid keys for {field} are ['cpu','memory','ephemeral-storage','pid']")),
+                rule("self.all(x, !self[x].startsWith('-'))", &format!("{field} value cannot be a negative resource quantity")),
+            ]}),
+        );
+    }
+    for field in ["evictionHard", "evictionSoft", "evictionSoftGracePeriod"] {
+        set(
+            s,
+            &format!("spec.kubelet.{field}"),
+            json!({ "x-kubernetes-validations": [
+                rule(&format!("self.all(x, x in {SIGNALS})"), &format!("valid keys for {field} are {SIGNALS}")),
+            ]}),
+        );
+    }
+    for field in ["imageGCHighThresholdPercent", "imageGCLowThresholdPercent"] {
+        set(
+            s,
+            &format!("spec.kubelet.{field}"),
+            json!({ "minimum": 0, "maximum": 100 }),
+        );
+    }
+    set(
+        s,
+        "spec.blockDeviceMappings",
+        json!({ "maxItems": 50, "x-kubernetes-validations": [
+            rule("self.filter(x, has(x.rootVolume)?x.rootVolume==true:false).size() <= 1", "must have only one blockDeviceMappings with rootVolume"),
+        ]}),
+    );
+    set(
+        s,
+        "spec.blockDeviceMappings[].ebs",
+        json!({ "x-kubernetes-validations": [
+            rule("has(self.snapshotID) || has(self.volumeSize)", "snapshotID or volumeSize must be defined"),
+        ]}),
+    );
+    set(
+        s,
+        "spec.blockDeviceMappings[].ebs.volumeType",
+        json!({ "enum": ["standard", "io1", "io2", "gp2", "sc1", "st1", "gp3"] }),
+    );
+    set(s, "spec.instanceStorePolicy", json!({ "enum": ["RAID0"] }));
+    set(
+        s,
+        "spec.metadataOptions",
+        json!({ "default": { "httpEndpoint": "enabled", "httpProtocolIPv6": "disabled", "httpPutResponseHopLimit": 1, "httpTokens": "required" } }),
+    );
+    set(
+        s,
+        "spec.metadataOptions.httpEndpoint",
+        json!({ "enum": ["enabled", "disabled"] }),
+    );
+    set(
+        s,
+        "spec.metadataOptions.httpProtocolIPv6",
+        json!({ "enum": ["enabled", "disabled"] }),
+    );
+    set(
+        s,
+        "spec.metadataOptions.httpPutResponseHopLimit",
+        json!({ "minimum": 1, "maximum": 64 }),
+    );
+    set(
+        s,
+        "spec.metadataOptions.httpTokens",
+        json!({ "enum": ["required", "optional"] }),
+    );
+}
+
+/// The EC2NodeClass CRD with upstream's validation.
+pub fn ec2_node_class_crd() -> CustomResourceDefinition {
+    let mut crd = EC2NodeClass::crd();
+    for version in &mut crd.spec.versions {
+        let schema = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut());
+        if let Some(schema) = schema {
+            // Round-trips through JSON so the patch can address nodes by path.
+            if let Ok(mut v) = serde_json::to_value(&*schema) {
+                patch(&mut v);
+                if let Ok(patched) = serde_json::from_value(v) {
+                    *schema = patched;
+                }
+            }
+        }
+    }
+    crd
+}
+
+/// The CRD as the YAML document committed at
+/// `charts/karpenter-rs/crds/karpenter.k8s.aws_ec2nodeclasses.yaml`.
+pub fn ec2_node_class_crd_yaml() -> String {
+    karpenter_cloudprovider::crd::crd_yaml(&ec2_node_class_crd())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_patched_path_exists() {
+        let crd = EC2NodeClass::crd();
+        let mut v = serde_json::to_value(
+            crd.spec.versions[0]
+                .schema
+                .as_ref()
+                .and_then(|s| s.open_api_v3_schema.as_ref())
+                .expect("schema"),
+        )
+        .expect("json");
+        for path in PATCHED_PATHS {
+            assert!(node(&mut v, path).is_some(), "missing schema path {path}");
+        }
+    }
+
+    #[test]
+    fn crd_carries_upstream_rules_and_defaults() {
+        let yaml = ec2_node_class_crd_yaml();
+        for needle in [
+            "name: ec2nodeclasses.karpenter.k8s.aws",
+            "scope: Cluster",
+            "- ec2nc",
+            "tag contains a restricted tag matching kubernetes.io/cluster/",
+            "must specify exactly one of ['role', 'instanceProfile']",
+            "httpPutResponseHopLimit: 1",
+            "pattern: subnet-[0-9a-z]+",
+            "subresources",
+        ] {
+            assert!(yaml.contains(needle), "CRD lacks {needle:?}");
+        }
+        assert!(!yaml.contains("nullable"));
+    }
+}

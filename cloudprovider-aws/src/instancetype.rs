@@ -1,0 +1,438 @@
+//! Instance types from EC2: DescribeInstanceTypes (every page) and
+//! DescribeInstanceTypeOfferings (zones per type), both cached, turned into
+//! [`InstanceType`]s by the fake crate's shared rules ([`Catalogue::instance_types`]) so the
+//! simulator and the real provider compute identical capacity and overhead. Offerings are
+//! limited to the NodeClass's subnet zones, priced from [`PricingProvider`] and marked
+//! unavailable while the insufficient-capacity cache holds them.
+
+use crate::cache::{Clock, TtlCache, UnavailableOfferings};
+use crate::discovery::kube_architecture;
+use crate::error::AwsError;
+use crate::nodeclass::EC2NodeClass;
+use crate::pricing::PricingProvider;
+use crate::settings::AwsSettings;
+use aws_sdk_ec2::types::{InstanceTypeInfo, LocationType};
+use karpenter_cloudprovider_fake::allocatable::DEFAULT_ROOT_VOLUME_BYTES;
+use karpenter_cloudprovider_fake::{Catalogue, CatalogueEntry, CatalogueOptions, GpuInfo};
+use karpenter_scheduling::labels;
+use karpenter_scheduling::model::InstanceType;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// One DescribeInstanceTypes entry as a catalogue entry (price and zones left empty; they
+/// come from the pricing provider and the offerings). `None` for types Karpenter does not
+/// launch: no HVM support, no amd64/arm64 architecture, or missing vCPU/memory/ENI data.
+pub fn entry_from_info(info: &InstanceTypeInfo) -> Option<CatalogueEntry> {
+    let name = info.instance_type()?.as_str().to_string();
+    if !info
+        .supported_virtualization_types()
+        .iter()
+        .any(|v| v.as_str() == "hvm")
+    {
+        return None;
+    }
+    let processor = info.processor_info()?;
+    let architecture = processor
+        .supported_architectures()
+        .iter()
+        .find_map(|a| kube_architecture(a.as_str()))?;
+    let vcpu = u32::try_from(info.v_cpu_info()?.default_v_cpus()?).ok()?;
+    let memory_mib = u64::try_from(info.memory_info()?.size_in_mib()?).ok()?;
+    let network = info.network_info()?;
+    let default_card = network.default_network_card_index().unwrap_or(0);
+    let enis = network
+        .network_cards()
+        .iter()
+        .find(|c| c.network_card_index() == Some(default_card))
+        .and_then(|c| c.maximum_network_interfaces())
+        .or(network.maximum_network_interfaces())?;
+    let gpu = info.gpu_info().and_then(|g| {
+        let first = g.gpus().first()?;
+        Some(GpuInfo {
+            count: g
+                .gpus()
+                .iter()
+                .filter_map(|d| d.count())
+                .map(|c| u32::try_from(c).unwrap_or(0))
+                .sum(),
+            manufacturer: first.manufacturer().unwrap_or_default().to_string(),
+            name: first.name().unwrap_or_default().to_string(),
+            memory_mib: first
+                .memory_info()
+                .and_then(|m| m.size_in_mib())
+                .map_or(0, |m| u64::try_from(m).unwrap_or(0)),
+        })
+    });
+    let neuron_devices = info.neuron_info().map_or(0, |n| {
+        n.neuron_devices()
+            .iter()
+            .filter_map(|d| d.count())
+            .map(|c| u32::try_from(c).unwrap_or(0))
+            .sum()
+    });
+    let (family, size) = name
+        .split_once('.')
+        .map(|(f, s)| (f.to_string(), s.to_string()))
+        .unwrap_or_else(|| (name.clone(), String::new()));
+    Some(CatalogueEntry {
+        family,
+        size,
+        vcpu,
+        memory_mib,
+        architecture: architecture.to_string(),
+        cpu_manufacturer: processor.manufacturer().map(str::to_string),
+        hypervisor: info.hypervisor().map(|h| h.as_str().to_string()),
+        bare_metal: info.bare_metal().unwrap_or(false),
+        burstable: info.burstable_performance_supported().unwrap_or(false),
+        current_generation: info.current_generation().unwrap_or(false),
+        max_network_interfaces: u32::try_from(enis).ok()?,
+        ipv4_per_interface: u32::try_from(network.ipv4_addresses_per_interface()?).ok()?,
+        efa_supported: network.efa_supported().unwrap_or(false),
+        max_efa_interfaces: network
+            .efa_info()
+            .and_then(|e| e.maximum_efa_interfaces())
+            .and_then(|n| u32::try_from(n).ok()),
+        network_performance: network.network_performance().map(str::to_string),
+        local_storage_gb: info
+            .instance_storage_info()
+            .and_then(|s| s.total_size_in_gb())
+            .map_or(0, |g| u64::try_from(g).unwrap_or(0)),
+        gpu,
+        neuron_devices,
+        usage_classes: info
+            .supported_usage_classes()
+            .iter()
+            .map(|u| u.as_str().to_string())
+            .collect(),
+        on_demand_price_per_hour_usd: 0.0,
+        zones: Vec::new(),
+        name,
+    })
+}
+
+/// The allocatable options an EC2NodeClass implies: its kubelet block, the root volume
+/// (a `rootVolume` mapping, else the family's 20 GiB default), and the provider flags.
+pub fn catalogue_options(
+    node_class: &EC2NodeClass,
+    settings: &AwsSettings,
+) -> Result<CatalogueOptions, AwsError> {
+    let kubelet = node_class.spec.kubelet.clone().unwrap_or_default();
+    let non_negative = |field: &str, v: Option<i32>| -> Result<Option<u32>, AwsError> {
+        v.map(|v| {
+            u32::try_from(v).map_err(|_| AwsError::Invalid {
+                what: format!("EC2NodeClass {:?} spec.kubelet.{field}", node_class.name()),
+                message: format!("{v} is negative"),
+            })
+        })
+        .transpose()
+    };
+    // Bottlerocket's data volume and AL2023's root volume both default to 20 GiB, so one
+    // default serves every family.
+    Ok(CatalogueOptions {
+        region: Some(settings.region.clone()),
+        zones: None,
+        max_pods: non_negative("maxPods", kubelet.max_pods)?,
+        pods_per_core: non_negative("podsPerCore", kubelet.pods_per_core)?,
+        reserved_enis: settings.reserved_enis,
+        kube_reserved: kubelet.kube_reserved,
+        system_reserved: kubelet.system_reserved,
+        eviction_hard: kubelet.eviction_hard,
+        vm_memory_overhead_percent: settings.vm_memory_overhead_percent,
+        root_volume_bytes: node_class
+            .root_volume_bytes()
+            .unwrap_or(DEFAULT_ROOT_VOLUME_BYTES),
+    })
+}
+
+/// Instance types and their offerings.
+#[derive(Debug)]
+pub struct InstanceTypeProvider {
+    ec2: aws_sdk_ec2::Client,
+    settings: AwsSettings,
+    pricing: Arc<PricingProvider>,
+    unavailable: Arc<UnavailableOfferings>,
+    infos: TtlCache<(), Arc<Vec<CatalogueEntry>>>,
+    offerings: TtlCache<(), Arc<BTreeMap<String, BTreeSet<String>>>>,
+}
+
+impl InstanceTypeProvider {
+    /// A provider caching EC2's answers for `settings.instance_types_ttl` on `clock`.
+    pub fn new(
+        ec2: aws_sdk_ec2::Client,
+        settings: AwsSettings,
+        pricing: Arc<PricingProvider>,
+        unavailable: Arc<UnavailableOfferings>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let ttl = settings.instance_types_ttl;
+        Self {
+            ec2,
+            settings,
+            pricing,
+            unavailable,
+            infos: TtlCache::new(clock.clone(), ttl),
+            offerings: TtlCache::new(clock, ttl),
+        }
+    }
+
+    /// Every launchable type EC2 describes (all pages), cached.
+    pub async fn entries(&self) -> Result<Arc<Vec<CatalogueEntry>>, AwsError> {
+        if let Some(hit) = self.infos.get(&()) {
+            return Ok(hit);
+        }
+        let mut entries = Vec::new();
+        let mut token = None;
+        loop {
+            let page = self
+                .ec2
+                .describe_instance_types()
+                .set_next_token(token)
+                .send()
+                .await
+                .map_err(|e| AwsError::api("DescribeInstanceTypes", e))?;
+            entries.extend(page.instance_types().iter().filter_map(entry_from_info));
+            token = page
+                .next_token()
+                .filter(|t| !t.is_empty())
+                .map(str::to_string);
+            if token.is_none() {
+                break;
+            }
+        }
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        entries.dedup_by(|a, b| a.name == b.name);
+        let entries = Arc::new(entries);
+        self.infos.insert((), entries.clone());
+        Ok(entries)
+    }
+
+    /// The zones offering each type (all pages), cached.
+    pub async fn zone_offerings(
+        &self,
+    ) -> Result<Arc<BTreeMap<String, BTreeSet<String>>>, AwsError> {
+        if let Some(hit) = self.offerings.get(&()) {
+            return Ok(hit);
+        }
+        let mut zones: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut token = None;
+        loop {
+            let page = self
+                .ec2
+                .describe_instance_type_offerings()
+                .location_type(LocationType::AvailabilityZone)
+                .set_next_token(token)
+                .send()
+                .await
+                .map_err(|e| AwsError::api("DescribeInstanceTypeOfferings", e))?;
+            for o in page.instance_type_offerings() {
+                if let (Some(it), Some(zone)) = (o.instance_type(), o.location()) {
+                    zones
+                        .entry(it.as_str().to_string())
+                        .or_default()
+                        .insert(zone.to_string());
+                }
+            }
+            token = page
+                .next_token()
+                .filter(|t| !t.is_empty())
+                .map(str::to_string);
+            if token.is_none() {
+                break;
+            }
+        }
+        let zones = Arc::new(zones);
+        self.offerings.insert((), zones.clone());
+        Ok(zones)
+    }
+
+    /// The instance types `node_class` can launch: offered in one of its subnets' zones,
+    /// priced, with allocatable from its kubelet settings and unavailable offerings marked.
+    pub async fn list(
+        &self,
+        node_class: &EC2NodeClass,
+    ) -> Result<Vec<Arc<InstanceType>>, AwsError> {
+        let status = node_class.status_or_default();
+        let subnet_zones = crate::discovery::zones(&status.subnets);
+        let entries = self.entries().await?;
+        let offered = self.zone_offerings().await?;
+        let on_demand = self.pricing.on_demand().await;
+        let spot = match self.pricing.spot().await {
+            Ok(s) => s,
+            Err(e) => {
+                // Spot offerings keep the shared rule's prices rather than vanishing.
+                tracing::warn!(error = %e, "spot price history unavailable");
+                Arc::new(BTreeMap::new())
+            }
+        };
+        let mut catalogue = Catalogue {
+            region: self.settings.region.clone(),
+            instance_types: Vec::with_capacity(entries.len()),
+        };
+        for e in entries.iter() {
+            let mut entry = e.clone();
+            entry.zones = offered
+                .get(&entry.name)
+                .map(|z| z.intersection(&subnet_zones).cloned().collect())
+                .unwrap_or_default();
+            if entry.zones.is_empty() {
+                continue;
+            }
+            match on_demand.get(&entry.name) {
+                Some(p) => entry.on_demand_price_per_hour_usd = *p,
+                // Without a price the optimiser cannot rank on-demand; upstream drops the
+                // offering too.
+                None => entry
+                    .usage_classes
+                    .retain(|u| u != labels::CAPACITY_TYPE_ON_DEMAND),
+            }
+            if !entry.supports_on_demand() && !entry.supports_spot() {
+                continue;
+            }
+            catalogue.instance_types.push(entry);
+        }
+        let options = catalogue_options(node_class, &self.settings)?;
+        let types = catalogue
+            .instance_types(&options)
+            .map_err(|e| AwsError::Invalid {
+                what: format!("EC2NodeClass {:?} kubelet settings", node_class.name()),
+                message: e.to_string(),
+            })?;
+        Ok(types
+            .into_iter()
+            .map(|it| {
+                let mut it = InstanceType::clone(&it);
+                for o in &mut it.offerings {
+                    if o.capacity_type == labels::CAPACITY_TYPE_SPOT
+                        && let Some(p) = spot.get(&(it.name.clone(), o.zone.clone()))
+                    {
+                        o.price = *p;
+                    }
+                    if self
+                        .unavailable
+                        .is_unavailable(&it.name, &o.zone, &o.capacity_type)
+                    {
+                        o.available = false;
+                    }
+                }
+                Arc::new(it)
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_ec2::types::{
+        ArchitectureType, GpuDeviceInfo, GpuDeviceMemoryInfo, InstanceType as Ec2Type, MemoryInfo,
+        NetworkCardInfo, NetworkInfo, ProcessorInfo, UsageClassType, VCpuInfo, VirtualizationType,
+    };
+
+    fn info(name: &str, arch: ArchitectureType) -> InstanceTypeInfo {
+        InstanceTypeInfo::builder()
+            .instance_type(Ec2Type::from(name))
+            .supported_virtualization_types(VirtualizationType::Hvm)
+            .processor_info(
+                ProcessorInfo::builder()
+                    .supported_architectures(arch)
+                    .manufacturer("Intel")
+                    .build(),
+            )
+            .v_cpu_info(VCpuInfo::builder().default_v_cpus(2).build())
+            .memory_info(MemoryInfo::builder().size_in_mib(8192).build())
+            .network_info(
+                NetworkInfo::builder()
+                    .maximum_network_interfaces(3)
+                    .ipv4_addresses_per_interface(10)
+                    .default_network_card_index(0)
+                    .network_cards(
+                        NetworkCardInfo::builder()
+                            .network_card_index(0)
+                            .maximum_network_interfaces(3)
+                            .build(),
+                    )
+                    .build(),
+            )
+            .supported_usage_classes(UsageClassType::OnDemand)
+            .supported_usage_classes(UsageClassType::Spot)
+            .current_generation(true)
+            .build()
+    }
+
+    #[test]
+    fn converts_describe_instance_types_entries() {
+        let e = entry_from_info(&info("m5.large", ArchitectureType::X8664)).expect("entry");
+        assert_eq!(e.name, "m5.large");
+        assert_eq!((e.family.as_str(), e.size.as_str()), ("m5", "large"));
+        assert_eq!(e.architecture, "amd64");
+        assert_eq!((e.vcpu, e.memory_mib), (2, 8192));
+        assert_eq!((e.max_network_interfaces, e.ipv4_per_interface), (3, 10));
+        assert_eq!(e.usage_classes, vec!["on-demand", "spot"]);
+        assert_eq!(e.cpu_manufacturer.as_deref(), Some("Intel"));
+        assert!(entry_from_info(&info("m1.small", ArchitectureType::I386)).is_none());
+        let gpu = InstanceTypeInfo::builder()
+            .gpu_info(
+                aws_sdk_ec2::types::GpuInfo::builder()
+                    .gpus(
+                        GpuDeviceInfo::builder()
+                            .name("T4")
+                            .manufacturer("NVIDIA")
+                            .count(1)
+                            .memory_info(GpuDeviceMemoryInfo::builder().size_in_mib(16384).build())
+                            .build(),
+                    )
+                    .build(),
+            )
+            .build();
+        let mut with_gpu = info("g4dn.xlarge", ArchitectureType::X8664);
+        with_gpu.gpu_info = gpu.gpu_info;
+        let e = entry_from_info(&with_gpu).expect("entry");
+        let g = e.gpu.expect("gpu");
+        assert_eq!((g.count, g.name.as_str(), g.memory_mib), (1, "T4", 16384));
+    }
+
+    #[test]
+    fn allocatable_uses_the_shared_rules_and_kubelet_overrides() {
+        // The same entry built through the fake crate with and without the NodeClass's
+        // kubelet block: maxPods replaces the ENI-limited count (29) and kubeReserved
+        // replaces the computed cpu reservation.
+        let mut entry = entry_from_info(&info("m5.large", ArchitectureType::X8664)).expect("entry");
+        entry.zones = vec!["us-east-1a".into()];
+        entry.on_demand_price_per_hour_usd = 0.096;
+        let settings = AwsSettings::new("demo", "us-east-1");
+        let mut nc: EC2NodeClass = crate::nodeclass::from_yaml(
+            "metadata: {name: default}\nspec: {amiSelectorTerms: [{alias: al2023@latest}]}",
+        )
+        .expect("parses");
+        let plain = karpenter_cloudprovider_fake::build_instance_type(
+            &entry,
+            "us-east-1",
+            &catalogue_options(&nc, &settings).expect("options"),
+        )
+        .expect("builds")
+        .expect("has offerings");
+        assert_eq!(plain.capacity.pods, 29);
+        assert_eq!(plain.overhead.kube_reserved.cpu_millis, 70);
+        nc.spec.kubelet = Some(crate::nodeclass::KubeletConfiguration {
+            max_pods: Some(110),
+            kube_reserved: [("cpu".to_string(), "200m".to_string())].into(),
+            ..Default::default()
+        });
+        let tuned = karpenter_cloudprovider_fake::build_instance_type(
+            &entry,
+            "us-east-1",
+            &catalogue_options(&nc, &settings).expect("options"),
+        )
+        .expect("builds")
+        .expect("has offerings");
+        assert_eq!(tuned.capacity.pods, 110);
+        assert_eq!(tuned.overhead.kube_reserved.cpu_millis, 200);
+        // The identical entry in the embedded catalogue builds to the same capacity.
+        let fake = karpenter_cloudprovider_fake::default_instance_types()
+            .iter()
+            .find(|it| it.name == "m5.large")
+            .expect("m5.large in catalogue");
+        assert_eq!(fake.capacity, plain.capacity);
+        assert_eq!(fake.overhead, plain.overhead);
+    }
+}

@@ -1,0 +1,595 @@
+//! Launch planning and request building: which (instance type, zone, subnet, AMI) overrides
+//! a NodeClaim's CreateFleet request carries, the launch template per AMI and configuration,
+//! the tags, and how CreateFleet's per-override errors become insufficient-capacity marks.
+//! Everything here is pure, so requests are tested without an AWS endpoint.
+
+use crate::nodeclass::{EC2NodeClass, EC2NodeClassStatus, LABEL_NODE_CLASS};
+use aws_sdk_ec2::types::{
+    CreateFleetError, DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest,
+    FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest,
+    FleetOnDemandAllocationStrategy, InstanceType as Ec2Type, OnDemandOptionsRequest, ResourceType,
+    SpotAllocationStrategy, SpotOptionsRequest, Tag, TagSpecification,
+    TargetCapacitySpecificationRequest,
+};
+use karpenter_cloudprovider::OfferingRef;
+use karpenter_scheduling::Resources;
+use karpenter_scheduling::labels;
+use karpenter_scheduling::model::InstanceType;
+use karpenter_scheduling::requirements::Requirements;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// CreateFleet accepts at most this many overrides; Karpenter sends the cheapest 60.
+pub const MAX_OVERRIDES: usize = 60;
+
+/// CreateFleet error codes meaning "no capacity for this offering right now": the offering is
+/// marked unavailable and the launch may be retried elsewhere.
+pub const UNFULFILLABLE_CAPACITY_CODES: [&str; 7] = [
+    "InsufficientInstanceCapacity",
+    "MaxSpotInstanceCountExceeded",
+    "VcpuLimitExceeded",
+    "UnfulfillableCapacity",
+    "Unsupported",
+    "InsufficientFreeAddressesInSubnet",
+    "ReservationCapacityExceeded",
+];
+
+/// Tag on instances naming the NodeClaim.
+pub const TAG_NODECLAIM: &str = "karpenter.sh/nodeclaim";
+/// Tag on instances naming the NodePool.
+pub const TAG_NODEPOOL: &str = "karpenter.sh/nodepool";
+/// Tag naming the EKS cluster.
+pub const TAG_EKS_CLUSTER_NAME: &str = "eks:eks-cluster-name";
+/// Tag on launch templates naming the cluster they belong to.
+pub const TAG_LAUNCH_TEMPLATE_CLUSTER: &str = "karpenter.k8s.aws/cluster";
+/// Prefix of launch template names.
+pub const LAUNCH_TEMPLATE_PREFIX: &str = "karpenter.k8s.aws";
+
+/// `kubernetes.io/cluster/<name>`.
+pub fn cluster_tag_key(cluster_name: &str) -> String {
+    format!("kubernetes.io/cluster/{cluster_name}")
+}
+
+/// One override of a fleet request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LaunchOverride {
+    /// Instance type.
+    pub instance_type: String,
+    /// Zone.
+    pub zone: String,
+    /// Subnet in that zone.
+    pub subnet_id: String,
+    /// AMI for the type's architecture.
+    pub image_id: String,
+    /// Offering price.
+    pub price: f64,
+}
+
+/// What one NodeClaim's launch will ask EC2 for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LaunchPlan {
+    /// `spot` or `on-demand`.
+    pub capacity_type: String,
+    /// Overrides, cheapest first, at most [`MAX_OVERRIDES`].
+    pub overrides: Vec<LaunchOverride>,
+}
+
+/// Why no launch can be planned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// No instance type/offering satisfies the claim.
+    #[error("no instance type satisfies the requirements and requests of the NodeClaim")]
+    NoCompatibleOffering,
+    /// The NodeClass resolved no subnet in any compatible zone.
+    #[error("no subnet of the EC2NodeClass is in a zone the NodeClaim allows")]
+    NoSubnet,
+    /// The NodeClass resolved no AMI for any compatible architecture.
+    #[error("no AMI of the EC2NodeClass serves a compatible architecture")]
+    NoImage,
+}
+
+fn allows(reqs: &Requirements, key: &str, value: &str) -> bool {
+    reqs.get(key).is_none_or(|r| r.has(value))
+}
+
+/// The first (most free IPs; status order) subnet of each zone.
+pub fn subnet_per_zone(status: &EC2NodeClassStatus) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for s in &status.subnets {
+        out.entry(s.zone.clone()).or_insert_with(|| s.id.clone());
+    }
+    out
+}
+
+/// Plans a launch: the instance types compatible with `reqs` whose allocatable fits
+/// `requests`, in zones with a subnet, for the architectures with an AMI. Spot is used when
+/// the claim allows it and some spot offering is available, else on-demand (Karpenter's
+/// preference). Overrides are sorted by price, then type and zone, and truncated to 60.
+pub fn plan_launch(
+    reqs: &Requirements,
+    requests: &Resources,
+    instance_types: &[Arc<InstanceType>],
+    status: &EC2NodeClassStatus,
+) -> Result<LaunchPlan, PlanError> {
+    let subnets = subnet_per_zone(status);
+    let images = crate::discovery::newest_per_architecture(&status.amis);
+    let mut candidates: Vec<LaunchOverride> = Vec::new();
+    let mut spot: Vec<LaunchOverride> = Vec::new();
+    let mut saw_type = false;
+    let mut saw_zone = false;
+    for it in instance_types {
+        if it.requirements.intersects(reqs).is_err() || !requests.fits(&it.allocatable()) {
+            continue;
+        }
+        saw_type = true;
+        let arch = it
+            .requirements
+            .get(labels::ARCH)
+            .and_then(|r| r.any())
+            .unwrap_or(labels::ARCHITECTURE_AMD64);
+        for o in it.offerings.iter().filter(|o| o.available) {
+            if !allows(reqs, labels::ZONE, &o.zone)
+                || !allows(reqs, labels::CAPACITY_TYPE, &o.capacity_type)
+            {
+                continue;
+            }
+            let Some(subnet) = subnets.get(&o.zone) else {
+                continue;
+            };
+            saw_zone = true;
+            let Some(image) = images.get(arch) else {
+                continue;
+            };
+            let ov = LaunchOverride {
+                instance_type: it.name.clone(),
+                zone: o.zone.clone(),
+                subnet_id: subnet.clone(),
+                image_id: image.clone(),
+                price: o.price,
+            };
+            match o.capacity_type.as_str() {
+                labels::CAPACITY_TYPE_SPOT => spot.push(ov),
+                labels::CAPACITY_TYPE_ON_DEMAND => candidates.push(ov),
+                _ => {}
+            }
+        }
+    }
+    let (capacity_type, mut overrides) = if !spot.is_empty() {
+        (labels::CAPACITY_TYPE_SPOT, spot)
+    } else {
+        (labels::CAPACITY_TYPE_ON_DEMAND, candidates)
+    };
+    if overrides.is_empty() {
+        return Err(if !saw_type {
+            PlanError::NoCompatibleOffering
+        } else if !saw_zone {
+            PlanError::NoSubnet
+        } else if images.is_empty() {
+            PlanError::NoImage
+        } else {
+            PlanError::NoCompatibleOffering
+        });
+    }
+    overrides.sort_by(|a, b| {
+        a.price
+            .total_cmp(&b.price)
+            .then_with(|| a.instance_type.cmp(&b.instance_type))
+            .then_with(|| a.zone.cmp(&b.zone))
+    });
+    overrides.truncate(MAX_OVERRIDES);
+    Ok(LaunchPlan {
+        capacity_type: capacity_type.to_string(),
+        overrides,
+    })
+}
+
+/// The tags of an instance launched for `claim_name` in `node_pool`: the NodeClass's tags,
+/// then Karpenter's (which win): nodepool, nodeclaim, ec2nodeclass, the cluster ownership tag
+/// and `eks:eks-cluster-name`, plus `Name` = the claim when the user set none.
+pub fn instance_tags(
+    cluster_name: &str,
+    node_class: &EC2NodeClass,
+    node_pool: &str,
+    claim_name: &str,
+) -> BTreeMap<String, String> {
+    let mut tags = node_class.spec.tags.clone();
+    tags.entry("Name".into())
+        .or_insert_with(|| format!("{node_pool}/{claim_name}"));
+    tags.insert(TAG_NODEPOOL.into(), node_pool.into());
+    tags.insert(TAG_NODECLAIM.into(), claim_name.into());
+    tags.insert(LABEL_NODE_CLASS.into(), node_class.name().into());
+    tags.insert(cluster_tag_key(cluster_name), "owned".into());
+    tags.insert(TAG_EKS_CLUSTER_NAME.into(), cluster_name.into());
+    tags
+}
+
+/// A tag specification for `resource` with `tags`.
+pub fn tag_specification(
+    resource: ResourceType,
+    tags: &BTreeMap<String, String>,
+) -> TagSpecification {
+    let mut spec = TagSpecification::builder().resource_type(resource);
+    for (k, v) in tags {
+        spec = spec.tags(Tag::builder().key(k).value(v).build());
+    }
+    spec.build()
+}
+
+/// The launch template configs of a plan: one config per image (so per launch template),
+/// each with its overrides, in plan order. `templates` maps image id to template name.
+pub fn launch_template_configs(
+    plan: &LaunchPlan,
+    templates: &BTreeMap<String, String>,
+) -> Vec<FleetLaunchTemplateConfigRequest> {
+    let mut by_image: Vec<(String, Vec<&LaunchOverride>)> = Vec::new();
+    for ov in &plan.overrides {
+        match by_image.iter_mut().find(|(img, _)| *img == ov.image_id) {
+            Some((_, list)) => list.push(ov),
+            None => by_image.push((ov.image_id.clone(), vec![ov])),
+        }
+    }
+    by_image
+        .into_iter()
+        .filter_map(|(image, ovs)| {
+            let name = templates.get(&image)?;
+            let mut cfg = FleetLaunchTemplateConfigRequest::builder()
+                .launch_template_specification(
+                    FleetLaunchTemplateSpecificationRequest::builder()
+                        .launch_template_name(name)
+                        .version("$Latest")
+                        .build(),
+                );
+            for ov in ovs {
+                cfg = cfg.overrides(
+                    FleetLaunchTemplateOverridesRequest::builder()
+                        .instance_type(Ec2Type::from(ov.instance_type.as_str()))
+                        .subnet_id(&ov.subnet_id)
+                        .availability_zone(&ov.zone)
+                        .build(),
+                );
+            }
+            Some(cfg.build())
+        })
+        .collect()
+}
+
+/// The capacity, strategy and options of a one-instance `instant` fleet:
+/// `price-capacity-optimized` for spot, `lowest-price` for on-demand.
+pub fn fleet_options(
+    capacity_type: &str,
+) -> (
+    TargetCapacitySpecificationRequest,
+    Option<SpotOptionsRequest>,
+    Option<OnDemandOptionsRequest>,
+) {
+    let spot = capacity_type == labels::CAPACITY_TYPE_SPOT;
+    let target = TargetCapacitySpecificationRequest::builder()
+        .total_target_capacity(1)
+        .default_target_capacity_type(if spot {
+            DefaultTargetCapacityType::Spot
+        } else {
+            DefaultTargetCapacityType::OnDemand
+        })
+        .build();
+    if spot {
+        (
+            target,
+            Some(
+                SpotOptionsRequest::builder()
+                    .allocation_strategy(SpotAllocationStrategy::PriceCapacityOptimized)
+                    .build(),
+            ),
+            None,
+        )
+    } else {
+        (
+            target,
+            None,
+            Some(
+                OnDemandOptionsRequest::builder()
+                    .allocation_strategy(FleetOnDemandAllocationStrategy::LowestPrice)
+                    .build(),
+            ),
+        )
+    }
+}
+
+/// Splits CreateFleet errors into the offerings with no capacity (to mark unavailable) and
+/// the other errors (`code: message`).
+pub fn classify_fleet_errors(
+    errors: &[CreateFleetError],
+    capacity_type: &str,
+) -> (Vec<OfferingRef>, Vec<(String, String)>) {
+    let mut ice = Vec::new();
+    let mut other = Vec::new();
+    for e in errors {
+        let code = e.error_code().unwrap_or("Unknown").to_string();
+        let message = e.error_message().unwrap_or_default().to_string();
+        if UNFULFILLABLE_CAPACITY_CODES.contains(&code.as_str()) {
+            let ov = e
+                .launch_template_and_overrides()
+                .and_then(|l| l.overrides());
+            if let Some(ov) = ov
+                && let (Some(it), Some(zone)) = (ov.instance_type(), ov.availability_zone())
+            {
+                ice.push(OfferingRef {
+                    instance_type: it.as_str().to_string(),
+                    zone: zone.to_string(),
+                    capacity_type: capacity_type.to_string(),
+                });
+                continue;
+            }
+        }
+        other.push((code, message));
+    }
+    ice.sort();
+    ice.dedup();
+    (ice, other)
+}
+
+/// The name of the launch template for a NodeClass, image and generated user data:
+/// `karpenter.k8s.aws/<hash>`, where the hash covers everything that goes into the template,
+/// so an unchanged configuration reuses its template and any change makes a new one.
+pub fn launch_template_name(
+    cluster_name: &str,
+    node_class: &EC2NodeClass,
+    image_id: &str,
+    user_data: &str,
+    security_groups: &[String],
+    instance_profile: &str,
+) -> String {
+    let text = format!(
+        "{cluster_name}|{}|{}|{image_id}|{user_data}|{}|{instance_profile}",
+        node_class.name(),
+        node_class.hash(),
+        security_groups.join(",")
+    );
+    format!(
+        "{LAUNCH_TEMPLATE_PREFIX}/{}",
+        karpenter_cloudprovider_fake::pricing::fnv1a_64(text.as_bytes())
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nodeclass::{AmiRequirement, AmiStatus, SubnetStatus};
+    use aws_sdk_ec2::types::{FleetLaunchTemplateOverrides, LaunchTemplateAndOverridesResponse};
+    use karpenter_scheduling::requirements::{NodeSelectorRequirement, Operator};
+
+    fn status() -> EC2NodeClassStatus {
+        EC2NodeClassStatus {
+            subnets: vec![
+                SubnetStatus {
+                    id: "subnet-a1".into(),
+                    zone: "us-east-1a".into(),
+                    zone_id: "use1-az1".into(),
+                },
+                SubnetStatus {
+                    id: "subnet-b1".into(),
+                    zone: "us-east-1b".into(),
+                    zone_id: "use1-az2".into(),
+                },
+                SubnetStatus {
+                    id: "subnet-a2".into(),
+                    zone: "us-east-1a".into(),
+                    zone_id: "use1-az1".into(),
+                },
+            ],
+            amis: ["amd64", "arm64"]
+                .iter()
+                .map(|a| AmiStatus {
+                    id: format!("ami-{a}"),
+                    name: String::new(),
+                    deprecated: false,
+                    requirements: vec![AmiRequirement {
+                        key: labels::ARCH.into(),
+                        operator: "In".into(),
+                        values: vec![a.to_string()],
+                    }],
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn reqs(items: &[(&str, &[&str])]) -> Requirements {
+        let selectors: Vec<NodeSelectorRequirement> = items
+            .iter()
+            .map(|(k, v)| NodeSelectorRequirement {
+                key: k.to_string(),
+                operator: Operator::In,
+                values: v.iter().map(|s| s.to_string()).collect(),
+                min_values: None,
+            })
+            .collect();
+        Requirements::from_node_selector(&selectors).expect("valid")
+    }
+
+    fn types() -> Vec<Arc<InstanceType>> {
+        karpenter_cloudprovider_fake::default_instance_types().to_vec()
+    }
+
+    #[test]
+    fn prefers_spot_and_sorts_by_price_with_at_most_60_overrides() {
+        let plan =
+            plan_launch(&reqs(&[]), &Resources::default(), &types(), &status()).expect("plan");
+        assert_eq!(plan.capacity_type, "spot");
+        assert_eq!(plan.overrides.len(), MAX_OVERRIDES);
+        assert!(plan.overrides.windows(2).all(|w| w[0].price <= w[1].price));
+        // Only zones with a subnet, and the subnet listed first for the zone.
+        for ov in &plan.overrides {
+            match ov.zone.as_str() {
+                "us-east-1a" => assert_eq!(ov.subnet_id, "subnet-a1"),
+                "us-east-1b" => assert_eq!(ov.subnet_id, "subnet-b1"),
+                z => panic!("zone without subnet {z}"),
+            }
+        }
+    }
+
+    #[test]
+    fn on_demand_when_spot_is_not_allowed_and_images_follow_architecture() {
+        let r = reqs(&[
+            (labels::CAPACITY_TYPE, &["on-demand"]),
+            (labels::INSTANCE_TYPE, &["m5.large", "m6g.large"]),
+            (labels::ZONE, &["us-east-1b"]),
+        ]);
+        let plan = plan_launch(&r, &Resources::default(), &types(), &status()).expect("plan");
+        assert_eq!(plan.capacity_type, "on-demand");
+        let pairs: Vec<(&str, &str, &str)> = plan
+            .overrides
+            .iter()
+            .map(|o| {
+                (
+                    o.instance_type.as_str(),
+                    o.zone.as_str(),
+                    o.image_id.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            pairs,
+            vec![
+                ("m6g.large", "us-east-1b", "ami-arm64"),
+                ("m5.large", "us-east-1b", "ami-amd64")
+            ]
+        );
+        let cfgs = launch_template_configs(
+            &plan,
+            &[
+                ("ami-amd64".to_string(), "lt-amd".to_string()),
+                ("ami-arm64".to_string(), "lt-arm".to_string()),
+            ]
+            .into(),
+        );
+        assert_eq!(cfgs.len(), 2);
+        let spec = cfgs[0].launch_template_specification().expect("spec");
+        assert_eq!(spec.launch_template_name(), Some("lt-arm"));
+        assert_eq!(cfgs[0].overrides()[0].subnet_id(), Some("subnet-b1"));
+        let (target, spot, od) = fleet_options(&plan.capacity_type);
+        assert_eq!(target.total_target_capacity(), Some(1));
+        assert!(spot.is_none());
+        assert_eq!(
+            od.and_then(|o| o.allocation_strategy().cloned()),
+            Some(FleetOnDemandAllocationStrategy::LowestPrice)
+        );
+        let (_, spot, _) = fleet_options("spot");
+        assert_eq!(
+            spot.and_then(|o| o.allocation_strategy().cloned()),
+            Some(SpotAllocationStrategy::PriceCapacityOptimized)
+        );
+    }
+
+    #[test]
+    fn unavailable_offerings_and_missing_subnets_are_skipped() {
+        let mut its = types();
+        for it in &mut its {
+            if it.name == "m5.large" {
+                let mut copy = InstanceType::clone(it);
+                for o in &mut copy.offerings {
+                    if o.zone == "us-east-1a" {
+                        o.available = false;
+                    }
+                }
+                *it = Arc::new(copy);
+            }
+        }
+        let r = reqs(&[
+            (labels::INSTANCE_TYPE, &["m5.large"]),
+            (labels::CAPACITY_TYPE, &["on-demand"]),
+        ]);
+        let plan = plan_launch(&r, &Resources::default(), &its, &status()).expect("plan");
+        assert!(plan.overrides.iter().all(|o| o.zone == "us-east-1b"));
+        let r = reqs(&[(labels::ZONE, &["us-east-1c"])]);
+        assert_eq!(
+            plan_launch(&r, &Resources::default(), &its, &status()),
+            Err(PlanError::NoSubnet)
+        );
+        let mut no_amis = status();
+        no_amis.amis.clear();
+        assert_eq!(
+            plan_launch(&reqs(&[]), &Resources::default(), &its, &no_amis),
+            Err(PlanError::NoImage)
+        );
+        let huge = Resources {
+            cpu_millis: 10_000_000,
+            ..Default::default()
+        };
+        assert_eq!(
+            plan_launch(&reqs(&[]), &huge, &its, &status()),
+            Err(PlanError::NoCompatibleOffering)
+        );
+    }
+
+    #[test]
+    fn fleet_errors_are_classified() {
+        let err = |code: &str, it: &str| {
+            CreateFleetError::builder()
+                .error_code(code)
+                .error_message("no capacity")
+                .launch_template_and_overrides(
+                    LaunchTemplateAndOverridesResponse::builder()
+                        .overrides(
+                            FleetLaunchTemplateOverrides::builder()
+                                .instance_type(Ec2Type::from(it))
+                                .availability_zone("us-east-1a")
+                                .build(),
+                        )
+                        .build(),
+                )
+                .build()
+        };
+        let (ice, other) = classify_fleet_errors(
+            &[
+                err("InsufficientInstanceCapacity", "m5.large"),
+                err("InsufficientInstanceCapacity", "m5.large"),
+                err("UnauthorizedOperation", "c5.large"),
+                err("MaxSpotInstanceCountExceeded", "c5.large"),
+            ],
+            "spot",
+        );
+        assert_eq!(ice.len(), 2);
+        assert_eq!(ice[0].instance_type, "c5.large");
+        assert_eq!(ice[0].capacity_type, "spot");
+        assert_eq!(
+            other,
+            vec![(
+                "UnauthorizedOperation".to_string(),
+                "no capacity".to_string()
+            )]
+        );
+    }
+
+    #[test]
+    fn tags_and_template_names() {
+        let mut nc: EC2NodeClass = crate::nodeclass::from_yaml(
+            "metadata: {name: default}\nspec: {tags: {team: a, Name: custom}}",
+        )
+        .expect("parses");
+        let tags = instance_tags("demo", &nc, "general", "general-abcde");
+        assert_eq!(tags["karpenter.sh/nodepool"], "general");
+        assert_eq!(tags["karpenter.sh/nodeclaim"], "general-abcde");
+        assert_eq!(tags["karpenter.k8s.aws/ec2nodeclass"], "default");
+        assert_eq!(tags["kubernetes.io/cluster/demo"], "owned");
+        assert_eq!(tags["eks:eks-cluster-name"], "demo");
+        assert_eq!(tags["team"], "a");
+        assert_eq!(tags["Name"], "custom");
+        let spec = tag_specification(ResourceType::Instance, &tags);
+        assert_eq!(spec.tags().len(), tags.len());
+        let a = launch_template_name("demo", &nc, "ami-1", "ud", &["sg-1".into()], "p");
+        assert!(a.starts_with("karpenter.k8s.aws/"));
+        assert_eq!(
+            a,
+            launch_template_name("demo", &nc, "ami-1", "ud", &["sg-1".into()], "p")
+        );
+        assert_ne!(
+            a,
+            launch_template_name("demo", &nc, "ami-2", "ud", &["sg-1".into()], "p")
+        );
+        nc.spec.detailed_monitoring = Some(true);
+        assert_ne!(
+            a,
+            launch_template_name("demo", &nc, "ami-1", "ud", &["sg-1".into()], "p")
+        );
+    }
+}

@@ -1,0 +1,929 @@
+//! [`AwsCloudProvider`]: the [`CloudProvider`] over EC2. It keeps the EC2NodeClasses the
+//! operator gives it ([`AwsCloudProvider::apply_node_class`]), resolves their selectors
+//! ([`AwsCloudProvider::reconcile_node_class`]), and launches, finds, lists, terminates and
+//! drift-checks instances.
+
+use crate::cache::{Clock, SystemClock, UnavailableOfferings};
+use crate::discovery::Discovery;
+use crate::error::AwsError;
+use crate::instance::{Ec2Instance, drift_reason, parse_provider_id};
+use crate::instancetype::InstanceTypeProvider;
+use crate::launch::{
+    LaunchPlan, PlanError, TAG_LAUNCH_TEMPLATE_CLUSTER, classify_fleet_errors, cluster_tag_key,
+    fleet_options, instance_tags, launch_template_configs, launch_template_name, plan_launch,
+    tag_specification,
+};
+use crate::nodeclass::{
+    AMI_FAMILY_BOTTLEROCKET, ANNOTATION_NODE_CLASS_HASH, ANNOTATION_NODE_CLASS_HASH_VERSION,
+    CONDITION_AMIS_READY, CONDITION_INSTANCE_PROFILE_READY, CONDITION_SECURITY_GROUPS_READY,
+    CONDITION_SUBNETS_READY, CONDITION_VALIDATION_SUCCEEDED, EC2NodeClass, LABEL_NODE_CLASS,
+    NODE_CLASS_HASH_VERSION,
+};
+use crate::pricing::PricingProvider;
+use crate::settings::{AwsClients, AwsSettings};
+use crate::userdata::{BootstrapOptions, NodeTaint};
+use aws_sdk_ec2::types::{
+    Filter, FleetType, LaunchTemplateBlockDeviceMappingRequest,
+    LaunchTemplateEbsBlockDeviceRequest, LaunchTemplateHttpTokensState,
+    LaunchTemplateIamInstanceProfileSpecificationRequest,
+    LaunchTemplateInstanceMetadataEndpointState, LaunchTemplateInstanceMetadataOptionsRequest,
+    LaunchTemplateInstanceMetadataProtocolIpv6,
+    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplatesMonitoringRequest,
+    RequestLaunchTemplateData, ResourceType, VolumeType,
+};
+use base64::Engine;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use karpenter_cloudprovider::v1::{
+    ConditionStatus, NodeClaim, NodeClaimStatus, NodePool, StatusConditions,
+};
+use karpenter_cloudprovider::{CloudProvider, CloudProviderError, DriftReason, RepairPolicy};
+use karpenter_scheduling::model::InstanceType;
+use karpenter_scheduling::requirements::{NodeSelectorRequirement, Requirements};
+use karpenter_scheduling::{Quantity, Resources, labels};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+/// The provider name used in metrics.
+pub const PROVIDER_NAME: &str = "aws";
+
+/// The AWS cloud provider.
+#[derive(Debug)]
+pub struct AwsCloudProvider {
+    clients: AwsClients,
+    settings: AwsSettings,
+    clock: Arc<dyn Clock>,
+    discovery: Discovery,
+    instance_types: InstanceTypeProvider,
+    unavailable: Arc<UnavailableOfferings>,
+    node_classes: RwLock<BTreeMap<String, EC2NodeClass>>,
+    templates: Mutex<BTreeSet<String>>,
+}
+
+fn now_time(clock: &dyn Clock) -> Time {
+    Time(
+        k8s_openapi::jiff::Timestamp::try_from(clock.now())
+            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+    )
+}
+
+fn to_k8s(resources: &Resources) -> BTreeMap<String, K8sQuantity> {
+    resources
+        .to_quantities()
+        .into_iter()
+        .map(|(k, q)| (k, K8sQuantity(q.to_string())))
+        .collect()
+}
+
+fn create_err(reason: &str, message: String) -> CloudProviderError {
+    CloudProviderError::Create {
+        reason: reason.into(),
+        message,
+    }
+}
+
+fn requirements_of(
+    what: &str,
+    reqs: &[karpenter_cloudprovider::v1::NodeSelectorRequirementWithMinValues],
+) -> Result<Requirements, CloudProviderError> {
+    let selectors: Vec<NodeSelectorRequirement> = reqs.iter().map(|r| r.to_model()).collect();
+    Requirements::from_node_selector(&selectors)
+        .map_err(|e| create_err("InvalidRequirements", format!("{what}: {e}")))
+}
+
+fn requests_of(claim: &NodeClaim) -> Result<Resources, CloudProviderError> {
+    let mut parsed = Vec::new();
+    for (name, q) in &claim.spec.resources.requests {
+        let q = Quantity::parse(&q.0).map_err(|e| {
+            create_err(
+                "InvalidResourceRequests",
+                format!(
+                    "NodeClaim {:?}: spec.resources.requests[{name}]: {e}",
+                    claim.name()
+                ),
+            )
+        })?;
+        parsed.push((name.as_str(), q));
+    }
+    Resources::from_quantities(parsed.iter().map(|(n, q)| (*n, q))).map_err(|e| {
+        create_err(
+            "InvalidResourceRequests",
+            format!("NodeClaim {:?}: spec.resources.requests: {e}", claim.name()),
+        )
+    })
+}
+
+impl AwsCloudProvider {
+    /// A provider over `clients` with `settings`, on the system clock.
+    pub fn new(clients: AwsClients, settings: AwsSettings) -> Self {
+        Self::with_clock(clients, settings, Arc::new(SystemClock))
+    }
+
+    /// A provider whose caches run on `clock`.
+    pub fn with_clock(clients: AwsClients, settings: AwsSettings, clock: Arc<dyn Clock>) -> Self {
+        let unavailable = Arc::new(UnavailableOfferings::new(clock.clone()));
+        let pricing = Arc::new(PricingProvider::new(
+            clients.ec2.clone(),
+            clients.pricing.clone(),
+            &settings,
+            clock.clone(),
+        ));
+        Self {
+            discovery: Discovery::new(
+                clients.ec2.clone(),
+                clients.ssm.clone(),
+                settings.clone(),
+                clock.clone(),
+            ),
+            instance_types: InstanceTypeProvider::new(
+                clients.ec2.clone(),
+                settings.clone(),
+                pricing,
+                unavailable.clone(),
+                clock.clone(),
+            ),
+            clients,
+            settings,
+            clock,
+            unavailable,
+            node_classes: RwLock::new(BTreeMap::new()),
+            templates: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &AwsSettings {
+        &self.settings
+    }
+
+    /// The insufficient-capacity cache.
+    pub fn unavailable_offerings(&self) -> &Arc<UnavailableOfferings> {
+        &self.unavailable
+    }
+
+    /// The discovery caches (for the NodeClass controller's periodic refresh).
+    pub fn discovery(&self) -> &Discovery {
+        &self.discovery
+    }
+
+    /// The instance-type provider.
+    pub fn instance_type_provider(&self) -> &InstanceTypeProvider {
+        &self.instance_types
+    }
+
+    /// Stores (or replaces) a NodeClass; launches use the stored object and its status.
+    pub fn apply_node_class(&self, node_class: EC2NodeClass) {
+        let mut map = self
+            .node_classes
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        map.insert(node_class.name().to_string(), node_class);
+    }
+
+    /// Forgets a NodeClass.
+    pub fn delete_node_class(&self, name: &str) {
+        let mut map = self
+            .node_classes
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        map.remove(name);
+    }
+
+    /// A stored NodeClass.
+    pub fn node_class(&self, name: &str) -> Option<EC2NodeClass> {
+        let map = self
+            .node_classes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        map.get(name).cloned()
+    }
+
+    fn ready_node_class(&self, name: &str) -> Result<EC2NodeClass, AwsError> {
+        let nc = self
+            .node_class(name)
+            .ok_or_else(|| AwsError::NodeClassNotReady {
+                name: name.into(),
+                reason: "not found".into(),
+            })?;
+        if !nc.is_true(karpenter_cloudprovider::v1::CONDITION_READY) {
+            let reason = nc
+                .condition(karpenter_cloudprovider::v1::CONDITION_READY)
+                .map_or_else(|| "not reconciled yet".to_string(), |c| c.message.clone());
+            return Err(AwsError::NodeClassNotReady {
+                name: name.into(),
+                reason,
+            });
+        }
+        Ok(nc)
+    }
+
+    /// Resolves a NodeClass's selectors and returns it with a fresh status: subnets (most
+    /// free IPs first), security groups, AMIs (newest first), the instance profile, and the
+    /// conditions rolled up into `Ready`. API failures become `False` conditions rather than
+    /// errors, so the status always says what is wrong.
+    pub async fn reconcile_node_class(&self, node_class: &EC2NodeClass) -> EC2NodeClass {
+        let mut nc = node_class.clone();
+        let now = now_time(self.clock.as_ref());
+        let mut status = nc.status.clone().unwrap_or_default();
+        let conditions = std::mem::take(&mut status.conditions);
+        nc.status = Some(status);
+        nc.status.get_or_insert_with(Default::default).conditions = conditions;
+        let set = |nc: &mut EC2NodeClass, t: &str, ok: Result<(), (String, String)>| {
+            match ok {
+                Ok(()) => nc.set_condition(t, ConditionStatus::True, t, "", now.clone()),
+                Err((reason, message)) => {
+                    nc.set_condition(t, ConditionStatus::False, &reason, &message, now.clone())
+                }
+            };
+        };
+        let validation = nc
+            .validate()
+            .map_err(|e| ("ValidationFailed".to_string(), e.to_string()));
+        set(&mut nc, CONDITION_VALIDATION_SUCCEEDED, validation);
+
+        let subnets = self.discovery.subnets(&nc.spec.subnet_selector_terms).await;
+        let res = match subnets {
+            Ok(s) if !s.is_empty() => {
+                nc.status.get_or_insert_with(Default::default).subnets =
+                    s.iter().map(|s| s.to_status()).collect();
+                Ok(())
+            }
+            Ok(_) => Err((
+                "SubnetsNotFound".into(),
+                "SubnetSelector did not match any Subnets".into(),
+            )),
+            Err(e) => Err(("SubnetsNotFound".into(), e.to_string())),
+        };
+        set(&mut nc, CONDITION_SUBNETS_READY, res);
+
+        let sgs = self
+            .discovery
+            .security_groups(&nc.spec.security_group_selector_terms)
+            .await;
+        let res = match sgs {
+            Ok(s) if !s.is_empty() => {
+                nc.status
+                    .get_or_insert_with(Default::default)
+                    .security_groups = s;
+                Ok(())
+            }
+            Ok(_) => Err((
+                "SecurityGroupsNotFound".into(),
+                "SecurityGroupSelector did not match any SecurityGroups".into(),
+            )),
+            Err(e) => Err(("SecurityGroupsNotFound".into(), e.to_string())),
+        };
+        set(&mut nc, CONDITION_SECURITY_GROUPS_READY, res);
+
+        let amis = self.discovery.amis(&nc.spec.ami_selector_terms).await;
+        let res = match amis {
+            Ok(a) if !a.is_empty() => {
+                nc.status.get_or_insert_with(Default::default).amis =
+                    a.iter().map(|a| a.to_status()).collect();
+                Ok(())
+            }
+            Ok(_) => Err((
+                "AMINotFound".into(),
+                "AMISelector did not match any AMIs".into(),
+            )),
+            Err(e) => Err(("AMINotFound".into(), e.to_string())),
+        };
+        set(&mut nc, CONDITION_AMIS_READY, res);
+
+        // karpenter-rs does not call IAM: a `role` is used through the instance profile of
+        // the same name (what eksctl and the getting-started CloudFormation create).
+        let profile = nc
+            .spec
+            .instance_profile
+            .clone()
+            .or_else(|| nc.spec.role.clone())
+            .unwrap_or_default();
+        let res = if profile.is_empty() {
+            Err((
+                "InstanceProfileNotFound".into(),
+                "neither role nor instanceProfile is set".into(),
+            ))
+        } else {
+            nc.status
+                .get_or_insert_with(Default::default)
+                .instance_profile = profile;
+            Ok(())
+        };
+        set(&mut nc, CONDITION_INSTANCE_PROFILE_READY, res);
+        nc
+    }
+
+    /// The instance types of a NodeClass (unfiltered by any NodePool).
+    pub async fn node_class_instance_types(
+        &self,
+        node_class: &EC2NodeClass,
+    ) -> Result<Vec<Arc<InstanceType>>, AwsError> {
+        self.instance_types.list(node_class).await
+    }
+
+    fn block_device_mappings(
+        &self,
+        nc: &EC2NodeClass,
+    ) -> Vec<LaunchTemplateBlockDeviceMappingRequest> {
+        let gib =
+            |bytes: i64| i32::try_from((bytes + (1 << 30) - 1) / (1 << 30)).unwrap_or(i32::MAX);
+        let mappings = &nc.spec.block_device_mappings;
+        if mappings.is_empty() {
+            // The families' defaults: a 20 GiB encrypted gp3 root (AL2023), or a 4 GiB OS
+            // volume plus a 20 GiB data volume (Bottlerocket).
+            let ebs = |size: i32| {
+                LaunchTemplateEbsBlockDeviceRequest::builder()
+                    .volume_size(size)
+                    .volume_type(VolumeType::Gp3)
+                    .encrypted(true)
+                    .delete_on_termination(true)
+                    .build()
+            };
+            let dev = |name: &str, size: i32| {
+                LaunchTemplateBlockDeviceMappingRequest::builder()
+                    .device_name(name)
+                    .ebs(ebs(size))
+                    .build()
+            };
+            return if nc.ami_family() == AMI_FAMILY_BOTTLEROCKET {
+                vec![dev("/dev/xvda", 4), dev("/dev/xvdb", 20)]
+            } else {
+                vec![dev("/dev/xvda", 20)]
+            };
+        }
+        mappings
+            .iter()
+            .map(|m| {
+                let mut b = LaunchTemplateBlockDeviceMappingRequest::builder()
+                    .set_device_name(m.device_name.clone());
+                if let Some(e) = &m.ebs {
+                    let size = e
+                        .volume_size
+                        .as_ref()
+                        .and_then(|q| Quantity::parse(&q.0).ok())
+                        .map(|q| gib(q.value()));
+                    b = b.ebs(
+                        LaunchTemplateEbsBlockDeviceRequest::builder()
+                            .set_delete_on_termination(e.delete_on_termination)
+                            .set_encrypted(e.encrypted)
+                            .set_iops(e.iops.and_then(|v| i32::try_from(v).ok()))
+                            .set_kms_key_id(e.kms_key_id.clone())
+                            .set_snapshot_id(e.snapshot_id.clone())
+                            .set_throughput(e.throughput.and_then(|v| i32::try_from(v).ok()))
+                            .set_volume_size(size)
+                            .set_volume_type(e.volume_type.as_deref().map(VolumeType::from))
+                            .build(),
+                    );
+                }
+                b.build()
+            })
+            .collect()
+    }
+
+    /// The launch template data of a NodeClass for one image and user data.
+    pub fn launch_template_data(
+        &self,
+        nc: &EC2NodeClass,
+        image_id: &str,
+        user_data: &str,
+    ) -> RequestLaunchTemplateData {
+        let status = nc.status_or_default();
+        let sgs: Vec<String> = status
+            .security_groups
+            .iter()
+            .map(|g| g.id.clone())
+            .collect();
+        let m = &nc.spec.metadata_options;
+        let mut data = RequestLaunchTemplateData::builder()
+            .image_id(image_id)
+            .user_data(base64::engine::general_purpose::STANDARD.encode(user_data))
+            .iam_instance_profile(
+                LaunchTemplateIamInstanceProfileSpecificationRequest::builder()
+                    .name(&status.instance_profile)
+                    .build(),
+            )
+            .metadata_options(
+                LaunchTemplateInstanceMetadataOptionsRequest::builder()
+                    .http_endpoint(LaunchTemplateInstanceMetadataEndpointState::from(
+                        m.http_endpoint.as_str(),
+                    ))
+                    .http_protocol_ipv6(LaunchTemplateInstanceMetadataProtocolIpv6::from(
+                        m.http_protocol_ipv6.as_str(),
+                    ))
+                    .http_put_response_hop_limit(
+                        i32::try_from(m.http_put_response_hop_limit).unwrap_or(1),
+                    )
+                    .http_tokens(LaunchTemplateHttpTokensState::from(m.http_tokens.as_str()))
+                    .build(),
+            )
+            .monitoring(
+                LaunchTemplatesMonitoringRequest::builder()
+                    .enabled(nc.spec.detailed_monitoring.unwrap_or(false))
+                    .build(),
+            )
+            .set_block_device_mappings(Some(self.block_device_mappings(nc)));
+        match nc.spec.associate_public_ip_address {
+            // Security groups move onto the interface when one is specified; the subnet
+            // still comes from each fleet override.
+            Some(public) => {
+                data = data.network_interfaces(
+                    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
+                        .device_index(0)
+                        .associate_public_ip_address(public)
+                        .set_groups(Some(sgs))
+                        .build(),
+                )
+            }
+            None => data = data.set_security_group_ids(Some(sgs)),
+        }
+        data.build()
+    }
+
+    async fn ensure_launch_template(
+        &self,
+        name: &str,
+        data: RequestLaunchTemplateData,
+        nc: &EC2NodeClass,
+    ) -> Result<(), AwsError> {
+        if self
+            .templates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(name)
+        {
+            return Ok(());
+        }
+        let existing = self
+            .clients
+            .ec2
+            .describe_launch_templates()
+            .launch_template_names(name)
+            .send()
+            .await;
+        let exists = match existing {
+            Ok(out) => !out.launch_templates().is_empty(),
+            Err(e) => {
+                let err = AwsError::api("DescribeLaunchTemplates", e);
+                if !err.is_not_found() {
+                    return Err(err);
+                }
+                false
+            }
+        };
+        if !exists {
+            let mut tags = nc.spec.tags.clone();
+            tags.insert(
+                TAG_LAUNCH_TEMPLATE_CLUSTER.into(),
+                self.settings.cluster_name.clone(),
+            );
+            tags.insert(LABEL_NODE_CLASS.into(), nc.name().into());
+            tags.insert(cluster_tag_key(&self.settings.cluster_name), "owned".into());
+            let res = self
+                .clients
+                .ec2
+                .create_launch_template()
+                .launch_template_name(name)
+                .launch_template_data(data)
+                .tag_specifications(tag_specification(ResourceType::LaunchTemplate, &tags))
+                .send()
+                .await;
+            if let Err(e) = res {
+                let err = AwsError::api("CreateLaunchTemplate", e);
+                // Another replica created it first.
+                if !err.code().is_some_and(|c| c.contains("AlreadyExists")) {
+                    return Err(err);
+                }
+            }
+        }
+        self.templates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(name.to_string());
+        Ok(())
+    }
+
+    fn bootstrap_options(&self, nc: &EC2NodeClass, claim: &NodeClaim) -> BootstrapOptions {
+        let mut node_labels: BTreeMap<String, String> =
+            claim.metadata.labels.clone().unwrap_or_default();
+        node_labels.insert(LABEL_NODE_CLASS.into(), nc.name().into());
+        let taints = claim
+            .spec
+            .taints
+            .iter()
+            .chain(&claim.spec.startup_taints)
+            .map(|t| NodeTaint {
+                key: t.key.clone(),
+                value: t.value.clone(),
+                effect: t.effect.as_str().to_string(),
+            })
+            .collect();
+        BootstrapOptions {
+            cluster_name: self.settings.cluster_name.clone(),
+            cluster_endpoint: self.settings.cluster_endpoint.clone(),
+            ca_bundle: self.settings.cluster_ca_bundle.clone(),
+            cluster_cidr: self.settings.cluster_cidr.clone(),
+            labels: node_labels,
+            taints,
+            kubelet: nc.spec.kubelet.clone(),
+            max_pods: None,
+            custom_user_data: nc.spec.user_data.clone(),
+            instance_store_policy: nc.spec.instance_store_policy.clone(),
+        }
+    }
+
+    async fn describe_instances(
+        &self,
+        filters: Vec<Filter>,
+        ids: Vec<String>,
+    ) -> Result<Vec<Ec2Instance>, AwsError> {
+        let mut out = Vec::new();
+        let mut token = None;
+        loop {
+            let page = self
+                .clients
+                .ec2
+                .describe_instances()
+                .set_filters((!filters.is_empty()).then(|| filters.clone()))
+                .set_instance_ids((!ids.is_empty()).then(|| ids.clone()))
+                .set_next_token(token)
+                .send()
+                .await
+                .map_err(|e| AwsError::api("DescribeInstances", e))?;
+            for r in page.reservations() {
+                out.extend(r.instances().iter().filter_map(Ec2Instance::from_sdk));
+            }
+            token = page
+                .next_token()
+                .filter(|t| !t.is_empty())
+                .map(str::to_string);
+            if token.is_none() {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The instance behind a provider id; `NotFound` when it does not exist or is
+    /// terminating.
+    pub async fn get_instance(&self, provider_id: &str) -> Result<Ec2Instance, CloudProviderError> {
+        let not_found = || CloudProviderError::NotFound {
+            provider_id: provider_id.to_string(),
+        };
+        let id = parse_provider_id(provider_id).ok_or_else(|| {
+            CloudProviderError::Other(format!("{provider_id:?} is not an AWS provider id"))
+        })?;
+        let found = match self.describe_instances(vec![], vec![id.to_string()]).await {
+            Ok(f) => f,
+            Err(e) if e.is_not_found() => return Err(not_found()),
+            Err(e) => return Err(e.into()),
+        };
+        found
+            .into_iter()
+            .find(|i| i.id == id && !i.is_terminating())
+            .ok_or_else(not_found)
+    }
+
+    /// Every instance of this cluster that Karpenter launched (tagged with a NodePool and
+    /// the cluster), terminating ones excluded.
+    pub async fn list_instances(&self) -> Result<Vec<Ec2Instance>, AwsError> {
+        let filters = vec![
+            Filter::builder()
+                .name("tag-key")
+                .values(crate::launch::TAG_NODEPOOL)
+                .build(),
+            Filter::builder()
+                .name(format!(
+                    "tag:{}",
+                    cluster_tag_key(&self.settings.cluster_name)
+                ))
+                .values("owned")
+                .build(),
+            Filter::builder()
+                .name("instance-state-name")
+                .values("pending")
+                .values("running")
+                .values("stopping")
+                .values("stopped")
+                .build(),
+        ];
+        let mut list = self.describe_instances(filters, vec![]).await?;
+        list.retain(|i| !i.is_terminating());
+        list.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(list)
+    }
+
+    /// Terminates instances by id (garbage collection of leaked instances).
+    pub async fn terminate_instances(&self, ids: &[String]) -> Result<(), AwsError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        self.clients
+            .ec2
+            .terminate_instances()
+            .set_instance_ids(Some(ids.to_vec()))
+            .send()
+            .await
+            .map_err(|e| AwsError::api("TerminateInstances", e))?;
+        Ok(())
+    }
+
+    /// Leaked instances: listed instances older than `min_age` that no claim in
+    /// `claimed_provider_ids` owns (see [`crate::instance::leaked_instances`]).
+    pub async fn leaked_instances(
+        &self,
+        claimed_provider_ids: &BTreeSet<String>,
+        min_age: Duration,
+    ) -> Result<Vec<String>, AwsError> {
+        let instances = self.list_instances().await?;
+        Ok(crate::instance::leaked_instances(
+            &instances,
+            claimed_provider_ids,
+            self.clock.now(),
+            min_age,
+        ))
+    }
+
+    async fn launch(
+        &self,
+        claim: &NodeClaim,
+        nc: &EC2NodeClass,
+        plan: &LaunchPlan,
+    ) -> Result<Ec2Instance, CloudProviderError> {
+        let status = nc.status_or_default();
+        let sgs: Vec<String> = status
+            .security_groups
+            .iter()
+            .map(|g| g.id.clone())
+            .collect();
+        let user_data =
+            crate::userdata::generate(&nc.ami_family(), &self.bootstrap_options(nc, claim))
+                .map_err(|source| AwsError::UserData {
+                    name: nc.name().into(),
+                    source,
+                })
+                .map_err(|e| create_err("UserDataInvalid", e.to_string()))?;
+        let mut templates = BTreeMap::new();
+        for image in plan
+            .overrides
+            .iter()
+            .map(|o| o.image_id.clone())
+            .collect::<BTreeSet<_>>()
+        {
+            let name = launch_template_name(
+                &self.settings.cluster_name,
+                nc,
+                &image,
+                &user_data,
+                &sgs,
+                &status.instance_profile,
+            );
+            self.ensure_launch_template(
+                &name,
+                self.launch_template_data(nc, &image, &user_data),
+                nc,
+            )
+            .await
+            .map_err(|e| create_err("LaunchTemplateCreationFailed", e.to_string()))?;
+            templates.insert(image, name);
+        }
+        let pool = claim.node_pool().unwrap_or_default();
+        let tags = instance_tags(&self.settings.cluster_name, nc, pool, claim.name());
+        let (target, spot, on_demand) = fleet_options(&plan.capacity_type);
+        let out = self
+            .clients
+            .ec2
+            .create_fleet()
+            .r#type(FleetType::Instant)
+            .set_launch_template_configs(Some(launch_template_configs(plan, &templates)))
+            .target_capacity_specification(target)
+            .set_spot_options(spot)
+            .set_on_demand_options(on_demand)
+            .tag_specifications(tag_specification(ResourceType::Instance, &tags))
+            .tag_specifications(tag_specification(ResourceType::Volume, &tags))
+            .set_context(nc.spec.context.clone())
+            .send()
+            .await
+            .map_err(|e| AwsError::api("CreateFleet", e))
+            .map_err(|e| create_err("CreateFleetFailed", e.to_string()))?;
+        let launched = out
+            .instances()
+            .iter()
+            .find_map(|i| i.instance_ids().first().map(|id| (id.clone(), i)));
+        let (ice, other) = classify_fleet_errors(out.errors(), &plan.capacity_type);
+        for offering in &ice {
+            self.unavailable.mark_unavailable(offering.clone());
+        }
+        let Some((id, fleet_instance)) = launched else {
+            if let Some((code, message)) = other.first() {
+                return Err(create_err(code, message.clone()));
+            }
+            return Err(CloudProviderError::InsufficientCapacity {
+                message: format!(
+                    "CreateFleet launched nothing for NodeClaim {:?} ({} offerings without capacity)",
+                    claim.name(),
+                    ice.len()
+                ),
+                offerings: ice,
+            });
+        };
+        // DescribeInstances is authoritative for type, zone and image; the fleet response is
+        // the fallback while the instance is not yet visible (eventual consistency).
+        match self.describe_instances(vec![], vec![id.clone()]).await {
+            Ok(found) => {
+                if let Some(i) = found.into_iter().next() {
+                    return Ok(i);
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "instance not yet describable"),
+        }
+        let ov = fleet_instance
+            .launch_template_and_overrides()
+            .and_then(|l| l.overrides());
+        let instance_type = fleet_instance
+            .instance_type()
+            .map(|t| t.as_str().to_string())
+            .or_else(|| {
+                ov.and_then(|o| o.instance_type())
+                    .map(|t| t.as_str().to_string())
+            })
+            .unwrap_or_default();
+        let chosen = plan
+            .overrides
+            .iter()
+            .find(|o| o.instance_type == instance_type);
+        Ok(Ec2Instance {
+            id,
+            zone: ov
+                .and_then(|o| o.availability_zone())
+                .map(str::to_string)
+                .or_else(|| chosen.map(|c| c.zone.clone()))
+                .unwrap_or_default(),
+            subnet_id: chosen.map(|c| c.subnet_id.clone()).unwrap_or_default(),
+            image_id: chosen.map(|c| c.image_id.clone()).unwrap_or_default(),
+            security_group_ids: sgs,
+            capacity_type: plan.capacity_type.clone(),
+            state: "pending".into(),
+            launch_time: Some(self.clock.now()),
+            tags,
+            instance_type,
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl CloudProvider for AwsCloudProvider {
+    async fn create(&self, node_claim: &NodeClaim) -> Result<NodeClaim, CloudProviderError> {
+        let nc = self.ready_node_class(&node_claim.spec.node_class_ref.name)?;
+        let reqs = requirements_of(
+            &format!("NodeClaim {:?}: spec.requirements", node_claim.name()),
+            &node_claim.spec.requirements,
+        )?;
+        let requests = requests_of(node_claim)?;
+        let types = self
+            .instance_types
+            .list(&nc)
+            .await
+            .map_err(CloudProviderError::from)?;
+        let plan = match plan_launch(&reqs, &requests, &types, &nc.status_or_default()) {
+            Ok(p) => p,
+            Err(PlanError::NoImage) => {
+                return Err(CloudProviderError::NodeClassNotReady {
+                    name: nc.name().into(),
+                    reason: PlanError::NoImage.to_string(),
+                });
+            }
+            Err(e) => {
+                return Err(CloudProviderError::InsufficientCapacity {
+                    offerings: Vec::new(),
+                    message: format!("NodeClaim {:?}: {e}", node_claim.name()),
+                });
+            }
+        };
+        let instance = self.launch(node_claim, &nc, &plan).await?;
+        let mut out = node_claim.clone();
+        let it = types.iter().find(|t| t.name == instance.instance_type);
+        let node_labels = out.metadata.labels.get_or_insert_with(BTreeMap::new);
+        if let Some(it) = it {
+            node_labels.extend(it.requirements.single_valued_labels());
+        }
+        node_labels.insert(labels::INSTANCE_TYPE.into(), instance.instance_type.clone());
+        node_labels.insert(labels::ZONE.into(), instance.zone.clone());
+        node_labels.insert(labels::CAPACITY_TYPE.into(), instance.capacity_type.clone());
+        node_labels.insert(LABEL_NODE_CLASS.into(), nc.name().into());
+        let annotations = out.metadata.annotations.get_or_insert_with(BTreeMap::new);
+        annotations.insert(ANNOTATION_NODE_CLASS_HASH.into(), nc.hash());
+        annotations.insert(
+            ANNOTATION_NODE_CLASS_HASH_VERSION.into(),
+            NODE_CLASS_HASH_VERSION.into(),
+        );
+        let status = out.status.get_or_insert_with(NodeClaimStatus::default);
+        status.provider_id = instance.provider_id();
+        status.image_id = instance.image_id.clone();
+        if let Some(it) = it {
+            status.capacity = to_k8s(&it.capacity);
+            status.allocatable = to_k8s(&it.allocatable());
+        }
+        Ok(out)
+    }
+
+    async fn delete(&self, node_claim: &NodeClaim) -> Result<(), CloudProviderError> {
+        let instance = self.get_instance(node_claim.provider_id()).await?;
+        match self
+            .terminate_instances(std::slice::from_ref(&instance.id))
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_not_found() => Err(CloudProviderError::NotFound {
+                provider_id: node_claim.provider_id().to_string(),
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn get(&self, provider_id: &str) -> Result<NodeClaim, CloudProviderError> {
+        Ok(self.get_instance(provider_id).await?.to_node_claim())
+    }
+
+    async fn list(&self) -> Result<Vec<NodeClaim>, CloudProviderError> {
+        Ok(self
+            .list_instances()
+            .await?
+            .iter()
+            .map(Ec2Instance::to_node_claim)
+            .collect())
+    }
+
+    async fn instance_types(
+        &self,
+        node_pool: &NodePool,
+    ) -> Result<Vec<Arc<InstanceType>>, CloudProviderError> {
+        let template = &node_pool.spec.template.spec;
+        let nc = self.ready_node_class(&template.node_class_ref.name)?;
+        let reqs = requirements_of(
+            &format!(
+                "NodePool {:?}: spec.template.spec.requirements",
+                node_pool.metadata.name.as_deref().unwrap_or("")
+            ),
+            &template.requirements,
+        )?;
+        let types = self
+            .instance_types
+            .list(&nc)
+            .await
+            .map_err(CloudProviderError::from)?;
+        Ok(types
+            .into_iter()
+            .filter(|it| it.requirements.intersects(&reqs).is_ok())
+            .collect())
+    }
+
+    async fn is_drifted(
+        &self,
+        node_claim: &NodeClaim,
+    ) -> Result<Option<DriftReason>, CloudProviderError> {
+        let Some(nc) = self.node_class(&node_claim.spec.node_class_ref.name) else {
+            return Ok(None);
+        };
+        let instance = self.get_instance(node_claim.provider_id()).await?;
+        Ok(drift_reason(&instance, &nc, node_claim))
+    }
+
+    fn repair_policies(&self) -> Vec<RepairPolicy> {
+        let thirty = Duration::from_secs(30 * 60);
+        let mut out = vec![
+            RepairPolicy {
+                condition_type: "Ready".into(),
+                condition_status: ConditionStatus::False,
+                toleration_duration: thirty,
+            },
+            RepairPolicy {
+                condition_type: "Ready".into(),
+                condition_status: ConditionStatus::Unknown,
+                toleration_duration: thirty,
+            },
+        ];
+        for t in [
+            "KernelReady",
+            "ContainerRuntimeReady",
+            "StorageReady",
+            "NetworkingReady",
+        ] {
+            out.push(RepairPolicy {
+                condition_type: t.into(),
+                condition_status: ConditionStatus::False,
+                toleration_duration: thirty,
+            });
+        }
+        out.push(RepairPolicy {
+            condition_type: "AcceleratedHardwareReady".into(),
+            condition_status: ConditionStatus::False,
+            toleration_duration: Duration::from_secs(10 * 60),
+        });
+        out
+    }
+
+    fn name(&self) -> &str {
+        PROVIDER_NAME
+    }
+}

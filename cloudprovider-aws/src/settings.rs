@@ -1,0 +1,112 @@
+//! Provider settings (Karpenter's `--cluster-name`, `--cluster-endpoint`,
+//! `--interruption-queue` … flags) and the AWS clients built from them.
+
+use std::time::Duration;
+
+/// Where and how the provider runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AwsSettings {
+    /// EKS cluster name (tags, user data).
+    pub cluster_name: String,
+    /// API server URL written into user data.
+    pub cluster_endpoint: String,
+    /// Base64 cluster CA bundle written into user data.
+    pub cluster_ca_bundle: Option<String>,
+    /// Service CIDR for nodeadm (AL2023).
+    pub cluster_cidr: Option<String>,
+    /// AWS region.
+    pub region: String,
+    /// Kubernetes minor version (`1.33`) used in the EKS-optimised AMI SSM paths.
+    pub kubernetes_version: String,
+    /// Prefix of the public SSM parameters for AMI aliases. `/aws/service` on AWS; the moto
+    /// emulator refuses writes under `/aws/`, so tests point it elsewhere.
+    pub ssm_prefix: String,
+    /// SQS queue (name or URL) receiving EventBridge interruption events, if enabled.
+    pub interruption_queue: Option<String>,
+    /// `--vm-memory-overhead-percent` as a fraction (0.075).
+    pub vm_memory_overhead_percent: f64,
+    /// `--reserved-enis`.
+    pub reserved_enis: u32,
+    /// Query the Pricing API for on-demand prices (off in isolated VPCs and on emulators,
+    /// which then use the bundled table).
+    pub pricing_api: bool,
+    /// How long discovered subnets, security groups and AMIs are reused.
+    pub discovery_ttl: Duration,
+    /// How long the DescribeInstanceTypes/Offerings results are reused.
+    pub instance_types_ttl: Duration,
+    /// How long prices are reused.
+    pub pricing_ttl: Duration,
+}
+
+impl AwsSettings {
+    /// Settings for `cluster_name` in `region` with Karpenter's defaults.
+    pub fn new(cluster_name: impl Into<String>, region: impl Into<String>) -> Self {
+        Self {
+            cluster_name: cluster_name.into(),
+            cluster_endpoint: String::new(),
+            cluster_ca_bundle: None,
+            cluster_cidr: None,
+            region: region.into(),
+            kubernetes_version: "1.33".into(),
+            ssm_prefix: "/aws/service".into(),
+            interruption_queue: None,
+            vm_memory_overhead_percent: 0.075,
+            reserved_enis: 0,
+            pricing_api: true,
+            discovery_ttl: Duration::from_secs(60),
+            instance_types_ttl: Duration::from_secs(5 * 60),
+            pricing_ttl: Duration::from_secs(12 * 60 * 60),
+        }
+    }
+}
+
+/// The AWS service clients the provider uses.
+#[derive(Debug, Clone)]
+pub struct AwsClients {
+    /// EC2.
+    pub ec2: aws_sdk_ec2::Client,
+    /// SSM (AMI aliases, `ssmParameter` terms).
+    pub ssm: aws_sdk_ssm::Client,
+    /// SQS (interruption queue).
+    pub sqs: aws_sdk_sqs::Client,
+    /// Pricing (always us-east-1, where the API is served).
+    pub pricing: aws_sdk_pricing::Client,
+}
+
+impl AwsClients {
+    /// Clients from the default credential chain and `region`.
+    pub async fn from_env(region: &str) -> Self {
+        let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new(region.to_string()))
+            .load()
+            .await;
+        Self::from_sdk_config(&config)
+    }
+
+    /// Clients for an emulator or proxy at `endpoint` (`http://127.0.0.1:5000`) with static
+    /// test credentials.
+    pub async fn for_endpoint(endpoint: &str, region: &str) -> Self {
+        let creds =
+            aws_sdk_ec2::config::Credentials::new("testing", "testing", None, None, "static");
+        let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new(region.to_string()))
+            .endpoint_url(endpoint)
+            .credentials_provider(creds)
+            .load()
+            .await;
+        Self::from_sdk_config(&config)
+    }
+
+    /// Clients from a loaded SDK configuration.
+    pub fn from_sdk_config(config: &aws_config::SdkConfig) -> Self {
+        let pricing_config = aws_sdk_pricing::config::Builder::from(config)
+            .region(aws_config::Region::new("us-east-1"))
+            .build();
+        Self {
+            ec2: aws_sdk_ec2::Client::new(config),
+            ssm: aws_sdk_ssm::Client::new(config),
+            sqs: aws_sdk_sqs::Client::new(config),
+            pricing: aws_sdk_pricing::Client::from_conf(pricing_config),
+        }
+    }
+}
