@@ -1,2 +1,872 @@
 //! Shared workloads for the karpenter-rs benchmarks.
+//!
+//! Everything here is deterministic: pods are drawn from a seeded [`SplitMix64`], so the
+//! same `(count, seed)` always gives the same pods, and benchmark numbers from two runs (or
+//! two machines) describe the same problem.
+//!
+//! - [`karpenter_workload`] reproduces the pod mix of Karpenter's scheduling benchmark
+//!   (`pkg/controllers/provisioning/scheduling/scheduling_benchmark_test.go`,
+//!   `makeDiversePods`): five equal groups ([`PodGroup`]) with requests drawn from
+//!   [`CPU_MILLIS_CHOICES`] × [`MEMORY_MIB_CHOICES`].
+//! - [`unconstrained_workload`] is the same request distribution with no scheduling
+//!   constraints, the case where an exact packer can be compared with a lower bound.
+//! - [`benchmark_node_pool`] is upstream's benchmark NodePool; [`aws_default_node_pool`] is
+//!   the NodePool of Karpenter's getting-started guide, for the real AWS catalogue.
+//! - [`snapshot_for`] / [`snapshot_with_pool`] put pods and a pool into a
+//!   [`Snapshot`]; [`benchmark_snapshot`] and [`aws_snapshot`] are the two ready-made cases.
+//! - [`capacity_lower_bound`] is a solver-independent lower bound on the price of placing
+//!   every pending pod on new capacity, and [`PlanSummary`] condenses a plan for reports.
 #![forbid(unsafe_code)]
+
+use karpenter_cloudprovider_fake::{benchmark_instance_types, default_instance_types};
+use karpenter_scheduling::labels;
+use karpenter_scheduling::model::{
+    Affinity, InstanceType, Labels, NodePool, Offering, Pod, PodAffinity, PodAffinityTerm,
+    Snapshot, TopologySpreadConstraint, WhenUnsatisfiable,
+};
+use karpenter_scheduling::plan::OptimizerStats;
+use karpenter_scheduling::requirements::{Operator, Requirement, Requirements};
+use karpenter_scheduling::resources::Resources;
+use karpenter_scheduling::selector::LabelSelector;
+use karpenter_scheduling::{Plan, Quantity};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// CPU requests of the upstream benchmark, in millicores (`randomCPU`).
+pub const CPU_MILLIS_CHOICES: [i64; 5] = [100, 250, 500, 1000, 1500];
+
+/// Memory requests of the upstream benchmark, in MiB (`randomMemory`).
+pub const MEMORY_MIB_CHOICES: [i64; 6] = [100, 256, 512, 1024, 2048, 4096];
+
+/// Values of the `my-label` / `my-affininity` labels (`randomLabelValue`).
+pub const LABEL_VALUES: [&str; 7] = ["a", "b", "c", "d", "e", "f", "g"];
+
+/// Upstream's label key for generic and spread pods.
+pub const LABEL_KEY: &str = "my-label";
+
+/// Upstream's label key for zonal self-affinity pods (the misspelling is upstream's).
+pub const AFFINITY_LABEL_KEY: &str = "my-affininity";
+
+/// The seed upstream uses (`rand.NewSource(42)`); our generator differs, so the pods are
+/// the same distribution, not the same draws.
+pub const DEFAULT_SEED: u64 = 42;
+
+/// Namespace of every generated pod.
+pub const NAMESPACE: &str = "default";
+
+/// Pod counts of upstream's `BenchmarkScheduling*` functions.
+pub const KARPENTER_SIZES: [usize; 9] = [1, 50, 100, 500, 1000, 2000, 5000, 10000, 20000];
+
+/// Name of the NodePool the snapshot builders create.
+pub const NODE_POOL_NAME: &str = "default";
+
+const MIB: i64 = 1024 * 1024;
+
+/// A tiny seeded PRNG (SplitMix64): good enough statistics for workload generation, no
+/// dependency, and the same sequence on every platform.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SplitMix64 {
+    state: u64,
+}
+
+impl SplitMix64 {
+    /// A generator starting from `seed`; equal seeds give equal sequences.
+    pub fn new(seed: u64) -> Self {
+        Self { state: seed }
+    }
+
+    /// The next 64 pseudo-random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A value in `0..n` (0 when `n` is 0). Uses the high half of a 128-bit product, whose
+    /// bias is below 2⁻⁶⁰ for the small `n` used here.
+    pub fn below(&mut self, n: usize) -> usize {
+        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
+    }
+
+    /// A uniformly chosen element of a non-empty slice.
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len())]
+    }
+}
+
+/// The five pod groups of upstream's `makeDiversePods`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PodGroup {
+    /// No scheduling constraint (`makeGenericPods`); also takes the remainder when the
+    /// count is not a multiple of five.
+    Generic,
+    /// Zonal topology spread, maxSkew 1, DoNotSchedule.
+    ZonalSpread,
+    /// Hostname topology spread, maxSkew 1, DoNotSchedule.
+    HostnameSpread,
+    /// Required pod affinity to pods with the same `my-affininity` label, zonal.
+    ZonalAffinity,
+    /// Required pod anti-affinity among all `app=nginx` pods, per hostname: one per node.
+    HostnameAntiAffinity,
+}
+
+impl PodGroup {
+    /// All groups in the order upstream generates them.
+    pub const ALL: [PodGroup; 5] = [
+        PodGroup::Generic,
+        PodGroup::ZonalSpread,
+        PodGroup::HostnameSpread,
+        PodGroup::ZonalAffinity,
+        PodGroup::HostnameAntiAffinity,
+    ];
+
+    /// The prefix of the names of this group's pods (`generic-17`), which is how
+    /// [`PodGroup::of`] recognises them without adding labels upstream does not have.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            PodGroup::Generic => "generic",
+            PodGroup::ZonalSpread => "zonal-spread",
+            PodGroup::HostnameSpread => "hostname-spread",
+            PodGroup::ZonalAffinity => "zonal-affinity",
+            PodGroup::HostnameAntiAffinity => "hostname-anti-affinity",
+        }
+    }
+
+    /// The group of a pod generated here, from its name; `None` for any other pod.
+    pub fn of(pod: &Pod) -> Option<PodGroup> {
+        let (prefix, index) = pod.name.rsplit_once('-')?;
+        if index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        PodGroup::ALL.into_iter().find(|g| g.prefix() == prefix)
+    }
+}
+
+fn single_label(key: &str, value: &str) -> Labels {
+    Labels::from([(key.to_owned(), value.to_owned())])
+}
+
+fn random_label(rng: &mut SplitMix64, key: &str) -> Labels {
+    let value = *rng.pick::<&str>(&LABEL_VALUES);
+    single_label(key, value)
+}
+
+fn selector(labels: &Labels) -> Option<LabelSelector> {
+    Some(LabelSelector {
+        match_labels: labels.clone(),
+        match_expressions: Vec::new(),
+    })
+}
+
+/// Requests drawn like upstream: cpu first, then memory, each uniform over its choices.
+fn random_requests(rng: &mut SplitMix64) -> Resources {
+    Resources {
+        cpu_millis: *rng.pick(&CPU_MILLIS_CHOICES),
+        memory: *rng.pick(&MEMORY_MIB_CHOICES) * MIB,
+        ..Resources::default()
+    }
+}
+
+fn spread(key: &str, labels: &Labels) -> TopologySpreadConstraint {
+    TopologySpreadConstraint {
+        max_skew: 1,
+        topology_key: key.to_owned(),
+        when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
+        label_selector: selector(labels),
+        min_domains: None,
+        node_affinity_policy: karpenter_scheduling::model::InclusionPolicy::Honor,
+        node_taints_policy: karpenter_scheduling::model::InclusionPolicy::Ignore,
+        match_label_keys: Vec::new(),
+    }
+}
+
+fn term(key: &str, labels: &Labels) -> PodAffinityTerm {
+    PodAffinityTerm {
+        label_selector: selector(labels),
+        topology_key: key.to_owned(),
+        ..PodAffinityTerm::default()
+    }
+}
+
+/// One pod of `group`, named `{prefix}-{index}`, drawing from `rng` in upstream's order
+/// (labels, then selector labels, then cpu, then memory).
+pub fn make_pod(group: PodGroup, index: usize, rng: &mut SplitMix64) -> Pod {
+    let name = format!("{}-{index}", group.prefix());
+    let mut pod = Pod {
+        namespace: NAMESPACE.to_owned(),
+        uid: format!("{NAMESPACE}-{name}"),
+        name,
+        ..Pod::default()
+    };
+    match group {
+        PodGroup::Generic => {
+            pod.labels = random_label(rng, LABEL_KEY);
+        }
+        PodGroup::ZonalSpread | PodGroup::HostnameSpread => {
+            // Upstream draws the pod's labels and its selector independently, so a pod is
+            // not always counted by its own constraint; kept for fidelity.
+            pod.labels = random_label(rng, LABEL_KEY);
+            let selected = random_label(rng, LABEL_KEY);
+            let key = if group == PodGroup::ZonalSpread {
+                labels::ZONE
+            } else {
+                labels::HOSTNAME
+            };
+            pod.topology_spread_constraints = vec![spread(key, &selected)];
+        }
+        PodGroup::ZonalAffinity => {
+            // Self-affinity: every pod can always start its own domain.
+            pod.labels = random_label(rng, AFFINITY_LABEL_KEY);
+            pod.affinity = Affinity {
+                pod_affinity: PodAffinity {
+                    required: vec![term(labels::ZONE, &pod.labels)],
+                    preferred: Vec::new(),
+                },
+                ..Affinity::default()
+            };
+        }
+        PodGroup::HostnameAntiAffinity => {
+            pod.labels = single_label("app", "nginx");
+            pod.affinity = Affinity {
+                pod_anti_affinity: PodAffinity {
+                    required: vec![term(labels::HOSTNAME, &pod.labels)],
+                    preferred: Vec::new(),
+                },
+                ..Affinity::default()
+            };
+        }
+    }
+    pod.requests = random_requests(rng);
+    pod
+}
+
+/// `count` pods of `group`, indexed from `first_index`.
+pub fn group_pods(
+    group: PodGroup,
+    count: usize,
+    first_index: usize,
+    rng: &mut SplitMix64,
+) -> Vec<Pod> {
+    (first_index..first_index + count)
+        .map(|i| make_pod(group, i, rng))
+        .collect()
+}
+
+/// Upstream's `makeDiversePods(count)`: `count / 5` pods of each [`PodGroup`] in
+/// [`PodGroup::ALL`] order, then the remainder as generic pods. Names are unique.
+pub fn karpenter_workload(count: usize, seed: u64) -> Vec<Pod> {
+    let mut rng = SplitMix64::new(seed);
+    let per_group = count / PodGroup::ALL.len();
+    let mut pods = Vec::with_capacity(count);
+    for group in PodGroup::ALL {
+        pods.extend(group_pods(group, per_group, 0, &mut rng));
+    }
+    let remainder = count - pods.len();
+    pods.extend(group_pods(
+        PodGroup::Generic,
+        remainder,
+        per_group,
+        &mut rng,
+    ));
+    pods
+}
+
+/// `count` generic pods (same request distribution, no constraints).
+pub fn unconstrained_workload(count: usize, seed: u64) -> Vec<Pod> {
+    let mut rng = SplitMix64::new(seed);
+    group_pods(PodGroup::Generic, count, 0, &mut rng)
+}
+
+/// Upstream's benchmark NodePool (`test.NodePool` with cpu and memory limits so high they
+/// never bind, no requirements) over `instance_types`.
+pub fn benchmark_node_pool(instance_types: Vec<Arc<InstanceType>>) -> NodePool {
+    let limits = BTreeMap::from([
+        (
+            "cpu".to_owned(),
+            Quantity::from_value(10_000_000, quantity_format()),
+        ),
+        (
+            "memory".to_owned(),
+            Quantity::from_value(10_000_000 * 1024 * 1024 * 1024, quantity_format()),
+        ),
+    ]);
+    NodePool {
+        name: NODE_POOL_NAME.to_owned(),
+        limits,
+        instance_types,
+        ..NodePool::default()
+    }
+}
+
+fn quantity_format() -> karpenter_scheduling::quantity::QuantityFormat {
+    karpenter_scheduling::quantity::QuantityFormat::DecimalSI
+}
+
+fn requirement(key: &str, op: Operator, values: &[&str]) -> Requirement {
+    // Constant, well-formed keys and values: a failure is a defect in this file.
+    Requirement::new(key, op, values.iter().copied())
+        .unwrap_or_else(|e| panic!("benchmark NodePool requirement on {key}: {e}"))
+}
+
+/// The NodePool of Karpenter's getting-started guide, for the real AWS catalogue: linux,
+/// amd64, on-demand, instance category c, m or r, generation above 2; no limits.
+pub fn aws_default_node_pool(instance_types: Vec<Arc<InstanceType>>) -> NodePool {
+    let mut requirements = Requirements::new();
+    requirements.add(requirement(
+        labels::ARCH,
+        Operator::In,
+        &[labels::ARCHITECTURE_AMD64],
+    ));
+    requirements.add(requirement(labels::OS, Operator::In, &["linux"]));
+    requirements.add(requirement(
+        labels::CAPACITY_TYPE,
+        Operator::In,
+        &[labels::CAPACITY_TYPE_ON_DEMAND],
+    ));
+    requirements.add(requirement(
+        labels::AWS_INSTANCE_CATEGORY,
+        Operator::In,
+        &["c", "m", "r"],
+    ));
+    requirements.add(requirement(
+        labels::AWS_INSTANCE_GENERATION,
+        Operator::Gt,
+        &["2"],
+    ));
+    NodePool {
+        name: NODE_POOL_NAME.to_owned(),
+        requirements,
+        instance_types,
+        ..NodePool::default()
+    }
+}
+
+/// A snapshot with `pods` pending and one NodePool; no nodes, no DaemonSets, `now` 0.
+pub fn snapshot_with_pool(pods: Vec<Pod>, node_pool: NodePool) -> Snapshot {
+    Snapshot {
+        pending_pods: pods,
+        node_pools: vec![node_pool],
+        namespaces: BTreeMap::from([(NAMESPACE.to_owned(), Labels::new())]),
+        ..Snapshot::default()
+    }
+}
+
+/// A snapshot with `pods` pending over [`benchmark_node_pool`]`(instance_types)`.
+pub fn snapshot_for(pods: Vec<Pod>, instance_types: Vec<Arc<InstanceType>>) -> Snapshot {
+    snapshot_with_pool(pods, benchmark_node_pool(instance_types))
+}
+
+/// Upstream's benchmark case: [`karpenter_workload`]`(count, seed)` over the 400 synthetic
+/// types of [`benchmark_instance_types`].
+pub fn benchmark_snapshot(count: usize, seed: u64) -> Snapshot {
+    snapshot_for(karpenter_workload(count, seed), benchmark_instance_types())
+}
+
+/// `pods` over the real AWS catalogue with [`aws_default_node_pool`].
+pub fn aws_snapshot(pods: Vec<Pod>) -> Snapshot {
+    snapshot_with_pool(
+        pods,
+        aws_default_node_pool(default_instance_types().to_vec()),
+    )
+}
+
+/// Which instance types a case runs over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CatalogueKind {
+    /// Upstream's 400 synthetic types with [`benchmark_node_pool`].
+    Benchmark,
+    /// The embedded real AWS catalogue with [`aws_default_node_pool`].
+    Aws,
+}
+
+/// Which pods a case generates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PodMix {
+    /// [`karpenter_workload`].
+    Karpenter,
+    /// [`unconstrained_workload`].
+    Unconstrained,
+}
+
+/// One benchmark case: a catalogue, a pod mix and a pod count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Case {
+    /// Instance types and NodePool.
+    pub catalogue: CatalogueKind,
+    /// Pod generator.
+    pub mix: PodMix,
+    /// Number of pending pods.
+    pub pods: usize,
+}
+
+impl Case {
+    /// The case's group name (`karpenter-400`, `aws-unconstrained`, `aws-mixed`), stable
+    /// across runs so criterion can compare them.
+    pub fn group(&self) -> &'static str {
+        match (self.catalogue, self.mix) {
+            (CatalogueKind::Benchmark, PodMix::Karpenter) => "karpenter-400",
+            (CatalogueKind::Benchmark, PodMix::Unconstrained) => "benchmark-unconstrained",
+            (CatalogueKind::Aws, PodMix::Karpenter) => "aws-mixed",
+            (CatalogueKind::Aws, PodMix::Unconstrained) => "aws-unconstrained",
+        }
+    }
+
+    /// The snapshot of this case, generated with `seed`.
+    pub fn snapshot(&self, seed: u64) -> Snapshot {
+        let pods = match self.mix {
+            PodMix::Karpenter => karpenter_workload(self.pods, seed),
+            PodMix::Unconstrained => unconstrained_workload(self.pods, seed),
+        };
+        match self.catalogue {
+            CatalogueKind::Benchmark => snapshot_for(pods, benchmark_instance_types()),
+            CatalogueKind::Aws => aws_snapshot(pods),
+        }
+    }
+}
+
+/// Pod counts of the real-AWS-catalogue cases.
+pub const AWS_SIZES: [usize; 4] = [100, 1000, 5000, 20000];
+
+/// The cases of the packing benchmark and report: upstream's workload at
+/// [`KARPENTER_SIZES`], then the unconstrained and mixed workloads on the AWS catalogue at
+/// [`AWS_SIZES`].
+pub fn packing_cases() -> Vec<Case> {
+    let mut cases: Vec<Case> = KARPENTER_SIZES
+        .iter()
+        .map(|&pods| Case {
+            catalogue: CatalogueKind::Benchmark,
+            mix: PodMix::Karpenter,
+            pods,
+        })
+        .collect();
+    for mix in [PodMix::Unconstrained, PodMix::Karpenter] {
+        cases.extend(AWS_SIZES.iter().map(|&pods| Case {
+            catalogue: CatalogueKind::Aws,
+            mix,
+            pods,
+        }));
+    }
+    cases
+}
+
+/// Whether `reqs` allow buying `offering` (available, zone and capacity type not excluded).
+fn offering_allowed(offering: &Offering, reqs: &Requirements) -> bool {
+    let allows = |key: &str, value: &str| reqs.get(key).is_none_or(|r| r.has(value));
+    offering.available
+        && allows(labels::ZONE, &offering.zone)
+        && allows(labels::CAPACITY_TYPE, &offering.capacity_type)
+}
+
+/// One node shape in the bound: what it offers per unit of price.
+struct Shape {
+    /// Allocatable cpu, memory and pods, each divided by the total demand of that dimension.
+    supply: [f64; 3],
+    price: f64,
+}
+
+/// A lower bound on the hourly price of any plan that puts every pending non-daemon pod of
+/// `snapshot` on new nodes of its NodePools, or `None` when there is nothing to place or no
+/// instance type can be bought.
+///
+/// It is the LP relaxation of covering the total cpu, memory and pod-slot demand with
+/// fractional nodes (placement constraints, DaemonSet overhead, limits and existing nodes
+/// ignored), evaluated through its dual: any weights `w ≥ 0` on the three dimensions with
+/// `Σ w_d · supply_td ≤ price_t` for every type `t` give the valid bound `Σ w_d · demand_d`.
+/// The weights are searched on the simplex (coarse grid, then pattern search), so the value
+/// returned is always a valid bound and, because the objective is quasi-concave, within a
+/// small tolerance of the LP optimum.
+pub fn capacity_lower_bound(snapshot: &Snapshot) -> Option<f64> {
+    let mut demand = [0f64; 3];
+    for pod in snapshot.pending_pods.iter().filter(|p| !p.is_daemon()) {
+        demand[0] += pod.requests.cpu_millis as f64;
+        demand[1] += pod.requests.memory as f64;
+        demand[2] += 1.0;
+    }
+    if demand[2] == 0.0 {
+        return None;
+    }
+    let mut shapes = Vec::new();
+    for pool in &snapshot.node_pools {
+        let mut reqs = pool.requirements.clone();
+        reqs.add_all(&Requirements::from_labels(pool.labels.iter()));
+        for it in &pool.instance_types {
+            if reqs.intersects(&it.requirements).is_err() {
+                continue;
+            }
+            let price = it
+                .offerings
+                .iter()
+                .filter(|o| offering_allowed(o, &reqs))
+                .map(|o| o.price)
+                .min_by(f64::total_cmp);
+            let Some(price) = price.filter(|p| *p > 0.0) else {
+                continue;
+            };
+            let a = it.allocatable();
+            let raw = [a.cpu_millis as f64, a.memory as f64, a.pods as f64];
+            let mut supply = [0f64; 3];
+            for d in 0..3 {
+                // A dimension nobody asks for cannot constrain the bound.
+                supply[d] = if demand[d] > 0.0 {
+                    raw[d] / demand[d]
+                } else {
+                    0.0
+                };
+            }
+            shapes.push(Shape { supply, price });
+        }
+    }
+    if shapes.is_empty() {
+        return None;
+    }
+    // With supply normalised by demand, weights w on the simplex give the bound
+    // 1 / max_t(w·supply_t / price_t); minimising that max is a convex problem.
+    let worst = |w: [f64; 3]| -> f64 {
+        shapes
+            .iter()
+            .map(|s| (w[0] * s.supply[0] + w[1] * s.supply[1] + w[2] * s.supply[2]) / s.price)
+            .fold(0.0, f64::max)
+    };
+    const GRID: usize = 40;
+    let mut best = ([1.0 / 3.0; 3], f64::INFINITY);
+    for i in 0..=GRID {
+        for j in 0..=GRID - i {
+            let w = [
+                i as f64 / GRID as f64,
+                j as f64 / GRID as f64,
+                (GRID - i - j) as f64 / GRID as f64,
+            ];
+            let v = worst(w);
+            if v < best.1 {
+                best = (w, v);
+            }
+        }
+    }
+    let mut step = 1.0 / GRID as f64;
+    while step > 1e-7 {
+        let mut improved = false;
+        for from in 0..3 {
+            for to in 0..3 {
+                if from == to || best.0[from] < step {
+                    continue;
+                }
+                let mut w = best.0;
+                w[from] -= step;
+                w[to] += step;
+                let v = worst(w);
+                if v < best.1 {
+                    best = (w, v);
+                    improved = true;
+                }
+            }
+        }
+        if !improved {
+            step /= 2.0;
+        }
+    }
+    (best.1 > 0.0 && best.1.is_finite()).then(|| 1.0 / best.1)
+}
+
+/// The numbers a benchmark report prints for one plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanSummary {
+    /// Pods the plan places.
+    pub placed: usize,
+    /// Pods it cannot place.
+    pub unschedulable: usize,
+    /// New NodeClaims.
+    pub nodes: usize,
+    /// Hourly price of the new NodeClaims.
+    pub price: f64,
+    /// Hourly price of the greedy (Karpenter-equivalent) plan, when the optimiser ran.
+    pub greedy_price: Option<f64>,
+    /// What the optimiser did, when it ran.
+    pub optimizer: Option<OptimizerStats>,
+    /// The solver's own lower bound, when it computed one.
+    pub solver_lower_bound: Option<f64>,
+    /// [`capacity_lower_bound`] of the snapshot.
+    pub capacity_lower_bound: Option<f64>,
+}
+
+impl PlanSummary {
+    /// Summarises `plan`, a solution of `snapshot`.
+    pub fn new(snapshot: &Snapshot, plan: &Plan) -> Self {
+        Self {
+            placed: plan.placed_pods(),
+            unschedulable: plan.unschedulable.len(),
+            nodes: plan.new_node_claims.len(),
+            price: plan.total_price,
+            greedy_price: plan.greedy_price,
+            optimizer: plan.optimizer.clone(),
+            solver_lower_bound: plan.lower_bound,
+            capacity_lower_bound: capacity_lower_bound(snapshot),
+        }
+    }
+
+    /// The tightest lower bound known: the larger of the two (both are valid bounds).
+    pub fn lower_bound(&self) -> Option<f64> {
+        match (self.solver_lower_bound, self.capacity_lower_bound) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// `(price − bound) / bound` in percent, when a positive bound is known and every pod
+    /// is placed (otherwise the price does not buy the same thing the bound prices).
+    pub fn gap_percent(&self) -> Option<f64> {
+        let bound = self.lower_bound().filter(|b| *b > 0.0)?;
+        (self.unschedulable == 0).then(|| (self.price - bound) / bound * 100.0)
+    }
+
+    /// `(greedy − price) / greedy` in percent: what the optimiser saved, when it ran.
+    pub fn saving_percent(&self) -> Option<f64> {
+        let greedy = self.greedy_price.filter(|g| *g > 0.0)?;
+        Some((greedy - self.price) / greedy * 100.0)
+    }
+}
+
+/// Formats an optional number with `decimals` places, `n/a` when absent.
+pub fn fmt_opt(value: Option<f64>, decimals: usize) -> String {
+    value.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.decimals$}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splitmix_matches_reference_vector() {
+        // First outputs of SplitMix64 seeded with 0 (Vigna's reference implementation).
+        let mut rng = SplitMix64::new(0);
+        assert_eq!(rng.next_u64(), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(rng.next_u64(), 0x6E78_9E6A_A1B9_65F4);
+    }
+
+    #[test]
+    fn below_stays_in_range_and_covers_it() {
+        let mut rng = SplitMix64::new(7);
+        let mut seen = [false; 7];
+        for _ in 0..1000 {
+            let v = rng.below(7);
+            assert!(v < 7);
+            seen[v] = true;
+        }
+        assert!(seen.iter().all(|s| *s));
+        assert_eq!(rng.below(0), 0);
+    }
+
+    fn group_counts(pods: &[Pod]) -> BTreeMap<PodGroup, usize> {
+        let mut counts = BTreeMap::new();
+        for pod in pods {
+            let group = PodGroup::of(pod).expect("generated pod has a group");
+            *counts.entry(group).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    #[test]
+    fn groups_are_equal_and_the_remainder_is_generic() {
+        // (count, generic, each other group), as upstream's makeDiversePods splits them.
+        let table = [
+            (1, 1, 0),
+            (50, 10, 10),
+            (1000, 200, 200),
+            (1003, 203, 200),
+            (4, 4, 0),
+        ];
+        for (count, generic, other) in table {
+            let pods = karpenter_workload(count, DEFAULT_SEED);
+            assert_eq!(pods.len(), count);
+            let counts = group_counts(&pods);
+            assert_eq!(
+                counts.get(&PodGroup::Generic).copied().unwrap_or(0),
+                generic
+            );
+            for group in &PodGroup::ALL[1..] {
+                assert_eq!(
+                    counts.get(group).copied().unwrap_or(0),
+                    other,
+                    "{count} {group:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn names_are_unique() {
+        let pods = karpenter_workload(1003, DEFAULT_SEED);
+        let names: std::collections::BTreeSet<_> = pods.iter().map(Pod::key).collect();
+        assert_eq!(names.len(), pods.len());
+    }
+
+    #[test]
+    fn workloads_are_deterministic_and_seeded() {
+        assert_eq!(karpenter_workload(500, 1), karpenter_workload(500, 1));
+        assert_ne!(karpenter_workload(500, 1), karpenter_workload(500, 2));
+        assert_eq!(
+            unconstrained_workload(100, 3),
+            unconstrained_workload(100, 3)
+        );
+        assert_eq!(benchmark_snapshot(50, 9), benchmark_snapshot(50, 9));
+    }
+
+    #[test]
+    fn requests_cover_upstream_choices_evenly() {
+        let pods = unconstrained_workload(30_000, DEFAULT_SEED);
+        let mut cpu: BTreeMap<i64, usize> = BTreeMap::new();
+        let mut mem: BTreeMap<i64, usize> = BTreeMap::new();
+        for pod in &pods {
+            *cpu.entry(pod.requests.cpu_millis).or_insert(0) += 1;
+            *mem.entry(pod.requests.memory / MIB).or_insert(0) += 1;
+            assert_eq!(pod.requests.ephemeral_storage, 0);
+            assert!(pod.requests.extended.is_empty());
+        }
+        assert_eq!(
+            cpu.keys().copied().collect::<Vec<_>>(),
+            CPU_MILLIS_CHOICES.to_vec()
+        );
+        assert_eq!(
+            mem.keys().copied().collect::<Vec<_>>(),
+            MEMORY_MIB_CHOICES.to_vec()
+        );
+        // Uniform within ±5% of the expected count.
+        for (choices, counts) in [(5usize, &cpu), (6, &mem)] {
+            let expected = pods.len() / choices;
+            for n in counts.values() {
+                assert!(n.abs_diff(expected) * 20 < expected, "{counts:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn groups_carry_upstream_constraints() {
+        let pods = karpenter_workload(10, DEFAULT_SEED);
+        for pod in &pods {
+            let spreads = &pod.topology_spread_constraints;
+            let affinity = &pod.affinity.pod_affinity.required;
+            let anti = &pod.affinity.pod_anti_affinity.required;
+            match PodGroup::of(pod).expect("group") {
+                PodGroup::Generic => {
+                    assert!(spreads.is_empty() && affinity.is_empty() && anti.is_empty());
+                    assert!(pod.labels.contains_key(LABEL_KEY));
+                }
+                g @ (PodGroup::ZonalSpread | PodGroup::HostnameSpread) => {
+                    assert_eq!(spreads.len(), 1);
+                    assert_eq!(spreads[0].max_skew, 1);
+                    assert_eq!(
+                        spreads[0].when_unsatisfiable,
+                        WhenUnsatisfiable::DoNotSchedule
+                    );
+                    let key = if g == PodGroup::ZonalSpread {
+                        labels::ZONE
+                    } else {
+                        labels::HOSTNAME
+                    };
+                    assert_eq!(spreads[0].topology_key, key);
+                }
+                PodGroup::ZonalAffinity => {
+                    assert_eq!(affinity.len(), 1);
+                    assert_eq!(affinity[0].topology_key, labels::ZONE);
+                    let sel = affinity[0].label_selector.as_ref().expect("selector");
+                    assert!(sel.matches(&pod.labels), "self-affinity");
+                }
+                PodGroup::HostnameAntiAffinity => {
+                    assert_eq!(anti.len(), 1);
+                    assert_eq!(anti[0].topology_key, labels::HOSTNAME);
+                    let sel = anti[0].label_selector.as_ref().expect("selector");
+                    assert!(sel.matches(&pod.labels));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn snapshot_has_one_pool_over_the_catalogue() {
+        let snapshot = benchmark_snapshot(20, DEFAULT_SEED);
+        assert_eq!(snapshot.pending_pods.len(), 20);
+        assert_eq!(snapshot.node_pools.len(), 1);
+        assert_eq!(snapshot.node_pools[0].instance_types.len(), 400);
+        assert!(snapshot.nodes.is_empty());
+    }
+
+    #[test]
+    fn capacity_bound_of_one_pod_on_benchmark_types() {
+        // One 1500m / 4096Mi pod: the relaxation buys 1500m of cpu at the best price per
+        // allocatable millicore, which no integral plan can beat.
+        let mut pod = make_pod(PodGroup::Generic, 0, &mut SplitMix64::new(1));
+        pod.requests = Resources {
+            cpu_millis: 1500,
+            memory: 4096 * MIB,
+            ..Resources::default()
+        };
+        let snapshot = snapshot_for(vec![pod], benchmark_instance_types());
+        let bound = capacity_lower_bound(&snapshot).expect("bound");
+        let cheapest_fit = snapshot.node_pools[0]
+            .instance_types
+            .iter()
+            .filter(|it| {
+                let a = it.allocatable();
+                a.cpu_millis >= 1500 && a.memory >= 4096 * MIB
+            })
+            .map(|it| it.offerings[0].price)
+            .fold(f64::INFINITY, f64::min);
+        assert!(
+            bound > 0.0 && bound <= cheapest_fit + 1e-12,
+            "{bound} {cheapest_fit}"
+        );
+    }
+
+    #[test]
+    fn aws_pool_admits_only_on_demand_cmr_amd64_types() {
+        let snapshot = aws_snapshot(unconstrained_workload(10, DEFAULT_SEED));
+        let pool = &snapshot.node_pools[0];
+        let admitted: Vec<_> = pool
+            .instance_types
+            .iter()
+            .filter(|it| pool.requirements.intersects(&it.requirements).is_ok())
+            .collect();
+        assert!(admitted.len() > 50, "{}", admitted.len());
+        assert!(admitted.len() < pool.instance_types.len());
+        for it in admitted {
+            let category = it.name.chars().next().expect("name");
+            assert!(matches!(category, 'c' | 'm' | 'r'), "{}", it.name);
+            let arch = it.requirements.get(labels::ARCH).expect("arch");
+            assert!(arch.has(labels::ARCHITECTURE_AMD64), "{}", it.name);
+        }
+        let bound = capacity_lower_bound(&snapshot).expect("bound");
+        assert!(bound > 0.0);
+    }
+
+    #[test]
+    fn cases_cover_upstream_sizes_and_both_aws_mixes() {
+        let cases = packing_cases();
+        let karpenter: Vec<usize> = cases
+            .iter()
+            .filter(|c| c.group() == "karpenter-400")
+            .map(|c| c.pods)
+            .collect();
+        assert_eq!(karpenter, KARPENTER_SIZES.to_vec());
+        for group in ["aws-unconstrained", "aws-mixed"] {
+            assert_eq!(
+                cases.iter().filter(|c| c.group() == group).count(),
+                AWS_SIZES.len()
+            );
+        }
+        let case = cases[0];
+        assert_eq!(case.snapshot(DEFAULT_SEED), case.snapshot(DEFAULT_SEED));
+    }
+
+    #[test]
+    fn capacity_bound_is_none_without_pods_or_types() {
+        assert_eq!(
+            capacity_lower_bound(&snapshot_for(Vec::new(), benchmark_instance_types())),
+            None
+        );
+        assert_eq!(
+            capacity_lower_bound(&snapshot_for(unconstrained_workload(3, 1), Vec::new())),
+            None
+        );
+    }
+}

@@ -2,9 +2,15 @@
 //! (the CustomResourceDefinitions).
 #![forbid(unsafe_code)]
 
+mod cluster;
+mod controller;
+mod http;
 mod inputs;
 mod manifests;
+mod metrics;
 mod plan_cmd;
+mod settings;
+mod simulate;
 mod table;
 
 use clap::{Parser, Subcommand};
@@ -22,8 +28,12 @@ struct Cli {
 enum Command {
     /// Plan the nodes karpenter-rs would launch for the pods and NodePools in manifests.
     Plan(plan_cmd::PlanArgs),
+    /// Run a scenario (manifests and a timeline) on an embedded cluster with a virtual clock.
+    Simulate(simulate::SimulateArgs),
     /// Print the CustomResourceDefinitions (karpenter.sh/v1 NodePool and NodeClaim).
     Crds,
+    /// Run the operator against a cluster (in-cluster config or KUBECONFIG).
+    Controller(Box<settings::ControllerArgs>),
 }
 
 fn main() -> std::process::ExitCode {
@@ -44,7 +54,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let mut out = stdout.lock();
     match cli.command {
         Command::Plan(args) => plan_cmd::run(&args, &mut out)?,
+        Command::Simulate(args) => simulate::run(&args, &mut out)?,
         Command::Crds => out.write_all(karpenter_cloudprovider::crds_yaml().as_bytes())?,
+        Command::Controller(args) => {
+            drop(out);
+            return tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?
+                .block_on(controller::run(&args));
+        }
     }
     out.flush()?;
     Ok(())

@@ -346,7 +346,11 @@ impl<'a> Scheduler<'a> {
         for i in 0..self.claim_order.len() {
             let c = self.claim_order[i];
             let t = &self.templates[self.claims[c].template];
-            if !self.claims[c].might_fit(t, &data.requests) {
+            if !self.claims[c].might_fit(t, &data.requests)
+                || self
+                    .topology
+                    .hostname_blocked(p, pod, &self.claims[c].hostname)
+            {
                 continue;
             }
             if let Ok(update) = self.claim_can_add(&self.claims[c], p, data) {

@@ -720,6 +720,28 @@ impl Topology {
         Ok(out)
     }
 
+    /// Whether a node whose hostname is `host` certainly cannot take pending pod `p` because
+    /// of a hostname-keyed group the pod owns: required anti-affinity with a matching pod
+    /// already there, or a hostname spread whose count there would exceed maxSkew. These are
+    /// exactly the cases [`Topology::requirements`] rejects for a single-host node, checked
+    /// with one map lookup so the claim scan stays linear in the number of open claims;
+    /// `false` means "run the full check", never "accepted".
+    pub(crate) fn hostname_blocked(&self, p: usize, pod: &Pod, host: &str) -> bool {
+        self.owned[p].iter().any(|&g| {
+            let g = &self.groups[g];
+            if g.id.key != HOSTNAME {
+                return false;
+            }
+            match g.id.kind {
+                Kind::AntiAffinity => g.count(host) > 0,
+                Kind::Spread => {
+                    g.count(host) + i64::from(g.selects(pod)) > i64::from(g.id.max_skew)
+                }
+                Kind::Affinity => false,
+            }
+        })
+    }
+
     /// Whether pending pod `p` may move to another new node with the same requirements
     /// `reqs` without changing any topology decision: every group it owns, and every group
     /// that could count it, is keyed on a label `reqs` pins to one value (and not the

@@ -19,6 +19,7 @@
 
 mod bound;
 mod budget;
+mod lpround;
 mod pack;
 
 use super::Scheduler;
@@ -46,7 +47,8 @@ pub struct OptimizerOptions {
     pub enabled: bool,
     /// Work budget in deterministic units (about one resource comparison each). When it
     /// runs out the best plan found so far is returned: groups not yet improved keep their
-    /// greedy claims. The default (60 million) is a few tens of milliseconds.
+    /// greedy claims. The default (150 million) is a few hundred milliseconds of release
+    /// build at most; a third of it at most goes to the lower bound.
     pub max_work: u64,
 }
 
@@ -54,7 +56,7 @@ impl Default for OptimizerOptions {
     fn default() -> Self {
         OptimizerOptions {
             enabled: true,
-            max_work: 60_000_000,
+            max_work: 150_000_000,
         }
     }
 }
@@ -139,9 +141,15 @@ pub(crate) fn optimize(
     options: &OptimizerOptions,
     deadline: Option<&dyn Fn() -> bool>,
 ) -> Optimized {
-    let mut budget = Budget::new(options.max_work, deadline);
+    // The bound only reports; it gets at most a third of the work so the packing, which
+    // changes the plan, always has the rest.
+    let mut bound_budget = Budget::new(options.max_work / 3, deadline);
+    let lower_bound = global_bound(s, &mut bound_budget);
+    let mut budget = Budget::new(
+        options.max_work.saturating_sub(bound_budget.spent()),
+        deadline,
+    );
     let mut stats = OptimizerStats::default();
-    let lower_bound = global_bound(s, &mut budget);
 
     // Interchangeable groups, in order of their first claim.
     let mut groups: Vec<Group> = Vec::new();
@@ -262,8 +270,8 @@ pub(crate) fn optimize(
     }
 
     stats.groups_improved = replaced.iter().filter(|r| r.is_some()).count();
-    stats.work = budget.spent();
-    stats.budget_exhausted = budget.exhausted();
+    stats.work = budget.spent().saturating_add(bound_budget.spent());
+    stats.budget_exhausted = budget.exhausted() || bound_budget.exhausted();
     if stats.groups_improved == 0 {
         return Optimized {
             claims: None,
@@ -401,7 +409,20 @@ fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut
         let e = pack::exact(&inst, greedy - price_epsilon(greedy), budget);
         (e.packing, e.finished)
     } else {
-        (pack::heuristic(&inst, budget), false)
+        // Two packers, the cheaper kept: the LP rounding is near-optimal for large batches
+        // of small pods, the heuristic is cheap and better on a handful of big ones. The
+        // rounding runs first because it is the one worth the budget.
+        let rounded = lpround::lp_round(&inst, budget);
+        let heuristic = pack::heuristic(&inst, budget);
+        let best = match (heuristic, rounded) {
+            (Some(h), Some(r)) => Some(if r.cost < h.cost - price_epsilon(h.cost) {
+                r
+            } else {
+                h
+            }),
+            (h, r) => h.or(r),
+        };
+        (best, false)
     };
     let Some(packing) = packing else {
         return Repacked {

@@ -73,13 +73,13 @@ pub(crate) struct Instance<'a> {
 }
 
 /// Types cheapest first (ties by index), for "cheapest type this load fits" queries.
-struct PriceOrder<'a> {
+pub(crate) struct PriceOrder<'a> {
     types: &'a [BinType],
     order: Vec<usize>,
 }
 
 impl<'a> PriceOrder<'a> {
-    fn new(types: &'a [BinType]) -> Self {
+    pub(crate) fn new(types: &'a [BinType]) -> Self {
         let mut order: Vec<usize> = (0..types.len()).collect();
         order.sort_by(|&a, &b| types[a].price.total_cmp(&types[b].price).then(a.cmp(&b)));
         PriceOrder { types, order }
@@ -98,7 +98,7 @@ impl<'a> PriceOrder<'a> {
     }
 }
 
-fn fits(load: &[i64], cap: &[i64]) -> bool {
+pub(crate) fn fits(load: &[i64], cap: &[i64]) -> bool {
     load.iter().zip(cap).all(|(l, c)| l <= c)
 }
 
@@ -258,7 +258,7 @@ pub(crate) fn heuristic(inst: &Instance<'_>, budget: &mut Budget<'_>) -> Option<
 }
 
 /// Moves every node to the cheapest type its load fits.
-fn downsize(
+pub(crate) fn downsize(
     classes: &[Class],
     prices: &PriceOrder<'_>,
     dims: usize,
@@ -282,7 +282,7 @@ fn downsize(
 
 /// Re-packs the worst-used single nodes together with the exact search, when that is
 /// cheaper. Worst-used: highest price per unit of pod value.
-fn improve_tail(
+pub(crate) fn improve_tail(
     inst: &Instance<'_>,
     prices: &PriceOrder<'_>,
     bins: &mut Vec<Bin>,

@@ -1,0 +1,518 @@
+//! Cluster state and the controller logic shared by `karpenter simulate` and
+//! `karpenter controller`.
+//!
+//! # Contract
+//!
+//! [`ClusterState`] is a synchronous index of the objects Karpenter decides from: NodePools,
+//! NodeClaims, Nodes, Pods, DaemonSets, PodDisruptionBudgets and namespace labels. It is fed
+//! through [`ClusterState::apply`] / [`ClusterState::delete`] / [`ClusterState::reset`] —
+//! by watch streams in the operator, by the scenario timeline in the simulator — and read
+//! through [`ClusterState::snapshot`] (the solver's input) and
+//! [`ClusterState::disruption_input`] (the disruption crate's input). It never talks to an
+//! API server or a cloud and never reads a clock.
+//!
+//! The controller modules ([`provisioner`], [`lifecycle`], [`orchestration`],
+//! [`termination`]) are functions of the index and an instant `now`: they return
+//! [`Action`]s and never mutate anything themselves. The simulator applies each action to
+//! the index (and to the fake cloud provider); the real controller applies the same actions
+//! to the API server and the real provider, and the index catches up through its watches.
+//! Every decision comes from `karpenter_scheduling::solve` and `karpenter_disruption`; the
+//! modules here only batch, sequence and carry out.
+
+pub mod lifecycle;
+pub mod orchestration;
+pub mod provisioner;
+pub mod termination;
+
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, NodePool};
+use karpenter_disruption::{DisruptionInput, DisruptionOptions, NodeInfo, PoolDisruption};
+use karpenter_scheduling::Resources;
+use karpenter_scheduling::model::{
+    self, DaemonSet, InstanceType, Labels, Millis, NodeState, Pod, PodKey, Snapshot,
+};
+use karpenter_scheduling::pdb::PodDisruptionBudget;
+use karpenter_scheduling::plan::NewNodeClaim;
+use karpenter_scheduling::taints::{Taint, TaintEffect};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// Karpenter's `karpenter.sh/disrupted:NoSchedule` taint, in the scheduler's model.
+pub fn disrupted_taint() -> Taint {
+    Taint::new(
+        karpenter_cloudprovider::v1::labels::DISRUPTED_TAINT_KEY,
+        "",
+        TaintEffect::NoSchedule,
+    )
+}
+
+/// A Node as the index keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeRecord {
+    /// The node in the solver's model. `taints` are the taints it has now, startup taints
+    /// excluded (see `startup_taints`); `state` is recomputed by [`ClusterState::snapshot`].
+    pub node: model::Node,
+    /// The NodeClaim it belongs to, when Karpenter manages it.
+    pub node_claim: Option<String>,
+    /// Startup taints still on the node (removed when it initializes).
+    pub startup_taints: Vec<Taint>,
+    /// The Node has a deletion timestamp (its NodeClaim is terminating).
+    pub deleting: bool,
+}
+
+impl NodeRecord {
+    /// Whether the node carries `karpenter.sh/disrupted:NoSchedule`.
+    pub fn is_disrupted(&self) -> bool {
+        let t = disrupted_taint();
+        self.node
+            .taints
+            .iter()
+            .any(|x| x.key == t.key && x.effect == t.effect)
+    }
+}
+
+/// A Pod as the index keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodRecord {
+    /// The pod in the solver's model (`node_name` set once bound).
+    pub pod: Pod,
+    /// When its containers became (or become) Ready; `None` while pending.
+    pub ready_at: Option<Millis>,
+}
+
+impl PodRecord {
+    /// Whether the pod is bound and Ready at `now`.
+    pub fn is_ready(&self, now: Millis) -> bool {
+        self.pod.node_name.is_some() && self.ready_at.is_some_and(|t| t <= now)
+    }
+}
+
+/// A PodDisruptionBudget: its selector and policy, plus the spec fields that decide how many
+/// evictions it allows (the index computes the status the disruption controller would see).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PdbRecord {
+    /// Selector, policy and blocking flags (`disruptions_allowed` is recomputed).
+    pub budget: PodDisruptionBudget,
+    /// `spec.minAvailable`.
+    pub min_available: Option<IntOrString>,
+    /// `spec.maxUnavailable`.
+    pub max_unavailable: Option<IntOrString>,
+}
+
+/// An object the index holds.
+#[derive(Debug, Clone)]
+pub enum Object {
+    /// A NodePool (`karpenter.sh/v1`).
+    NodePool(Box<NodePool>),
+    /// A NodeClaim (`karpenter.sh/v1`).
+    NodeClaim(Box<NodeClaim>),
+    /// A Node.
+    Node(Box<NodeRecord>),
+    /// A Pod.
+    Pod(Box<PodRecord>),
+    /// A DaemonSet.
+    DaemonSet(Box<DaemonSet>),
+    /// A PodDisruptionBudget.
+    Pdb(Box<PdbRecord>),
+    /// A Namespace and its labels.
+    Namespace(String, Labels),
+}
+
+/// The key of an object in the index.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ObjectKey {
+    /// NodePool by name.
+    NodePool(String),
+    /// NodeClaim by name.
+    NodeClaim(String),
+    /// Node by name.
+    Node(String),
+    /// Pod by namespace and name.
+    Pod(PodKey),
+    /// DaemonSet by namespace and name.
+    DaemonSet(String, String),
+    /// PodDisruptionBudget by namespace and name.
+    Pdb(String, String),
+    /// Namespace by name.
+    Namespace(String),
+}
+
+/// Which nodes and pools a snapshot contains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// What the kube-scheduler sees: Ready and Deleting nodes (nothing can bind to a node
+    /// that has not initialized), no NodePools — so `solve` can only place pods on existing
+    /// nodes, with the scheduler's fit checks.
+    Scheduler,
+    /// What Karpenter's provisioner sees: every node and in-flight NodeClaim, and every
+    /// NodePool with its instance types and usage.
+    Provisioner,
+}
+
+/// The synchronous cluster-state index. Iteration is in key order everywhere, so every
+/// snapshot of the same state is identical.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterState {
+    node_pools: BTreeMap<String, NodePool>,
+    node_claims: BTreeMap<String, NodeClaim>,
+    nodes: BTreeMap<String, NodeRecord>,
+    pods: BTreeMap<PodKey, PodRecord>,
+    daemon_sets: BTreeMap<(String, String), DaemonSet>,
+    pdbs: BTreeMap<(String, String), PdbRecord>,
+    namespaces: BTreeMap<String, Labels>,
+    instance_types: BTreeMap<String, Vec<Arc<InstanceType>>>,
+    generation: u64,
+}
+
+impl ClusterState {
+    /// An empty index.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Creates or replaces an object (by its key). Bumps [`generation`](Self::generation).
+    pub fn apply(&mut self, object: Object) {
+        self.generation += 1;
+        match object {
+            Object::NodePool(p) => {
+                self.node_pools.insert(p.name().to_owned(), *p);
+            }
+            Object::NodeClaim(c) => {
+                self.node_claims.insert(c.name().to_owned(), *c);
+            }
+            Object::Node(n) => {
+                self.nodes.insert(n.node.name.clone(), *n);
+            }
+            Object::Pod(p) => {
+                self.namespaces.entry(p.pod.namespace.clone()).or_default();
+                self.pods.insert(p.pod.key(), *p);
+            }
+            Object::DaemonSet(d) => {
+                self.daemon_sets
+                    .insert((d.namespace.clone(), d.name.clone()), *d);
+            }
+            Object::Pdb(p) => {
+                self.pdbs
+                    .insert((p.budget.namespace.clone(), p.budget.name.clone()), *p);
+            }
+            Object::Namespace(name, labels) => {
+                self.namespaces.insert(name, labels);
+            }
+        }
+    }
+
+    /// Removes an object; returns whether it existed. Bumps the generation when it did.
+    pub fn delete(&mut self, key: &ObjectKey) -> bool {
+        let existed = match key {
+            ObjectKey::NodePool(n) => self.node_pools.remove(n).is_some(),
+            ObjectKey::NodeClaim(n) => self.node_claims.remove(n).is_some(),
+            ObjectKey::Node(n) => self.nodes.remove(n).is_some(),
+            ObjectKey::Pod(k) => self.pods.remove(k).is_some(),
+            ObjectKey::DaemonSet(ns, n) => {
+                self.daemon_sets.remove(&(ns.clone(), n.clone())).is_some()
+            }
+            ObjectKey::Pdb(ns, n) => self.pdbs.remove(&(ns.clone(), n.clone())).is_some(),
+            ObjectKey::Namespace(n) => self.namespaces.remove(n).is_some(),
+        };
+        if existed {
+            self.generation += 1;
+        }
+        existed
+    }
+
+    /// Forgets everything (a watch stream re-listing starts from here).
+    pub fn reset(&mut self) {
+        let generation = self.generation + 1;
+        *self = Self::default();
+        self.generation = generation;
+    }
+
+    /// Sets the instance types the provider offers `node_pool` (refreshed by the caller
+    /// before provisioning, so learnt unavailability shows up).
+    pub fn set_instance_types(&mut self, node_pool: &str, types: Vec<Arc<InstanceType>>) {
+        self.instance_types.insert(node_pool.to_owned(), types);
+    }
+
+    /// A counter bumped by every change; equal generations mean identical state.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// NodePools by name.
+    pub fn node_pools(&self) -> &BTreeMap<String, NodePool> {
+        &self.node_pools
+    }
+
+    /// NodeClaims by name.
+    pub fn node_claims(&self) -> &BTreeMap<String, NodeClaim> {
+        &self.node_claims
+    }
+
+    /// Nodes by name.
+    pub fn nodes(&self) -> &BTreeMap<String, NodeRecord> {
+        &self.nodes
+    }
+
+    /// Pods by key.
+    pub fn pods(&self) -> &BTreeMap<PodKey, PodRecord> {
+        &self.pods
+    }
+
+    /// DaemonSets.
+    pub fn daemon_sets(&self) -> impl Iterator<Item = &DaemonSet> {
+        self.daemon_sets.values()
+    }
+
+    /// Pods bound to `node`, in key order.
+    pub fn pods_on<'a>(&'a self, node: &'a str) -> impl Iterator<Item = &'a PodRecord> + 'a {
+        self.pods
+            .values()
+            .filter(move |p| p.pod.node_name.as_deref() == Some(node))
+    }
+
+    /// Pods waiting for a node (DaemonSet pods excluded), in key order.
+    pub fn pending_pods(&self) -> impl Iterator<Item = &PodRecord> {
+        self.pods
+            .values()
+            .filter(|p| p.pod.node_name.is_none() && !p.pod.is_daemon() && !p.pod.terminating)
+    }
+
+    /// The node's lifecycle state as the solver sees it: `Deleting` when it is terminating
+    /// or tainted `karpenter.sh/disrupted`, `InFlight` while its NodeClaim has not
+    /// initialized, `Ready` otherwise.
+    pub fn node_state(&self, record: &NodeRecord) -> NodeState {
+        if record.deleting || record.is_disrupted() {
+            return NodeState::Deleting;
+        }
+        let initialized = record.node_claim.as_ref().is_none_or(|c| {
+            self.node_claims
+                .get(c)
+                .is_some_and(|c| c.is(ConditionType::Initialized))
+        });
+        if initialized {
+            NodeState::Ready
+        } else {
+            NodeState::InFlight
+        }
+    }
+
+    /// Capacity of each NodePool's nodes and in-flight claims (what counts against limits).
+    pub fn node_pool_usage(&self) -> BTreeMap<String, Resources> {
+        let mut usage: BTreeMap<String, Resources> = BTreeMap::new();
+        for record in self.nodes.values() {
+            if let Some(pool) = &record.node.node_pool {
+                usage
+                    .entry(pool.clone())
+                    .or_default()
+                    .add_assign(&record.node.capacity);
+            }
+        }
+        usage
+    }
+
+    /// The solver's view at `now`. Pending pods are every unbound non-daemon pod; bound pods
+    /// are those on the included nodes.
+    pub fn snapshot(&self, now: Millis, scope: Scope) -> Snapshot {
+        let mut nodes = Vec::new();
+        for record in self.nodes.values() {
+            let state = self.node_state(record);
+            if scope == Scope::Scheduler && state == NodeState::InFlight {
+                continue;
+            }
+            let mut node = record.node.clone();
+            node.state = state;
+            nodes.push(node);
+        }
+        let included: BTreeSet<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+        let bound_pods = self
+            .pods
+            .values()
+            .filter(|p| {
+                p.pod
+                    .node_name
+                    .as_deref()
+                    .is_some_and(|n| included.contains(n))
+            })
+            .map(|p| p.pod.clone())
+            .collect();
+        let node_pools = match scope {
+            Scope::Scheduler => Vec::new(),
+            Scope::Provisioner => self.model_pools(),
+        };
+        Snapshot {
+            pending_pods: self.pending_pods().map(|p| p.pod.clone()).collect(),
+            bound_pods,
+            nodes,
+            node_pools,
+            daemon_sets: self.daemon_sets.values().cloned().collect(),
+            namespaces: self.namespaces.clone(),
+            now,
+        }
+    }
+
+    /// NodePools in the solver's model, with instance types and usage. A pool that cannot be
+    /// converted was rejected when it was applied, so it is skipped here.
+    fn model_pools(&self) -> Vec<model::NodePool> {
+        let usage = self.node_pool_usage();
+        self.node_pools
+            .values()
+            .filter_map(|p| {
+                let types = self
+                    .instance_types
+                    .get(p.name())
+                    .cloned()
+                    .unwrap_or_default();
+                p.to_model(types, usage.get(p.name()).cloned().unwrap_or_default())
+                    .ok()
+            })
+            .collect()
+    }
+
+    /// PodDisruptionBudgets with `disruptions_allowed` computed as the disruption controller
+    /// of kube-controller-manager would: healthy (bound and Ready) covered pods minus the
+    /// desired healthy count, where the expected count is the number of covered pods and
+    /// percentages round up.
+    pub fn pdb_budgets(&self, now: Millis) -> Vec<PodDisruptionBudget> {
+        self.pdbs
+            .values()
+            .map(|record| {
+                let covered: Vec<&PodRecord> = self
+                    .pods
+                    .values()
+                    .filter(|p| !p.pod.terminating && record.budget.matches(&p.pod))
+                    .collect();
+                let expected = covered.len() as i64;
+                let healthy = covered.iter().filter(|p| p.is_ready(now)).count() as i64;
+                let scaled = |v: &IntOrString| match v {
+                    IntOrString::Int(n) => i64::from(*n),
+                    IntOrString::String(s) => {
+                        let pct: i64 = s.trim_end_matches('%').parse().unwrap_or(0);
+                        (expected * pct + 99) / 100
+                    }
+                };
+                let desired_healthy = match (&record.min_available, &record.max_unavailable) {
+                    (Some(min), _) => scaled(min),
+                    (None, Some(max)) => (expected - scaled(max)).max(0),
+                    (None, None) => 0,
+                };
+                let allowed = (healthy - desired_healthy).max(0);
+                PodDisruptionBudget {
+                    disruptions_allowed: i32::try_from(allowed).unwrap_or(i32::MAX),
+                    ..record.budget.clone()
+                }
+            })
+            .collect()
+    }
+
+    /// The disruption crate's input at `now`. `disrupting` lists nodes an orchestration
+    /// command already holds; `provider_drift` maps NodeClaim names to the drift reason the
+    /// cloud provider reports; `nominated` lists nodes the provisioner just nominated pods to.
+    pub fn disruption_input(
+        &self,
+        now: Millis,
+        options: &DisruptionOptions,
+        disrupting: &BTreeSet<String>,
+        provider_drift: &BTreeMap<String, String>,
+        nominated: &BTreeSet<String>,
+    ) -> DisruptionInput {
+        let cluster = self.snapshot(now, Scope::Provisioner);
+        let node_pools = self
+            .node_pools
+            .iter()
+            .map(|(name, pool)| (name.clone(), PoolDisruption::from_node_pool(pool)))
+            .collect();
+        let mut nodes = BTreeMap::new();
+        for (name, record) in &self.nodes {
+            let Some(claim) = record
+                .node_claim
+                .as_ref()
+                .and_then(|c| self.node_claims.get(c))
+            else {
+                continue;
+            };
+            let mut info = NodeInfo::from_node_claim(claim);
+            info.ready = claim.is(ConditionType::Initialized);
+            info.deleting |= record.deleting;
+            info.nominated = nominated.contains(name);
+            info.provider_drift = provider_drift.get(claim.name()).cloned();
+            nodes.insert(name.clone(), info);
+        }
+        let unhealthy_pods = self
+            .pods
+            .values()
+            .filter(|p| p.pod.node_name.is_some() && !p.is_ready(now))
+            .map(|p| p.pod.key())
+            .collect();
+        DisruptionInput {
+            cluster,
+            node_pools,
+            nodes,
+            pdbs: self.pdb_budgets(now),
+            unhealthy_pods,
+            disrupting: disrupting.clone(),
+            options: options.clone(),
+        }
+    }
+}
+
+/// Something a controller decided; the simulator applies it to the index and the fake
+/// provider, the operator to the API server and the real provider.
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// Create a NodeClaim from a plan's new claim and launch it through the provider.
+    LaunchNodeClaim {
+        /// The NodeClaim to create (name, labels, annotations, requirements, resources).
+        claim: Box<NodeClaim>,
+        /// What the solver planned for it (options, pods, price).
+        plan: Box<NewNodeClaim>,
+    },
+    /// The launched instance's Node joined: set `Registered`, create the Node.
+    RegisterNode {
+        /// NodeClaim name.
+        node_claim: String,
+    },
+    /// Startup taints are gone and the node is ready: set `Initialized`.
+    InitializeNode {
+        /// NodeClaim name.
+        node_claim: String,
+    },
+    /// Add `karpenter.sh/disrupted:NoSchedule` to a node.
+    TaintDisrupted {
+        /// Node name.
+        node: String,
+    },
+    /// Remove `karpenter.sh/disrupted:NoSchedule` (a disruption command was abandoned).
+    UntaintDisrupted {
+        /// Node name.
+        node: String,
+    },
+    /// Delete a NodeClaim: its Node is tainted and drained by termination.
+    DeleteNodeClaim {
+        /// NodeClaim name.
+        node_claim: String,
+        /// Why, for logs and the report (`Underutilized`, `Expired`, `Interrupted` …).
+        reason: String,
+    },
+    /// Evict a pod through the Eviction API (its PDB allowed it).
+    EvictPod {
+        /// The pod.
+        pod: PodKey,
+        /// The node it is drained from.
+        node: String,
+    },
+    /// Delete a pod regardless of PDBs (the NodeClaim's terminationGracePeriod ran out).
+    DeletePod {
+        /// The pod.
+        pod: PodKey,
+        /// The node it is drained from.
+        node: String,
+    },
+    /// The node is drained: terminate the instance, remove the Node and the NodeClaim.
+    TerminateInstance {
+        /// NodeClaim name.
+        node_claim: String,
+    },
+}
+
+#[cfg(test)]
+mod tests;

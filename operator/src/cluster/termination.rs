@@ -1,0 +1,108 @@
+//! Termination: what Karpenter's terminator does to a node whose NodeClaim is being deleted.
+//!
+//! 1. Taint it `karpenter.sh/disrupted:NoSchedule` so nothing new lands there.
+//! 2. Evict its pods in upstream's order ([`karpenter_disruption::eviction_order`]): a wave
+//!    starts only when the previous one is gone. Each eviction goes through the pod's
+//!    PodDisruptionBudgets; a refused eviction is retried on the next reconcile. Pods with an
+//!    active `karpenter.sh/do-not-disrupt` are not evicted.
+//! 3. Once the NodeClaim's `terminationGracePeriod` has passed since deletion began, every
+//!    remaining pod is deleted regardless of budgets and annotations.
+//! 4. When no pod is left, the instance is terminated and the Node and NodeClaim go away.
+
+use super::{Action, ClusterState, PodRecord};
+use karpenter_disruption::candidate::do_not_disrupt_active;
+use karpenter_disruption::eviction_order;
+use karpenter_scheduling::model::{Millis, PodKey};
+use std::collections::BTreeMap;
+
+/// How often a node being drained is reconciled (eviction retries).
+pub const RECONCILE_INTERVAL_MS: Millis = 1_000;
+
+/// One reconcile of every terminating node at `now`: the actions, and whether any node is
+/// still draining (so the caller reconciles again after [`RECONCILE_INTERVAL_MS`]).
+pub fn step(state: &ClusterState, now: Millis) -> (Vec<Action>, bool) {
+    let mut actions = Vec::new();
+    let mut draining = false;
+    // PDB allowances are shared by every node drained in this reconcile.
+    let mut allowed: BTreeMap<String, i32> = BTreeMap::new();
+    let budgets = state.pdb_budgets(now);
+    for budget in &budgets {
+        allowed.insert(budget.key(), budget.disruptions_allowed);
+    }
+    for (name, record) in state.nodes() {
+        if !record.deleting {
+            continue;
+        }
+        if !record.is_disrupted() {
+            actions.push(Action::TaintDisrupted { node: name.clone() });
+        }
+        let claim = record
+            .node_claim
+            .as_ref()
+            .and_then(|c| state.node_claims().get(c));
+        let started = claim
+            .and_then(|c| c.metadata.deletion_timestamp.as_ref())
+            .map_or(now, |t| t.0.as_millisecond());
+        let grace_over = claim
+            .and_then(|c| c.spec.termination_grace_period.as_ref())
+            .is_some_and(|g| now >= started + g.millis());
+        let pods: Vec<&PodRecord> = state.pods_on(name).filter(|p| !p.pod.terminating).collect();
+        if pods.is_empty() {
+            if let Some(claim) = &record.node_claim {
+                actions.push(Action::TerminateInstance {
+                    node_claim: claim.clone(),
+                });
+            }
+            continue;
+        }
+        draining = true;
+        let by_key: BTreeMap<PodKey, &PodRecord> = pods.iter().map(|p| (p.pod.key(), *p)).collect();
+        let waves = eviction_order(pods.iter().map(|p| &p.pod));
+        let Some(wave) = waves.iter().find(|w| !w.is_empty()) else {
+            continue;
+        };
+        for key in wave {
+            let Some(record) = by_key.get(key) else {
+                continue;
+            };
+            if grace_over {
+                actions.push(Action::DeletePod {
+                    pod: key.clone(),
+                    node: name.clone(),
+                });
+                continue;
+            }
+            if do_not_disrupt_active(&record.pod, now) {
+                continue;
+            }
+            let covering: Vec<String> = budgets
+                .iter()
+                .filter(|b| b.matches(&record.pod))
+                .map(|b| b.key())
+                .collect();
+            let unhealthy_ok = !record.is_ready(now)
+                && budgets
+                    .iter()
+                    .filter(|b| b.matches(&record.pod))
+                    .all(|b| b.always_allow_unhealthy);
+            // The eviction API refuses a pod under several budgets.
+            if covering.len() > 1 {
+                continue;
+            }
+            if let Some(pdb) = covering.first()
+                && !unhealthy_ok
+            {
+                let left = allowed.entry(pdb.clone()).or_insert(0);
+                if *left <= 0 {
+                    continue;
+                }
+                *left -= 1;
+            }
+            actions.push(Action::EvictPod {
+                pod: key.clone(),
+                node: name.clone(),
+            });
+        }
+    }
+    (actions, draining)
+}

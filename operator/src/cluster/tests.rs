@@ -1,0 +1,340 @@
+//! Tests of the index and the controller steps, on hand-built state.
+
+use super::orchestration::{Orchestrator, Outcome};
+use super::provisioner::{NameGenerator, time};
+use super::*;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use karpenter_cloudprovider::v1::{NodeClaimSpec, StatusConditions};
+use karpenter_disruption::{CandidateRef, Command, Decision, Reason};
+use karpenter_scheduling::labels;
+use karpenter_scheduling::model::OwnerRef;
+use karpenter_scheduling::selector::LabelSelector;
+
+fn claim(name: &str, conditions: &[(ConditionType, Millis)]) -> NodeClaim {
+    let mut c = NodeClaim {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some([(labels::NODEPOOL.to_owned(), "default".to_owned())].into()),
+            ..ObjectMeta::default()
+        },
+        spec: NodeClaimSpec {
+            taints: Vec::new(),
+            startup_taints: Vec::new(),
+            requirements: Vec::new(),
+            resources: Default::default(),
+            node_class_ref: Default::default(),
+            termination_grace_period: None,
+            expire_after: karpenter_cloudprovider::v1::default_expire_after(),
+        },
+        status: None,
+    };
+    for (t, at) in conditions {
+        c.set_true(t.as_str(), time(*at));
+    }
+    c
+}
+
+fn node(name: &str, claim: Option<&str>) -> NodeRecord {
+    NodeRecord {
+        node: model::Node {
+            name: name.into(),
+            node_pool: claim.map(|_| "default".to_owned()),
+            capacity: Resources {
+                cpu_millis: 4000,
+                ..Resources::default()
+            },
+            ..model::Node::default()
+        },
+        node_claim: claim.map(str::to_owned),
+        startup_taints: Vec::new(),
+        deleting: false,
+    }
+}
+
+fn pod(name: &str, node: Option<&str>, ready_at: Option<Millis>) -> PodRecord {
+    PodRecord {
+        pod: Pod {
+            namespace: "default".into(),
+            name: name.into(),
+            labels: [("app".to_owned(), "web".to_owned())].into(),
+            node_name: node.map(str::to_owned),
+            ..Pod::default()
+        },
+        ready_at,
+    }
+}
+
+fn pdb(min: Option<IntOrString>, max: Option<IntOrString>) -> PdbRecord {
+    PdbRecord {
+        budget: PodDisruptionBudget {
+            namespace: "default".into(),
+            name: "web".into(),
+            selector: Some(LabelSelector {
+                match_labels: [("app".to_owned(), "web".to_owned())].into(),
+                ..LabelSelector::default()
+            }),
+            ..PodDisruptionBudget::default()
+        },
+        min_available: min,
+        max_unavailable: max,
+    }
+}
+
+#[test]
+fn apply_delete_reset_bump_the_generation() {
+    let mut s = ClusterState::new();
+    let g0 = s.generation();
+    s.apply(Object::Node(Box::new(node("n1", None))));
+    assert!(s.generation() > g0);
+    let g1 = s.generation();
+    assert!(!s.delete(&ObjectKey::Node("missing".into())));
+    assert_eq!(s.generation(), g1);
+    assert!(s.delete(&ObjectKey::Node("n1".into())));
+    assert!(s.generation() > g1);
+    s.apply(Object::Pod(Box::new(pod("p", None, None))));
+    s.reset();
+    assert!(s.pods().is_empty() && s.nodes().is_empty());
+}
+
+#[test]
+fn snapshot_scopes_and_node_states() {
+    let mut s = ClusterState::new();
+    s.apply(Object::NodeClaim(Box::new(claim(
+        "ready",
+        &[
+            (ConditionType::Launched, 0),
+            (ConditionType::Registered, 1),
+            (ConditionType::Initialized, 2),
+        ],
+    ))));
+    s.apply(Object::NodeClaim(Box::new(claim(
+        "launching",
+        &[(ConditionType::Launched, 0)],
+    ))));
+    s.apply(Object::Node(Box::new(node("ready", Some("ready")))));
+    s.apply(Object::Node(Box::new(node("launching", Some("launching")))));
+    let mut tainted = node("static", None);
+    tainted.node.taints.push(disrupted_taint());
+    s.apply(Object::Node(Box::new(tainted)));
+    s.apply(Object::Pod(Box::new(pod("bound", Some("ready"), Some(0)))));
+    s.apply(Object::Pod(Box::new(pod("pending", None, None))));
+
+    let states = |snap: &Snapshot| -> Vec<(String, NodeState)> {
+        snap.nodes
+            .iter()
+            .map(|n| (n.name.clone(), n.state))
+            .collect()
+    };
+    let provisioner = s.snapshot(5, Scope::Provisioner);
+    assert_eq!(
+        states(&provisioner),
+        [
+            ("launching".to_owned(), NodeState::InFlight),
+            ("ready".to_owned(), NodeState::Ready),
+            ("static".to_owned(), NodeState::Deleting),
+        ]
+    );
+    assert_eq!(provisioner.pending_pods.len(), 1);
+    assert_eq!(provisioner.bound_pods.len(), 1);
+    assert_eq!(provisioner.now, 5);
+    // The kube-scheduler cannot bind to a node that has not initialized.
+    let scheduler = s.snapshot(5, Scope::Scheduler);
+    assert_eq!(
+        states(&scheduler),
+        [
+            ("ready".to_owned(), NodeState::Ready),
+            ("static".to_owned(), NodeState::Deleting),
+        ]
+    );
+    assert!(scheduler.node_pools.is_empty());
+    // Usage counts every node of the pool, in flight or not.
+    assert_eq!(s.node_pool_usage()["default"].cpu_millis, 8000);
+}
+
+#[test]
+fn pdb_status_follows_kube_controller_manager() {
+    use IntOrString::{Int, String as Pct};
+    // Four covered pods: three Ready, one pending.
+    let cases = [
+        (Some(Int(2)), None, 1),
+        (Some(Int(3)), None, 0),
+        (Some(Pct("50%".into())), None, 1),
+        (None, Some(Int(1)), 0),
+        (None, Some(Int(2)), 1),
+        (None, Some(Pct("25%".into())), 0),
+        (None, Some(Pct("100%".into())), 3),
+    ];
+    for (i, (min, max, allowed)) in cases.into_iter().enumerate() {
+        let mut s = ClusterState::new();
+        s.apply(Object::Pdb(Box::new(pdb(min, max))));
+        for (n, ready) in [("a", Some(0)), ("b", Some(0)), ("c", Some(0))] {
+            s.apply(Object::Pod(Box::new(pod(n, Some("n"), ready))));
+        }
+        s.apply(Object::Pod(Box::new(pod("d", None, None))));
+        assert_eq!(
+            s.pdb_budgets(10)[0].disruptions_allowed,
+            allowed,
+            "case {i}"
+        );
+    }
+}
+
+#[test]
+fn lifecycle_registers_then_initializes_on_time() {
+    let mut s = ClusterState::new();
+    s.apply(Object::NodeClaim(Box::new(claim(
+        "c",
+        &[(ConditionType::Launched, 1_000)],
+    ))));
+    let t = lifecycle::Timings {
+        registration: 30_000,
+        initialization: 10_000,
+    };
+    let (a, next) = lifecycle::step(&s, t, 20_000);
+    assert!(a.is_empty());
+    assert_eq!(next, Some(31_000));
+    let (a, _) = lifecycle::step(&s, t, 31_000);
+    assert!(matches!(&a[..], [Action::RegisterNode { node_claim }] if node_claim == "c"));
+    s.apply(Object::NodeClaim(Box::new(claim(
+        "c",
+        &[
+            (ConditionType::Launched, 1_000),
+            (ConditionType::Registered, 31_000),
+        ],
+    ))));
+    let (a, next) = lifecycle::step(&s, t, 35_000);
+    assert!(a.is_empty());
+    assert_eq!(next, Some(41_000));
+    let (a, _) = lifecycle::step(&s, t, 41_000);
+    assert!(matches!(&a[..], [Action::InitializeNode { .. }]));
+}
+
+fn draining(grace: Option<&str>) -> ClusterState {
+    let mut s = ClusterState::new();
+    let mut c = claim("n", &[(ConditionType::Initialized, 0)]);
+    c.metadata.deletion_timestamp = Some(time(1_000));
+    c.spec.termination_grace_period =
+        grace.map(|g| karpenter_cloudprovider::Duration::parse(g).unwrap());
+    s.apply(Object::NodeClaim(Box::new(c)));
+    let mut n = node("n", Some("n"));
+    n.deleting = true;
+    n.node.taints.push(disrupted_taint());
+    s.apply(Object::Node(Box::new(n)));
+    s.apply(Object::Pdb(Box::new(pdb(None, Some(IntOrString::Int(1))))));
+    s.apply(Object::Pod(Box::new(pod("a", Some("n"), Some(0)))));
+    s.apply(Object::Pod(Box::new(pod("b", Some("n"), Some(0)))));
+    let mut ds = pod("agent", Some("n"), Some(0));
+    ds.pod.labels.clear();
+    ds.pod.owner = Some(OwnerRef {
+        kind: "DaemonSet".into(),
+        name: "agent".into(),
+        uid: String::new(),
+    });
+    s.apply(Object::Pod(Box::new(ds)));
+    s
+}
+
+#[test]
+fn termination_evicts_through_pdbs_in_waves_then_terminates() {
+    let s = draining(None);
+    let (actions, draining_now) = termination::step(&s, 2_000);
+    assert!(draining_now);
+    // maxUnavailable 1 lets one web pod go; the DaemonSet pod waits for the next wave.
+    let evicted: Vec<String> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::EvictPod { pod, .. } => Some(pod.name.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(evicted, ["a"]);
+
+    let mut s = draining(None);
+    s.delete(&ObjectKey::Pod(PodKey::new("default", "a")));
+    s.delete(&ObjectKey::Pod(PodKey::new("default", "b")));
+    let (actions, _) = termination::step(&s, 3_000);
+    assert!(matches!(&actions[..], [Action::EvictPod { pod, .. }] if pod.name == "agent"));
+    s.delete(&ObjectKey::Pod(PodKey::new("default", "agent")));
+    let (actions, draining_now) = termination::step(&s, 4_000);
+    assert!(!draining_now);
+    assert!(
+        matches!(&actions[..], [Action::TerminateInstance { node_claim }] if node_claim == "n")
+    );
+}
+
+#[test]
+fn termination_grace_period_overrides_pdbs() {
+    let s = draining(Some("1m"));
+    let (before, _) = termination::step(&s, 60_000);
+    assert_eq!(
+        before
+            .iter()
+            .filter(|a| matches!(a, Action::DeletePod { .. }))
+            .count(),
+        0
+    );
+    // Deletion began at 1 s, so the grace period ends at 61 s.
+    let (after, _) = termination::step(&s, 61_000);
+    assert_eq!(
+        after
+            .iter()
+            .filter(|a| matches!(a, Action::DeletePod { .. }))
+            .count(),
+        2
+    );
+}
+
+fn command(forceful: bool, created_at: Millis) -> Command {
+    Command {
+        reason: if forceful {
+            Reason::Expired
+        } else {
+            Reason::Empty
+        },
+        decision: Decision::Delete,
+        candidates: vec![CandidateRef {
+            node: "n".into(),
+            node_claim: "n".into(),
+            node_pool: "default".into(),
+            price: 0.1,
+            pods: Vec::new(),
+        }],
+        replacements: Vec::new(),
+        savings: 0.1,
+        explanation: String::new(),
+        created_at,
+        forceful,
+    }
+}
+
+#[test]
+fn orchestration_forceful_acts_at_once_graceful_waits_for_validation() {
+    let mut o = Orchestrator::new(15_000);
+    let actions = o.submit(command(true, 0));
+    assert!(
+        matches!(&actions[..], [Action::DeleteNodeClaim { reason, .. }] if reason == "Expired")
+    );
+    assert!(!o.is_busy());
+
+    assert!(o.submit(command(false, 0)).is_empty());
+    assert_eq!(o.disrupting().into_iter().collect::<Vec<_>>(), ["n"]);
+    assert_eq!(o.next_due(), Some(15_000));
+    let s = ClusterState::new();
+    let fresh = |d: &BTreeSet<String>| {
+        s.disruption_input(
+            15_000,
+            &DisruptionOptions::default(),
+            d,
+            &BTreeMap::new(),
+            &BTreeSet::new(),
+        )
+    };
+    let mut names = NameGenerator::default();
+    let (actions, outcomes) = o.step(&s, &fresh, &mut names, 10_000);
+    assert!(actions.is_empty() && outcomes.is_empty() && o.is_busy());
+    // The node is gone by validation time: the command is dropped, nothing is done.
+    let (actions, outcomes) = o.step(&s, &fresh, &mut names, 15_000);
+    assert!(actions.is_empty());
+    assert!(matches!(&outcomes[..], [Outcome::Invalidated { .. }]));
+    assert!(!o.is_busy());
+}

@@ -1,0 +1,466 @@
+//! Carrying out [`Action`]s against the API server and the cloud provider, and the parts of
+//! termination that are API mechanics rather than decisions (finalizers, node deletion,
+//! VolumeAttachments).
+//!
+//! Every executor is idempotent: it reads the latest object from the stores, writes with
+//! `resourceVersion` where a lost update would matter, and treats "already done" (404 on
+//! delete, finalizer already gone) as success. A failure leaves the object as it was, and
+//! the next pass decides again from the objects.
+
+use super::api::{ErrorClass, classify, merge_patch, set_finalizers};
+use super::{Ctx, ReconcileError};
+use crate::cluster::Action;
+use crate::metrics::{
+    CodeLabels, CreatedLabels, DisruptedLabels, NodePoolLabels, TerminatedLabels,
+};
+use k8s_openapi::api::core::v1::{Node, Taint as K8sTaint};
+use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, StatusConditions, labels as v1labels};
+use karpenter_scheduling::model::{Millis, PodKey};
+use kube::api::{DeleteParams, EvictParams, PostParams};
+use std::sync::Arc;
+
+/// What executing one action did, for the caller's bookkeeping.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Executed {
+    /// Done.
+    Done,
+    /// Refused for now (an eviction blocked by a PodDisruptionBudget: HTTP 429); retried on
+    /// a later pass.
+    Blocked,
+}
+
+/// Deletes a NodeClaim (404 is success): its finalizer keeps it until termination is done.
+///
+/// # Errors
+/// Other API errors.
+pub async fn delete_node_claim(ctx: &Ctx, name: &str) -> Result<(), ReconcileError> {
+    let api = ctx.node_claims();
+    // Deleting is idempotent, so transient failures and throttling are retried in place.
+    let result = super::api::retry(4, || async {
+        ctx.limiter.acquire().await;
+        api.delete(name, &DeleteParams::default()).await
+    })
+    .await;
+    match result {
+        Ok(_) => Ok(()),
+        Err(e) if classify(&e) == ErrorClass::NotFound => Ok(()),
+        Err(e) => Err(ReconcileError::api("deleting NodeClaim", name)(e)),
+    }
+}
+
+fn node_of(ctx: &Ctx, name: &str) -> Option<Arc<Node>> {
+    ctx.stores
+        .nodes
+        .get(&kube::runtime::reflector::ObjectRef::new(name))
+}
+
+fn claim_of(ctx: &Ctx, name: &str) -> Option<Arc<NodeClaim>> {
+    ctx.stores
+        .node_claims
+        .get(&kube::runtime::reflector::ObjectRef::new(name))
+}
+
+fn disrupted_k8s_taint() -> K8sTaint {
+    K8sTaint {
+        key: v1labels::DISRUPTED_TAINT_KEY.to_owned(),
+        value: None,
+        effect: "NoSchedule".to_owned(),
+        time_added: None,
+    }
+}
+
+/// Adds (`on`) or removes the `karpenter.sh/disrupted:NoSchedule` taint, guarded by the
+/// node's resourceVersion so a concurrent taint change is not overwritten.
+///
+/// # Errors
+/// API errors (404 is success: the node is gone).
+pub async fn set_disrupted_taint(ctx: &Ctx, node: &str, on: bool) -> Result<(), ReconcileError> {
+    let Some(current) = node_of(ctx, node) else {
+        return Ok(());
+    };
+    let mut taints: Vec<K8sTaint> = current
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    let has = taints
+        .iter()
+        .any(|t| t.key == v1labels::DISRUPTED_TAINT_KEY && t.effect == "NoSchedule");
+    if has == on {
+        return Ok(());
+    }
+    if on {
+        taints.push(disrupted_k8s_taint());
+    } else {
+        taints.retain(|t| !(t.key == v1labels::DISRUPTED_TAINT_KEY && t.effect == "NoSchedule"));
+    }
+    ctx.limiter.acquire().await;
+    let patch = serde_json::json!({
+        "metadata": {"resourceVersion": current.metadata.resource_version},
+        "spec": {"taints": taints},
+    });
+    match merge_patch(&ctx.nodes(), node, patch).await {
+        Ok(_) => Ok(()),
+        Err(e) if classify(&e) == ErrorClass::NotFound => Ok(()),
+        Err(e) => Err(ReconcileError::api("tainting Node", node)(e)),
+    }
+}
+
+/// Executes one action.
+///
+/// # Errors
+/// API or provider errors; the action is decided again on a later pass.
+pub async fn execute(ctx: &Ctx, action: &Action) -> Result<Executed, ReconcileError> {
+    match action {
+        Action::LaunchNodeClaim { claim, plan } => {
+            let name = claim.name().to_owned();
+            let mut claim = NodeClaim::clone(claim);
+            // The API server sets these.
+            claim.metadata.creation_timestamp = None;
+            ctx.limiter.acquire().await;
+            match ctx
+                .node_claims()
+                .create(&PostParams::default(), &claim)
+                .await
+            {
+                Ok(created) => {
+                    ctx.metrics
+                        .nodeclaims_created
+                        .get_or_create(&CreatedLabels {
+                            reason: "provisioning".into(),
+                            nodepool: plan.node_pool.clone(),
+                            min_values_relaxed: claim
+                                .annotation(v1labels::NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION)
+                                .unwrap_or("false")
+                                .to_owned(),
+                        })
+                        .inc();
+                    tracing::info!(
+                        nodeclaim = %name,
+                        nodepool = %plan.node_pool,
+                        pods = plan.pods.len(),
+                        instance_types = plan.instance_type_options.len(),
+                        price = plan.price,
+                        "created nodeclaim"
+                    );
+                    for key in &plan.pods {
+                        if let Some(pod) = pod_of(ctx, key) {
+                            ctx.events.normal(
+                                pod.as_ref(),
+                                "Nominated",
+                                format!("Pod should schedule on: nodeclaim/{name}"),
+                            );
+                        }
+                    }
+                    let _ = created;
+                    Ok(Executed::Done)
+                }
+                Err(e) => Err(ReconcileError::api("creating NodeClaim", &name)(e)),
+            }
+        }
+        // Observed in a cluster (lifecycle), not carried out.
+        Action::RegisterNode { .. } | Action::InitializeNode { .. } => Ok(Executed::Done),
+        Action::TaintDisrupted { node } => {
+            set_disrupted_taint(ctx, node, true).await?;
+            Ok(Executed::Done)
+        }
+        Action::UntaintDisrupted { node } => {
+            set_disrupted_taint(ctx, node, false).await?;
+            Ok(Executed::Done)
+        }
+        Action::DeleteNodeClaim { node_claim, reason } => {
+            if let Some(claim) = claim_of(ctx, node_claim) {
+                if claim.is_deleting() {
+                    return Ok(Executed::Done);
+                }
+                ctx.metrics
+                    .nodeclaims_disrupted
+                    .get_or_create(&DisruptedLabels {
+                        reason: reason.to_lowercase(),
+                        nodepool: claim.node_pool().unwrap_or_default().to_owned(),
+                        capacity_type: claim
+                            .label(v1labels::CAPACITY_TYPE)
+                            .unwrap_or_default()
+                            .to_owned(),
+                    })
+                    .inc();
+                ctx.events.normal(
+                    claim.as_ref(),
+                    "DisruptionTerminating",
+                    format!("Disrupting NodeClaim: {reason}"),
+                );
+                if let Some(node) = ctx.stores.node_by_provider_id(claim.provider_id()) {
+                    ctx.events.normal(
+                        node.as_ref(),
+                        "DisruptionTerminating",
+                        format!("Disrupting Node: {reason}"),
+                    );
+                }
+            }
+            tracing::info!(nodeclaim = %node_claim, %reason, "deleting nodeclaim");
+            delete_node_claim(ctx, node_claim).await?;
+            Ok(Executed::Done)
+        }
+        Action::EvictPod { pod, node } => evict(ctx, pod, node).await,
+        Action::DeletePod { pod, node } => {
+            ctx.limiter.acquire().await;
+            tracing::info!(pod = %pod, node = %node, "deleting pod: terminationGracePeriod elapsed");
+            match ctx
+                .pods(&pod.namespace)
+                .delete(&pod.name, &DeleteParams::default())
+                .await
+            {
+                Ok(_) => Ok(Executed::Done),
+                Err(e) if classify(&e) == ErrorClass::NotFound => Ok(Executed::Done),
+                Err(e) => Err(ReconcileError::api("deleting Pod", &pod.to_string())(e)),
+            }
+        }
+        Action::TerminateInstance { node_claim } => {
+            terminate_instance(ctx, node_claim).await?;
+            Ok(Executed::Done)
+        }
+    }
+}
+
+fn pod_of(ctx: &Ctx, key: &PodKey) -> Option<Arc<k8s_openapi::api::core::v1::Pod>> {
+    ctx.stores
+        .pods
+        .get(&kube::runtime::reflector::ObjectRef::new(&key.name).within(&key.namespace))
+}
+
+/// Evicts a pod through the Eviction API. 429 (a PodDisruptionBudget refuses) is
+/// [`Executed::Blocked`], not an error: the pod stays and is tried again on the next pass.
+///
+/// # Errors
+/// Other API errors.
+pub async fn evict(ctx: &Ctx, pod: &PodKey, node: &str) -> Result<Executed, ReconcileError> {
+    ctx.limiter.acquire().await;
+    let result = ctx
+        .pods(&pod.namespace)
+        .evict(&pod.name, &EvictParams::default())
+        .await;
+    let code = match &result {
+        Ok(_) => "200".to_owned(),
+        Err(kube::Error::Api(s)) => s.code.to_string(),
+        Err(_) => "error".to_owned(),
+    };
+    ctx.metrics
+        .eviction_requests
+        .get_or_create(&CodeLabels { code })
+        .inc();
+    match result {
+        Ok(_) => {
+            tracing::info!(pod = %pod, node, "evicted pod");
+            if let Some(p) = pod_of(ctx, pod) {
+                ctx.events.normal(
+                    p.as_ref(),
+                    "Evicted",
+                    format!("Evicted pod: draining node {node}"),
+                );
+            }
+            Ok(Executed::Done)
+        }
+        Err(e) => match classify(&e) {
+            ErrorClass::NotFound => Ok(Executed::Done),
+            ErrorClass::TooManyRequests => {
+                tracing::debug!(pod = %pod, node, "eviction blocked by a PodDisruptionBudget");
+                Ok(Executed::Blocked)
+            }
+            _ => Err(ReconcileError::api("evicting Pod", &pod.to_string())(e)),
+        },
+    }
+}
+
+/// Whether VolumeAttachments still hold volumes on `node`.
+pub fn has_volume_attachments(ctx: &Ctx, node: &str) -> bool {
+    ctx.stores
+        .volume_attachments
+        .state()
+        .iter()
+        .any(|va| va.spec.node_name == node)
+}
+
+fn grace_elapsed(claim: &NodeClaim, now: Millis) -> bool {
+    let Some(started) = claim.metadata.deletion_timestamp.as_ref() else {
+        return false;
+    };
+    claim
+        .spec
+        .termination_grace_period
+        .as_ref()
+        .is_some_and(|g| now >= started.0.as_millisecond() + g.millis())
+}
+
+/// The last step of termination for a drained claim: wait for VolumeAttachments (unless the
+/// grace period ran out), terminate the instance, then remove the Node's and the
+/// NodeClaim's finalizers — in that order, so a crash at any point is resumed by the next
+/// pass: the provider treats a second delete as "already terminating" or `NotFound`.
+///
+/// # Errors
+/// API or provider errors.
+pub async fn terminate_instance(ctx: &Ctx, name: &str) -> Result<(), ReconcileError> {
+    let Some(claim) = claim_of(ctx, name) else {
+        return Ok(());
+    };
+    if !claim.is_deleting() {
+        return Ok(());
+    }
+    let now = ctx.now_ms();
+    let node = ctx
+        .stores
+        .node_by_provider_id(claim.provider_id())
+        .or_else(|| {
+            (!claim.node_name().is_empty())
+                .then(|| node_of(ctx, claim.node_name()))
+                .flatten()
+        });
+    if let Some(node) = &node {
+        let node_name = node.metadata.name.clone().unwrap_or_default();
+        if has_volume_attachments(ctx, &node_name) && !grace_elapsed(&claim, now) {
+            tracing::debug!(nodeclaim = name, node = %node_name, "waiting for volume attachments");
+            return Ok(());
+        }
+    }
+    if !claim.provider_id().is_empty() {
+        match ctx.provider.delete(&claim).await {
+            Ok(()) => {}
+            Err(e) if e.is_not_found() => {}
+            Err(e) => {
+                return Err(ReconcileError::Provider {
+                    what: "terminating instance",
+                    object: name.to_owned(),
+                    source: e,
+                });
+            }
+        }
+    }
+    if let Some(node) = &node {
+        let node_name = node.metadata.name.clone().unwrap_or_default();
+        remove_finalizer_node(ctx, node).await?;
+        ctx.metrics
+            .nodes_terminated
+            .get_or_create(&NodePoolLabels {
+                nodepool: claim.node_pool().unwrap_or_default().to_owned(),
+            })
+            .inc();
+        tracing::info!(node = %node_name, "deleted node");
+    }
+    let mut updated = NodeClaim::clone(&claim);
+    updated.set_true(ConditionType::InstanceTerminating.as_str(), ctx.now_time());
+    let finalizers: Vec<String> = claim
+        .metadata
+        .finalizers
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|f| f != v1labels::TERMINATION_FINALIZER)
+        .collect();
+    ctx.limiter.acquire().await;
+    match set_finalizers(
+        &ctx.node_claims(),
+        name,
+        claim.metadata.resource_version.as_deref(),
+        &finalizers,
+    )
+    .await
+    {
+        Ok(_) => {}
+        Err(e) if classify(&e) == ErrorClass::NotFound => return Ok(()),
+        Err(e) => return Err(ReconcileError::api("removing NodeClaim finalizer", name)(e)),
+    }
+    let nodepool = claim.node_pool().unwrap_or_default().to_owned();
+    ctx.metrics
+        .nodeclaims_terminated
+        .get_or_create(&TerminatedLabels {
+            nodepool: nodepool.clone(),
+            capacity_type: claim
+                .label(v1labels::CAPACITY_TYPE)
+                .unwrap_or_default()
+                .to_owned(),
+        })
+        .inc();
+    if let Some(started) = claim.metadata.deletion_timestamp.as_ref() {
+        let secs = (now - started.0.as_millisecond()).max(0) as f64 / 1000.0;
+        ctx.metrics
+            .nodeclaims_termination_duration
+            .get_or_create(&NodePoolLabels { nodepool })
+            .observe(secs);
+    }
+    tracing::info!(nodeclaim = name, "deleted nodeclaim");
+    Ok(())
+}
+
+async fn remove_finalizer_node(ctx: &Ctx, node: &Node) -> Result<(), ReconcileError> {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let finalizers = node.metadata.finalizers.clone().unwrap_or_default();
+    if !finalizers
+        .iter()
+        .any(|f| f == v1labels::TERMINATION_FINALIZER)
+    {
+        return Ok(());
+    }
+    let kept: Vec<String> = finalizers
+        .into_iter()
+        .filter(|f| f != v1labels::TERMINATION_FINALIZER)
+        .collect();
+    ctx.limiter.acquire().await;
+    match set_finalizers(
+        &ctx.nodes(),
+        &name,
+        node.metadata.resource_version.as_deref(),
+        &kept,
+    )
+    .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if classify(&e) == ErrorClass::NotFound => Ok(()),
+        Err(e) => Err(ReconcileError::api("removing Node finalizer", &name)(e)),
+    }
+}
+
+/// Termination mechanics for every deleting NodeClaim that the shared termination step does
+/// not cover: its Node must be deleted (so `cluster::termination` drains it), and a claim
+/// that never got a Node goes straight to instance termination. A Node deleted by someone
+/// else takes its NodeClaim with it, as upstream does.
+///
+/// # Errors
+/// The first failure; the remaining objects are handled on the next pass.
+pub async fn start_terminations(ctx: &Ctx) -> Result<(), ReconcileError> {
+    for claim in ctx.stores.node_claims_sorted() {
+        let node = ctx.stores.node_by_provider_id(claim.provider_id());
+        if !claim.is_deleting() {
+            if let Some(node) = &node
+                && node.metadata.deletion_timestamp.is_some()
+            {
+                tracing::info!(
+                    nodeclaim = claim.name(),
+                    "node is being deleted: deleting its nodeclaim"
+                );
+                delete_node_claim(ctx, claim.name()).await?;
+            }
+            continue;
+        }
+        let has_finalizer = claim
+            .metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| f.iter().any(|x| x == v1labels::TERMINATION_FINALIZER));
+        if !has_finalizer {
+            continue;
+        }
+        match node {
+            Some(node) if node.metadata.deletion_timestamp.is_none() => {
+                let name = node.metadata.name.clone().unwrap_or_default();
+                ctx.limiter.acquire().await;
+                match ctx.nodes().delete(&name, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(e) if classify(&e) == ErrorClass::NotFound => {}
+                    Err(e) => return Err(ReconcileError::api("deleting Node", &name)(e)),
+                }
+            }
+            Some(_) => {}
+            None => terminate_instance(ctx, claim.name()).await?,
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,244 @@
+//! Feeding the shared [`ClusterState`] index from API objects.
+//!
+//! The conversions here are the operator's half of the "one code path" rule: the simulator
+//! builds the index from its timeline, the controller from its watch stores, and both then
+//! call the same `cluster::*` decision functions. They are pure (no I/O) so tests can build
+//! an index from plain objects.
+
+use crate::cluster::{ClusterState, NodeRecord, Object, PdbRecord, PodRecord};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use karpenter_cloudprovider::v1::{ConditionType, labels as v1labels};
+use karpenter_cloudprovider::{NodeClaim, NodePool};
+use karpenter_scheduling::k8s::{daemonset_from_k8s, node_from_k8s, pdb_from_k8s, pod_from_k8s};
+use karpenter_scheduling::model::{self, InstanceType, Millis, NodeState};
+use karpenter_scheduling::{Quantity, Resources};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::state::Stores;
+
+/// The pod's Ready time: the `Ready=True` condition's transition time, if Ready.
+pub fn pod_ready_at(pod: &Pod) -> Option<Millis> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready" && c.status == "True")
+        .map(|c| {
+            c.last_transition_time
+                .as_ref()
+                .map_or(0, |t| t.0.as_millisecond())
+        })
+}
+
+/// Whether the pod has finished (Succeeded or Failed): it holds no resources any more.
+pub fn is_terminal(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+/// A pod as the index keeps it, or `None` for pods that take no capacity (terminal pods).
+///
+/// # Errors
+/// The scheduling model's conversion error (names the pod and field).
+pub fn pod_record(
+    pod: &Pod,
+) -> Result<Option<PodRecord>, karpenter_scheduling::k8s::ConversionError> {
+    if is_terminal(pod) {
+        return Ok(None);
+    }
+    Ok(Some(PodRecord {
+        pod: pod_from_k8s(pod)?,
+        ready_at: pod_ready_at(pod),
+    }))
+}
+
+fn startup_taints_of(claim: Option<&NodeClaim>) -> Vec<karpenter_scheduling::taints::Taint> {
+    claim
+        .map(|c| c.spec.startup_taints.iter().map(|t| t.to_model()).collect())
+        .unwrap_or_default()
+}
+
+/// A Node as the index keeps it. `claim` is the NodeClaim whose provider ID it carries.
+///
+/// # Errors
+/// The scheduling model's conversion error.
+pub fn node_record(
+    node: &Node,
+    claim: Option<&NodeClaim>,
+) -> Result<NodeRecord, karpenter_scheduling::k8s::ConversionError> {
+    let startup = startup_taints_of(claim);
+    let converted = node_from_k8s(node, &startup)?;
+    let remaining: Vec<_> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|t| {
+            startup
+                .iter()
+                .any(|s| s.key == t.key && s.effect.as_str() == t.effect)
+        })
+        .filter_map(|t| startup.iter().find(|s| s.key == t.key).cloned())
+        .collect();
+    Ok(NodeRecord {
+        node: converted,
+        node_claim: claim.map(|c| c.name().to_owned()),
+        startup_taints: remaining,
+        deleting: node.metadata.deletion_timestamp.is_some(),
+    })
+}
+
+fn quantities(
+    q: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+) -> Resources {
+    let parsed: Vec<(String, Quantity)> = q
+        .iter()
+        .filter_map(|(k, v)| Quantity::parse(&v.0).ok().map(|q| (k.clone(), q)))
+        .collect();
+    Resources::from_quantities(parsed.iter().map(|(k, q)| (k.as_str(), q))).unwrap_or_default()
+}
+
+/// An in-flight NodeClaim that has no Node yet, as a node the provisioner can place pods on
+/// (so the next batch does not launch a second node for the same pods): its labels and
+/// single-valued requirements, and its launched allocatable — or, before launch, the
+/// requests it was created for.
+pub fn in_flight_record(claim: &NodeClaim) -> NodeRecord {
+    let mut labels: BTreeMap<String, String> = BTreeMap::new();
+    for r in &claim.spec.requirements {
+        if r.operator == karpenter_cloudprovider::v1::NodeSelectorOperator::In
+            && r.values.len() == 1
+        {
+            labels.insert(r.key.clone(), r.values[0].clone());
+        }
+    }
+    labels.extend(claim.metadata.labels.clone().unwrap_or_default());
+    labels.insert(v1labels::HOSTNAME.to_owned(), claim.name().to_owned());
+    let status = claim.status.clone().unwrap_or_default();
+    let allocatable = if status.allocatable.is_empty() {
+        quantities(&claim.spec.resources.requests)
+    } else {
+        quantities(&status.allocatable)
+    };
+    let capacity = if status.capacity.is_empty() {
+        allocatable.clone()
+    } else {
+        quantities(&status.capacity)
+    };
+    NodeRecord {
+        node: model::Node {
+            name: claim.name().to_owned(),
+            node_pool: claim.node_pool().map(str::to_owned),
+            labels,
+            annotations: claim.metadata.annotations.clone().unwrap_or_default(),
+            taints: claim.spec.taints.iter().map(|t| t.to_model()).collect(),
+            allocatable,
+            capacity,
+            state: NodeState::InFlight,
+            price: 0.0,
+            created_at: claim
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map_or(0, |t| t.0.as_millisecond()),
+        },
+        node_claim: Some(claim.name().to_owned()),
+        startup_taints: Vec::new(),
+        deleting: claim.is_deleting(),
+    }
+}
+
+/// Rebuilds `state` from the watch stores. Objects the scheduling model cannot represent are
+/// skipped and logged at debug level (a rebuild runs every pass; the provisioner reports
+/// unschedulable pods itself). `instance_types` are the provider's offerings per pool.
+pub fn rebuild(
+    state: &mut ClusterState,
+    stores: &Stores,
+    instance_types: &BTreeMap<String, Vec<Arc<InstanceType>>>,
+) {
+    state.reset();
+    for (pool, types) in instance_types {
+        state.set_instance_types(pool, types.clone());
+    }
+    let claims = stores.node_claims_sorted();
+    let by_provider: BTreeMap<&str, &NodeClaim> = claims
+        .iter()
+        .filter(|c| !c.provider_id().is_empty())
+        .map(|c| (c.provider_id(), c.as_ref()))
+        .collect();
+    let mut pools: Vec<_> = stores.node_pools.state();
+    pools.sort_by(|a, b| a.name().cmp(b.name()));
+    for pool in pools {
+        state.apply(Object::NodePool(Box::new(NodePool::clone(&pool))));
+    }
+    let mut with_node: BTreeSet<String> = BTreeSet::new();
+    for node in stores.nodes.state() {
+        let provider_id = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .unwrap_or_default();
+        let claim = by_provider.get(provider_id).copied();
+        match node_record(&node, claim) {
+            Ok(record) => {
+                if let Some(c) = claim {
+                    with_node.insert(c.name().to_owned());
+                }
+                state.apply(Object::Node(Box::new(record)));
+            }
+            Err(e) => tracing::debug!(error = %e, "skipping node"),
+        }
+    }
+    for claim in &claims {
+        state.apply(Object::NodeClaim(Box::new(NodeClaim::clone(claim))));
+        if !with_node.contains(claim.name()) && !claim.is(ConditionType::Registered) {
+            state.apply(Object::Node(Box::new(in_flight_record(claim))));
+        }
+    }
+    for pod in stores.pods.state() {
+        match pod_record(&pod) {
+            Ok(Some(record)) => state.apply(Object::Pod(Box::new(record))),
+            Ok(None) => {}
+            Err(e) => tracing::debug!(error = %e, "skipping pod"),
+        }
+    }
+    for ds in stores.daemon_sets.state() {
+        match daemonset_from_k8s(&ds) {
+            Ok(d) => state.apply(Object::DaemonSet(Box::new(d))),
+            Err(e) => tracing::debug!(error = %e, "skipping daemonset"),
+        }
+    }
+    for pdb in stores.pdbs.state() {
+        if let Some(record) = pdb_record(&pdb) {
+            state.apply(Object::Pdb(Box::new(record)));
+        }
+    }
+    for ns in stores.namespaces.state() {
+        if let Some(name) = ns.metadata.name.clone() {
+            state.apply(Object::Namespace(
+                name,
+                ns.metadata.labels.clone().unwrap_or_default(),
+            ));
+        }
+    }
+}
+
+/// A PDB as the index keeps it (`None` when the model rejects it).
+pub fn pdb_record(pdb: &PodDisruptionBudget) -> Option<PdbRecord> {
+    match pdb_from_k8s(pdb) {
+        Ok(budget) => Some(PdbRecord {
+            budget,
+            min_available: pdb.spec.as_ref().and_then(|s| s.min_available.clone()),
+            max_unavailable: pdb.spec.as_ref().and_then(|s| s.max_unavailable.clone()),
+        }),
+        Err(e) => {
+            tracing::debug!(error = %e, "skipping PodDisruptionBudget");
+            None
+        }
+    }
+}

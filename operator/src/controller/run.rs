@@ -1,0 +1,785 @@
+//! The controller process: connect, serve metrics and probes, watch, elect a leader, and
+//! while leader run reconcile passes ([`Controller::pass`]).
+
+use super::events::{EventSink, publish_loop};
+use super::exec::{self, Executed};
+use super::leader::{self, LeaderGate};
+use super::{Ctx, feed, kubelet, lifecycle, logging, nodepool, provider, state, system_clock};
+use crate::cluster::orchestration::{Orchestrator, Outcome};
+use crate::cluster::provisioner::{Batcher, NameGenerator, launch_actions};
+use crate::cluster::{Action, ClusterState, Scope, termination};
+use crate::http::{self, Health};
+use crate::metrics::{
+    ControllerLabels, DecisionLabels, Metrics, PodStateLabels, ResourceTypeLabels,
+};
+use crate::settings::{ControllerArgs, ProviderKind, Settings};
+use anyhow::Context as _;
+use k8s_openapi::api::core::v1::Pod;
+use karpenter_cloudprovider::v1::{ConditionType, labels as v1labels};
+use karpenter_disruption::{DisruptionOptions, compute_commands};
+use karpenter_scheduling::model::{InstanceType, Millis, PodKey};
+use karpenter_scheduling::{SolveOptions, solve};
+use kube::runtime::events::{Recorder, Reporter};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// Upstream's disruption poll period.
+pub const DISRUPTION_POLL_MS: Millis = 10_000;
+/// How often instance types are refreshed from the provider.
+pub const INSTANCE_TYPES_TTL_MS: Millis = 60_000;
+/// How often drift is asked of the provider.
+pub const DRIFT_POLL_MS: Millis = 60_000;
+/// Garbage-collection period.
+pub const GC_PERIOD_MS: Millis = 120_000;
+/// Instances younger than this are never garbage-collected (their NodeClaim may not have
+/// its provider ID yet).
+pub const GC_MIN_AGE_MS: Millis = 30_000;
+/// Pending pods that were already batched are planned again after this long.
+pub const RESOLVE_PERIOD_MS: Millis = 30_000;
+
+/// Whether Karpenter should provision for `pod`: not bound, not being deleted, not
+/// finished, marked `PodScheduled=False` with reason `Unschedulable` by the kube-scheduler,
+/// not owned by a DaemonSet (its controller places it) and not a static (mirror) pod.
+pub fn is_provisionable(pod: &Pod) -> bool {
+    let spec = pod.spec.as_ref();
+    if spec
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty())
+    {
+        return false;
+    }
+    if pod.metadata.deletion_timestamp.is_some() || feed::is_terminal(pod) {
+        return false;
+    }
+    if pod
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"))
+    {
+        return false;
+    }
+    if pod
+        .metadata
+        .owner_references
+        .as_ref()
+        .is_some_and(|o| o.iter().any(|r| r.kind == "DaemonSet"))
+    {
+        return false;
+    }
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c.type_ == "PodScheduled"
+                && c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable")
+        })
+}
+
+fn pod_key(pod: &Pod) -> PodKey {
+    PodKey::new(
+        pod.metadata.namespace.clone().unwrap_or_default(),
+        pod.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+/// The controller's in-memory bookkeeping between passes. Nothing here is needed for
+/// correctness after a restart: it only paces work (batch windows, polls) and remembers
+/// which events were already sent.
+pub struct Controller {
+    ctx: Ctx,
+    state: ClusterState,
+    batcher: Batcher,
+    names: NameGenerator,
+    orchestrator: Orchestrator,
+    instance_types: BTreeMap<String, Vec<Arc<InstanceType>>>,
+    instance_types_at: Option<Millis>,
+    drift: BTreeMap<String, String>,
+    drift_at: Option<Millis>,
+    batched: BTreeSet<PodKey>,
+    last_solve: Millis,
+    nominated: BTreeMap<PodKey, String>,
+    unschedulable: BTreeMap<PodKey, String>,
+    last_disruption: Option<Millis>,
+    orphan_taints: BTreeSet<String>,
+    last_gc: Option<Millis>,
+}
+
+impl Controller {
+    /// A controller with empty bookkeeping.
+    pub fn new(ctx: Ctx) -> Self {
+        let s = &ctx.settings;
+        let batcher = Batcher::new(
+            s.batch_idle_duration.as_millis() as Millis,
+            s.batch_max_duration.as_millis() as Millis,
+        );
+        Self {
+            ctx,
+            state: ClusterState::new(),
+            batcher,
+            names: NameGenerator::default(),
+            orchestrator: Orchestrator::new(
+                karpenter_disruption::input::DEFAULT_VALIDATION_DELAY_MS,
+            ),
+            instance_types: BTreeMap::new(),
+            instance_types_at: None,
+            drift: BTreeMap::new(),
+            drift_at: None,
+            batched: BTreeSet::new(),
+            last_solve: 0,
+            nominated: BTreeMap::new(),
+            unschedulable: BTreeMap::new(),
+            last_disruption: None,
+            orphan_taints: BTreeSet::new(),
+            last_gc: None,
+        }
+    }
+
+    fn solve_options(&self) -> SolveOptions {
+        SolveOptions {
+            preference_policy: self.ctx.settings.preference_policy,
+            min_values_policy: self.ctx.settings.min_values_policy,
+            ..SolveOptions::default()
+        }
+    }
+
+    async fn refresh_instance_types(&mut self, now: Millis) {
+        let pools = self.ctx.stores.node_pools.state();
+        let stale = self
+            .instance_types_at
+            .is_none_or(|t| now - t >= INSTANCE_TYPES_TTL_MS)
+            || pools
+                .iter()
+                .any(|p| !self.instance_types.contains_key(p.name()));
+        if !stale {
+            return;
+        }
+        let mut fresh = BTreeMap::new();
+        for pool in pools {
+            match self.ctx.provider.instance_types(&pool).await {
+                Ok(types) => {
+                    fresh.insert(pool.name().to_owned(), types);
+                }
+                Err(e) => {
+                    tracing::warn!(nodepool = pool.name(), error = %e, "listing instance types failed")
+                }
+            }
+        }
+        self.instance_types = fresh;
+        self.instance_types_at = Some(now);
+    }
+
+    async fn run_actions(&self, actions: &[Action]) {
+        for action in actions {
+            match exec::execute(&self.ctx, action).await {
+                Ok(Executed::Done | Executed::Blocked) => {}
+                Err(e) => tracing::warn!(error = %e, "action failed; retrying on the next pass"),
+            }
+        }
+    }
+
+    /// One reconcile pass at the clock's `now`: rebuild the index, then lifecycle,
+    /// termination, provisioning, disruption, NodePool status, the fake kubelet and garbage
+    /// collection. Errors are logged and the affected objects retried on the next pass.
+    pub async fn pass(&mut self) {
+        let now = self.ctx.now_ms();
+        self.refresh_instance_types(now).await;
+        feed::rebuild(&mut self.state, &self.ctx.stores, &self.instance_types);
+
+        for claim in self.ctx.stores.node_claims_sorted() {
+            if let Err(e) = lifecycle::reconcile(&self.ctx, &claim).await {
+                tracing::warn!(nodeclaim = claim.name(), error = %e, "lifecycle reconcile failed");
+            }
+        }
+        if let Err(e) = exec::start_terminations(&self.ctx).await {
+            tracing::warn!(error = %e, "termination failed");
+        }
+        self.terminate(now).await;
+        self.provision(now).await;
+        self.disrupt(now).await;
+        if let Err(e) = nodepool::reconcile_all(&self.ctx).await {
+            tracing::warn!(error = %e, "nodepool status update failed");
+        }
+        if self.ctx.settings.provider == ProviderKind::Fake
+            && let Err(e) = kubelet::reconcile(&self.ctx).await
+        {
+            tracing::warn!(error = %e, "fake kubelet pass failed");
+        }
+        self.garbage_collect(now).await;
+        self.record_metrics(now);
+    }
+
+    async fn terminate(&mut self, now: Millis) {
+        let (actions, _) = termination::step(&self.state, now);
+        // The shared step drains every deleting node; on a real cluster only nodes that
+        // belong to a NodeClaim are Karpenter's to drain.
+        let managed: Vec<Action> = actions
+            .into_iter()
+            .filter(|a| match a {
+                Action::TaintDisrupted { node }
+                | Action::EvictPod { node, .. }
+                | Action::DeletePod { node, .. } => self
+                    .state
+                    .nodes()
+                    .get(node)
+                    .is_some_and(|r| r.node_claim.is_some()),
+                _ => true,
+            })
+            .collect();
+        self.run_actions(&managed).await;
+    }
+
+    async fn provision(&mut self, now: Millis) {
+        let pods = self.ctx.stores.pods.state();
+        let provisionable: BTreeSet<PodKey> = pods
+            .iter()
+            .filter(|p| is_provisionable(p))
+            .map(|p| pod_key(p))
+            .collect();
+        self.ctx
+            .metrics
+            .scheduler_queue_depth
+            .get_or_create(&ControllerLabels {
+                controller: "provisioner".into(),
+            })
+            .set(provisionable.len() as i64);
+        self.batched.retain(|k| provisionable.contains(k));
+        let new = provisionable.iter().any(|k| !self.batched.contains(k));
+        let stale = !provisionable.is_empty() && now - self.last_solve >= RESOLVE_PERIOD_MS;
+        if new || stale {
+            self.batcher.trigger(now);
+            self.batched.extend(provisionable.iter().cloned());
+        }
+        if !self.batcher.take_ready(now) || provisionable.is_empty() {
+            return;
+        }
+        self.last_solve = now;
+        let mut snapshot = self.state.snapshot(now, Scope::Provisioner);
+        snapshot
+            .pending_pods
+            .retain(|p| provisionable.contains(&p.key()));
+        let options = self.solve_options();
+        let started = std::time::Instant::now();
+        let plan = match tokio::task::spawn_blocking(move || solve(&snapshot, &options)).await {
+            Ok(plan) => plan,
+            Err(e) => {
+                tracing::error!(error = %e, "scheduling simulation failed");
+                return;
+            }
+        };
+        self.ctx
+            .metrics
+            .scheduling_duration
+            .get_or_create(&ControllerLabels {
+                controller: "provisioner".into(),
+            })
+            .observe(started.elapsed().as_secs_f64());
+        tracing::info!(
+            pods = provisionable.len(),
+            nodeclaims = plan.new_node_claims.len(),
+            existing = plan.existing.len(),
+            unschedulable = plan.unschedulable.len(),
+            price = plan.total_price,
+            "computed new nodeclaim(s) to fit pod(s)"
+        );
+        for placement in &plan.existing {
+            for key in &placement.pods {
+                if self.nominated.get(key) == Some(&placement.node) {
+                    continue;
+                }
+                self.nominated.insert(key.clone(), placement.node.clone());
+                if let Some(pod) = pods.iter().find(|p| pod_key(p) == *key) {
+                    self.ctx.events.normal(
+                        pod.as_ref(),
+                        "Nominated",
+                        format!("Pod should schedule on: node/{}", placement.node),
+                    );
+                }
+            }
+        }
+        for u in &plan.unschedulable {
+            if self.unschedulable.get(&u.pod) == Some(&u.reason) {
+                continue;
+            }
+            self.unschedulable.insert(u.pod.clone(), u.reason.clone());
+            tracing::warn!(pod = %u.pod, reason = %u.reason, "could not schedule pod");
+            if let Some(pod) = pods.iter().find(|p| pod_key(p) == u.pod) {
+                self.ctx.events.warning(
+                    pod.as_ref(),
+                    "FailedScheduling",
+                    format!("Failed to schedule pod, {}", u.reason),
+                );
+            }
+        }
+        self.nominated.retain(|k, _| provisionable.contains(k));
+        self.unschedulable.retain(|k, _| provisionable.contains(k));
+        let claims = self.state.node_claims();
+        let actions = launch_actions(
+            &plan,
+            self.state.node_pools(),
+            &mut self.names,
+            &|n| claims.contains_key(n),
+            now,
+        );
+        self.run_actions(&actions).await;
+    }
+
+    fn disruption_options(&self) -> DisruptionOptions {
+        DisruptionOptions {
+            spot_to_spot_consolidation: self.ctx.settings.feature_gates.spot_to_spot_consolidation,
+            solve: self.solve_options(),
+            ..DisruptionOptions::default()
+        }
+    }
+
+    async fn refresh_drift(&mut self, now: Millis) {
+        if self.drift_at.is_some_and(|t| now - t < DRIFT_POLL_MS) {
+            return;
+        }
+        self.drift_at = Some(now);
+        let mut drift = BTreeMap::new();
+        for claim in self.ctx.stores.node_claims_sorted() {
+            if !claim.is(ConditionType::Launched) || claim.is_deleting() {
+                continue;
+            }
+            match self.ctx.provider.is_drifted(&claim).await {
+                Ok(Some(reason)) => {
+                    drift.insert(claim.name().to_owned(), reason.to_string());
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::debug!(nodeclaim = claim.name(), error = %e, "drift check failed")
+                }
+            }
+        }
+        self.drift = drift;
+    }
+
+    async fn disrupt(&mut self, now: Millis) {
+        let options = self.disruption_options();
+        let nominated: BTreeSet<String> = self.nominated.values().cloned().collect();
+        if self
+            .last_disruption
+            .is_none_or(|t| now - t >= DISRUPTION_POLL_MS)
+        {
+            self.last_disruption = Some(now);
+            self.refresh_drift(now).await;
+            self.clean_orphan_taints().await;
+            if !self.orchestrator.is_busy() {
+                let input = self.state.disruption_input(
+                    now,
+                    &options,
+                    &self.orchestrator.disrupting(),
+                    &self.drift,
+                    &nominated,
+                );
+                let started = std::time::Instant::now();
+                let commands = compute_commands(&input, now);
+                self.ctx
+                    .metrics
+                    .disruption_evaluation_duration
+                    .observe(started.elapsed().as_secs_f64());
+                let mut actions = Vec::new();
+                for command in commands {
+                    self.ctx
+                        .metrics
+                        .disruption_decisions
+                        .get_or_create(&DecisionLabels {
+                            decision: format!("{:?}", command.decision).to_lowercase(),
+                            reason: command.reason.as_str().to_lowercase(),
+                            consolidation_type: String::new(),
+                        })
+                        .inc();
+                    tracing::info!(
+                        reason = command.reason.as_str(),
+                        decision = ?command.decision,
+                        nodes = ?command.node_names(),
+                        "disruption command"
+                    );
+                    actions.extend(self.orchestrator.submit(command));
+                }
+                self.run_actions(&actions).await;
+            }
+        }
+        let state = &self.state;
+        let drift = &self.drift;
+        let fresh = |others: &BTreeSet<String>| {
+            state.disruption_input(now, &options, others, drift, &nominated)
+        };
+        let (actions, outcomes) = self.orchestrator.step(state, &fresh, &mut self.names, now);
+        for o in &outcomes {
+            match o {
+                Outcome::Started(c) => {
+                    tracing::info!(reason = c.reason.as_str(), nodes = ?c.node_names(), "disrupting nodes")
+                }
+                Outcome::Invalidated { command, reason } => {
+                    tracing::info!(nodes = ?command.node_names(), %reason, "abandoning disruption command: no longer valid")
+                }
+                Outcome::Completed(c) => {
+                    tracing::info!(nodes = ?c.node_names(), "replacements ready; deleting disrupted nodeclaims")
+                }
+                Outcome::Abandoned {
+                    command,
+                    node_claim,
+                } => {
+                    tracing::warn!(nodes = ?command.node_names(), %node_claim, "replacement failed; untainting nodes")
+                }
+            }
+        }
+        self.run_actions(&actions).await;
+    }
+
+    /// After a restart or failover the previous leader's disruption queue is gone; nodes it
+    /// tainted `karpenter.sh/disrupted` but never deleted are untainted, as upstream does,
+    /// once they are seen orphaned on two consecutive polls (so a NodeClaim deletion still
+    /// travelling through the watch is not mistaken for an orphan).
+    async fn clean_orphan_taints(&mut self) {
+        let disrupting = self.orchestrator.disrupting();
+        let mut orphans = BTreeSet::new();
+        for (name, record) in self.state.nodes() {
+            let claim_deleting = record
+                .node_claim
+                .as_ref()
+                .and_then(|c| self.state.node_claims().get(c))
+                .is_some_and(|c| c.is_deleting());
+            if record.is_disrupted()
+                && !record.deleting
+                && !claim_deleting
+                && !disrupting.contains(name)
+                && record.node_claim.is_some()
+            {
+                orphans.insert(name.clone());
+            }
+        }
+        let confirmed: Vec<String> = orphans.intersection(&self.orphan_taints).cloned().collect();
+        for node in &confirmed {
+            tracing::info!(node = %node, "removing disrupted taint left by an earlier leader");
+            if let Err(e) = exec::set_disrupted_taint(&self.ctx, node, false).await {
+                tracing::warn!(node = %node, error = %e, "untainting failed");
+            }
+        }
+        self.orphan_taints = orphans
+            .difference(&confirmed.into_iter().collect())
+            .cloned()
+            .collect();
+    }
+
+    async fn garbage_collect(&mut self, now: Millis) {
+        if self.last_gc.is_some_and(|t| now - t < GC_PERIOD_MS) {
+            return;
+        }
+        self.last_gc = Some(now);
+        let claims = self.ctx.stores.node_claims_sorted();
+        let known: BTreeSet<&str> = claims
+            .iter()
+            .map(|c| c.provider_id())
+            .filter(|p| !p.is_empty())
+            .collect();
+        match self.ctx.provider.list().await {
+            Ok(instances) => {
+                for inst in instances {
+                    let age = inst
+                        .metadata
+                        .creation_timestamp
+                        .as_ref()
+                        .map_or(i64::MAX, |t| now - t.0.as_millisecond());
+                    if known.contains(inst.provider_id()) || age < GC_MIN_AGE_MS {
+                        continue;
+                    }
+                    tracing::info!(
+                        provider_id = inst.provider_id(),
+                        "garbage-collecting instance without a nodeclaim"
+                    );
+                    if let Err(e) = self.ctx.provider.delete(&inst).await
+                        && !e.is_not_found()
+                    {
+                        tracing::warn!(provider_id = inst.provider_id(), error = %e, "garbage collection failed");
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "listing instances for garbage collection failed"),
+        }
+        for claim in &claims {
+            if claim.is_deleting()
+                || !claim.is(ConditionType::Launched)
+                || claim.provider_id().is_empty()
+            {
+                continue;
+            }
+            match self.ctx.provider.get(claim.provider_id()).await {
+                Err(e) if e.is_not_found() => {
+                    tracing::info!(
+                        nodeclaim = claim.name(),
+                        "instance is gone: deleting nodeclaim"
+                    );
+                    self.ctx.events.warning(
+                        claim.as_ref(),
+                        "InstanceNotFound",
+                        "instance no longer exists".into(),
+                    );
+                    if let Err(e) = exec::delete_node_claim(&self.ctx, claim.name()).await {
+                        tracing::warn!(nodeclaim = claim.name(), error = %e, "garbage collection failed");
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Nodes left terminating with our finalizer and no NodeClaim (deleted out of band).
+        for node in self.ctx.stores.nodes.state() {
+            let pid = node
+                .spec
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref())
+                .unwrap_or_default();
+            let ours = node
+                .metadata
+                .finalizers
+                .as_ref()
+                .is_some_and(|f| f.iter().any(|x| x == v1labels::TERMINATION_FINALIZER));
+            if ours && node.metadata.deletion_timestamp.is_some() && !known.contains(pid) {
+                let kept: Vec<String> = node
+                    .metadata
+                    .finalizers
+                    .clone()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|f| f != v1labels::TERMINATION_FINALIZER)
+                    .collect();
+                let name = node.metadata.name.clone().unwrap_or_default();
+                if let Err(e) = super::api::set_finalizers(
+                    &self.ctx.nodes(),
+                    &name,
+                    node.metadata.resource_version.as_deref(),
+                    &kept,
+                )
+                .await
+                {
+                    tracing::warn!(node = %name, error = %e, "removing finalizer of orphaned node failed");
+                }
+            }
+        }
+    }
+
+    fn record_metrics(&self, now: Millis) {
+        let m = &self.ctx.metrics;
+        m.cluster_state_node_count
+            .set(self.state.nodes().len() as i64);
+        m.pods_state.clear();
+        for record in self.state.pods().values() {
+            let node = record.pod.node_name.clone().unwrap_or_default();
+            let nodepool = self
+                .state
+                .nodes()
+                .get(&node)
+                .and_then(|n| n.node.node_pool.clone())
+                .unwrap_or_default();
+            let phase = if record.pod.node_name.is_none() {
+                "Pending"
+            } else if record.is_ready(now) {
+                "Running"
+            } else {
+                "Pending"
+            };
+            m.pods_state
+                .get_or_create(&PodStateLabels {
+                    name: record.pod.name.clone(),
+                    namespace: record.pod.namespace.clone(),
+                    node,
+                    nodepool,
+                    phase: phase.into(),
+                })
+                .set(1);
+        }
+        // Utilisation of Karpenter-managed nodes: pod requests over allocatable.
+        let mut requested: BTreeMap<String, f64> = BTreeMap::new();
+        let mut allocatable: BTreeMap<String, f64> = BTreeMap::new();
+        for (name, record) in self.state.nodes() {
+            if record.node_claim.is_none() {
+                continue;
+            }
+            for (k, q) in record.node.allocatable.to_quantities() {
+                *allocatable.entry(k).or_default() += q.nanos() as f64 / 1e9;
+            }
+            for p in self.state.pods_on(name) {
+                for (k, q) in p.pod.requests.to_quantities() {
+                    *requested.entry(k).or_default() += q.nanos() as f64 / 1e9;
+                }
+            }
+        }
+        for (resource, total) in &allocatable {
+            if *total > 0.0 {
+                let used = requested.get(resource).copied().unwrap_or(0.0);
+                m.cluster_utilization
+                    .get_or_create(&ResourceTypeLabels {
+                        resource_type: resource.clone(),
+                    })
+                    .set(100.0 * used / total);
+            }
+        }
+    }
+}
+
+fn identity() -> String {
+    std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| format!("karpenter-{}", std::process::id()))
+}
+
+/// `karpenter controller`: runs until SIGTERM/Ctrl-C (Ok) or until leadership is lost or a
+/// watch dies (Err, so the container restarts and a fresh replica takes over from the
+/// objects' state).
+///
+/// # Errors
+/// Invalid settings, no cluster to connect to, a port that cannot be bound, lost
+/// leadership.
+pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
+    let settings = Settings::from_args(args)?;
+    logging::init(&settings).map_err(|e| anyhow::anyhow!("initialising logging: {e}"))?;
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to the cluster (in-cluster config or KUBECONFIG)")?;
+    let metrics = Metrics::new();
+    let health = Health::default();
+    let metrics_port = settings.metrics_port;
+    let health_port = settings.health_probe_port;
+    let metrics_server = tokio::spawn(http::serve(
+        http::metrics_router(metrics.clone()),
+        metrics_port,
+    ));
+    let health_server = tokio::spawn(http::serve(
+        http::health_router(health.clone()),
+        health_port,
+    ));
+
+    let (stores, writers) = state::stores();
+    let changed = Arc::new(Notify::new());
+    let watchers = state::spawn_watchers(&client, writers, changed.clone());
+    let watch_health = health.clone();
+    let abort: Vec<_> = watchers.iter().map(|w| w.abort_handle()).collect();
+    tokio::spawn(async move {
+        // A watch task only ends on a bug or a panic; the probe then restarts the pod.
+        let _ = futures::future::select_all(watchers).await;
+        tracing::error!("a watch task stopped");
+        watch_health.set_failed();
+    });
+    let id = identity();
+    let (events, rx) = EventSink::channel();
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "karpenter".into(),
+            instance: Some(id.clone()),
+        },
+    );
+    tokio::spawn(publish_loop(recorder, rx));
+    let provider = provider::build(&settings, &client, &metrics);
+    tracing::info!(
+        provider = provider.name(),
+        cluster = %settings.cluster_name,
+        identity = %id,
+        "starting controller"
+    );
+    let ctx = Ctx {
+        client: client.clone(),
+        provider,
+        limiter: super::api::RateLimiter::new(settings.kube_client_qps, settings.kube_client_burst),
+        settings: settings.clone(),
+        metrics: metrics.clone(),
+        stores: stores.clone(),
+        events,
+        clock: system_clock(),
+    };
+
+    let synced = async {
+        stores
+            .wait_until_ready()
+            .await
+            .map_err(|e| anyhow::anyhow!("a watch stopped before listing: {e}"))
+    };
+    tokio::select! {
+        r = synced => r?,
+        r = metrics_server => return Err(anyhow::anyhow!("metrics server on :{metrics_port} stopped: {r:?}")),
+        r = health_server => return Err(anyhow::anyhow!("health server on :{health_port} stopped: {r:?}")),
+    }
+    health.set_ready(true);
+    metrics.cluster_state_synced.set(1);
+    tracing::info!("caches synced");
+
+    let mut gate = if settings.disable_leader_election {
+        LeaderGate::always()
+    } else {
+        let (gate, _task) = leader::elect(
+            client.clone(),
+            &settings.leader_election_namespace,
+            &settings.leader_election_name,
+            &id,
+        )
+        .await?;
+        gate
+    };
+    tokio::select! {
+        () = gate.wait_for_leadership() => {}
+        r = shutdown() => { r?; return Ok(()); }
+    }
+    metrics.is_leader.set(1);
+    tracing::info!(identity = %id, "acquired leadership");
+    let mut controller = Controller::new(ctx);
+    let result = run_leader(&mut controller, &mut gate, &changed).await;
+    metrics.is_leader.set(0);
+    for w in abort {
+        w.abort();
+    }
+    result
+}
+
+/// Runs passes until shutdown (Ok) or leadership loss (Err). A pass in progress when the
+/// Lease is lost is abandoned at its next await point: every write it had made is
+/// complete and recorded in the objects, and the next leader decides again from them.
+///
+/// # Errors
+/// Leadership was lost.
+pub async fn run_leader(
+    controller: &mut Controller,
+    gate: &mut LeaderGate,
+    changed: &Notify,
+) -> anyhow::Result<()> {
+    let mut lost = gate.clone();
+    let mut stop = std::pin::pin!(shutdown());
+    loop {
+        tokio::select! {
+            () = lost.lost() => {
+                tracing::error!("lost leadership; exiting so a fresh replica takes over");
+                anyhow::bail!("leader election lost");
+            }
+            r = &mut stop => { r?; tracing::info!("shutting down"); return Ok(()); }
+            () = controller.pass(), if gate.is_leader() => {}
+        }
+        // Wake on any watch event, at most every 200 ms and at least every second.
+        tokio::select! {
+            () = changed.notified() => tokio::time::sleep(Duration::from_millis(200)).await,
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+}
+
+async fn shutdown() -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .context("installing SIGTERM handler")?;
+        tokio::select! {
+            _ = term.recv() => {}
+            r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
+    Ok(())
+}

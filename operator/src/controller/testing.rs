@@ -1,0 +1,187 @@
+//! Test helpers: objects, and a scripted API server behind a `tower-test` mock service.
+
+use super::events::{EventSink, Published};
+use super::state::{Stores, Writers, stores};
+use super::{Clock, Ctx};
+use crate::metrics::Metrics;
+use crate::settings::Settings;
+use http::{Request, Response};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Taint as K8sTaint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use karpenter_cloudprovider::v1::{
+    NodeClaimSpec, NodeClassReference, NodeSelectorOperator, NodeSelectorRequirementWithMinValues,
+    labels as v1labels,
+};
+use karpenter_cloudprovider::{CloudProvider, NodeClaim};
+use kube::client::Body;
+use kube::runtime::watcher::Event;
+use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc;
+
+/// A NodeClaim of pool `default` with the termination finalizer.
+pub fn claim(name: &str) -> NodeClaim {
+    let mut c = NodeClaim::new(
+        name,
+        NodeClaimSpec {
+            taints: Vec::new(),
+            startup_taints: Vec::new(),
+            requirements: vec![NodeSelectorRequirementWithMinValues::new(
+                v1labels::INSTANCE_TYPE,
+                NodeSelectorOperator::In,
+                ["m5.large"],
+            )],
+            resources: Default::default(),
+            node_class_ref: NodeClassReference {
+                group: "karpenter.k8s.aws".into(),
+                kind: "EC2NodeClass".into(),
+                name: "default".into(),
+            },
+            termination_grace_period: None,
+            expire_after: karpenter_cloudprovider::v1::default_expire_after(),
+        },
+    );
+    c.metadata.labels = Some([(v1labels::NODEPOOL.to_owned(), "default".to_owned())].into());
+    c.metadata.finalizers = Some(vec![v1labels::TERMINATION_FINALIZER.into()]);
+    c.metadata.resource_version = Some("1".into());
+    c.metadata.uid = Some(format!("uid-{name}"));
+    c.metadata.creation_timestamp = Some(crate::cluster::provisioner::time(0));
+    c
+}
+
+/// A fresh Node as a kubelet registers it: unregistered taint, no conditions.
+pub fn node(name: &str, provider_id: &str) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            resource_version: Some("1".into()),
+            uid: Some(format!("uid-node-{name}")),
+            labels: Some([(super::fake::FAKE_NODE_LABEL.to_owned(), "true".to_owned())].into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec {
+            provider_id: Some(provider_id.into()),
+            taints: Some(vec![K8sTaint {
+                key: v1labels::UNREGISTERED_TAINT_KEY.into(),
+                effect: "NoExecute".into(),
+                ..K8sTaint::default()
+            }]),
+            ..NodeSpec::default()
+        }),
+        status: Some(NodeStatus::default()),
+    }
+}
+
+/// `node` with `Ready=True`.
+pub fn ready(mut node: Node) -> Node {
+    node.status
+        .get_or_insert_with(NodeStatus::default)
+        .conditions = Some(vec![NodeCondition {
+        type_: "Ready".into(),
+        status: "True".into(),
+        ..NodeCondition::default()
+    }]);
+    node
+}
+
+/// One request the mock API server received.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// HTTP method.
+    pub method: String,
+    /// Path and query.
+    pub uri: String,
+    /// Body as JSON (Null when empty or not JSON).
+    pub body: serde_json::Value,
+}
+
+/// A response the script gives: status code and JSON body.
+pub type Reply = (u16, serde_json::Value);
+
+/// A scripted API server. `script` sees every request and answers it.
+pub struct MockApi {
+    /// Every request, in order.
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+impl MockApi {
+    /// Requests so far.
+    pub fn requests(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// A Kubernetes `Status` error body.
+pub fn status(code: u16, reason: &str) -> Reply {
+    (
+        code,
+        serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason, "message": reason}),
+    )
+}
+
+/// A client whose every request is answered by `script`.
+pub fn mock_client<F>(mut script: F) -> (kube::Client, MockApi)
+where
+    F: FnMut(&Seen) -> Reply + Send + 'static,
+{
+    let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let task = tokio::spawn(async move {
+        while let Some((req, send)) = handle.next_request().await {
+            let (parts, body) = req.into_parts();
+            let bytes = body.collect_bytes().await.unwrap_or_default();
+            let s = Seen {
+                method: parts.method.to_string(),
+                uri: parts.uri.to_string(),
+                body: serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
+            };
+            let (code, json) = script(&s);
+            log.lock().unwrap().push(s);
+            let resp = Response::builder()
+                .status(code)
+                .header("content-type", "application/json")
+                .body(Body::from(serde_json::to_vec(&json).unwrap()))
+                .unwrap();
+            send.send_response(resp);
+        }
+    });
+    (
+        kube::Client::new(svc, "default"),
+        MockApi { seen, _task: task },
+    )
+}
+
+/// A context over `client` with empty stores (fill them through the returned writers), a
+/// fixed clock at `now_ms`, and the events receiver.
+pub fn ctx(
+    client: kube::Client,
+    provider: Arc<dyn CloudProvider>,
+    now_ms: i64,
+) -> (Ctx, Writers, mpsc::UnboundedReceiver<Published>) {
+    let (stores, writers): (Stores, Writers) = stores();
+    let (events, rx) = EventSink::channel();
+    let clock: Clock = Arc::new(move || {
+        jiff::Timestamp::from_millisecond(now_ms).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+    });
+    let ctx = Ctx {
+        client,
+        provider,
+        settings: Settings::default(),
+        metrics: Metrics::new(),
+        stores,
+        events,
+        limiter: super::api::RateLimiter::new(1000, 1000),
+        clock,
+    };
+    (ctx, writers, rx)
+}
+
+/// Puts `obj` into a store through its writer.
+pub fn put<K>(w: &mut kube::runtime::reflector::store::Writer<K>, obj: K)
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    w.apply_watcher_event(&Event::Apply(obj));
+}

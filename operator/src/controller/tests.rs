@@ -1,0 +1,434 @@
+//! Reconcile tests against a mocked API server (tower-test): each test scripts the API's
+//! answers, runs a reconcile, and asserts on the requests the controller made.
+
+use super::exec::{self, Executed};
+use super::fake::ClusterFakeProvider;
+use super::leader::LeaderGate;
+use super::lifecycle::{self, Step};
+use super::run::{Controller, run_leader};
+use super::testing::{claim, ctx, mock_client, node, put, ready, status};
+use crate::cluster::Action;
+use karpenter_cloudprovider::v1::{ConditionType, StatusConditions, labels as v1labels};
+use karpenter_cloudprovider::{CloudProvider, NodeClaim};
+use karpenter_cloudprovider_fake::FakeCloudProvider;
+use karpenter_scheduling::model::PodKey;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+fn fake_provider(client: &kube::Client) -> Arc<dyn CloudProvider> {
+    Arc::new(ClusterFakeProvider::new(
+        FakeCloudProvider::default(),
+        kube::Api::all(client.clone()),
+    ))
+}
+
+fn json<T: serde::Serialize>(v: &T) -> serde_json::Value {
+    serde_json::to_value(v).unwrap()
+}
+
+#[tokio::test]
+async fn launch_register_initialize() {
+    let c = claim("default-abcde");
+    let answer = json(&c);
+    let created_node: Arc<Mutex<Option<serde_json::Value>>> = Arc::default();
+    let cn = created_node.clone();
+    let (client, api) = mock_client(move |req| match (req.method.as_str(), req.uri.as_str()) {
+        ("GET", u) if u.starts_with("/api/v1/nodes/") => status(404, "NotFound"),
+        ("POST", "/api/v1/nodes?") | ("POST", "/api/v1/nodes") => {
+            *cn.lock().unwrap() = Some(req.body.clone());
+            (201, req.body.clone())
+        }
+        ("PATCH", u) if u.contains("/nodes/") => (
+            200,
+            json(&node("default-abcde", "fake://us-east-1a/default-abcde")),
+        ),
+        ("PATCH", u) if u.contains("/nodeclaims/") => (200, answer.clone()),
+        _ => status(500, "unexpected"),
+    });
+    let provider = fake_provider(&client);
+    let (ctx, mut w, _events) = ctx(client, provider, 60_000);
+
+    // Launch: the provider picks an offering and creates the Node; the claim gets labels,
+    // then status with Launched=True.
+    put(&mut w.node_claims, c.clone());
+    assert_eq!(lifecycle::reconcile(&ctx, &c).await.unwrap(), Step::Launch);
+    let reqs = api.requests();
+    let status_patch = reqs
+        .iter()
+        .find(|r| r.method == "PATCH" && r.uri.contains("/status"))
+        .expect("status patched");
+    let st = &status_patch.body["status"];
+    let provider_id = st["providerID"].as_str().unwrap().to_owned();
+    assert!(provider_id.starts_with("fake://"), "{provider_id}");
+    assert!(st["allocatable"]["cpu"].is_string());
+    assert!(
+        st["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Launched" && c["status"] == "True")
+    );
+    assert_eq!(status_patch.body["metadata"]["resourceVersion"], "1");
+    let label_patch = reqs
+        .iter()
+        .find(|r| r.method == "PATCH" && !r.uri.contains("/status"))
+        .unwrap();
+    assert_eq!(
+        label_patch.body["metadata"]["labels"][v1labels::INSTANCE_TYPE],
+        "m5.large"
+    );
+    let n = created_node.lock().unwrap().clone().expect("node created");
+    assert_eq!(n["spec"]["providerID"], provider_id.as_str());
+    assert!(
+        n["spec"]["taints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["key"] == v1labels::UNREGISTERED_TAINT_KEY)
+    );
+
+    // Register: the Node with the claim's provider ID joined.
+    let mut launched = c.clone();
+    launched
+        .status
+        .get_or_insert_with(Default::default)
+        .provider_id = provider_id.clone();
+    launched.set_true("Launched", crate::cluster::provisioner::time(60_000));
+    put(&mut w.node_claims, launched.clone());
+    put(&mut w.nodes, node("default-abcde", &provider_id));
+    let before = api.requests().len();
+    assert_eq!(
+        lifecycle::reconcile(&ctx, &launched).await.unwrap(),
+        Step::Register {
+            node: "default-abcde".into()
+        }
+    );
+    let reqs = api.requests()[before..].to_vec();
+    assert!(reqs[0].uri.starts_with("/api/v1/nodes/default-abcde"));
+    assert_eq!(
+        reqs[0].body["metadata"]["labels"][v1labels::NODE_REGISTERED],
+        "true"
+    );
+    assert!(
+        reqs[1].body["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Registered" && c["status"] == "True")
+    );
+    assert_eq!(reqs[1].body["status"]["nodeName"], "default-abcde");
+
+    // Initialize: Ready, taints gone, resources reported.
+    let mut registered = launched.clone();
+    registered.set_true("Registered", crate::cluster::provisioner::time(60_000));
+    let mut n = ready(node("default-abcde", &provider_id));
+    n.spec.as_mut().unwrap().taints = None;
+    n.status.as_mut().unwrap().allocatable =
+        registered.status.as_ref().map(|s| s.allocatable.clone());
+    put(&mut w.nodes, n);
+    let before = api.requests().len();
+    assert_eq!(
+        lifecycle::reconcile(&ctx, &registered).await.unwrap(),
+        Step::Initialize {
+            node: "default-abcde".into()
+        }
+    );
+    let reqs = api.requests()[before..].to_vec();
+    assert_eq!(
+        reqs[0].body["metadata"]["labels"][v1labels::NODE_INITIALIZED],
+        "true"
+    );
+    assert!(
+        reqs[1].body["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Initialized" && c["status"] == "True")
+    );
+}
+
+#[tokio::test]
+async fn insufficient_capacity_deletes_the_claim() {
+    let mut c = claim("default-ice");
+    // No instance type satisfies this requirement.
+    c.spec.requirements[0].values = vec!["no-such-type".into()];
+    let (client, api) = mock_client(move |req| match req.method.as_str() {
+        "GET" => status(404, "NotFound"),
+        "PATCH" => (200, json(&claim("default-ice"))),
+        "DELETE" => (200, json(&claim("default-ice"))),
+        _ => status(500, "unexpected"),
+    });
+    let provider = fake_provider(&client);
+    let (ctx, mut w, mut events) = ctx(client, provider, 0);
+    put(&mut w.node_claims, c.clone());
+    lifecycle::reconcile(&ctx, &c).await.unwrap();
+    let reqs = api.requests();
+    assert!(reqs.iter().any(|r| {
+        r.method == "PATCH"
+            && r.body["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c["type"] == "Launched"
+                        && c["status"] == "False"
+                        && c["reason"] == "InsufficientCapacity"
+                })
+            })
+    }));
+    assert!(
+        reqs.iter()
+            .any(|r| r.method == "DELETE" && r.uri.contains("/nodeclaims/default-ice"))
+    );
+    assert_eq!(events.try_recv().unwrap().reason, "InsufficientCapacity");
+}
+
+#[tokio::test]
+async fn pdb_blocked_eviction_is_retried_until_allowed() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let n = calls.clone();
+    let (client, api) = mock_client(move |req| {
+        assert!(
+            req.uri.ends_with("/pods/web-0/eviction") || req.uri.contains("/pods/web-0/eviction?")
+        );
+        if n.fetch_add(1, Ordering::SeqCst) < 2 {
+            status(429, "TooManyRequests")
+        } else {
+            (
+                201,
+                serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+            )
+        }
+    });
+    let provider = fake_provider(&client);
+    let (ctx, _w, _events) = ctx(client, provider, 0);
+    let pod = PodKey::new("default", "web-0");
+    let action = Action::EvictPod {
+        pod: pod.clone(),
+        node: "n1".into(),
+    };
+    assert_eq!(
+        exec::execute(&ctx, &action).await.unwrap(),
+        Executed::Blocked
+    );
+    assert_eq!(
+        exec::execute(&ctx, &action).await.unwrap(),
+        Executed::Blocked
+    );
+    assert_eq!(exec::execute(&ctx, &action).await.unwrap(), Executed::Done);
+    assert_eq!(api.requests().len(), 3);
+    assert!(
+        api.requests()
+            .iter()
+            .all(|r| r.method == "POST" && r.uri.contains("/eviction"))
+    );
+    let text = ctx.metrics.encode();
+    assert!(
+        text.contains("karpenter_nodes_eviction_requests_total{code=\"429\"} 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("karpenter_nodes_eviction_requests_total{code=\"201\"} 1")
+            || text.contains("code=\"200\"} 1"),
+        "{text}"
+    );
+}
+
+fn deleting(mut c: NodeClaim) -> NodeClaim {
+    c.metadata.deletion_timestamp = Some(crate::cluster::provisioner::time(1_000));
+    c
+}
+
+#[tokio::test]
+async fn termination_drains_then_terminates_and_removes_finalizers() {
+    let provider_id = "fake://us-east-1a/default-term";
+    let mut c = claim("default-term");
+    c.status.get_or_insert_with(Default::default).provider_id = provider_id.into();
+    c.set_true("Launched", crate::cluster::provisioner::time(0));
+    c.set_true("Registered", crate::cluster::provisioner::time(0));
+    let c = deleting(c);
+    let mut n = ready(node("default-term", provider_id));
+    n.metadata.finalizers = Some(vec![v1labels::TERMINATION_FINALIZER.into()]);
+    n.metadata.deletion_timestamp = Some(crate::cluster::provisioner::time(1_500));
+    let node_json = json(&n);
+    let claim_json = json(&c);
+    let (client, api) = mock_client(move |req| match (req.method.as_str(), req.uri.as_str()) {
+        ("GET", u) if u.starts_with("/api/v1/nodes/default-term") => (200, node_json.clone()),
+        ("PATCH", u) if u.starts_with("/api/v1/nodes/") => (200, node_json.clone()),
+        ("PATCH", u) if u.contains("/nodeclaims/") => (200, claim_json.clone()),
+        _ => status(500, "unexpected"),
+    });
+    let provider = fake_provider(&client);
+    let (ctx, mut w, _events) = ctx(client, provider, 5_000);
+    put(&mut w.node_claims, c.clone());
+    put(&mut w.nodes, n);
+    exec::terminate_instance(&ctx, "default-term")
+        .await
+        .unwrap();
+    let reqs = api.requests();
+    // Provider delete (the Node is already terminating), then the Node's finalizer, then
+    // the claim's — in that order.
+    let patches: Vec<_> = reqs.iter().filter(|r| r.method == "PATCH").collect();
+    assert_eq!(patches.len(), 2, "{reqs:?}");
+    assert!(patches[0].uri.starts_with("/api/v1/nodes/default-term"));
+    assert_eq!(
+        patches[0].body["metadata"]["finalizers"],
+        serde_json::json!([])
+    );
+    assert!(patches[1].uri.contains("/nodeclaims/default-term"));
+    assert_eq!(
+        patches[1].body["metadata"]["finalizers"],
+        serde_json::json!([])
+    );
+    assert_eq!(patches[1].body["metadata"]["resourceVersion"], "1");
+    let text = ctx.metrics.encode();
+    assert!(
+        text.contains("karpenter_nodeclaims_terminated_total{nodepool=\"default\""),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn volume_attachments_hold_termination() {
+    use k8s_openapi::api::storage::v1::{
+        VolumeAttachment, VolumeAttachmentSource, VolumeAttachmentSpec,
+    };
+    let provider_id = "fake://us-east-1a/default-vol";
+    let mut c = claim("default-vol");
+    c.status.get_or_insert_with(Default::default).provider_id = provider_id.into();
+    let c = deleting(c);
+    let (client, api) = mock_client(|_| status(500, "unexpected"));
+    let provider = fake_provider(&client);
+    let (ctx, mut w, _events) = ctx(client, provider, 5_000);
+    put(&mut w.node_claims, c);
+    put(&mut w.nodes, node("default-vol", provider_id));
+    put(
+        &mut w.volume_attachments,
+        VolumeAttachment {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some("va-1".into()),
+                ..Default::default()
+            },
+            spec: VolumeAttachmentSpec {
+                attacher: "ebs.csi.aws.com".into(),
+                node_name: "default-vol".into(),
+                source: VolumeAttachmentSource::default(),
+            },
+            status: None,
+        },
+    );
+    exec::terminate_instance(&ctx, "default-vol").await.unwrap();
+    assert!(
+        api.requests().is_empty(),
+        "nothing happens while volumes are attached"
+    );
+}
+
+#[tokio::test]
+async fn conflicts_and_server_errors_are_retried_without_loss() {
+    // A 409 on the guarded taint patch fails this attempt (the next pass re-reads); a 500
+    // and a 429 on the idempotent delete are retried in place.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let n = calls.clone();
+    let (client, api) = mock_client(move |req| {
+        let i = n.fetch_add(1, Ordering::SeqCst);
+        match (req.method.as_str(), i) {
+            ("PATCH", 0) => status(409, "Conflict"),
+            ("PATCH", _) => (200, json(&node("n1", "fake://z/n1"))),
+            ("DELETE", 2) => status(500, "InternalError"),
+            ("DELETE", 3) => status(429, "TooManyRequests"),
+            ("DELETE", _) => (200, json(&claim("c1"))),
+            _ => status(500, "unexpected"),
+        }
+    });
+    let provider = fake_provider(&client);
+    let (ctx, mut w, _events) = ctx(client, provider, 0);
+    put(&mut w.nodes, node("n1", "fake://z/n1"));
+    let err = exec::set_disrupted_taint(&ctx, "n1", true)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("n1"), "{err}");
+    exec::set_disrupted_taint(&ctx, "n1", true).await.unwrap();
+    let reqs = api.requests();
+    assert!(
+        reqs[1].body["spec"]["taints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["key"] == v1labels::DISRUPTED_TAINT_KEY)
+    );
+    assert_eq!(reqs[1].body["metadata"]["resourceVersion"], "1");
+    tokio::time::pause();
+    exec::delete_node_claim(&ctx, "c1").await.unwrap();
+    let deletes = api
+        .requests()
+        .iter()
+        .filter(|r| r.method == "DELETE")
+        .count();
+    assert_eq!(deletes, 3);
+}
+
+#[tokio::test]
+async fn permanent_errors_surface_and_name_the_object() {
+    let (client, _api) = mock_client(|_| status(422, "Invalid"));
+    let provider = fake_provider(&client);
+    let (ctx, _w, _events) = ctx(client, provider, 0);
+    let err = exec::delete_node_claim(&ctx, "bad-claim")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("bad-claim"), "{err}");
+}
+
+#[tokio::test]
+async fn a_replica_that_is_not_leader_writes_nothing_and_leadership_loss_stops_it() {
+    let (client, api) = mock_client(|_| status(500, "unexpected"));
+    let provider = fake_provider(&client);
+    let (ctx, mut w, _events) = ctx(client, provider, 0);
+    // A claim that would need a finalizer: a leader would patch it.
+    let mut c = claim("default-x");
+    c.metadata.finalizers = None;
+    put(&mut w.node_claims, c);
+    let (tx, rx) = tokio::sync::watch::channel(true);
+    let mut gate = LeaderGate::from_receiver(rx);
+    let mut controller = Controller::new(ctx);
+    let changed = tokio::sync::Notify::new();
+    tx.send(false).unwrap();
+    let result = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        run_leader(&mut controller, &mut gate, &changed),
+    )
+    .await
+    .expect("returns promptly");
+    assert!(result.unwrap_err().to_string().contains("leader"));
+    assert!(
+        api.requests().is_empty(),
+        "no writes after leadership is lost"
+    );
+}
+
+#[tokio::test]
+async fn leader_pass_adds_missing_finalizer() {
+    let (client, api) = mock_client(|req| match req.method.as_str() {
+        "PATCH" => (200, json(&claim("default-x"))),
+        "GET" => (
+            200,
+            serde_json::json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": []}),
+        ),
+        _ => status(404, "NotFound"),
+    });
+    let provider = fake_provider(&client);
+    let (ctx, mut w, _events) = ctx(client, provider, 0);
+    let mut c = claim("default-x");
+    c.metadata.finalizers = None;
+    put(&mut w.node_claims, c);
+    let mut controller = Controller::new(ctx);
+    controller.pass().await;
+    let reqs = api.requests();
+    let patch = reqs
+        .iter()
+        .find(|r| r.method == "PATCH" && r.uri.contains("/nodeclaims/default-x"))
+        .expect("finalizer patch");
+    assert_eq!(
+        patch.body["metadata"]["finalizers"][0],
+        v1labels::TERMINATION_FINALIZER
+    );
+    assert_eq!(patch.body["metadata"]["resourceVersion"], "1");
+    let _ = ConditionType::Launched;
+}

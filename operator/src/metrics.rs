@@ -1,0 +1,388 @@
+//! The controller's Prometheus metrics, under Karpenter's metric and label names so existing
+//! dashboards and alerts keep working. The cloud-provider families come from
+//! [`karpenter_cloudprovider::Metered`] and are registered in the same registry.
+
+use karpenter_cloudprovider::CloudProviderMetrics;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// A gauge holding an `f64`.
+pub type FloatGauge = Gauge<f64, AtomicU64>;
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn duration_histogram() -> Histogram {
+    // Karpenter's DurationBuckets: 5 ms … ~10 min.
+    Histogram::new(exponential_buckets(0.005, 2.0, 18))
+}
+
+/// `{nodepool}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct NodePoolLabels {
+    /// NodePool name.
+    pub nodepool: String,
+}
+
+/// `{reason, nodepool, min_values_relaxed}` of `karpenter_nodeclaims_created_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct CreatedLabels {
+    /// `provisioning` or the disruption reason that asked for a replacement.
+    pub reason: String,
+    /// NodePool name.
+    pub nodepool: String,
+    /// `true` when minValues was relaxed.
+    pub min_values_relaxed: String,
+}
+
+/// `{nodepool, capacity_type}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct TerminatedLabels {
+    /// NodePool name.
+    pub nodepool: String,
+    /// `spot`, `on-demand`, `reserved`.
+    pub capacity_type: String,
+}
+
+/// `{reason, nodepool, capacity_type}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct DisruptedLabels {
+    /// `Empty`, `Underutilized`, `Drifted`, `Expired`, `Interrupted` …
+    pub reason: String,
+    /// NodePool name.
+    pub nodepool: String,
+    /// Capacity type.
+    pub capacity_type: String,
+}
+
+/// `{namespace, name, node, nodepool, phase}` of `karpenter_pods_state`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct PodStateLabels {
+    /// Pod name.
+    pub name: String,
+    /// Pod namespace.
+    pub namespace: String,
+    /// Node name, empty while pending.
+    pub node: String,
+    /// NodePool of the node, empty if unmanaged.
+    pub nodepool: String,
+    /// Pod phase.
+    pub phase: String,
+}
+
+/// `{controller}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ControllerLabels {
+    /// `provisioner` or `disruption`.
+    pub controller: String,
+}
+
+/// `{decision, reason, consolidation_type}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct DecisionLabels {
+    /// `delete` or `replace`.
+    pub decision: String,
+    /// Disruption reason.
+    pub reason: String,
+    /// `empty`, `single`, `multi` or empty.
+    pub consolidation_type: String,
+}
+
+/// `{reason}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ReasonLabels {
+    /// Disruption reason.
+    pub reason: String,
+}
+
+/// `{nodepool, resource_type}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ResourceLabels {
+    /// NodePool name.
+    pub nodepool: String,
+    /// `cpu`, `memory`, `pods`, `nodes` …
+    pub resource_type: String,
+}
+
+/// `{resource_type}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ResourceTypeLabels {
+    /// `cpu`, `memory` …
+    pub resource_type: String,
+}
+
+/// `{code}` of `karpenter_nodes_eviction_requests_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct CodeLabels {
+    /// HTTP status code of the eviction request.
+    pub code: String,
+}
+
+/// Every family the controller records, registered once in [`Metrics::registry`].
+#[derive(Clone)]
+pub struct Metrics {
+    /// The registry `/metrics` encodes.
+    pub registry: Arc<Mutex<Registry>>,
+    /// Cloud-provider families, for [`karpenter_cloudprovider::Metered`].
+    pub cloudprovider: CloudProviderMetrics,
+    /// `karpenter_nodeclaims_created_total`.
+    pub nodeclaims_created: Family<CreatedLabels, Counter>,
+    /// `karpenter_nodeclaims_terminated_total`.
+    pub nodeclaims_terminated: Family<TerminatedLabels, Counter>,
+    /// `karpenter_nodeclaims_disrupted_total`.
+    pub nodeclaims_disrupted: Family<DisruptedLabels, Counter>,
+    /// `karpenter_nodes_created_total`.
+    pub nodes_created: Family<NodePoolLabels, Counter>,
+    /// `karpenter_nodes_terminated_total`.
+    pub nodes_terminated: Family<NodePoolLabels, Counter>,
+    /// `karpenter_nodeclaims_termination_duration_seconds`.
+    pub nodeclaims_termination_duration: HistogramFamily<NodePoolLabels>,
+    /// `karpenter_pods_state` (1 for every pod the controller sees).
+    pub pods_state: Family<PodStateLabels, Gauge>,
+    /// `karpenter_pods_startup_duration_seconds`: creation to Running.
+    pub pods_startup_duration: Histogram,
+    /// `karpenter_pods_bound_duration_seconds`: creation to bound.
+    pub pods_bound_duration: Histogram,
+    /// `karpenter_scheduler_scheduling_duration_seconds`.
+    pub scheduling_duration: HistogramFamily<ControllerLabels>,
+    /// `karpenter_scheduler_queue_depth`.
+    pub scheduler_queue_depth: Family<ControllerLabels, Gauge>,
+    /// `karpenter_voluntary_disruption_decisions_total`.
+    pub disruption_decisions: Family<DecisionLabels, Counter>,
+    /// `karpenter_voluntary_disruption_eligible_nodes`.
+    pub disruption_eligible_nodes: Family<ReasonLabels, Gauge>,
+    /// `karpenter_voluntary_disruption_decision_evaluation_duration_seconds`.
+    pub disruption_evaluation_duration: Histogram,
+    /// `karpenter_nodepools_usage`.
+    pub nodepools_usage: Family<ResourceLabels, FloatGauge>,
+    /// `karpenter_nodepools_limit`.
+    pub nodepools_limit: Family<ResourceLabels, FloatGauge>,
+    /// `karpenter_cluster_utilization_percent`.
+    pub cluster_utilization: Family<ResourceTypeLabels, FloatGauge>,
+    /// `karpenter_cluster_state_node_count`.
+    pub cluster_state_node_count: Gauge,
+    /// `karpenter_cluster_state_synced` (1 once every watch has listed).
+    pub cluster_state_synced: Gauge,
+    /// `karpenter_nodes_eviction_requests_total`.
+    pub eviction_requests: Family<CodeLabels, Counter>,
+    /// `karpenter_leader_election_is_leader` (1 on the replica that holds the Lease).
+    pub is_leader: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh registry with every family registered once.
+    pub fn new() -> Self {
+        let mut r = Registry::default();
+        let cloudprovider = CloudProviderMetrics::register(&mut r);
+        let m = Self {
+            registry: Arc::new(Mutex::new(Registry::default())),
+            cloudprovider,
+            nodeclaims_created: Family::default(),
+            nodeclaims_terminated: Family::default(),
+            nodeclaims_disrupted: Family::default(),
+            nodes_created: Family::default(),
+            nodes_terminated: Family::default(),
+            nodeclaims_termination_duration: Family::new_with_constructor(duration_histogram),
+            pods_state: Family::default(),
+            pods_startup_duration: duration_histogram(),
+            pods_bound_duration: duration_histogram(),
+            scheduling_duration: Family::new_with_constructor(duration_histogram),
+            scheduler_queue_depth: Family::default(),
+            disruption_decisions: Family::default(),
+            disruption_eligible_nodes: Family::default(),
+            disruption_evaluation_duration: duration_histogram(),
+            nodepools_usage: Family::default(),
+            nodepools_limit: Family::default(),
+            cluster_utilization: Family::default(),
+            cluster_state_node_count: Gauge::default(),
+            cluster_state_synced: Gauge::default(),
+            eviction_requests: Family::default(),
+            is_leader: Gauge::default(),
+        };
+        // prometheus-client appends `_total` to counters when encoding, so counters are
+        // registered without it.
+        r.register(
+            "karpenter_nodeclaims_created",
+            "Number of nodeclaims created in total by Karpenter. Labeled by reason the nodeclaim was created and the owning nodepool.",
+            m.nodeclaims_created.clone(),
+        );
+        r.register(
+            "karpenter_nodeclaims_terminated",
+            "Number of nodeclaims terminated in total by Karpenter. Labeled by the owning nodepool.",
+            m.nodeclaims_terminated.clone(),
+        );
+        r.register(
+            "karpenter_nodeclaims_disrupted",
+            "Number of nodeclaims disrupted in total by Karpenter. Labeled by reason the nodeclaim was disrupted and the owning nodepool.",
+            m.nodeclaims_disrupted.clone(),
+        );
+        r.register(
+            "karpenter_nodes_created",
+            "Number of nodes created in total by Karpenter. Labeled by owning nodepool.",
+            m.nodes_created.clone(),
+        );
+        r.register(
+            "karpenter_nodes_terminated",
+            "Number of nodes terminated in total by Karpenter. Labeled by owning nodepool.",
+            m.nodes_terminated.clone(),
+        );
+        r.register(
+            "karpenter_nodeclaims_termination_duration_seconds",
+            "Duration of NodeClaim termination in seconds.",
+            m.nodeclaims_termination_duration.clone(),
+        );
+        r.register(
+            "karpenter_pods_state",
+            "Pod state is the current state of pods. This metric can be used several ways as it is labeled by the pod name, namespace, owner, node, nodepool name, zone, architecture, capacity type, instance type and pod phase.",
+            m.pods_state.clone(),
+        );
+        r.register(
+            "karpenter_pods_startup_duration_seconds",
+            "The time from pod creation until the pod is running.",
+            m.pods_startup_duration.clone(),
+        );
+        r.register(
+            "karpenter_pods_bound_duration_seconds",
+            "The time from pod creation until the pod is bound.",
+            m.pods_bound_duration.clone(),
+        );
+        r.register(
+            "karpenter_scheduler_scheduling_duration_seconds",
+            "Duration of scheduling simulations used for deprovisioning and provisioning in seconds.",
+            m.scheduling_duration.clone(),
+        );
+        r.register(
+            "karpenter_scheduler_queue_depth",
+            "The number of pods currently waiting to be scheduled.",
+            m.scheduler_queue_depth.clone(),
+        );
+        r.register(
+            "karpenter_voluntary_disruption_decisions",
+            "Number of disruption decisions performed. Labeled by disruption decision, reason, and consolidation type.",
+            m.disruption_decisions.clone(),
+        );
+        r.register(
+            "karpenter_voluntary_disruption_eligible_nodes",
+            "Number of nodes eligible for disruption by Karpenter. Labeled by disruption reason.",
+            m.disruption_eligible_nodes.clone(),
+        );
+        r.register(
+            "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
+            "Duration of the disruption decision evaluation process in seconds.",
+            m.disruption_evaluation_duration.clone(),
+        );
+        r.register(
+            "karpenter_nodepools_usage",
+            "The amount of resources that have been provisioned for a nodepool. Labeled by nodepool name and resource type.",
+            m.nodepools_usage.clone(),
+        );
+        r.register(
+            "karpenter_nodepools_limit",
+            "Limits specified on the nodepool that restrict the quantity of resources provisioned. Labeled by nodepool name and resource type.",
+            m.nodepools_limit.clone(),
+        );
+        r.register(
+            "karpenter_cluster_utilization_percent",
+            "Utilization of allocatable resources by pod requests on Karpenter nodes.",
+            m.cluster_utilization.clone(),
+        );
+        r.register(
+            "karpenter_cluster_state_node_count",
+            "Current count of nodes in cluster state.",
+            m.cluster_state_node_count.clone(),
+        );
+        r.register(
+            "karpenter_cluster_state_synced",
+            "Returns 1 if cluster state is synced and 0 otherwise.",
+            m.cluster_state_synced.clone(),
+        );
+        r.register(
+            "karpenter_nodes_eviction_requests",
+            "The number of requests to evict pods. Labeled by the HTTP status code.",
+            m.eviction_requests.clone(),
+        );
+        r.register(
+            "karpenter_leader_election_is_leader",
+            "1 when this replica holds the leader-election Lease.",
+            m.is_leader.clone(),
+        );
+        *m.registry.lock().unwrap_or_else(PoisonError::into_inner) = r;
+        m
+    }
+
+    /// The OpenMetrics text exposition of every family.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        let registry = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
+        // Writing into a String cannot fail; an encoder error would mean a bug in a label
+        // set, which is reported in the body rather than by a panic.
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &registry) {
+            out.push_str(&format!("# encoding error: {e}\n"));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn cloudprovider_calls_are_recorded_in_the_same_registry() {
+        use karpenter_cloudprovider::{CloudProvider, Metered};
+        let m = Metrics::new();
+        let p = Metered::with_metrics(
+            std::sync::Arc::new(karpenter_cloudprovider_fake::FakeCloudProvider::default()),
+            m.cloudprovider.clone(),
+        )
+        .for_controller("nodeclaim.lifecycle");
+        p.list().await.unwrap();
+        assert!(p.get("fake://nowhere/i-0").await.is_err());
+        let text = m.encode();
+        assert!(text.contains("karpenter_cloudprovider_duration_seconds_count{controller=\"nodeclaim.lifecycle\",method=\"List\",provider=\"fake\"} 1"), "{text}");
+        assert!(text.contains("karpenter_cloudprovider_errors_total{controller=\"nodeclaim.lifecycle\",method=\"Get\",provider=\"fake\",error=\"NodeClaimNotFoundError\"} 1"), "{text}");
+    }
+
+    #[test]
+    fn exposes_karpenter_names() {
+        let m = Metrics::new();
+        m.nodeclaims_created
+            .get_or_create(&CreatedLabels {
+                reason: "provisioning".into(),
+                nodepool: "default".into(),
+                min_values_relaxed: "false".into(),
+            })
+            .inc();
+        m.nodepools_usage
+            .get_or_create(&ResourceLabels {
+                nodepool: "default".into(),
+                resource_type: "cpu".into(),
+            })
+            .set(2.5);
+        m.scheduling_duration
+            .get_or_create(&ControllerLabels {
+                controller: "provisioner".into(),
+            })
+            .observe(0.2);
+        let text = m.encode();
+        for name in [
+            "karpenter_nodeclaims_created_total{reason=\"provisioning\",nodepool=\"default\",min_values_relaxed=\"false\"} 1",
+            "karpenter_nodepools_usage{nodepool=\"default\",resource_type=\"cpu\"} 2.5",
+            "karpenter_scheduler_scheduling_duration_seconds_count{controller=\"provisioner\"} 1",
+            "# TYPE karpenter_cluster_state_synced gauge",
+        ] {
+            assert!(text.contains(name), "missing {name:?} in\n{text}");
+        }
+    }
+}

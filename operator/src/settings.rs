@@ -1,0 +1,549 @@
+//! Settings of `karpenter controller`: every flag has the environment variable Karpenter uses
+//! for it (`pkg/operator/options`) and the same default, so a Karpenter Helm values file or
+//! Deployment env block configures karpenter-rs unchanged.
+
+use karpenter_cloudprovider::duration::parse_go_duration;
+use karpenter_scheduling::solver::{MinValuesPolicy, PreferencePolicy};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A setting that cannot be used, naming the flag / variable and the offending text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingsError {
+    /// A duration Go's `time.ParseDuration` would reject, or one that is not positive.
+    #[error("--{flag} ({env}): invalid duration {value:?}: {reason}")]
+    Duration {
+        /// Flag name.
+        flag: &'static str,
+        /// Environment variable.
+        env: &'static str,
+        /// The text given.
+        value: String,
+        /// Why it is rejected.
+        reason: String,
+    },
+    /// `FEATURE_GATES` is not a comma-separated list of `Name=true|false`.
+    #[error("--feature-gates (FEATURE_GATES): {0}")]
+    FeatureGates(String),
+    /// A value outside its allowed set (log level, policies, provider …).
+    #[error("--{flag} ({env}): invalid value {value:?}, expected one of {expected}")]
+    Invalid {
+        /// Flag name.
+        flag: &'static str,
+        /// Environment variable.
+        env: &'static str,
+        /// The text given.
+        value: String,
+        /// The accepted values.
+        expected: &'static str,
+    },
+}
+
+/// Flags and environment variables of `karpenter controller`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ControllerArgs {
+    /// Cloud provider: `fake` (in-memory instances over the bundled EC2 catalogue; the
+    /// controller also creates, heartbeats and deletes their Node objects).
+    #[arg(long, env = "CLOUD_PROVIDER", default_value = "fake")]
+    pub cloud_provider: String,
+    /// Cluster name (logged at start; providers that tag instances use it).
+    #[arg(long, env = "CLUSTER_NAME", default_value = "")]
+    pub cluster_name: String,
+    /// Longest batching window for pending pods (Go duration).
+    #[arg(long, env = "BATCH_MAX_DURATION", default_value = "10s")]
+    pub batch_max_duration: String,
+    /// Batching window ends after this long without a new pending pod (Go duration).
+    #[arg(long, env = "BATCH_IDLE_DURATION", default_value = "1s")]
+    pub batch_idle_duration: String,
+    /// Feature gates, `Name=bool` comma-separated.
+    #[arg(
+        long,
+        env = "FEATURE_GATES",
+        default_value = "NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,StaticCapacity=false"
+    )]
+    pub feature_gates: String,
+    /// Log verbosity: `debug`, `info` or `error`.
+    #[arg(long, env = "LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+    /// Log format: `json` (Karpenter's default, one object a line) or `text`.
+    #[arg(long, env = "LOG_FORMAT", default_value = "json")]
+    pub log_format: String,
+    /// Where logs go: `stdout` or `stderr` (Karpenter's LOG_OUTPUT_PATHS; one path).
+    #[arg(long, env = "LOG_OUTPUT_PATHS", default_value = "stdout")]
+    pub log_output_paths: String,
+    /// Port of `/metrics`.
+    #[arg(long, env = "METRICS_PORT", default_value_t = 8080)]
+    pub metrics_port: u16,
+    /// Port of `/healthz` and `/readyz`.
+    #[arg(long, env = "HEALTH_PROBE_PORT", default_value_t = 8081)]
+    pub health_probe_port: u16,
+    /// Run without a leader-election Lease (only for a single replica).
+    #[arg(long, env = "DISABLE_LEADER_ELECTION", default_value_t = false, action = clap::ArgAction::Set)]
+    pub disable_leader_election: bool,
+    /// Namespace of the leader-election Lease; default: the pod's namespace
+    /// (`SYSTEM_NAMESPACE`), else `kube-system`.
+    #[arg(long, env = "LEADER_ELECTION_NAMESPACE", default_value = "")]
+    pub leader_election_namespace: String,
+    /// Name of the leader-election Lease.
+    #[arg(
+        long,
+        env = "LEADER_ELECTION_NAME",
+        default_value = "karpenter-leader-election"
+    )]
+    pub leader_election_name: String,
+    /// Sustained API request rate (requests per second).
+    #[arg(long, env = "KUBE_CLIENT_QPS", default_value_t = 200)]
+    pub kube_client_qps: u32,
+    /// API request burst above the sustained rate.
+    #[arg(long, env = "KUBE_CLIENT_BURST", default_value_t = 300)]
+    pub kube_client_burst: u32,
+    /// `Respect` or `Ignore` preferred affinities, ScheduleAnyway spreads and
+    /// PreferNoSchedule taints.
+    #[arg(long, env = "PREFERENCE_POLICY", default_value = "Respect")]
+    pub preference_policy: String,
+    /// `Strict` or `BestEffort` minValues.
+    #[arg(long, env = "MIN_VALUES_POLICY", default_value = "Strict")]
+    pub min_values_policy: String,
+    /// The namespace the controller runs in (the chart sets it from the downward API).
+    #[arg(long, env = "SYSTEM_NAMESPACE", default_value = "kube-system")]
+    pub system_namespace: String,
+}
+
+/// Feature gates Karpenter knows; unknown names are accepted and ignored, as upstream does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FeatureGates {
+    /// Consolidate spot nodes into cheaper spot nodes.
+    pub spot_to_spot_consolidation: bool,
+    /// Replace nodes whose conditions match the provider's repair policies.
+    pub node_repair: bool,
+    /// Launch into reserved capacity first.
+    pub reserved_capacity: bool,
+    /// NodeOverlay resources.
+    pub node_overlay: bool,
+    /// Static-capacity NodePools (`spec.replicas`).
+    pub static_capacity: bool,
+}
+
+impl Default for FeatureGates {
+    /// Karpenter's defaults: only ReservedCapacity enabled.
+    fn default() -> Self {
+        Self {
+            spot_to_spot_consolidation: false,
+            node_repair: false,
+            reserved_capacity: true,
+            node_overlay: false,
+            static_capacity: false,
+        }
+    }
+}
+
+impl FeatureGates {
+    /// Parses `Name=bool,Name=bool` the way Kubernetes' `MapStringBool` flag does: entries
+    /// are trimmed, values parsed like Go's `strconv.ParseBool`, unlisted gates keep their
+    /// defaults.
+    pub fn parse(text: &str) -> Result<Self, SettingsError> {
+        let mut gates = Self::default();
+        let mut seen = BTreeMap::new();
+        for entry in text.split(',') {
+            let entry = entry.trim();
+            if entry.is_empty() {
+                continue;
+            }
+            let Some((name, value)) = entry.split_once('=') else {
+                return Err(SettingsError::FeatureGates(format!(
+                    "missing bool value for {entry:?}"
+                )));
+            };
+            let value = parse_go_bool(value.trim()).ok_or_else(|| {
+                SettingsError::FeatureGates(format!(
+                    "invalid value {:?} for {:?}",
+                    value.trim(),
+                    name.trim()
+                ))
+            })?;
+            seen.insert(name.trim().to_owned(), value);
+        }
+        for (name, value) in seen {
+            match name.as_str() {
+                "SpotToSpotConsolidation" => gates.spot_to_spot_consolidation = value,
+                "NodeRepair" => gates.node_repair = value,
+                "ReservedCapacity" => gates.reserved_capacity = value,
+                "NodeOverlay" => gates.node_overlay = value,
+                "StaticCapacity" => gates.static_capacity = value,
+                _ => {}
+            }
+        }
+        Ok(gates)
+    }
+}
+
+fn parse_go_bool(text: &str) -> Option<bool> {
+    match text {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// Log verbosity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogLevel {
+    /// Everything.
+    Debug,
+    /// Decisions and state changes.
+    Info,
+    /// Errors only.
+    Error,
+}
+
+/// Log format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// One JSON object a line.
+    Json,
+    /// Human-readable lines.
+    Text,
+}
+
+/// Where log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogOutput {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// The cloud providers `karpenter controller` can run with.
+///
+/// New providers are added here (and in `controller::provider::build`); any other name is
+/// rejected when the settings are parsed, before anything connects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    /// The in-memory provider; the controller plays cloud and kubelet for its nodes.
+    Fake,
+}
+
+impl ProviderKind {
+    /// Every provider name accepted by `--cloud-provider`.
+    pub const NAMES: &'static str = "fake";
+
+    fn parse(text: &str) -> Option<Self> {
+        match text {
+            "fake" => Some(Self::Fake),
+            _ => None,
+        }
+    }
+}
+
+/// Validated settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// The provider.
+    pub provider: ProviderKind,
+    /// CLUSTER_NAME.
+    pub cluster_name: String,
+    /// BATCH_MAX_DURATION.
+    pub batch_max_duration: Duration,
+    /// BATCH_IDLE_DURATION.
+    pub batch_idle_duration: Duration,
+    /// FEATURE_GATES.
+    pub feature_gates: FeatureGates,
+    /// LOG_LEVEL.
+    pub log_level: LogLevel,
+    /// LOG_FORMAT.
+    pub log_format: LogFormat,
+    /// LOG_OUTPUT_PATHS.
+    pub log_output: LogOutput,
+    /// METRICS_PORT.
+    pub metrics_port: u16,
+    /// HEALTH_PROBE_PORT.
+    pub health_probe_port: u16,
+    /// DISABLE_LEADER_ELECTION.
+    pub disable_leader_election: bool,
+    /// Namespace of the leader-election Lease (resolved default).
+    pub leader_election_namespace: String,
+    /// LEADER_ELECTION_NAME.
+    pub leader_election_name: String,
+    /// KUBE_CLIENT_QPS (at least 1).
+    pub kube_client_qps: u32,
+    /// KUBE_CLIENT_BURST (at least the QPS).
+    pub kube_client_burst: u32,
+    /// PREFERENCE_POLICY.
+    pub preference_policy: PreferencePolicy,
+    /// MIN_VALUES_POLICY.
+    pub min_values_policy: MinValuesPolicy,
+    /// SYSTEM_NAMESPACE.
+    pub system_namespace: String,
+}
+
+impl Default for Settings {
+    /// Karpenter's defaults with the fake provider (what an empty command line and
+    /// environment give).
+    fn default() -> Self {
+        Settings {
+            provider: ProviderKind::Fake,
+            cluster_name: String::new(),
+            batch_max_duration: Duration::from_secs(10),
+            batch_idle_duration: Duration::from_secs(1),
+            feature_gates: FeatureGates::default(),
+            log_level: LogLevel::Info,
+            log_format: LogFormat::Json,
+            log_output: LogOutput::Stdout,
+            metrics_port: 8080,
+            health_probe_port: 8081,
+            disable_leader_election: false,
+            leader_election_namespace: "kube-system".into(),
+            leader_election_name: "karpenter-leader-election".into(),
+            kube_client_qps: 200,
+            kube_client_burst: 300,
+            preference_policy: PreferencePolicy::Respect,
+            min_values_policy: MinValuesPolicy::Strict,
+            system_namespace: "kube-system".into(),
+        }
+    }
+}
+
+fn duration(flag: &'static str, env: &'static str, value: &str) -> Result<Duration, SettingsError> {
+    let err = |reason: String| SettingsError::Duration {
+        flag,
+        env,
+        value: value.to_owned(),
+        reason,
+    };
+    let nanos = parse_go_duration(value).map_err(|e| err(e.to_string()))?;
+    let nanos = u64::try_from(nanos)
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| err("must be positive".into()))?;
+    Ok(Duration::from_nanos(nanos))
+}
+
+impl Settings {
+    /// Validates the raw flags.
+    ///
+    /// # Errors
+    /// A [`SettingsError`] naming the first invalid flag.
+    pub fn from_args(args: &ControllerArgs) -> Result<Self, SettingsError> {
+        let provider =
+            ProviderKind::parse(&args.cloud_provider).ok_or_else(|| SettingsError::Invalid {
+                flag: "cloud-provider",
+                env: "CLOUD_PROVIDER",
+                value: args.cloud_provider.clone(),
+                expected: ProviderKind::NAMES,
+            })?;
+        let log_level = match args.log_level.as_str() {
+            "debug" => LogLevel::Debug,
+            // Karpenter accepts an empty level as info.
+            "info" | "" => LogLevel::Info,
+            "error" => LogLevel::Error,
+            other => {
+                return Err(SettingsError::Invalid {
+                    flag: "log-level",
+                    env: "LOG_LEVEL",
+                    value: other.to_owned(),
+                    expected: "debug, info, error",
+                });
+            }
+        };
+        let log_format = match args.log_format.as_str() {
+            "json" => LogFormat::Json,
+            "text" => LogFormat::Text,
+            other => {
+                return Err(SettingsError::Invalid {
+                    flag: "log-format",
+                    env: "LOG_FORMAT",
+                    value: other.to_owned(),
+                    expected: "json, text",
+                });
+            }
+        };
+        let log_output = match args.log_output_paths.as_str() {
+            "stdout" | "" => LogOutput::Stdout,
+            "stderr" => LogOutput::Stderr,
+            other => {
+                return Err(SettingsError::Invalid {
+                    flag: "log-output-paths",
+                    env: "LOG_OUTPUT_PATHS",
+                    value: other.to_owned(),
+                    expected: "stdout, stderr",
+                });
+            }
+        };
+        let preference_policy = match args.preference_policy.as_str() {
+            "Respect" => PreferencePolicy::Respect,
+            "Ignore" => PreferencePolicy::Ignore,
+            other => {
+                return Err(SettingsError::Invalid {
+                    flag: "preference-policy",
+                    env: "PREFERENCE_POLICY",
+                    value: other.to_owned(),
+                    expected: "Respect, Ignore",
+                });
+            }
+        };
+        let min_values_policy = match args.min_values_policy.as_str() {
+            "Strict" => MinValuesPolicy::Strict,
+            "BestEffort" => MinValuesPolicy::BestEffort,
+            other => {
+                return Err(SettingsError::Invalid {
+                    flag: "min-values-policy",
+                    env: "MIN_VALUES_POLICY",
+                    value: other.to_owned(),
+                    expected: "Strict, BestEffort",
+                });
+            }
+        };
+        if args.kube_client_qps == 0 {
+            return Err(SettingsError::Invalid {
+                flag: "kube-client-qps",
+                env: "KUBE_CLIENT_QPS",
+                value: "0".into(),
+                expected: "a positive integer",
+            });
+        }
+        let leader_election_namespace = if args.leader_election_namespace.is_empty() {
+            args.system_namespace.clone()
+        } else {
+            args.leader_election_namespace.clone()
+        };
+        Ok(Self {
+            provider,
+            cluster_name: args.cluster_name.clone(),
+            batch_max_duration: duration(
+                "batch-max-duration",
+                "BATCH_MAX_DURATION",
+                &args.batch_max_duration,
+            )?,
+            batch_idle_duration: duration(
+                "batch-idle-duration",
+                "BATCH_IDLE_DURATION",
+                &args.batch_idle_duration,
+            )?,
+            feature_gates: FeatureGates::parse(&args.feature_gates)?,
+            log_level,
+            log_format,
+            log_output,
+            metrics_port: args.metrics_port,
+            health_probe_port: args.health_probe_port,
+            disable_leader_election: args.disable_leader_election,
+            leader_election_namespace,
+            leader_election_name: args.leader_election_name.clone(),
+            kube_client_qps: args.kube_client_qps,
+            kube_client_burst: args.kube_client_burst.max(args.kube_client_qps),
+            preference_policy,
+            min_values_policy,
+            system_namespace: args.system_namespace.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ControllerArgs,
+    }
+
+    fn parse(argv: &[&str]) -> Result<Settings, SettingsError> {
+        let mut full = vec!["karpenter"];
+        full.extend_from_slice(argv);
+        Settings::from_args(&Cli::parse_from(full).args)
+    }
+
+    #[test]
+    fn defaults_match_karpenter() {
+        let s = parse(&[]).expect("defaults are valid");
+        assert_eq!(s.batch_max_duration, Duration::from_secs(10));
+        assert_eq!(s.batch_idle_duration, Duration::from_secs(1));
+        assert_eq!(s.metrics_port, 8080);
+        assert_eq!(s.health_probe_port, 8081);
+        assert_eq!(s.kube_client_qps, 200);
+        assert_eq!(s.kube_client_burst, 300);
+        assert!(!s.disable_leader_election);
+        assert_eq!(s.leader_election_name, "karpenter-leader-election");
+        assert_eq!(s.preference_policy, PreferencePolicy::Respect);
+        assert_eq!(s.min_values_policy, MinValuesPolicy::Strict);
+        assert_eq!(s.feature_gates, FeatureGates::default());
+        assert!(!s.feature_gates.spot_to_spot_consolidation);
+        assert_eq!(s.log_level, LogLevel::Info);
+        assert_eq!(s.provider, ProviderKind::Fake);
+        assert_eq!(s, Settings::default());
+    }
+
+    #[test]
+    fn flags_override() {
+        let s = parse(&[
+            "--batch-max-duration",
+            "1m30s",
+            "--batch-idle-duration",
+            "500ms",
+            "--feature-gates",
+            "SpotToSpotConsolidation=true",
+            "--disable-leader-election",
+            "true",
+            "--leader-election-namespace",
+            "karpenter",
+            "--log-level",
+            "debug",
+            "--log-format",
+            "text",
+            "--min-values-policy",
+            "BestEffort",
+        ])
+        .unwrap();
+        assert_eq!(s.batch_max_duration, Duration::from_secs(90));
+        assert_eq!(s.batch_idle_duration, Duration::from_millis(500));
+        assert!(s.feature_gates.spot_to_spot_consolidation);
+        assert!(
+            s.feature_gates.reserved_capacity,
+            "unlisted gates keep defaults"
+        );
+        assert!(s.disable_leader_election);
+        assert_eq!(s.leader_election_namespace, "karpenter");
+        assert_eq!(s.log_level, LogLevel::Debug);
+        assert_eq!(s.log_format, LogFormat::Text);
+        assert_eq!(s.min_values_policy, MinValuesPolicy::BestEffort);
+    }
+
+    #[test]
+    fn feature_gate_table_from_upstream() {
+        // Upstream options_test: whitespace is trimmed, unknown gates are ignored.
+        for (text, spot) in [
+            ("SpotToSpotConsolidation=true", true),
+            ("SpotToSpotConsolidation=false", false),
+            ("SpotToSpotConsolidation\t= false", false),
+            ("Hello=true,SpotToSpotConsolidation=false,World=true", false),
+        ] {
+            let gates = FeatureGates::parse(text).unwrap();
+            assert_eq!(gates.spot_to_spot_consolidation, spot, "{text}");
+        }
+        assert!(FeatureGates::parse("SpotToSpotConsolidation").is_err());
+        assert!(FeatureGates::parse("SpotToSpotConsolidation=maybe").is_err());
+    }
+
+    #[test]
+    fn invalid_values_name_the_flag() {
+        let e = parse(&["--batch-max-duration", "10"]).unwrap_err();
+        assert!(e.to_string().contains("BATCH_MAX_DURATION"), "{e}");
+        let e = parse(&["--batch-idle-duration", "1d"]).unwrap_err();
+        assert!(e.to_string().contains("batch-idle-duration"), "{e}");
+        let e = parse(&["--log-level", "verbose"]).unwrap_err();
+        assert!(e.to_string().contains("LOG_LEVEL"), "{e}");
+        let e = parse(&["--preference-policy", "respect"]).unwrap_err();
+        assert!(e.to_string().contains("PREFERENCE_POLICY"), "{e}");
+        let e = parse(&["--cloud-provider", "gcp"]).unwrap_err();
+        assert!(e.to_string().contains("\"gcp\""), "{e}");
+        assert!(e.to_string().contains("fake"), "{e}");
+    }
+
+    #[test]
+    fn leader_namespace_defaults_to_system_namespace() {
+        let s = parse(&["--system-namespace", "karpenter"]).unwrap();
+        assert_eq!(s.leader_election_namespace, "karpenter");
+    }
+}

@@ -1,0 +1,1694 @@
+//! The simulation engine: a virtual clock driving the cluster index, the fake cloud provider
+//! and the controller logic of [`crate::cluster`], plus the parts of Kubernetes a cluster
+//! would supply (kube-scheduler, workload and DaemonSet controllers, kubelet timings).
+//!
+//! Time advances from one instant of interest to the next (timeline events, batch windows,
+//! lifecycle transitions, disruption ticks, drains, pod readiness, Job completions), so a
+//! simulated day costs only as many steps as things happen. Everything is deterministic:
+//! maps are ordered, names come from counters, and the provider has no clock.
+
+use super::metrics::Metrics;
+use super::scenario::{self, Action as Event, Scenario, Settings};
+use crate::cluster::orchestration::{Orchestrator, Outcome};
+use crate::cluster::provisioner::{Batcher, NameGenerator, launch_actions, time};
+use crate::cluster::{
+    Action, ClusterState, NodeRecord, Object, ObjectKey, PdbRecord, PodRecord, Scope, lifecycle,
+    termination,
+};
+use crate::manifests::{Document, ManifestError};
+use k8s_openapi::api::{
+    apps::v1 as apps, batch::v1 as batch, core::v1 as core, policy::v1 as policy,
+};
+use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, NodePool, StatusConditions};
+use karpenter_cloudprovider::{CloudProvider, DriftReason, OfferingRef};
+use karpenter_cloudprovider_fake::FakeCloudProvider;
+use karpenter_disruption::{
+    Command, Decision, DisruptionInput, DisruptionOptions, Hold, compute_pass,
+};
+use karpenter_scheduling::k8s::{
+    daemonset_from_k8s, node_from_k8s, pdb_from_k8s, pod_from_k8s, pods_from_workload,
+};
+use karpenter_scheduling::model::{DaemonSet, InstanceType, Millis, NodeState, Pod, PodKey};
+use karpenter_scheduling::taints::first_untolerated;
+use karpenter_scheduling::{Plan, SolveOptions, labels, solve};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+/// The annotation that sets how long a Job's pods run once Ready.
+pub const JOB_RUN_TIME_ANNOTATION: &str = "karpenter-rs/simulated-run-time";
+
+/// How long a disruption pass may be skipped while nothing changes.
+const MAX_PASS_SKIP_MS: Millis = 5 * 60_000;
+
+/// How long a node stays nominated after the provisioner placed pending pods on it.
+const NOMINATION_MS: Millis = 20_000;
+
+/// Drives a future that never waits on I/O (the fake provider's) to completion.
+fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
+            return v;
+        }
+    }
+}
+
+/// A simulation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SimulationError {
+    /// A manifest or event is invalid.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// The catalogue could not be loaded.
+    #[error("catalogue {path}: {message}")]
+    Catalogue {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// An event refers to something that does not exist.
+    #[error("{origin}: {message}")]
+    Event {
+        /// Where the event is written.
+        origin: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// One decision, at a virtual instant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogLine {
+    /// Milliseconds since the start.
+    pub at: Millis,
+    /// The message.
+    pub message: String,
+}
+
+/// What varies between runs of the same scenario (`--compare`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Whether the packing optimiser runs (false: Karpenter-equivalent greedy first fit).
+    pub optimizer: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Deployment,
+    ReplicaSet,
+    StatefulSet,
+    Job,
+}
+
+impl Kind {
+    fn parse(kind: &str) -> Option<Self> {
+        match kind {
+            "Deployment" => Some(Self::Deployment),
+            "ReplicaSet" => Some(Self::ReplicaSet),
+            "StatefulSet" => Some(Self::StatefulSet),
+            "Job" => Some(Self::Job),
+            _ => None,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Deployment => "Deployment",
+            Self::ReplicaSet => "ReplicaSet",
+            Self::StatefulSet => "StatefulSet",
+            Self::Job => "Job",
+        }
+    }
+}
+
+type WorkloadKey = (Kind, String, String);
+
+/// A workload controller's state.
+#[derive(Debug, Clone)]
+struct Workload {
+    replicas: i32,
+    proto: Pod,
+    ordinal_start: i32,
+    completions: i32,
+    succeeded: i32,
+    run_time: Millis,
+    counter: u64,
+    complete: bool,
+}
+
+/// The engine.
+pub struct Engine<'a> {
+    scenario: &'a Scenario,
+    settings: Settings,
+    provider: FakeCloudProvider,
+    catalogue: Vec<Arc<InstanceType>>,
+    state: ClusterState,
+    now: Millis,
+    next_event: usize,
+    workloads: BTreeMap<WorkloadKey, Workload>,
+    batcher: Batcher,
+    names: NameGenerator,
+    orchestrator: Orchestrator,
+    seen_pending: BTreeSet<String>,
+    pod_counter: u64,
+    scheduled_generation: Option<u64>,
+    retrigger_after_schedule: bool,
+    next_disruption: Millis,
+    pass_generation: Option<u64>,
+    pass_deadline: Millis,
+    nominated: BTreeMap<String, Millis>,
+    interruptions: BTreeMap<String, Millis>,
+    unschedulable: BTreeMap<PodKey, String>,
+    solve_options: SolveOptions,
+    disruption_options: DisruptionOptions,
+    /// What the report is built from.
+    pub metrics: Metrics,
+    log: &'a mut dyn FnMut(&LogLine),
+}
+
+impl<'a> Engine<'a> {
+    /// Sets up the cluster at time 0 from the scenario's manifests.
+    pub fn new(
+        scenario: &'a Scenario,
+        options: RunOptions,
+        log: &'a mut dyn FnMut(&LogLine),
+    ) -> Result<Self, SimulationError> {
+        let settings = scenario.settings.clone();
+        let catalogue = match &settings.catalogue {
+            None => karpenter_cloudprovider_fake::default_instance_types().to_vec(),
+            Some(path) => {
+                let err = |message: String| SimulationError::Catalogue {
+                    path: path.display().to_string(),
+                    message,
+                };
+                let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+                let cat = karpenter_cloudprovider_fake::Catalogue::from_json(&text)
+                    .map_err(|e| err(e.to_string()))?;
+                cat.instance_types(&karpenter_cloudprovider_fake::CatalogueOptions::default())
+                    .map_err(|e| err(e.to_string()))?
+            }
+        };
+        let provider = FakeCloudProvider::new(catalogue.clone())
+            .with_node_pool_filtering(true)
+            .with_launch_latency(std::time::Duration::from_millis(
+                settings.launch_latency.0.unsigned_abs(),
+            ));
+        let mut solve_options = SolveOptions::default();
+        solve_options.optimizer.enabled = options.optimizer;
+        let disruption_options = DisruptionOptions {
+            spot_to_spot_consolidation: settings.spot_to_spot_consolidation,
+            validation_delay_ms: settings.validation_delay.0,
+            solve: solve_options.clone(),
+            ..DisruptionOptions::default()
+        };
+        let mut engine = Self {
+            scenario,
+            batcher: Batcher::new(
+                settings.batch_idle_duration.0,
+                settings.batch_max_duration.0,
+            ),
+            orchestrator: Orchestrator::new(settings.validation_delay.0),
+            settings,
+            provider,
+            catalogue,
+            state: ClusterState::new(),
+            now: 0,
+            next_event: 0,
+            workloads: BTreeMap::new(),
+            names: NameGenerator::default(),
+            seen_pending: BTreeSet::new(),
+            pod_counter: 0,
+            scheduled_generation: None,
+            retrigger_after_schedule: false,
+            next_disruption: 0,
+            pass_generation: None,
+            pass_deadline: 0,
+            nominated: BTreeMap::new(),
+            interruptions: BTreeMap::new(),
+            unschedulable: BTreeMap::new(),
+            solve_options,
+            disruption_options,
+            metrics: Metrics::new(scenario.duration, options.optimizer),
+            log,
+        };
+        for doc in &scenario.manifests {
+            engine.ingest(doc)?;
+        }
+        Ok(engine)
+    }
+
+    fn log(&mut self, message: impl Into<String>) {
+        let line = LogLine {
+            at: self.now,
+            message: message.into(),
+        };
+        (self.log)(&line);
+    }
+
+    /// Runs to the end of the scenario; `progress` is called with the virtual time after
+    /// each step.
+    pub fn run(&mut self, progress: &mut dyn FnMut(Millis)) -> Result<(), SimulationError> {
+        let end = self.scenario.duration;
+        loop {
+            self.step()?;
+            self.metrics.sample(self.now, &self.state);
+            let mut disrupting = self.orchestrator.disrupting();
+            disrupting.extend(
+                self.state
+                    .nodes()
+                    .values()
+                    .filter(|r| r.deleting)
+                    .map(|r| r.node.name.clone()),
+            );
+            self.metrics.disrupting(disrupting.len());
+            progress(self.now);
+            if self.now >= end {
+                break;
+            }
+            let next = self.next_wakeup().min(end);
+            self.metrics.integrate(self.now, next);
+            self.now = next;
+        }
+        self.metrics
+            .finish(self.now, &self.state, &self.unschedulable);
+        Ok(())
+    }
+
+    fn next_wakeup(&self) -> Millis {
+        let now = self.now;
+        let mut candidates: Vec<Millis> = vec![self.next_disruption];
+        if let Some(e) = self.scenario.timeline.get(self.next_event) {
+            candidates.push(e.at);
+        }
+        candidates.extend(self.batcher.deadline());
+        candidates.extend(self.orchestrator.next_due());
+        candidates.extend(lifecycle::step(&self.state, self.timings(), now).1);
+        candidates.extend(self.interruptions.values().copied());
+        if self.orchestrator.is_busy()
+            || self.state.nodes().values().any(|n| n.deleting)
+            || (self.state.pending_pods().next().is_some()
+                && self.scheduled_generation != Some(self.state.generation()))
+        {
+            candidates.push(now + termination::RECONCILE_INTERVAL_MS);
+        }
+        for p in self.state.pods().values() {
+            if let Some(r) = p.ready_at {
+                if r > now {
+                    candidates.push(r);
+                } else if let Some(done) = self.job_done_at(&p.pod, r) {
+                    candidates.push(done);
+                }
+            }
+        }
+        candidates
+            .into_iter()
+            .map(|t| if t <= now { now + 1 } else { t })
+            .min()
+            .unwrap_or(now + 1)
+    }
+
+    fn timings(&self) -> lifecycle::Timings {
+        lifecycle::Timings {
+            registration: i64::try_from(self.provider.launch_latency().as_millis())
+                .unwrap_or(i64::MAX),
+            initialization: self.settings.initialization_delay.0,
+        }
+    }
+
+    fn step(&mut self) -> Result<(), SimulationError> {
+        while let Some(e) = self.scenario.timeline.get(self.next_event) {
+            if e.at > self.now {
+                break;
+            }
+            self.next_event += 1;
+            if let Some(note) = &e.note {
+                self.log(format!("scenario: {note}"));
+            }
+            let e = e.clone();
+            // Some events change what only the provider knows (drift, capacity), which the
+            // index's generation does not see: evaluate disruption afresh.
+            self.pass_generation = None;
+            self.event(&e)?;
+        }
+        self.reclaim_interrupted();
+        let (actions, _) = lifecycle::step(&self.state, self.timings(), self.now);
+        self.apply_all(actions);
+        self.complete_job_pods();
+        self.reconcile_workloads();
+        let (actions, _) = termination::step(&self.state, self.now);
+        self.apply_all(actions);
+        self.reconcile_workloads();
+        self.schedule();
+        self.provision();
+        self.disrupt();
+        Ok(())
+    }
+
+    // ----- manifests and events -------------------------------------------------------
+
+    fn ingest(&mut self, doc: &Document) -> Result<(), ManifestError> {
+        let convert =
+            |e: karpenter_scheduling::k8s::ConversionError| doc.invalid(e.field, e.reason);
+        let kind = doc.kind().unwrap_or_default().to_owned();
+        match kind.as_str() {
+            "NodePool" => {
+                if doc.api_version() != Some("karpenter.sh/v1") {
+                    return Err(doc.invalid(
+                        "apiVersion",
+                        format!(
+                            "NodePool must be karpenter.sh/v1, found {:?}",
+                            doc.api_version().unwrap_or_default()
+                        ),
+                    ));
+                }
+                let pool: NodePool = doc.decode()?;
+                self.apply_node_pool(pool)
+                    .map_err(|e| doc.invalid("spec", e))?;
+            }
+            "Deployment" => {
+                let w: apps::Deployment = doc.decode()?;
+                let replicas = w.spec.replicas.unwrap_or(1);
+                let mut one = w.clone();
+                one.spec.replicas = Some(1);
+                let proto = first_pod(pods_from_workload(&one).map_err(convert)?);
+                self.add_workload(Kind::Deployment, proto, replicas, 0, 0, 0);
+            }
+            "ReplicaSet" => {
+                let w: apps::ReplicaSet = doc.decode()?;
+                let replicas = w.spec.replicas.unwrap_or(1);
+                let mut one = w.clone();
+                one.spec.replicas = Some(1);
+                let proto = first_pod(pods_from_workload(&one).map_err(convert)?);
+                self.add_workload(Kind::ReplicaSet, proto, replicas, 0, 0, 0);
+            }
+            "StatefulSet" => {
+                let w: apps::StatefulSet = doc.decode()?;
+                let replicas = w.spec.replicas.unwrap_or(1);
+                let start = w.spec.ordinals.as_ref().and_then(|o| o.start).unwrap_or(0);
+                let mut one = w.clone();
+                one.spec.replicas = Some(1);
+                let proto = first_pod(pods_from_workload(&one).map_err(convert)?);
+                self.add_workload(Kind::StatefulSet, proto, replicas, start, 0, 0);
+            }
+            "Job" => {
+                let w: batch::Job = doc.decode()?;
+                let spec = w.spec.as_ref();
+                let parallelism = spec.and_then(|s| s.parallelism).unwrap_or(1);
+                let completions = spec.and_then(|s| s.completions).unwrap_or(parallelism);
+                let run_time = match w
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(JOB_RUN_TIME_ANNOTATION))
+                {
+                    Some(text) => karpenter_cloudprovider::duration::parse_go_duration(text)
+                        .map(|n| n / 1_000_000)
+                        .map_err(|e| {
+                            doc.invalid(
+                                format!("metadata.annotations[{JOB_RUN_TIME_ANNOTATION}]"),
+                                e.to_string(),
+                            )
+                        })?,
+                    None => self.settings.job_run_time.0,
+                };
+                let mut one = w.clone();
+                one.status = None;
+                if let Some(s) = one.spec.as_mut() {
+                    s.parallelism = Some(1);
+                    s.completions = None;
+                    s.suspend = None;
+                }
+                let proto = first_pod(pods_from_workload(&one).map_err(convert)?);
+                let suspended = spec.and_then(|s| s.suspend) == Some(true);
+                self.add_workload(
+                    Kind::Job,
+                    proto,
+                    if suspended { 0 } else { parallelism },
+                    0,
+                    completions,
+                    run_time.max(0),
+                );
+            }
+            "Pod" => {
+                let pod: core::Pod = doc.decode()?;
+                let mut converted = pod_from_k8s(&pod).map_err(convert)?;
+                converted.created_at = self.now;
+                self.pod_counter += 1;
+                converted.uid = format!("sim-{}", self.pod_counter);
+                let bound = converted
+                    .node_name
+                    .as_ref()
+                    .is_some_and(|n| self.state.nodes().contains_key(n));
+                if !bound {
+                    converted.node_name = None;
+                }
+                let ready_at = bound.then_some(self.now);
+                if bound {
+                    converted.started_at = Some(self.now);
+                }
+                self.metrics.pods_created += 1;
+                self.state.apply(Object::Pod(Box::new(PodRecord {
+                    pod: converted,
+                    ready_at,
+                })));
+            }
+            "DaemonSet" => {
+                let ds: apps::DaemonSet = doc.decode()?;
+                let ds = daemonset_from_k8s(&ds).map_err(convert)?;
+                self.state.apply(Object::DaemonSet(Box::new(ds.clone())));
+                let nodes: Vec<String> = self
+                    .state
+                    .nodes()
+                    .iter()
+                    .filter(|(_, r)| self.registered(r) && !r.deleting)
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                for node in nodes {
+                    self.place_daemon(&ds, &node);
+                }
+            }
+            "PodDisruptionBudget" => {
+                let pdb: policy::PodDisruptionBudget = doc.decode()?;
+                let budget = pdb_from_k8s(&pdb).map_err(convert)?;
+                let spec = pdb.spec.clone().unwrap_or_default();
+                self.state.apply(Object::Pdb(Box::new(PdbRecord {
+                    budget,
+                    min_available: spec.min_available,
+                    max_unavailable: spec.max_unavailable,
+                })));
+            }
+            "Namespace" => {
+                let ns: core::Namespace = doc.decode()?;
+                self.state.apply(Object::Namespace(
+                    ns.metadata.name.clone().unwrap_or_default(),
+                    ns.metadata.labels.clone().unwrap_or_default(),
+                ));
+            }
+            "Node" => {
+                let node: core::Node = doc.decode()?;
+                let mut model = node_from_k8s(&node, &[]).map_err(convert)?;
+                model.created_at = self.now;
+                model.price = self.catalogue_price(&model);
+                self.metrics.node_started(&model, self.now, false);
+                self.state.apply(Object::Node(Box::new(NodeRecord {
+                    node: model,
+                    node_claim: None,
+                    startup_taints: Vec::new(),
+                    deleting: false,
+                })));
+            }
+            other => {
+                *self
+                    .metrics
+                    .ignored_kinds
+                    .entry(other.to_owned())
+                    .or_default() += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn catalogue_price(&self, node: &karpenter_scheduling::Node) -> f64 {
+        let Some(it) = node
+            .instance_type()
+            .and_then(|t| self.catalogue.iter().find(|i| i.name == t))
+        else {
+            return 0.0;
+        };
+        let cap = node
+            .capacity_type()
+            .unwrap_or(labels::CAPACITY_TYPE_ON_DEMAND);
+        it.offerings
+            .iter()
+            .filter(|o| o.capacity_type == cap && node.zone().is_none_or(|z| z == o.zone))
+            .map(|o| o.price)
+            .fold(None, |acc: Option<f64>, p| {
+                Some(acc.map_or(p, |a| a.min(p)))
+            })
+            .unwrap_or(0.0)
+    }
+
+    fn apply_node_pool(&mut self, pool: NodePool) -> Result<(), String> {
+        pool.validate().map_err(|e| e.to_string())?;
+        pool.to_model(Vec::new(), Default::default())
+            .map_err(|e| e.to_string())?;
+        let name = pool.name().to_owned();
+        if let Some(old) = self.state.node_pools().get(&name) {
+            let (before, after) = (old.hash(), pool.hash());
+            if before != after {
+                self.log(format!(
+                    "updated nodepool {name} (template hash {before} -> {after})"
+                ));
+            } else {
+                self.log(format!("updated nodepool {name}"));
+            }
+        }
+        let types = block_on(self.provider.instance_types(&pool)).unwrap_or_default();
+        self.state.set_instance_types(&name, types);
+        self.state.apply(Object::NodePool(Box::new(pool)));
+        Ok(())
+    }
+
+    fn add_workload(
+        &mut self,
+        kind: Kind,
+        proto: Pod,
+        replicas: i32,
+        ordinal_start: i32,
+        completions: i32,
+        run_time: Millis,
+    ) {
+        let key = (kind, proto.namespace.clone(), workload_name(&proto));
+        let (counter, succeeded) = self
+            .workloads
+            .get(&key)
+            .map_or((0, 0), |w| (w.counter, w.succeeded));
+        self.workloads.insert(
+            key,
+            Workload {
+                replicas,
+                proto,
+                ordinal_start,
+                completions,
+                succeeded,
+                run_time,
+                counter,
+                complete: false,
+            },
+        );
+    }
+
+    fn event(&mut self, e: &scenario::TimedAction) -> Result<(), SimulationError> {
+        let err = |message: String| SimulationError::Event {
+            origin: e.origin.clone(),
+            message,
+        };
+        match &e.action {
+            Event::Advance => {}
+            Event::Apply(docs) => {
+                for doc in docs {
+                    self.log(format!(
+                        "applied {} {}",
+                        doc.kind().unwrap_or_default(),
+                        doc.name().unwrap_or_default()
+                    ));
+                    self.ingest(doc)?;
+                }
+            }
+            Event::Delete(r) => self.delete_object(r).map_err(err)?,
+            Event::Scale {
+                kind,
+                namespace,
+                name,
+                replicas,
+            } => {
+                let k = Kind::parse(kind).ok_or_else(|| err(format!("cannot scale {kind}")))?;
+                let w = self
+                    .workloads
+                    .get_mut(&(k, namespace.clone(), name.clone()))
+                    .ok_or_else(|| err(format!("{kind} {namespace}/{name} does not exist")))?;
+                w.replicas = *replicas;
+                self.log(format!(
+                    "scaled {kind} {namespace}/{name} to {replicas} replica(s)"
+                ));
+            }
+            Event::UpdateNodePool(u) => {
+                let pool = self
+                    .state
+                    .node_pools()
+                    .get(&u.name)
+                    .ok_or_else(|| err(format!("NodePool {:?} does not exist", u.name)))?;
+                let mut value = serde_json::to_value(pool)
+                    .map_err(|x| err(format!("NodePool {:?}: {x}", u.name)))?;
+                merge_patch(&mut value, &u.patch);
+                let patched: NodePool = serde_path_to_error::deserialize(&value).map_err(|x| {
+                    err(format!(
+                        "updateNodePool.patch: field {}: {}",
+                        x.path(),
+                        x.inner()
+                    ))
+                })?;
+                if patched.name() != u.name {
+                    return Err(err(
+                        "updateNodePool.patch must not rename the NodePool".into()
+                    ));
+                }
+                self.apply_node_pool(patched)
+                    .map_err(|x| err(format!("updateNodePool: {x}")))?;
+            }
+            Event::Drift(d) => {
+                let reason = d.reason.clone().unwrap_or_else(|| "AMIDrift".into());
+                let claims: Vec<String> = self
+                    .state
+                    .node_claims()
+                    .values()
+                    .filter(|c| c.node_pool() == Some(d.node_pool.as_str()) && !c.is_deleting())
+                    .map(|c| c.name().to_owned())
+                    .collect();
+                for c in &claims {
+                    self.provider
+                        .set_drifted(c.clone(), DriftReason::new(&reason));
+                }
+                self.log(format!(
+                    "provider reports {reason} for {} nodeclaim(s) of nodepool {}",
+                    claims.len(),
+                    d.node_pool
+                ));
+            }
+            Event::Interrupt(i) => {
+                let targets = self.interrupt_targets(i);
+                if targets.is_empty() {
+                    self.log("spot interruption: no matching node");
+                }
+                for (node, claim) in targets {
+                    self.log(format!(
+                        "received spot interruption warning for node {node}; the instance is reclaimed in {}s",
+                        self.settings.interruption_notice.0 / 1000
+                    ));
+                    self.interruptions.insert(
+                        claim.clone(),
+                        self.now + self.settings.interruption_notice.0,
+                    );
+                    self.apply(Action::DeleteNodeClaim {
+                        node_claim: claim,
+                        reason: "Interrupted".into(),
+                    });
+                }
+            }
+            Event::InsufficientCapacity(o) => {
+                let refs: Vec<OfferingRef> = self
+                    .catalogue
+                    .iter()
+                    .filter(|it| o.instance_type.as_ref().is_none_or(|t| *t == it.name))
+                    .flat_map(|it| {
+                        it.offerings.iter().map(|off| OfferingRef {
+                            instance_type: it.name.clone(),
+                            zone: off.zone.clone(),
+                            capacity_type: off.capacity_type.clone(),
+                        })
+                    })
+                    .filter(|r| o.zone.as_ref().is_none_or(|z| *z == r.zone))
+                    .filter(|r| {
+                        o.capacity_type
+                            .as_ref()
+                            .is_none_or(|c| *c == r.capacity_type)
+                    })
+                    .collect();
+                if refs.is_empty() {
+                    return Err(err("insufficientCapacity matches no offering".into()));
+                }
+                self.log(format!(
+                    "provider has insufficient capacity for {} offering(s) ({} {} {})",
+                    refs.len(),
+                    o.instance_type.as_deref().unwrap_or("any type"),
+                    o.zone.as_deref().unwrap_or("any zone"),
+                    o.capacity_type.as_deref().unwrap_or("any capacity type"),
+                ));
+                self.provider.insufficient_capacity(refs);
+            }
+            Event::RestoreCapacity => {
+                self.provider.clear_insufficient_capacity();
+                self.provider.reset_unavailable_offerings();
+                self.refresh_instance_types();
+                self.log("provider capacity restored");
+            }
+        }
+        Ok(())
+    }
+
+    fn interrupt_targets(&self, i: &scenario::Interrupt) -> Vec<(String, String)> {
+        if let Some(node) = &i.node {
+            return self
+                .state
+                .nodes()
+                .get(node)
+                .and_then(|r| r.node_claim.clone())
+                .map(|c| vec![(node.clone(), c)])
+                .unwrap_or_default();
+        }
+        let capacity = i
+            .capacity_type
+            .as_deref()
+            .unwrap_or(labels::CAPACITY_TYPE_SPOT);
+        let mut nodes: Vec<&NodeRecord> = self
+            .state
+            .nodes()
+            .values()
+            .filter(|r| r.node_claim.is_some() && !r.deleting)
+            .filter(|r| r.node.capacity_type() == Some(capacity))
+            .filter(|r| {
+                i.node_pool
+                    .as_ref()
+                    .is_none_or(|p| r.node.node_pool.as_deref() == Some(p.as_str()))
+            })
+            .collect();
+        nodes.sort_by(|a, b| {
+            a.node
+                .created_at
+                .cmp(&b.node.created_at)
+                .then_with(|| a.node.name.cmp(&b.node.name))
+        });
+        nodes
+            .into_iter()
+            .take(i.count.unwrap_or(1))
+            .filter_map(|r| r.node_claim.clone().map(|c| (r.node.name.clone(), c)))
+            .collect()
+    }
+
+    fn delete_object(&mut self, r: &scenario::ObjectRef) -> Result<(), String> {
+        let ns = r.namespace.clone().unwrap_or_else(|| "default".into());
+        if let Some(kind) = Kind::parse(&r.kind) {
+            if self
+                .workloads
+                .remove(&(kind, ns.clone(), r.name.clone()))
+                .is_none()
+            {
+                return Err(format!("{} {ns}/{} does not exist", r.kind, r.name));
+            }
+            let owned: Vec<PodKey> = self
+                .state
+                .pods()
+                .values()
+                .filter(|p| owned_by(&p.pod, kind, &ns, &r.name))
+                .map(|p| p.pod.key())
+                .collect();
+            for k in owned {
+                self.delete_pod(k);
+            }
+            self.log(format!("deleted {} {ns}/{}", r.kind, r.name));
+            return Ok(());
+        }
+        let found = match r.kind.as_str() {
+            "Pod" => self
+                .state
+                .delete(&ObjectKey::Pod(PodKey::new(ns.clone(), r.name.clone()))),
+            "PodDisruptionBudget" => self
+                .state
+                .delete(&ObjectKey::Pdb(ns.clone(), r.name.clone())),
+            "Namespace" => self.state.delete(&ObjectKey::Namespace(r.name.clone())),
+            "DaemonSet" => {
+                let pods: Vec<PodKey> = self
+                    .state
+                    .pods()
+                    .values()
+                    .filter(|p| {
+                        p.pod.namespace == ns
+                            && p.pod
+                                .owner
+                                .as_ref()
+                                .is_some_and(|o| o.kind == "DaemonSet" && o.name == r.name)
+                    })
+                    .map(|p| p.pod.key())
+                    .collect();
+                for k in pods {
+                    self.delete_pod(k);
+                }
+                self.state
+                    .delete(&ObjectKey::DaemonSet(ns.clone(), r.name.clone()))
+            }
+            "NodePool" => {
+                let found = self.state.delete(&ObjectKey::NodePool(r.name.clone()));
+                let claims: Vec<String> = self
+                    .state
+                    .node_claims()
+                    .values()
+                    .filter(|c| c.node_pool() == Some(r.name.as_str()))
+                    .map(|c| c.name().to_owned())
+                    .collect();
+                for c in claims {
+                    self.apply(Action::DeleteNodeClaim {
+                        node_claim: c,
+                        reason: "NodePoolDeleted".into(),
+                    });
+                }
+                found
+            }
+            "Node" => match self.state.nodes().get(&r.name).cloned() {
+                Some(rec) => {
+                    match rec.node_claim {
+                        Some(c) => self.apply(Action::DeleteNodeClaim {
+                            node_claim: c,
+                            reason: "NodeDeleted".into(),
+                        }),
+                        None => self.remove_node(&r.name),
+                    }
+                    true
+                }
+                None => false,
+            },
+            other => return Err(format!("cannot delete objects of kind {other}")),
+        };
+        if !found {
+            return Err(format!("{} {} does not exist", r.kind, r.name));
+        }
+        self.log(format!("deleted {} {}", r.kind, r.name));
+        Ok(())
+    }
+
+    fn refresh_instance_types(&mut self) {
+        let pools: Vec<NodePool> = self.state.node_pools().values().cloned().collect();
+        for pool in pools {
+            let types = block_on(self.provider.instance_types(&pool)).unwrap_or_default();
+            self.state.set_instance_types(pool.name(), types);
+        }
+    }
+
+    // ----- Kubernetes stand-ins -----------------------------------------------------------
+
+    fn registered(&self, r: &NodeRecord) -> bool {
+        r.node_claim.as_ref().is_none_or(|c| {
+            self.state
+                .node_claims()
+                .get(c)
+                .is_some_and(|c| c.is(ConditionType::Registered))
+        })
+    }
+
+    /// The DaemonSet controller: one pod per node whose labels match the pod's node selector
+    /// and whose taints it tolerates.
+    fn place_daemon(&mut self, ds: &DaemonSet, node: &str) {
+        let Some(record) = self.state.nodes().get(node) else {
+            return;
+        };
+        let fits = ds
+            .pod
+            .node_selector
+            .iter()
+            .all(|(k, v)| record.node.labels.get(k) == Some(v))
+            && first_untolerated(&record.node.taints, &ds.pod.tolerations, false).is_none();
+        if !fits {
+            return;
+        }
+        let mut pod = ds.pod.clone();
+        pod.name = format!("{}-{}", ds.name, node);
+        pod.namespace = ds.namespace.clone();
+        pod.node_name = Some(node.to_owned());
+        pod.created_at = self.now;
+        pod.started_at = Some(self.now);
+        self.pod_counter += 1;
+        pod.uid = format!("sim-{}", self.pod_counter);
+        self.state.apply(Object::Pod(Box::new(PodRecord {
+            pod,
+            ready_at: Some(self.now + self.settings.pod_startup_time.0),
+        })));
+    }
+
+    fn job_done_at(&self, pod: &Pod, ready_at: Millis) -> Option<Millis> {
+        let owner = pod.owner.as_ref().filter(|o| o.kind == "Job")?;
+        let w = self
+            .workloads
+            .get(&(Kind::Job, pod.namespace.clone(), owner.name.clone()))?;
+        Some(ready_at + w.run_time)
+    }
+
+    fn complete_job_pods(&mut self) {
+        let done: Vec<(PodKey, String)> = self
+            .state
+            .pods()
+            .values()
+            .filter(|p| p.pod.node_name.is_some())
+            .filter_map(|p| {
+                let at = self.job_done_at(&p.pod, p.ready_at?)?;
+                let job = p.pod.owner.as_ref()?.name.clone();
+                (at <= self.now).then(|| (p.pod.key(), job))
+            })
+            .collect();
+        for (key, job) in done {
+            self.delete_pod(key.clone());
+            let wkey = (Kind::Job, key.namespace.clone(), job.clone());
+            let Some(w) = self.workloads.get_mut(&wkey) else {
+                continue;
+            };
+            w.succeeded += 1;
+            self.metrics.completed += 1;
+            if w.succeeded >= w.completions && !w.complete {
+                w.complete = true;
+                let n = w.succeeded;
+                self.log(format!(
+                    "job {}/{job} completed ({n} pod(s) succeeded)",
+                    key.namespace
+                ));
+            }
+        }
+    }
+
+    /// The workload controllers: create missing pods, delete surplus ones (pending first,
+    /// then the newest).
+    fn reconcile_workloads(&mut self) {
+        let mut owned: BTreeMap<WorkloadKey, Vec<&PodRecord>> = BTreeMap::new();
+        for p in self.state.pods().values() {
+            if let Some(o) = &p.pod.owner
+                && let Some(kind) = Kind::parse(&o.kind)
+            {
+                owned
+                    .entry((kind, p.pod.namespace.clone(), o.name.clone()))
+                    .or_default()
+                    .push(p);
+            }
+        }
+        let mut create: Vec<Pod> = Vec::new();
+        let mut remove: Vec<PodKey> = Vec::new();
+        for (key, w) in self.workloads.iter_mut() {
+            let pods = owned.get(key).cloned().unwrap_or_default();
+            let desired = match key.0 {
+                Kind::Job if w.complete => 0,
+                Kind::Job => w.replicas.min(w.completions - w.succeeded).max(0),
+                _ => w.replicas.max(0),
+            } as usize;
+            if key.0 == Kind::StatefulSet {
+                let names: BTreeSet<String> = (0..desired)
+                    .map(|i| format!("{}-{}", key.2, w.ordinal_start as usize + i))
+                    .collect();
+                for p in &pods {
+                    if !names.contains(&p.pod.name) {
+                        remove.push(p.pod.key());
+                    }
+                }
+                for name in names {
+                    if !pods.iter().any(|p| p.pod.name == name) {
+                        let mut pod = w.proto.clone();
+                        pod.name = name;
+                        create.push(pod);
+                    }
+                }
+                continue;
+            }
+            if pods.len() < desired {
+                for _ in pods.len()..desired {
+                    let mut pod = w.proto.clone();
+                    pod.name = format!("{}-{}", key.2, w.counter);
+                    w.counter += 1;
+                    create.push(pod);
+                }
+            } else if pods.len() > desired {
+                let mut victims = pods.clone();
+                victims.sort_by(|a, b| {
+                    a.pod
+                        .node_name
+                        .is_some()
+                        .cmp(&b.pod.node_name.is_some())
+                        .then_with(|| b.pod.created_at.cmp(&a.pod.created_at))
+                        .then_with(|| b.pod.name.cmp(&a.pod.name))
+                });
+                remove.extend(
+                    victims
+                        .iter()
+                        .take(pods.len() - desired)
+                        .map(|p| p.pod.key()),
+                );
+            }
+        }
+        for key in remove {
+            self.delete_pod(key);
+        }
+        for mut pod in create {
+            pod.created_at = self.now;
+            self.pod_counter += 1;
+            pod.uid = format!("sim-{}", self.pod_counter);
+            self.metrics.pods_created += 1;
+            self.state.apply(Object::Pod(Box::new(PodRecord {
+                pod,
+                ready_at: None,
+            })));
+        }
+    }
+
+    /// The kube-scheduler: binds pending pods to Ready nodes with the solver's own fit
+    /// checks (a solve over Ready nodes and no NodePools can only place pods on them).
+    fn schedule(&mut self) {
+        let generation = self.state.generation();
+        if self.scheduled_generation == Some(generation) {
+            return;
+        }
+        self.scheduled_generation = Some(generation);
+        if self.state.pending_pods().next().is_none() {
+            return;
+        }
+        let snapshot = self.state.snapshot(self.now, Scope::Scheduler);
+        if !snapshot.nodes.iter().any(|n| n.state == NodeState::Ready) {
+            return;
+        }
+        let plan = solve(&snapshot, &self.solve_options);
+        for placement in &plan.existing {
+            for key in &placement.pods {
+                let Some(record) = self.state.pods().get(key).cloned() else {
+                    continue;
+                };
+                let mut record = record;
+                record.pod.node_name = Some(placement.node.clone());
+                record.pod.started_at = Some(self.now);
+                record.ready_at = Some(self.now + self.settings.pod_startup_time.0);
+                self.metrics.pod_bound(self.now - record.pod.created_at);
+                self.unschedulable.remove(key);
+                self.state.apply(Object::Pod(Box::new(record)));
+                self.touch(&placement.node);
+            }
+        }
+        self.scheduled_generation = Some(self.state.generation());
+        if self.retrigger_after_schedule {
+            self.retrigger_after_schedule = false;
+            if self.state.pending_pods().next().is_some() {
+                self.batcher.trigger(self.now);
+            }
+        }
+    }
+
+    // ----- provisioning ---------------------------------------------------------------
+
+    fn provision(&mut self) {
+        let mut fresh = false;
+        for p in self.state.pending_pods() {
+            if !self.seen_pending.contains(&p.pod.uid) {
+                fresh = true;
+                break;
+            }
+        }
+        if fresh {
+            self.batcher.trigger(self.now);
+            let uids: Vec<String> = self
+                .state
+                .pending_pods()
+                .map(|p| p.pod.uid.clone())
+                .collect();
+            self.seen_pending.extend(uids);
+        }
+        if !self.batcher.take_ready(self.now) {
+            return;
+        }
+        self.refresh_instance_types();
+        let snapshot = self.state.snapshot(self.now, Scope::Provisioner);
+        if snapshot.pending_pods.is_empty() {
+            return;
+        }
+        let plan = solve(&snapshot, &self.solve_options);
+        self.metrics.solves += 1;
+        self.log_plan(&plan, snapshot.pending_pods.len());
+        self.nominated.retain(|_, until| *until > self.now);
+        for placement in &plan.existing {
+            self.nominated
+                .insert(placement.node.clone(), self.now + NOMINATION_MS);
+        }
+        for u in &plan.unschedulable {
+            let first = self
+                .unschedulable
+                .insert(u.pod.clone(), u.reason.clone())
+                .is_none();
+            if first {
+                self.log(format!("could not schedule pod {}: {}", u.pod, u.reason));
+            }
+        }
+        let state = &self.state;
+        let actions = launch_actions(
+            &plan,
+            state.node_pools(),
+            &mut self.names,
+            &|n| state.node_claims().contains_key(n),
+            self.now,
+        );
+        self.apply_all(actions);
+    }
+
+    fn log_plan(&mut self, plan: &Plan, pending: usize) {
+        if plan.new_node_claims.is_empty() {
+            return;
+        }
+        let pods: usize = plan.new_node_claims.iter().map(|c| c.pods.len()).sum();
+        let mut options: Vec<String> = Vec::new();
+        for c in &plan.new_node_claims {
+            for o in &c.instance_type_options {
+                if !options.contains(&o.name) {
+                    options.push(o.name.clone());
+                }
+            }
+        }
+        let shown = options.len().min(5);
+        let mut list = options[..shown].join(", ");
+        if options.len() > shown {
+            list.push_str(&format!(" and {} other(s)", options.len() - shown));
+        }
+        let bound = match (plan.lower_bound, plan.greedy_price) {
+            (Some(lb), Some(g)) if g > plan.total_price + 1e-9 => format!(
+                "; ${:.4}/h (greedy ${g:.4}/h, lower bound ${lb:.4}/h)",
+                plan.total_price
+            ),
+            _ => format!("; ${:.4}/h", plan.total_price),
+        };
+        self.log(format!(
+            "found {pending} provisionable pod(s); computed {} new node(s) will fit {pods} pod(s) with instance type option(s) [{list}]{bound}",
+            plan.new_node_claims.len()
+        ));
+    }
+
+    // ----- disruption -----------------------------------------------------------------
+
+    fn drift_map(&self) -> BTreeMap<String, String> {
+        self.state
+            .node_claims()
+            .values()
+            .filter_map(|c| {
+                block_on(self.provider.is_drifted(c))
+                    .ok()
+                    .flatten()
+                    .map(|r| (c.name().to_owned(), r.0))
+            })
+            .collect()
+    }
+
+    fn input(&self, disrupting: &BTreeSet<String>) -> DisruptionInput {
+        let nominated: BTreeSet<String> = self
+            .nominated
+            .iter()
+            .filter(|(_, until)| **until > self.now)
+            .map(|(n, _)| n.clone())
+            .collect();
+        self.state.disruption_input(
+            self.now,
+            &self.disruption_options,
+            disrupting,
+            &self.drift_map(),
+            &nominated,
+        )
+    }
+
+    fn disrupt(&mut self) {
+        if self.orchestrator.is_busy() {
+            let mut orchestrator = std::mem::take(&mut self.orchestrator);
+            let mut names = std::mem::take(&mut self.names);
+            let (actions, outcomes) = {
+                let fresh = |d: &BTreeSet<String>| self.input(d);
+                orchestrator.step(&self.state, &fresh, &mut names, self.now)
+            };
+            self.orchestrator = orchestrator;
+            self.names = names;
+            for o in outcomes {
+                self.log_outcome(&o);
+            }
+            self.apply_all(actions);
+        }
+        if self.now < self.next_disruption {
+            return;
+        }
+        self.next_disruption = self.now + self.settings.disruption_interval.0;
+        let generation = self.state.generation();
+        if self.pass_generation == Some(generation) && self.now < self.pass_deadline {
+            return;
+        }
+        let input = self.input(&self.orchestrator.disrupting());
+        let result = compute_pass(&input, self.now);
+        self.metrics.disruption_passes += 1;
+        self.pass_generation = Some(generation);
+        // Without state changes a pass can only decide differently once a timer runs out:
+        // consolidateAfter, expiry, a budget's cron window or a pod's do-not-disrupt
+        // duration. The first two are tracked exactly; the others are re-checked every
+        // few minutes when present.
+        let timers = self.state.node_pools().values().any(|p| {
+            p.spec
+                .disruption
+                .budgets
+                .iter()
+                .any(|b| b.schedule.is_some())
+        }) || self.state.pods().values().any(|p| {
+            p.pod
+                .annotations
+                .get(labels::DO_NOT_DISRUPT)
+                .is_some_and(|v| v != "true")
+        });
+        let mut deadline = if timers {
+            self.now + MAX_PASS_SKIP_MS
+        } else {
+            self.scenario.duration + 1
+        };
+        for e in &result.explanations {
+            for h in &e.holds {
+                if let Hold::ConsolidateAfter { remaining_ms } = h {
+                    deadline = deadline.min(self.now + remaining_ms);
+                }
+            }
+        }
+        for (name, info) in &input.nodes {
+            let _ = name;
+            if let Some(exp) = info.expire_after {
+                let at = info.created_at + exp;
+                if at > self.now {
+                    deadline = deadline.min(at);
+                }
+            }
+        }
+        self.pass_deadline = deadline;
+        for command in result.commands {
+            if command.forceful {
+                self.log(describe(&command, "disrupting node(s)"));
+                self.count_disruption(&command);
+            }
+            let actions = self.orchestrator.submit(command);
+            self.apply_all(actions);
+        }
+    }
+
+    fn count_disruption(&mut self, command: &Command) {
+        *self
+            .metrics
+            .disruptions
+            .entry(command.reason.as_str().to_owned())
+            .or_default() += command.candidates.len();
+    }
+
+    fn log_outcome(&mut self, outcome: &Outcome) {
+        match outcome {
+            Outcome::Started(c) => {
+                self.count_disruption(c);
+                self.log(describe(c, "disrupting node(s)"));
+            }
+            Outcome::Invalidated { command, reason } => {
+                self.metrics.invalidated_commands += 1;
+                self.log(format!(
+                    "abandoned {} command for {}: {reason}",
+                    command.reason,
+                    command.node_names().join(", ")
+                ));
+            }
+            Outcome::Completed(c) => {
+                if !c.replacements.is_empty() {
+                    self.log(format!(
+                        "replacement(s) initialized; deleting {}",
+                        c.node_names().join(", ")
+                    ));
+                }
+            }
+            Outcome::Abandoned {
+                command,
+                node_claim,
+            } => self.log(format!(
+                "abandoned {} command for {}: replacement {node_claim} failed to launch",
+                command.reason,
+                command.node_names().join(", ")
+            )),
+        }
+    }
+
+    fn reclaim_interrupted(&mut self) {
+        let due: Vec<String> = self
+            .interruptions
+            .iter()
+            .filter(|(_, at)| **at <= self.now)
+            .map(|(c, _)| c.clone())
+            .collect();
+        for claim in due {
+            self.interruptions.remove(&claim);
+            let Some(node) = self
+                .state
+                .nodes()
+                .values()
+                .find(|r| r.node_claim.as_deref() == Some(claim.as_str()))
+                .map(|r| r.node.name.clone())
+            else {
+                continue;
+            };
+            let pods: Vec<PodKey> = self.state.pods_on(&node).map(|p| p.pod.key()).collect();
+            self.log(format!(
+                "instance of node {node} reclaimed by the provider ({} pod(s) still on it)",
+                pods.len()
+            ));
+            for p in pods {
+                self.metrics.evictions += 1;
+                self.delete_pod(p);
+            }
+            self.apply(Action::TerminateInstance { node_claim: claim });
+        }
+    }
+
+    // ----- carrying out actions ---------------------------------------------------------
+
+    fn apply_all(&mut self, actions: Vec<Action>) {
+        for a in actions {
+            self.apply(a);
+        }
+    }
+
+    fn apply(&mut self, action: Action) {
+        let now = self.now;
+        match action {
+            Action::LaunchNodeClaim { claim, plan } => self.launch(*claim, &plan),
+            Action::RegisterNode { node_claim } => {
+                let Some(mut claim) = self.state.node_claims().get(&node_claim).cloned() else {
+                    return;
+                };
+                claim.set_true(ConditionType::Registered.as_str(), time(now));
+                if let Some(s) = claim.status.as_mut() {
+                    s.node_name = node_claim.clone();
+                }
+                self.state.apply(Object::NodeClaim(Box::new(claim)));
+                if let Some(mut record) = self.state.nodes().get(&node_claim).cloned() {
+                    record
+                        .node
+                        .labels
+                        .insert(labels::NODE_REGISTERED.to_owned(), "true".into());
+                    self.state.apply(Object::Node(Box::new(record)));
+                }
+                self.log(format!(
+                    "registered nodeclaim {node_claim} (node {node_claim})"
+                ));
+                let daemons: Vec<DaemonSet> = self.state.daemon_sets().cloned().collect();
+                for ds in daemons {
+                    self.place_daemon(&ds, &node_claim);
+                }
+            }
+            Action::InitializeNode { node_claim } => {
+                let Some(mut claim) = self.state.node_claims().get(&node_claim).cloned() else {
+                    return;
+                };
+                claim.set_true(ConditionType::Initialized.as_str(), time(now));
+                self.state.apply(Object::NodeClaim(Box::new(claim)));
+                if let Some(mut record) = self.state.nodes().get(&node_claim).cloned() {
+                    let removed = record.startup_taints.len();
+                    record.startup_taints.clear();
+                    record
+                        .node
+                        .labels
+                        .insert(labels::NODE_INITIALIZED.to_owned(), "true".into());
+                    self.state.apply(Object::Node(Box::new(record)));
+                    let extra = if removed > 0 {
+                        format!(", {removed} startup taint(s) removed")
+                    } else {
+                        String::new()
+                    };
+                    self.log(format!("initialized nodeclaim {node_claim}{extra}"));
+                }
+                self.retrigger_after_schedule = true;
+            }
+            Action::TaintDisrupted { node } => {
+                if let Some(mut record) = self.state.nodes().get(&node).cloned()
+                    && !record.is_disrupted()
+                {
+                    record.node.taints.push(crate::cluster::disrupted_taint());
+                    self.state.apply(Object::Node(Box::new(record)));
+                    self.log(format!(
+                        "tainted node {node} karpenter.sh/disrupted:NoSchedule"
+                    ));
+                }
+            }
+            Action::UntaintDisrupted { node } => {
+                if let Some(mut record) = self.state.nodes().get(&node).cloned() {
+                    let t = crate::cluster::disrupted_taint();
+                    record
+                        .node
+                        .taints
+                        .retain(|x| !(x.key == t.key && x.effect == t.effect));
+                    self.state.apply(Object::Node(Box::new(record)));
+                    self.log(format!("untainted node {node}"));
+                }
+            }
+            Action::DeleteNodeClaim { node_claim, reason } => {
+                let Some(mut claim) = self.state.node_claims().get(&node_claim).cloned() else {
+                    return;
+                };
+                if claim.is_deleting() {
+                    return;
+                }
+                claim.metadata.deletion_timestamp = Some(time(now));
+                self.metrics.drain_started(&node_claim, now);
+                self.state.apply(Object::NodeClaim(Box::new(claim)));
+                let node = self
+                    .state
+                    .nodes()
+                    .values()
+                    .find(|r| r.node_claim.as_deref() == Some(node_claim.as_str()))
+                    .cloned();
+                if let Some(mut record) = node {
+                    record.deleting = true;
+                    self.state.apply(Object::Node(Box::new(record)));
+                }
+                if reason == "Interrupted" || reason.ends_with("Deleted") {
+                    *self.metrics.disruptions.entry(reason.clone()).or_default() += 1;
+                }
+                self.log(format!("deleting nodeclaim {node_claim} (reason {reason})"));
+            }
+            Action::EvictPod { pod, node } => {
+                if self.delete_pod(pod.clone()) {
+                    self.metrics.evictions += 1;
+                    self.log(format!("evicted pod {pod} from node {node}"));
+                }
+            }
+            Action::DeletePod { pod, node } => {
+                if self.delete_pod(pod.clone()) {
+                    self.metrics.evictions += 1;
+                    self.log(format!(
+                        "deleted pod {pod} from node {node}: terminationGracePeriod elapsed"
+                    ));
+                }
+            }
+            Action::TerminateInstance { node_claim } => {
+                let Some(claim) = self.state.node_claims().get(&node_claim).cloned() else {
+                    return;
+                };
+                let _ = block_on(self.provider.delete(&claim));
+                self.provider.clear_drift(&node_claim);
+                self.metrics.drain_finished(&node_claim, now);
+                self.interruptions.remove(&node_claim);
+                let node = self
+                    .state
+                    .nodes()
+                    .values()
+                    .find(|r| r.node_claim.as_deref() == Some(node_claim.as_str()))
+                    .map(|r| r.node.name.clone());
+                if let Some(node) = node {
+                    self.remove_node(&node);
+                }
+                self.state.delete(&ObjectKey::NodeClaim(node_claim.clone()));
+                self.log(format!(
+                    "deleted nodeclaim {node_claim}; instance terminated"
+                ));
+            }
+        }
+    }
+
+    /// Deletes a pod and records the pod event on its node's NodeClaim.
+    fn delete_pod(&mut self, key: PodKey) -> bool {
+        let node = self
+            .state
+            .pods()
+            .get(&key)
+            .and_then(|p| p.pod.node_name.clone());
+        let existed = self.state.delete(&ObjectKey::Pod(key));
+        if let Some(node) = node {
+            self.touch(&node);
+        }
+        existed
+    }
+
+    /// Sets `status.lastPodEventTime` of the node's NodeClaim, as upstream's pod-events
+    /// controller does when a pod is bound to or leaves the node (consolidateAfter counts
+    /// from it).
+    fn touch(&mut self, node: &str) {
+        let Some(claim) = self
+            .state
+            .nodes()
+            .get(node)
+            .and_then(|r| r.node_claim.clone())
+        else {
+            return;
+        };
+        let Some(mut c) = self.state.node_claims().get(&claim).cloned() else {
+            return;
+        };
+        if c.is_deleting() {
+            return;
+        }
+        c.status
+            .get_or_insert_with(Default::default)
+            .last_pod_event_time = Some(time(self.now));
+        self.state.apply(Object::NodeClaim(Box::new(c)));
+    }
+
+    fn remove_node(&mut self, node: &str) {
+        let pods: Vec<PodKey> = self.state.pods_on(node).map(|p| p.pod.key()).collect();
+        for p in pods {
+            self.delete_pod(p);
+        }
+        self.nominated.remove(node);
+        self.metrics.node_stopped(node, self.now);
+        self.state.delete(&ObjectKey::Node(node.to_owned()));
+    }
+
+    fn launch(&mut self, claim: NodeClaim, plan: &karpenter_scheduling::NewNodeClaim) {
+        let name = claim.name().to_owned();
+        let pool = claim.node_pool().unwrap_or_default().to_owned();
+        let mut requests: Vec<String> = plan
+            .requests
+            .to_quantities()
+            .into_iter()
+            .filter(|(k, _)| k == "cpu" || k == "memory" || k == "pods")
+            .map(|(k, q)| format!("{k}: {q}"))
+            .collect();
+        requests.sort();
+        self.log(format!(
+            "created nodeclaim {name} (nodepool {pool}, {} pod(s), requests {{{}}}, {} instance type option(s))",
+            plan.pods.len(),
+            requests.join(", "),
+            plan.instance_type_options
+                .len()
+                .min(crate::cluster::provisioner::MAX_INSTANCE_TYPES)
+        ));
+        self.metrics.node_claims_created += 1;
+        match block_on(self.provider.create(&claim)) {
+            Ok(mut launched) => {
+                launched.set_true(ConditionType::Launched.as_str(), time(self.now));
+                let provider_id = launched.provider_id().to_owned();
+                let price = self.provider.price_of(&provider_id).unwrap_or(0.0);
+                let it_name = launched
+                    .label(labels::INSTANCE_TYPE)
+                    .unwrap_or_default()
+                    .to_owned();
+                let it = self.catalogue.iter().find(|i| i.name == it_name).cloned();
+                let mut node_labels = launched.metadata.labels.clone().unwrap_or_default();
+                node_labels.insert(labels::HOSTNAME.to_owned(), name.clone());
+                node_labels.insert(
+                    karpenter_cloudprovider::v1::labels::NODECLAIM_LABEL.to_owned(),
+                    name.clone(),
+                );
+                let node = karpenter_scheduling::Node {
+                    name: name.clone(),
+                    node_pool: Some(pool.clone()),
+                    labels: node_labels,
+                    annotations: launched.metadata.annotations.clone().unwrap_or_default(),
+                    taints: launched.spec.taints.iter().map(|t| t.to_model()).collect(),
+                    allocatable: it.as_ref().map(|i| i.allocatable()).unwrap_or_default(),
+                    capacity: it.as_ref().map(|i| i.capacity.clone()).unwrap_or_default(),
+                    state: NodeState::InFlight,
+                    price,
+                    created_at: self.now,
+                };
+                self.log(format!(
+                    "launched nodeclaim {name} (provider-id {provider_id}, instance-type {it_name}, zone {}, capacity-type {}, ${price:.4}/h)",
+                    node.zone().unwrap_or_default(),
+                    node.capacity_type().unwrap_or_default(),
+                ));
+                self.metrics.node_started(&node, self.now, true);
+                let startup_taints = launched
+                    .spec
+                    .startup_taints
+                    .iter()
+                    .map(|t| t.to_model())
+                    .collect();
+                self.state.apply(Object::NodeClaim(Box::new(launched)));
+                self.state.apply(Object::Node(Box::new(NodeRecord {
+                    node,
+                    node_claim: Some(name),
+                    startup_taints,
+                    deleting: false,
+                })));
+            }
+            Err(e) => {
+                self.metrics.launch_failures += 1;
+                self.log(format!("failed launching nodeclaim {name}: {e}"));
+                // The offerings tried are now known unavailable; re-plan the pods.
+                self.batcher.trigger(self.now);
+            }
+        }
+    }
+}
+
+fn describe(command: &Command, prefix: &str) -> String {
+    let how = match command.decision {
+        Decision::Delete => "delete",
+        Decision::Replace => "replace",
+        Decision::NoOp => "no-op",
+    };
+    let pods: usize = command.candidates.iter().map(|c| c.pods.len()).sum();
+    let nodes: Vec<String> = command
+        .candidates
+        .iter()
+        .map(|c| format!("{} (${:.4}/h)", c.node, c.price))
+        .collect();
+    let mut out = format!(
+        "{prefix} via {how}, reason {}, terminating {} node(s) ({pods} pod(s)) {}",
+        command.reason,
+        command.candidates.len(),
+        nodes.join(", ")
+    );
+    if !command.replacements.is_empty() {
+        let types: Vec<String> = command
+            .replacements
+            .iter()
+            .flat_map(|r| {
+                r.instance_type_options
+                    .iter()
+                    .take(3)
+                    .map(|o| o.name.clone())
+            })
+            .collect();
+        out.push_str(&format!(
+            " and replacing with {} node(s) from types {}",
+            command.replacements.len(),
+            types.join(", ")
+        ));
+    }
+    if !command.forceful && command.savings > 0.0 {
+        out.push_str(&format!(", saving ${:.4}/h", command.savings));
+    }
+    out
+}
+
+fn first_pod(mut pods: Vec<Pod>) -> Pod {
+    if pods.is_empty() {
+        Pod::default()
+    } else {
+        pods.swap_remove(0)
+    }
+}
+
+fn workload_name(pod: &Pod) -> String {
+    pod.owner
+        .as_ref()
+        .map(|o| o.name.clone())
+        .unwrap_or_default()
+}
+
+fn owned_by(pod: &Pod, kind: Kind, namespace: &str, name: &str) -> bool {
+    pod.namespace == namespace
+        && pod
+            .owner
+            .as_ref()
+            .is_some_and(|o| o.kind == kind.as_str() && o.name == name)
+}
+
+/// RFC 7386 JSON merge patch.
+fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(patch) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Default::default());
+    }
+    let Value::Object(map) = target else {
+        return;
+    };
+    for (k, v) in patch {
+        if v.is_null() {
+            map.remove(k);
+        } else {
+            merge_patch(map.entry(k.clone()).or_insert(Value::Null), v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_patch_follows_rfc7386() {
+        let mut v = serde_json::json!({"a": {"b": 1, "c": 2}, "d": [1]});
+        merge_patch(
+            &mut v,
+            &serde_json::json!({"a": {"b": null, "e": 3}, "d": [2]}),
+        );
+        assert_eq!(v, serde_json::json!({"a": {"c": 2, "e": 3}, "d": [2]}));
+    }
+}

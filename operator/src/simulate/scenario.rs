@@ -1,0 +1,668 @@
+//! The scenario format (`apiVersion: karpenter-rs/v1alpha1`, `kind: Scenario`): settings,
+//! manifests (inline or files) and a timeline of events. Unknown fields and bad values are
+//! errors naming the file, the document and the field. See docs/simulator.md.
+
+use crate::cluster::provisioner::{DEFAULT_BATCH_IDLE_MS, DEFAULT_BATCH_MAX_MS};
+use crate::manifests::{self, Document, ManifestError};
+use karpenter_cloudprovider::duration::parse_go_duration;
+use karpenter_scheduling::model::Millis;
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// The scenario API version.
+pub const API_VERSION: &str = "karpenter-rs/v1alpha1";
+
+/// A Go-style duration (`30s`, `1h30m`) in milliseconds; negative values are rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Dur(pub Millis);
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let ms = match Value::deserialize(d)? {
+            Value::String(text) => {
+                let nanos = parse_go_duration(&text).map_err(serde::de::Error::custom)?;
+                if nanos < 0 {
+                    return Err(serde::de::Error::custom(format!(
+                        "duration {text:?} is negative"
+                    )));
+                }
+                nanos / 1_000_000
+            }
+            Value::Number(n) => n
+                .as_u64()
+                .and_then(|s| i64::try_from(s).ok())
+                .and_then(|s| s.checked_mul(1000))
+                .ok_or_else(|| {
+                    serde::de::Error::custom(format!("{n} is not a whole number of seconds"))
+                })?,
+            other => {
+                return Err(serde::de::Error::custom(format!(
+                    "expected a duration such as \"30s\" or \"1h30m\", found {other}"
+                )));
+            }
+        };
+        Ok(Dur(ms))
+    }
+}
+
+/// The whole file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ScenarioFile {
+    /// Must be [`API_VERSION`].
+    pub api_version: String,
+    /// Must be `Scenario`.
+    pub kind: String,
+    /// Name and description.
+    #[serde(default)]
+    pub metadata: Metadata,
+    /// The scenario.
+    pub spec: Spec,
+}
+
+/// `metadata`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Metadata {
+    /// Name, shown in the report.
+    #[serde(default)]
+    pub name: String,
+    /// What the scenario shows.
+    #[serde(default)]
+    pub description: String,
+}
+
+/// `spec`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Spec {
+    /// How much cluster time to simulate (default: the last event plus 15 minutes).
+    #[serde(default)]
+    pub duration: Option<Dur>,
+    /// Timings and switches.
+    #[serde(default)]
+    pub settings: Settings,
+    /// Manifests present at time 0: inline objects or `{file: path}` (relative to the
+    /// scenario; a directory reads every YAML/JSON file in it).
+    #[serde(default)]
+    pub manifests: Vec<Value>,
+    /// Events, in time order.
+    #[serde(default)]
+    pub timeline: Vec<Event>,
+}
+
+fn d(ms: Millis) -> Dur {
+    Dur(ms)
+}
+
+/// `spec.settings`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct Settings {
+    /// Karpenter's BATCH_IDLE_DURATION (default 1s).
+    pub batch_idle_duration: Dur,
+    /// Karpenter's BATCH_MAX_DURATION (default 10s).
+    pub batch_max_duration: Dur,
+    /// Provider launch latency: NodeClaim launched → Node registered (default 30s).
+    pub launch_latency: Dur,
+    /// Node registered → initialized, startup taints removed (default 10s).
+    pub initialization_delay: Dur,
+    /// Pod bound → Ready (default 5s).
+    pub pod_startup_time: Dur,
+    /// How long a Job pod runs once Ready, unless the Job is annotated
+    /// `karpenter-rs/simulated-run-time` (default 5m).
+    pub job_run_time: Dur,
+    /// How often the disruption controller runs (default 10s).
+    pub disruption_interval: Dur,
+    /// Delay before a consolidation command is validated (default 15s).
+    pub validation_delay: Dur,
+    /// Notice between a spot interruption warning and the instance's reclamation (2m).
+    pub interruption_notice: Dur,
+    /// The SpotToSpotConsolidation feature gate (default false).
+    pub spot_to_spot_consolidation: bool,
+    /// Whether the packing optimiser improves greedy plans (default true; `--compare`
+    /// runs both).
+    pub optimizer: bool,
+    /// Instance-type catalogue (JSON, relative to the scenario); default the embedded one.
+    pub catalogue: Option<PathBuf>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            batch_idle_duration: d(DEFAULT_BATCH_IDLE_MS),
+            batch_max_duration: d(DEFAULT_BATCH_MAX_MS),
+            launch_latency: d(30_000),
+            initialization_delay: d(10_000),
+            pod_startup_time: d(5_000),
+            job_run_time: d(300_000),
+            disruption_interval: d(10_000),
+            validation_delay: d(15_000),
+            interruption_notice: d(120_000),
+            spot_to_spot_consolidation: false,
+            optimizer: true,
+            catalogue: None,
+        }
+    }
+}
+
+/// One timeline entry: when (`at` from the start, or `after` the previous entry), and at
+/// most one action. An entry with no action only advances time.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Event {
+    /// Time since the start.
+    #[serde(default)]
+    pub at: Option<Dur>,
+    /// Time since the previous entry.
+    #[serde(default)]
+    pub after: Option<Dur>,
+    /// A note printed in the log.
+    #[serde(default)]
+    pub note: Option<String>,
+    /// Create or replace a manifest (inline or `{file: path}`).
+    #[serde(default)]
+    pub apply: Option<Value>,
+    /// Delete an object.
+    #[serde(default)]
+    pub delete: Option<ObjectRef>,
+    /// Scale a workload.
+    #[serde(default)]
+    pub scale: Option<Scale>,
+    /// JSON-merge-patch a NodePool (changing its template makes its nodes drift).
+    #[serde(default)]
+    pub update_node_pool: Option<NodePoolUpdate>,
+    /// Make the provider report drift (e.g. a new AMI) for a pool's current NodeClaims.
+    #[serde(default)]
+    pub drift: Option<Drift>,
+    /// Spot interruption warning for nodes.
+    #[serde(default)]
+    pub interrupt: Option<Interrupt>,
+    /// Make offerings fail with insufficient capacity.
+    #[serde(default)]
+    pub insufficient_capacity: Option<Offerings>,
+    /// Restore capacity for every offering (and forget learnt unavailability).
+    #[serde(default)]
+    pub restore_capacity: Option<Empty>,
+}
+
+/// `{}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Empty {}
+
+/// `delete`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ObjectRef {
+    /// Kind (`Deployment`, `Job`, `Pod`, `NodePool`, `PodDisruptionBudget`, `DaemonSet` …).
+    pub kind: String,
+    /// Name.
+    pub name: String,
+    /// Namespace (default `default`; ignored for cluster-scoped kinds).
+    #[serde(default)]
+    pub namespace: Option<String>,
+}
+
+/// `scale`: exactly one of the workload fields.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Scale {
+    /// Deployment name.
+    #[serde(default)]
+    pub deployment: Option<String>,
+    /// ReplicaSet name.
+    #[serde(default)]
+    pub replica_set: Option<String>,
+    /// StatefulSet name.
+    #[serde(default)]
+    pub stateful_set: Option<String>,
+    /// Job name (sets its parallelism).
+    #[serde(default)]
+    pub job: Option<String>,
+    /// Namespace (default `default`).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// The new replica count.
+    pub replicas: i32,
+}
+
+/// `updateNodePool`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodePoolUpdate {
+    /// NodePool name.
+    pub name: String,
+    /// A JSON merge patch (RFC 7386) applied to the whole object.
+    pub patch: Value,
+}
+
+/// `drift`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Drift {
+    /// The pool whose current NodeClaims drift.
+    pub node_pool: String,
+    /// The provider's reason (default `AMIDrift`).
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// `interrupt`: one node by name, or `count` nodes (oldest first) matching the filters.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Interrupt {
+    /// A node name.
+    #[serde(default)]
+    pub node: Option<String>,
+    /// Only nodes of this pool.
+    #[serde(default)]
+    pub node_pool: Option<String>,
+    /// Only nodes of this capacity type (default `spot`).
+    #[serde(default)]
+    pub capacity_type: Option<String>,
+    /// How many (default 1).
+    #[serde(default)]
+    pub count: Option<usize>,
+}
+
+/// `insufficientCapacity`: every offering matching the given fields (absent = any).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Offerings {
+    /// Instance type.
+    #[serde(default)]
+    pub instance_type: Option<String>,
+    /// Zone.
+    #[serde(default)]
+    pub zone: Option<String>,
+    /// Capacity type.
+    #[serde(default)]
+    pub capacity_type: Option<String>,
+}
+
+/// What an event does.
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// Only advance time.
+    Advance,
+    /// Create or replace these documents.
+    Apply(Vec<Document>),
+    /// Delete an object.
+    Delete(ObjectRef),
+    /// Scale a workload: kind, namespace, name, replicas.
+    Scale {
+        /// `Deployment`, `ReplicaSet`, `StatefulSet` or `Job`.
+        kind: &'static str,
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// Replicas (parallelism for a Job).
+        replicas: i32,
+    },
+    /// Patch a NodePool.
+    UpdateNodePool(NodePoolUpdate),
+    /// Provider drift.
+    Drift(Drift),
+    /// Spot interruption.
+    Interrupt(Interrupt),
+    /// Insufficient capacity.
+    InsufficientCapacity(Offerings),
+    /// Capacity back.
+    RestoreCapacity,
+}
+
+/// A timeline entry resolved to an absolute time.
+#[derive(Debug, Clone)]
+pub struct TimedAction {
+    /// Milliseconds since the start.
+    pub at: Millis,
+    /// Where it is written (`file: spec.timeline[3]`).
+    pub origin: String,
+    /// A note to log.
+    pub note: Option<String>,
+    /// What to do.
+    pub action: Action,
+}
+
+/// A loaded scenario.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// Name (metadata.name or the file stem).
+    pub name: String,
+    /// Description.
+    pub description: String,
+    /// Simulated time.
+    pub duration: Millis,
+    /// Settings.
+    pub settings: Settings,
+    /// Documents present at time 0.
+    pub manifests: Vec<Document>,
+    /// Timeline, sorted by time (stable).
+    pub timeline: Vec<TimedAction>,
+}
+
+/// Why a scenario cannot be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// Reading or decoding failed.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// The file holds no Scenario document, or several.
+    #[error("{path}: expected exactly one document of kind Scenario, found {found}")]
+    NotOneScenario {
+        /// The file.
+        path: String,
+        /// How many documents it has.
+        found: usize,
+    },
+}
+
+fn base_dir(path: &Path) -> PathBuf {
+    path.parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+/// Resolves an inline object or a `{file: path}` reference found at `field`.
+fn documents(
+    scenario: &Document,
+    field: &str,
+    value: &Value,
+) -> Result<Vec<Document>, ManifestError> {
+    match value {
+        Value::Object(map) if map.contains_key("kind") => {
+            let doc = Document {
+                file: PathBuf::from(format!("{}#{field}", scenario.file.display())),
+                index: 1,
+                value: value.clone(),
+            };
+            Ok(vec![doc])
+        }
+        Value::Object(map) if map.len() == 1 && map.contains_key("file") => {
+            let Some(file) = map.get("file").and_then(Value::as_str) else {
+                return Err(scenario.invalid(format!("{field}.file"), "expected a path string"));
+            };
+            let path = base_dir(&scenario.file).join(file);
+            manifests::load_paths(&[path])
+        }
+        _ => Err(scenario.invalid(
+            field,
+            "expected a Kubernetes object (with `kind`) or `{file: path}`",
+        )),
+    }
+}
+
+impl Scenario {
+    /// Reads and validates a scenario file, with its manifest files.
+    pub fn load(path: &Path) -> Result<Self, ScenarioError> {
+        let docs = manifests::load_file(path)?;
+        if docs.len() != 1 {
+            return Err(ScenarioError::NotOneScenario {
+                path: path.display().to_string(),
+                found: docs.len(),
+            });
+        }
+        let doc = &docs[0];
+        let file: ScenarioFile = doc.decode()?;
+        if file.api_version != API_VERSION {
+            return Err(doc
+                .invalid(
+                    "apiVersion",
+                    format!("expected {API_VERSION:?}, found {:?}", file.api_version),
+                )
+                .into());
+        }
+        if file.kind != "Scenario" {
+            return Err(doc
+                .invalid(
+                    "kind",
+                    format!("expected \"Scenario\", found {:?}", file.kind),
+                )
+                .into());
+        }
+        let spec = file.spec;
+        let mut manifests = Vec::new();
+        for (i, m) in spec.manifests.iter().enumerate() {
+            manifests.extend(documents(doc, &format!("spec.manifests[{i}]"), m)?);
+        }
+        let mut timeline = Vec::new();
+        let mut previous: Millis = 0;
+        for (i, e) in spec.timeline.iter().enumerate() {
+            let field = format!("spec.timeline[{i}]");
+            let at = match (e.at, e.after) {
+                (Some(at), None) => at.0,
+                (None, Some(after)) => previous + after.0,
+                _ => {
+                    return Err(doc
+                        .invalid(&field, "exactly one of `at` and `after` is required")
+                        .into());
+                }
+            };
+            if at < previous {
+                return Err(doc
+                    .invalid(
+                        format!("{field}.at"),
+                        "events must be in time order (this one is earlier than the previous)",
+                    )
+                    .into());
+            }
+            previous = at;
+            let mut actions = Vec::new();
+            if let Some(v) = &e.apply {
+                actions.push(Action::Apply(documents(doc, &format!("{field}.apply"), v)?));
+            }
+            if let Some(r) = &e.delete {
+                actions.push(Action::Delete(r.clone()));
+            }
+            if let Some(s) = &e.scale {
+                actions.push(scale(doc, &field, s)?);
+            }
+            if let Some(u) = &e.update_node_pool {
+                if !u.patch.is_object() {
+                    return Err(doc
+                        .invalid(
+                            format!("{field}.updateNodePool.patch"),
+                            "expected a mapping",
+                        )
+                        .into());
+                }
+                actions.push(Action::UpdateNodePool(u.clone()));
+            }
+            if let Some(x) = &e.drift {
+                actions.push(Action::Drift(x.clone()));
+            }
+            if let Some(x) = &e.interrupt {
+                if x.node.is_some() && (x.node_pool.is_some() || x.count.is_some()) {
+                    return Err(doc
+                        .invalid(
+                            format!("{field}.interrupt"),
+                            "`node` cannot be combined with `nodePool` or `count`",
+                        )
+                        .into());
+                }
+                actions.push(Action::Interrupt(x.clone()));
+            }
+            if let Some(x) = &e.insufficient_capacity {
+                actions.push(Action::InsufficientCapacity(x.clone()));
+            }
+            if e.restore_capacity.is_some() {
+                actions.push(Action::RestoreCapacity);
+            }
+            if actions.len() > 1 {
+                return Err(doc
+                    .invalid(
+                        &field,
+                        "an event has at most one action; split it into several entries",
+                    )
+                    .into());
+            }
+            timeline.push(TimedAction {
+                at,
+                origin: format!("{}: {field}", path.display()),
+                note: e.note.clone(),
+                action: actions.pop().unwrap_or(Action::Advance),
+            });
+        }
+        let duration = spec.duration.map_or(previous + 15 * 60_000, |x| x.0);
+        if duration <= 0 {
+            return Err(doc.invalid("spec.duration", "must be positive").into());
+        }
+        let mut settings = spec.settings;
+        if settings.batch_idle_duration.0 <= 0 || settings.batch_max_duration.0 <= 0 {
+            return Err(doc
+                .invalid("spec.settings", "batch durations must be positive")
+                .into());
+        }
+        if settings.disruption_interval.0 <= 0 {
+            return Err(doc
+                .invalid("spec.settings.disruptionInterval", "must be positive")
+                .into());
+        }
+        if let Some(c) = &settings.catalogue {
+            settings.catalogue = Some(base_dir(path).join(c));
+        }
+        let name = if file.metadata.name.is_empty() {
+            path.file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        } else {
+            file.metadata.name
+        };
+        Ok(Self {
+            name,
+            description: file.metadata.description,
+            duration,
+            settings,
+            manifests,
+            timeline,
+        })
+    }
+}
+
+fn scale(doc: &Document, field: &str, s: &Scale) -> Result<Action, ManifestError> {
+    let named = [
+        ("Deployment", &s.deployment),
+        ("ReplicaSet", &s.replica_set),
+        ("StatefulSet", &s.stateful_set),
+        ("Job", &s.job),
+    ];
+    let set: Vec<_> = named
+        .iter()
+        .filter_map(|(k, n)| n.as_ref().map(|n| (*k, n.clone())))
+        .collect();
+    let [(kind, name)] = set.as_slice() else {
+        return Err(doc.invalid(
+            format!("{field}.scale"),
+            "exactly one of deployment, replicaSet, statefulSet, job is required",
+        ));
+    };
+    if s.replicas < 0 {
+        return Err(doc.invalid(format!("{field}.scale.replicas"), "must not be negative"));
+    }
+    Ok(Action::Scale {
+        kind,
+        namespace: s.namespace.clone().unwrap_or_else(|| "default".into()),
+        name: name.clone(),
+        replicas: s.replicas,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<Scenario, ScenarioError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.yaml");
+        std::fs::write(&path, text).unwrap();
+        Scenario::load(&path)
+    }
+
+    const HEAD: &str = "apiVersion: karpenter-rs/v1alpha1\nkind: Scenario\nmetadata: {name: t}\n";
+
+    #[test]
+    fn timeline_resolves_at_and_after() {
+        let s = load(&format!(
+            "{HEAD}spec:\n  timeline:\n  - at: 30s\n    scale: {{deployment: web, replicas: 3}}\n  - after: 1m\n  - after: 90\n    restoreCapacity: {{}}\n"
+        ))
+        .unwrap();
+        let at: Vec<_> = s.timeline.iter().map(|t| t.at).collect();
+        assert_eq!(at, [30_000, 90_000, 180_000]);
+        assert_eq!(s.duration, 180_000 + 15 * 60_000);
+        assert!(matches!(
+            &s.timeline[0].action,
+            Action::Scale {
+                kind: "Deployment",
+                replicas: 3,
+                ..
+            }
+        ));
+        assert!(matches!(s.timeline[1].action, Action::Advance));
+    }
+
+    #[test]
+    fn errors_name_file_document_and_field() {
+        let err = load(&format!("{HEAD}spec:\n  settings:\n    batchIdle: 1s\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("s.yaml (document 1, Scenario t): field spec.settings"),
+            "{err}"
+        );
+        assert!(err.contains("batchIdle"), "{err}");
+        let err = load(&format!("{HEAD}spec:\n  duration: soon\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("field spec.duration"), "{err}");
+        let err = load(&format!(
+            "{HEAD}spec:\n  timeline:\n  - at: 1m\n  - at: 30s\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("spec.timeline[1].at"), "{err}");
+        let err = load(&format!(
+            "{HEAD}spec:\n  timeline:\n  - at: 1m\n    scale: {{deployment: a, job: b, replicas: 1}}\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("spec.timeline[0].scale"), "{err}");
+        let err = load("apiVersion: v1\nkind: Scenario\nspec: {}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("field apiVersion"), "{err}");
+    }
+
+    #[test]
+    fn inline_and_file_manifests() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("pods.yaml"),
+            "kind: Pod\nmetadata: {name: a}\n---\nkind: Pod\nmetadata: {name: b}\n",
+        )
+        .unwrap();
+        let path = dir.path().join("s.yaml");
+        std::fs::write(
+            &path,
+            format!("{HEAD}spec:\n  manifests:\n  - file: pods.yaml\n  - {{kind: Pod, metadata: {{name: c}}}}\n  - {{nope: 1}}\n"),
+        )
+        .unwrap();
+        let err = Scenario::load(&path).unwrap_err().to_string();
+        assert!(err.contains("field spec.manifests[2]"), "{err}");
+        std::fs::write(
+            &path,
+            format!("{HEAD}spec:\n  manifests:\n  - file: pods.yaml\n  - {{kind: Pod, metadata: {{name: c}}}}\n"),
+        )
+        .unwrap();
+        let s = Scenario::load(&path).unwrap();
+        let names: Vec<_> = s.manifests.iter().map(|d| d.name().unwrap()).collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        assert!(
+            s.manifests[2]
+                .file
+                .display()
+                .to_string()
+                .ends_with("s.yaml#spec.manifests[1]")
+        );
+    }
+}
