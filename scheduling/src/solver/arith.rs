@@ -83,6 +83,10 @@ fn combine(a: &Resources, b: &Resources, f: fn(i64, i64) -> i64) -> Resources {
         pods: f(a.pods, b.pods),
         extended: Vec::new(),
     };
+    // The common case (no extended resources) needs no name merge.
+    if a.extended.is_empty() && b.extended.is_empty() {
+        return out;
+    }
     let mut names: Vec<&str> = a
         .extended
         .iter()

@@ -114,7 +114,9 @@ impl<'a> ExistingNode<'a> {
                 .map_err(|e| format!("incompatible volume requirements, {}", e.message))?;
             reqs.add_all(&data.volume);
         }
-        let topo = topology.requirements(p, pod, &self.node.taints, &data.strict, &reqs, false)?;
+        // The caller discards the reason, so topology does not build one.
+        let topo =
+            topology.requirements(p, pod, &self.node.taints, &data.strict, &reqs, false, false)?;
         if !topo.is_empty() {
             reqs.compatible(&topo, false).map_err(|e| e.message)?;
             reqs.add_all(&topo);

@@ -353,7 +353,7 @@ impl<'a> Scheduler<'a> {
             {
                 continue;
             }
-            if let Ok(update) = self.claim_can_add(&self.claims[c], p, data) {
+            if let Ok(update) = self.claim_can_add(&self.claims[c], p, data, false) {
                 self.commit(c, p, data, update);
                 return Ok(());
             }
@@ -387,7 +387,7 @@ impl<'a> Scheduler<'a> {
                 format!("hostname-placeholder-{:04}", self.next_host),
                 options,
             );
-            match self.claim_can_add(&claim, p, data) {
+            match self.claim_can_add(&claim, p, data, true) {
                 Ok(update) => {
                     self.claims.push(claim);
                     let c = self.claims.len() - 1;
@@ -421,43 +421,67 @@ impl<'a> Scheduler<'a> {
         claim: &Claim,
         p: usize,
         data: &PodData,
+        explain: bool,
     ) -> Result<ClaimUpdate, String> {
+        // Without `explain` the caller discards the reason: fail with an empty one.
+        let why = |f: &dyn Fn() -> String| if explain { f() } else { String::new() };
         let pod = &self.pods[p];
         let t = &self.templates[claim.template];
         if let Some(taint) = first_untolerated(&t.pool.taints, &pod.tolerations, !data.tolerate_pns)
         {
-            return Err(format!("did not tolerate taint {}", reasons::taint(taint)));
+            return Err(why(&|| {
+                format!("did not tolerate taint {}", reasons::taint(taint))
+            }));
         }
-        claim
-            .reqs
-            .compatible(&data.requirements, true)
-            .map_err(|e| format!("incompatible requirements, {}", e.message))?;
-        let mut reqs = claim.reqs.clone();
-        reqs.add_all(&data.requirements);
+        let compatible = |reqs: &Requirements, other: &Requirements, what: &str| {
+            if explain {
+                reqs.compatible(other, true)
+                    .map_err(|e| format!("{what}, {}", e.message))
+            } else if nodeclaim::compatible_ok(reqs, other, true) {
+                Ok(())
+            } else {
+                Err(String::new())
+            }
+        };
+        compatible(&claim.reqs, &data.requirements, "incompatible requirements")?;
+        // Most pods narrow nothing on a claim that already holds similar pods: borrow the
+        // claim's requirements until some key really changes.
+        let mut reqs: Cow<'_, Requirements> = Cow::Borrowed(&claim.reqs);
+        let mut delta = Requirements::new();
+        nodeclaim::merge(&mut reqs, &data.requirements, &mut delta);
         if !data.volume.is_empty() {
-            reqs.compatible(&data.volume, true)
-                .map_err(|e| format!("incompatible volume requirements, {}", e.message))?;
-            reqs.add_all(&data.volume);
+            compatible(&reqs, &data.volume, "incompatible volume requirements")?;
+            nodeclaim::merge(&mut reqs, &data.volume, &mut delta);
         }
-        let topo = self
-            .topology
-            .requirements(p, pod, &t.pool.taints, &data.strict, &reqs, true)?;
+        let topo = self.topology.requirements(
+            p,
+            pod,
+            &t.pool.taints,
+            &data.strict,
+            &reqs,
+            true,
+            explain,
+        )?;
         if !topo.is_empty() {
-            reqs.compatible(&topo, true)
-                .map_err(|e| format!("incompatible topology requirements, {}", e.message))?;
-            reqs.add_all(&topo);
+            compatible(&reqs, &topo, "incompatible topology requirements")?;
+            nodeclaim::merge(&mut reqs, &topo, &mut delta);
         }
-        let changed = reqs != claim.reqs;
+        let changed = matches!(reqs, Cow::Owned(_));
         let (options, lowered) = claim.filter(
             t,
             &reqs,
-            changed,
+            changed.then_some(&delta),
             &data.requests,
             &pod.host_ports,
             self.options.min_values_policy,
+            explain,
         )?;
+        let reqs = match reqs {
+            Cow::Owned(r) => Some(r),
+            Cow::Borrowed(_) => None,
+        };
         Ok(ClaimUpdate {
-            reqs: lowered.unwrap_or(reqs),
+            reqs: lowered.or(reqs),
             options,
         })
     }

@@ -133,8 +133,8 @@ pub(crate) struct Claim {
 /// What adding a pod to a claim would change.
 #[derive(Debug)]
 pub(crate) struct ClaimUpdate {
-    /// The narrowed requirements.
-    pub reqs: Requirements,
+    /// The narrowed requirements, or `None` when the pod leaves them unchanged.
+    pub reqs: Option<Requirements>,
     /// The remaining options.
     pub options: Vec<u32>,
 }
@@ -215,7 +215,9 @@ impl Claim {
         update: ClaimUpdate,
     ) {
         let narrowed = update.options.len() != self.options.len();
-        self.reqs = update.reqs;
+        if let Some(reqs) = update.reqs {
+            self.reqs = reqs;
+        }
         self.options = update.options;
         arith::add_into(&mut self.requests, requests);
         self.ports.add(ports);
@@ -226,17 +228,26 @@ impl Claim {
     }
 
     /// The instance types that still host all pods + daemons with `reqs` after adding a pod
-    /// with `requests`/`ports`; `reqs_changed` false skips re-checking requirements.
+    /// with `requests`/`ports`. `delta` holds the requirements `reqs` changed relative to the
+    /// claim's own (their new values), or `None` when nothing changed: every current option
+    /// already satisfies the claim's requirements and has a compatible offering, so only the
+    /// changed keys need re-checking. Without `explain` a rejection carries an empty message,
+    /// for callers that discard it.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn filter(
         &self,
         t: &Template<'_>,
         reqs: &Requirements,
-        reqs_changed: bool,
+        delta: Option<&Requirements>,
         requests: &Resources,
         ports: &[HostPort],
         policy: MinValuesPolicy,
+        explain: bool,
     ) -> Result<(Vec<u32>, Option<Requirements>), String> {
         if let Some((new, existing)) = self.ports.conflict(ports) {
+            if !explain {
+                return Err(String::new());
+            }
             return Err(format!(
                 "host port {} conflicts with host port {} of another pod planned for the same node",
                 hostports::describe(new),
@@ -254,31 +265,51 @@ impl Claim {
                 (!conflict).then(|| arith::sum(&base, &g.overhead))
             })
             .collect();
+        // Offerings depend on zone and capacity type only.
+        let offers_changed = delta.is_some_and(|d| d.has(ZONE) || d.has(CAPACITY_TYPE));
+        let check = |iu: usize| -> (bool, bool) {
+            let it = t.its[iu];
+            let compat = delta.is_none_or(|d| intersects_ok(&it.requirements, d));
+            let offer = !offers_changed || it.offerings.iter().any(|o| offering_ok(o, reqs));
+            (compat, offer)
+        };
         let mut kept = Vec::new();
         let (mut any_compat, mut any_fit, mut any_offer, mut any_group) =
             (false, false, false, false);
-        let mut compat_max = Resources::default();
         for &i in &self.options {
             let iu = i as usize;
             let Some(total) = &totals[t.group_of[iu]] else {
                 continue;
             };
             any_group = true;
-            let it = t.its[iu];
-            let compat = !reqs_changed || it.requirements.intersects(reqs).is_ok();
             let fit = arith::fits(total, &t.allocs[iu]);
-            let offer = it.offerings.iter().any(|o| offering_ok(o, reqs));
+            // An option that cannot fit is dropped whatever its requirements say; the
+            // requirement checks only matter then for the rejection message.
+            let (compat, offer) = if fit || explain {
+                check(iu)
+            } else {
+                (true, true)
+            };
             any_compat |= compat;
             any_fit |= fit;
             any_offer |= offer;
-            if compat && offer {
-                compat_max = arith::max(&compat_max, &t.allocs[iu]);
-            }
             if compat && fit && offer {
                 kept.push(i);
             }
         }
         if kept.is_empty() {
+            if !explain {
+                return Err(String::new());
+            }
+            let compat_max = self
+                .options
+                .iter()
+                .map(|&i| i as usize)
+                .filter(|&iu| totals[t.group_of[iu]].is_some())
+                .filter(|&iu| check(iu) == (true, true))
+                .fold(Resources::default(), |acc, iu| {
+                    arith::max(&acc, &t.allocs[iu])
+                });
             let min_total = arith::sum(&base, &t.min_overhead);
             return Err(if !any_group {
                 let p = ports.iter().find(|p| {
@@ -315,6 +346,63 @@ impl Claim {
         }
         let relaxed = check_min_values(&t.its, &kept, reqs, policy)?;
         Ok((kept, relaxed))
+    }
+}
+
+/// Whether a missing label satisfies a requirement with this operator.
+fn tolerates_absence(op: Operator) -> bool {
+    matches!(op, Operator::NotIn | Operator::DoesNotExist)
+}
+
+/// `a.intersects(b).is_ok()`, without building the failure message (the hot loops only need
+/// the answer).
+pub(crate) fn intersects_ok(a: &Requirements, b: &Requirements) -> bool {
+    let (small, large) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    small.iter().all(|x| {
+        large.get(x.key()).is_none_or(|y| {
+            x.has_intersection(y)
+                || (tolerates_absence(x.operator()) && tolerates_absence(y.operator()))
+        })
+    })
+}
+
+/// `base.compatible(other, allow_undefined_well_known).is_ok()`, without building the
+/// failure message.
+pub(crate) fn compatible_ok(
+    base: &Requirements,
+    other: &Requirements,
+    allow_undefined_well_known: bool,
+) -> bool {
+    other.iter().all(|r| {
+        (allow_undefined_well_known && crate::labels::is_well_known(r.key()))
+            || base.has(r.key())
+            || tolerates_absence(r.operator())
+    }) && intersects_ok(base, other)
+}
+
+/// Adds `other` to `reqs` (intersecting per key), cloning `reqs` only when some key actually
+/// changes; every changed key's new requirement is also added to `delta`.
+pub(crate) fn merge(
+    reqs: &mut std::borrow::Cow<'_, Requirements>,
+    other: &Requirements,
+    delta: &mut Requirements,
+) {
+    for r in other.iter() {
+        let next = match reqs.get(r.key()) {
+            Some(existing) => {
+                let n = r.intersection(existing);
+                if n == *existing {
+                    continue;
+                }
+                n
+            }
+            None => r.clone(),
+        };
+        let owned = reqs.to_mut();
+        owned.remove(r.key());
+        owned.add(next.clone());
+        delta.remove(r.key());
+        delta.add(next);
     }
 }
 

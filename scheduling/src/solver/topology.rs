@@ -678,7 +678,9 @@ impl Topology {
     }
 
     /// `Topology.AddRequirements`: the domain requirements pod `p` needs on a node with these
-    /// taints and requirements, or why no domain works.
+    /// taints and requirements, or why no domain works (an empty message without `explain`,
+    /// for callers that discard it).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn requirements(
         &self,
         p: usize,
@@ -687,6 +689,7 @@ impl Topology {
         strict: &Requirements,
         node: &Requirements,
         allow_undefined: bool,
+        explain: bool,
     ) -> Result<Requirements, String> {
         let mut out = Requirements::new();
         let owned = self.owned[p].iter().map(|&g| &self.groups[g]);
@@ -694,25 +697,46 @@ impl Topology {
             .inverse
             .iter()
             .filter(|g| g.counts(pod, taints, node, allow_undefined));
+        let mut exists: Option<Requirement> = None;
         for g in owned.chain(inverse) {
             let key = &g.id.key;
-            let exists = || req(key, Operator::Exists, Vec::<String>::new());
+            // An undefined key allows any domain; build that `Exists` once per key.
+            let mut any = || -> Result<Requirement, String> {
+                match &exists {
+                    Some(e) if e.key() == key.as_str() => Ok(e.clone()),
+                    _ => {
+                        let e = req(key, Operator::Exists, Vec::<String>::new())?;
+                        exists = Some(e.clone());
+                        Ok(e)
+                    }
+                }
+            };
+            let (pod_any, node_any);
             let pod_domains = match strict.get(key) {
-                Some(r) => r.clone(),
-                None => exists()?,
+                Some(r) => r,
+                None => {
+                    pod_any = any()?;
+                    &pod_any
+                }
             };
             let node_domains = match node.get(key) {
-                Some(r) => r.clone(),
-                None => exists()?,
+                Some(r) => r,
+                None => {
+                    node_any = any()?;
+                    &node_any
+                }
             };
-            let domains = g.next(pod, &pod_domains, &node_domains)?;
+            let domains = g.next(pod, pod_domains, node_domains)?;
             if domains.is_empty() {
+                if !explain {
+                    return Err(String::new());
+                }
                 return Err(format!(
                     "{} on {key} cannot be satisfied (pods per domain: {}; pod allows {}, node allows {})",
                     g.id.kind.describe(),
                     g.describe_counts(),
-                    describe_requirement(&pod_domains),
-                    describe_requirement(&node_domains),
+                    describe_requirement(pod_domains),
+                    describe_requirement(node_domains),
                 ));
             }
             out.add(domains);
