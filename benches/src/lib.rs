@@ -18,6 +18,8 @@
 //!   every pending pod on new capacity, and [`PlanSummary`] condenses a plan for reports.
 #![forbid(unsafe_code)]
 
+pub mod consolidation;
+
 use karpenter_cloudprovider_fake::{benchmark_instance_types, default_instance_types};
 use karpenter_scheduling::labels;
 use karpenter_scheduling::model::{

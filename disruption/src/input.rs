@@ -211,6 +211,10 @@ pub struct DisruptionOptions {
     pub max_simulations: usize,
     /// Largest multi-node consolidation batch (upstream: 100).
     pub max_multi_node_batch: usize,
+    /// After upstream's binary search over prefixes of the candidate list, also try to fold
+    /// each later candidate into the move, keeping it when savings grow. `false` gives
+    /// exactly Karpenter's multi-node search (used by `--compare` and the benchmark).
+    pub extend_multi_node: bool,
     /// Options handed to the solver.
     pub solve: SolveOptions,
 }
@@ -222,6 +226,7 @@ impl Default for DisruptionOptions {
             validation_delay_ms: DEFAULT_VALIDATION_DELAY_MS,
             max_simulations: DEFAULT_MAX_SIMULATIONS,
             max_multi_node_batch: DEFAULT_MAX_MULTI_NODE_BATCH,
+            extend_multi_node: true,
             solve: SolveOptions::default(),
         }
     }

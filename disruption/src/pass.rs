@@ -13,6 +13,10 @@ use karpenter_scheduling::model::{Millis, NodeState};
 use karpenter_scheduling::plan::NewNodeClaim;
 use std::collections::{BTreeMap, BTreeSet};
 
+/// How many candidates in a row may fail to fold into a multi-node move before the search
+/// beyond Karpenter's prefix stops (each try costs one scheduling simulation).
+const MAX_EXTENSION_FAILURES_IN_A_ROW: usize = 3;
+
 /// Every command of one pass (see [`compute_pass`]).
 pub fn compute_commands(input: &DisruptionInput, now: Millis) -> Vec<Command> {
     compute_pass(input, now).commands
@@ -528,8 +532,19 @@ impl<'a> Ctx<'a> {
         // later ones may still fold into the same move. Try each once, keeping it only when
         // the move still works and saves strictly more.
         let start = set.len();
-        for &c in &list[start..] {
-            if set.len() > cap || !self.sim.has_budget() {
+        let extension = if self.input.options.extend_multi_node {
+            &list[start..]
+        } else {
+            &[]
+        };
+        // Each try is a full scheduling simulation; candidates later in the order save less
+        // per disruption, so a run of failures means the rest are unlikely to fold in.
+        let mut failures_in_a_row = 0;
+        for &c in extension {
+            if set.len() > cap
+                || !self.sim.has_budget()
+                || failures_in_a_row >= MAX_EXTENSION_FAILURES_IN_A_ROW
+            {
                 break;
             }
             set.push(c);
@@ -539,9 +554,13 @@ impl<'a> Ctx<'a> {
                 self.input.options.spot_to_spot_consolidation,
                 &self.catalog,
             ) {
-                Some(Ok(p)) if p.savings > proposal.savings => proposal = p,
+                Some(Ok(p)) if p.savings > proposal.savings => {
+                    proposal = p;
+                    failures_in_a_row = 0;
+                }
                 _ => {
                     set.pop();
+                    failures_in_a_row += 1;
                 }
             }
         }

@@ -333,6 +333,13 @@ fn multi_node_consolidation_merges_and_goes_beyond_prefix_search() {
     assert_eq!(cmd.decision, Decision::Delete);
     assert_eq!(cmd.node_names(), ["a", "b", "d"]);
     assert!((cmd.savings - 1.2).abs() < 1e-9);
+
+    // Karpenter's own search (no extension) stops at the prefix.
+    w.input.options.extend_multi_node = false;
+    let r = compute_pass(&w.input, w.now);
+    let cmd = only_command(&r);
+    assert_eq!(cmd.node_names(), ["a", "b"]);
+    assert!(cmd.savings < 1.2);
 }
 
 #[test]

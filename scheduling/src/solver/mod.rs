@@ -384,7 +384,7 @@ impl<'a> Scheduler<'a> {
             let claim = Claim::new(
                 ti,
                 t,
-                format!("hostname-placeholder-{:04}", self.next_host),
+                format!("{}{:04}", topology::PLACEHOLDER_PREFIX, self.next_host),
                 options,
             );
             match self.claim_can_add(&claim, p, data, true) {

@@ -147,6 +147,23 @@ pub(crate) struct TopologyGroup {
     id: GroupId,
     domains: BTreeMap<String, i64>,
     empty: BTreeSet<String>,
+    /// The counts of `domains` whose name is a new claim's placeholder hostname, indexed by
+    /// its number: the greedy claim scan asks for one per open claim and pod, and a string
+    /// search there made the scan superlinear.
+    placeholders: Vec<i64>,
+}
+
+/// The prefix of the hostnames the scheduler gives new claims.
+pub(crate) const PLACEHOLDER_PREFIX: &str = "hostname-placeholder-";
+
+/// The number `n` of a hostname spelled exactly `hostname-placeholder-{n:04}`; any other
+/// spelling (even one naming the same number) is another domain and gets `None`.
+fn placeholder_number(host: &str) -> Option<usize> {
+    let digits = host.strip_prefix(PLACEHOLDER_PREFIX)?;
+    let canonical = digits.len() >= 4
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits.len() == 4 || !digits.starts_with('0'));
+    if canonical { digits.parse().ok() } else { None }
 }
 
 fn req(key: &str, op: Operator, values: Vec<String>) -> Result<Requirement, String> {
@@ -221,6 +238,20 @@ impl TopologyGroup {
     fn record(&mut self, domain: &str) {
         *self.domains.entry(domain.to_string()).or_insert(0) += 1;
         self.empty.remove(domain);
+        if let Some(n) = placeholder_number(domain) {
+            if self.placeholders.len() <= n {
+                self.placeholders.resize(n + 1, 0);
+            }
+            self.placeholders[n] += 1;
+        }
+    }
+
+    /// [`Self::count`] for a hostname, without a string search for placeholder hostnames.
+    fn host_count(&self, host: &str) -> i64 {
+        match placeholder_number(host) {
+            Some(n) => self.placeholders.get(n).copied().unwrap_or(0),
+            None => self.count(host),
+        }
     }
 
     fn count(&self, domain: &str) -> i64 {
@@ -536,6 +567,7 @@ impl Topology {
             id,
             domains: BTreeMap::new(),
             empty: BTreeSet::new(),
+            placeholders: Vec::new(),
         };
         let key = g.id.key.clone();
         self.domain_groups
@@ -757,9 +789,9 @@ impl Topology {
                 return false;
             }
             match g.id.kind {
-                Kind::AntiAffinity => g.count(host) > 0,
+                Kind::AntiAffinity => g.host_count(host) > 0,
                 Kind::Spread => {
-                    g.count(host) + i64::from(g.selects(pod)) > i64::from(g.id.max_skew)
+                    g.host_count(host) + i64::from(g.selects(pod)) > i64::from(g.id.max_skew)
                 }
                 Kind::Affinity => false,
             }
@@ -854,5 +886,63 @@ fn count_domains(g: &mut TopologyGroup, cluster: &Cluster<'_>) {
             let d = domain.to_string();
             g.record(&d);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholder_numbers_only_for_the_exact_spelling() {
+        for (host, want) in [
+            ("hostname-placeholder-0001", Some(1)),
+            ("hostname-placeholder-0000", Some(0)),
+            ("hostname-placeholder-12345", Some(12345)),
+            ("hostname-placeholder-1", None),
+            ("hostname-placeholder-01234", None),
+            ("hostname-placeholder-00a1", None),
+            ("hostname-placeholder-+001", None),
+            ("ip-10-0-0-1", None),
+        ] {
+            assert_eq!(placeholder_number(host), want, "{host}");
+        }
+    }
+
+    #[test]
+    fn host_count_agrees_with_the_domain_map() {
+        let mut g = TopologyGroup {
+            id: GroupId {
+                kind: Kind::AntiAffinity,
+                key: HOSTNAME.to_string(),
+                namespaces: Namespaces::All,
+                selector: None,
+                max_skew: 1,
+                min_domains: None,
+                filter: None,
+            },
+            domains: BTreeMap::new(),
+            empty: BTreeSet::new(),
+            placeholders: Vec::new(),
+        };
+        for host in [
+            "hostname-placeholder-0003",
+            "hostname-placeholder-0003",
+            "hostname-placeholder-3",
+            "node-a",
+        ] {
+            g.record(host);
+        }
+        for host in [
+            "hostname-placeholder-0003",
+            "hostname-placeholder-3",
+            "hostname-placeholder-0002",
+            "hostname-placeholder-9999",
+            "node-a",
+            "node-b",
+        ] {
+            assert_eq!(g.host_count(host), g.count(host), "{host}");
+        }
+        assert_eq!(g.host_count("hostname-placeholder-0003"), 2);
     }
 }

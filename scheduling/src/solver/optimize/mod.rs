@@ -38,6 +38,10 @@ use pack::{BinType, Class, Instance};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
+/// Bound work per placed pod when no group is re-packable (about a millisecond per
+/// hundred pods in a release build).
+const BOUND_WORK_PER_FIXED_POD: u64 = 2_000;
+
 /// Settings of the packing optimiser (a field of [`crate::SolveOptions`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -141,14 +145,6 @@ pub(crate) fn optimize(
     options: &OptimizerOptions,
     deadline: Option<&dyn Fn() -> bool>,
 ) -> Optimized {
-    // The bound only reports; it gets at most a third of the work so the packing, which
-    // changes the plan, always has the rest.
-    let mut bound_budget = Budget::new(options.max_work / 3, deadline);
-    let lower_bound = global_bound(s, &mut bound_budget);
-    let mut budget = Budget::new(
-        options.max_work.saturating_sub(bound_budget.spent()),
-        deadline,
-    );
     let mut stats = OptimizerStats::default();
 
     // Interchangeable groups, in order of their first claim.
@@ -176,6 +172,24 @@ pub(crate) fn optimize(
         groups[g].claims.push(c);
     }
     stats.groups = groups.len();
+
+    // The bound only reports; it gets at most a third of the work so the packing, which
+    // changes the plan, always has the rest. With nothing to re-pack the bound is all the
+    // optimiser would do, so its column generation gets work in proportion to the pods
+    // placed instead: it stops with its best valid bound so far, and on plans whose every
+    // claim is pinned by hostname constraints it would otherwise dominate the solve time.
+    let bound_units = if groups.is_empty() {
+        let placed: usize = s.claims.iter().map(|c| c.pods.len()).sum();
+        (options.max_work / 3).min((placed as u64).saturating_mul(BOUND_WORK_PER_FIXED_POD))
+    } else {
+        options.max_work / 3
+    };
+    let mut bound_budget = Budget::new(bound_units, deadline);
+    let lower_bound = global_bound(s, &mut bound_budget);
+    let mut budget = Budget::new(
+        options.max_work.saturating_sub(bound_budget.spent()),
+        deadline,
+    );
 
     let mut replaced: Vec<Option<Vec<Claim>>> = Vec::with_capacity(groups.len());
     let mut next_host = 0u32;
