@@ -481,28 +481,14 @@ fn validate_requirement(
     let op = r.operator;
     let values_path = format!("{path}.values");
     match op {
-        NodeSelectorOperator::In | NodeSelectorOperator::NotIn if r.values.is_empty() => {
+        // Upstream's CEL asks values of In only; NotIn [] and values on Exists/DoesNotExist are
+        // accepted (and normalised by `to_model`), so manifests that Karpenter takes parse here.
+        NodeSelectorOperator::In if r.values.is_empty() => {
             errs.push(
                 &values_path,
                 ErrorKind::Required,
                 None,
-                format!(
-                    "requirements with operator '{}' must have a value defined",
-                    op.as_str()
-                ),
-            );
-        }
-        NodeSelectorOperator::Exists | NodeSelectorOperator::DoesNotExist
-            if !r.values.is_empty() =>
-        {
-            errs.push(
-                &values_path,
-                ErrorKind::Forbidden,
-                None,
-                format!(
-                    "requirements with operator '{}' may not have values",
-                    op.as_str()
-                ),
+                "requirements with operator 'In' must have a value defined".to_string(),
             );
         }
         o if o.is_numeric() => {

@@ -45,9 +45,11 @@ fn requirement_rules_follow_upstream() {
             json!({"key": "kubernetes.io/arch", "operator": "In"}),
             Some(format!("{p}.values")),
         ),
+        // The CRD's CEL only demands values for In: NotIn [] means Exists, and values on
+        // Exists/DoesNotExist are ignored, as Karpenter's NewRequirement does.
         (
             json!({"key": "kubernetes.io/arch", "operator": "NotIn"}),
-            Some(format!("{p}.values")),
+            None,
         ),
         (
             json!({"key": "kubernetes.io/arch", "operator": "Exists"}),
@@ -55,7 +57,7 @@ fn requirement_rules_follow_upstream() {
         ),
         (
             json!({"key": "kubernetes.io/arch", "operator": "DoesNotExist", "values": ["a"]}),
-            Some(format!("{p}.values")),
+            None,
         ),
         (
             json!({"key": "example.com/cpu", "operator": "Gte", "values": ["4"]}),
@@ -397,4 +399,24 @@ fn well_known_constants() {
         labels::node_class_label_key("karpenter.k8s.aws", "EC2NodeClass"),
         "karpenter.k8s.aws/ec2nodeclass"
     );
+}
+
+#[test]
+fn lenient_upstream_forms_are_normalised_for_the_solver() {
+    use karpenter_scheduling::requirements::Operator;
+    let mut s = base();
+    s["template"]["spec"]["requirements"] = json!([
+        {"key": "kubernetes.io/arch", "operator": "NotIn"},
+        {"key": "example.com/team", "operator": "DoesNotExist", "values": ["x"]},
+    ]);
+    let p = pool(s);
+    p.validate().expect("the CRD accepts both forms");
+    let m = p
+        .to_model(Vec::new(), Resources::default())
+        .expect("converts");
+    let arch = m.requirements.get("kubernetes.io/arch").unwrap();
+    assert_eq!(arch.operator(), Operator::Exists);
+    assert!(arch.has("arm64") && arch.has("amd64"));
+    let team = m.requirements.get("example.com/team").unwrap();
+    assert_eq!(team.operator(), Operator::DoesNotExist);
 }

@@ -182,11 +182,23 @@ impl NodeSelectorRequirementWithMinValues {
 
     /// The scheduler's manifest form. minValues outside `u32` (rejected by validation anyway)
     /// is dropped rather than wrapped.
+    ///
+    /// Normalised the way Karpenter's `NewRequirement` reads a NodePool requirement: `NotIn`
+    /// with no values allows every value of a present label (`Exists`), and values given to
+    /// `Exists`/`DoesNotExist` are ignored.
     pub fn to_model(&self) -> karpenter_scheduling::requirements::NodeSelectorRequirement {
+        use karpenter_scheduling::requirements::Operator;
+        let mut operator: Operator = self.operator.into();
+        let mut values = self.values.clone();
+        match operator {
+            Operator::NotIn if values.is_empty() => operator = Operator::Exists,
+            Operator::Exists | Operator::DoesNotExist => values.clear(),
+            _ => {}
+        }
         karpenter_scheduling::requirements::NodeSelectorRequirement {
             key: self.key.clone(),
-            operator: self.operator.into(),
-            values: self.values.clone(),
+            operator,
+            values,
             min_values: self.min_values.and_then(|v| u32::try_from(v).ok()),
         }
     }
