@@ -6,55 +6,9 @@
 
 use crate::nodeclass::EC2NodeClass;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use karpenter_cloudprovider::crd::{rule, set, with_schema};
 use kube_core::CustomResourceExt;
 use serde_json::{Value, json};
-
-fn rule(rule: &str, message: &str) -> Value {
-    json!({ "message": message, "rule": rule })
-}
-
-/// The schema node at a dotted property path; `[]` steps into `items`, `{}` into
-/// `additionalProperties`.
-fn node<'a>(root: &'a mut Value, path: &str) -> Option<&'a mut Value> {
-    let mut cur = root;
-    for seg in path.split('.') {
-        let (name, suffix) = if let Some(n) = seg.strip_suffix("[]") {
-            (n, Some("items"))
-        } else if let Some(n) = seg.strip_suffix("{}") {
-            (n, Some("additionalProperties"))
-        } else {
-            (seg, None)
-        };
-        cur = cur.get_mut("properties")?.get_mut(name)?;
-        if let Some(s) = suffix {
-            cur = cur.get_mut(s)?;
-        }
-    }
-    Some(cur)
-}
-
-/// Merges `patch` into the node at `path`. A path that does not exist is reported by the
-/// CRD tests (every patched path is asserted there), so it is skipped here.
-fn set(root: &mut Value, path: &str, patch: Value) {
-    if let (Some(Value::Object(target)), Value::Object(p)) = (node(root, path), patch) {
-        for (k, v) in p {
-            target.insert(k, v);
-        }
-    }
-}
-
-fn strip_nullable(v: &mut Value) {
-    match v {
-        Value::Object(m) => {
-            m.remove("nullable");
-            for child in m.values_mut() {
-                strip_nullable(child);
-            }
-        }
-        Value::Array(a) => a.iter_mut().for_each(strip_nullable),
-        _ => {}
-    }
-}
 
 const TAGS_RULES: &str = "self.all(k, k != '' && self[k] != '')";
 const SIGNALS: &str = "['memory.available','nodefs.available','nodefs.inodesFree','imagefs.available','imagefs.inodesFree','pid.available']";
@@ -98,7 +52,6 @@ pub const PATCHED_PATHS: &[&str] = &[
 ];
 
 fn patch(s: &mut Value) {
-    strip_nullable(s);
     set(
         s,
         "spec",
@@ -282,23 +235,7 @@ fn patch(s: &mut Value) {
 
 /// The EC2NodeClass CRD with upstream's validation.
 pub fn ec2_node_class_crd() -> CustomResourceDefinition {
-    let mut crd = EC2NodeClass::crd();
-    for version in &mut crd.spec.versions {
-        let schema = version
-            .schema
-            .as_mut()
-            .and_then(|s| s.open_api_v3_schema.as_mut());
-        if let Some(schema) = schema {
-            // Round-trips through JSON so the patch can address nodes by path.
-            if let Ok(mut v) = serde_json::to_value(&*schema) {
-                patch(&mut v);
-                if let Ok(patched) = serde_json::from_value(v) {
-                    *schema = patched;
-                }
-            }
-        }
-    }
-    crd
+    with_schema(EC2NodeClass::crd(), patch)
 }
 
 /// The CRD as the YAML document committed at
@@ -323,7 +260,10 @@ mod tests {
         )
         .expect("json");
         for path in PATCHED_PATHS {
-            assert!(node(&mut v, path).is_some(), "missing schema path {path}");
+            assert!(
+                karpenter_cloudprovider::crd::node(&mut v, path).is_some(),
+                "missing schema path {path}"
+            );
         }
     }
 

@@ -19,13 +19,15 @@ const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGT
 const NILLABLE_DURATION_PATTERN: &str = r"^(([0-9]+(s|m|h))+|Never)$";
 const DURATION_PATTERN: &str = r"^([0-9]+(s|m|h))+$";
 
-fn rule(rule: &str, message: &str) -> Value {
+/// A CEL validation rule entry (`x-kubernetes-validations` item).
+pub fn rule(rule: &str, message: &str) -> Value {
     json!({ "message": message, "rule": rule })
 }
 
 /// Finds the schema node at `path` under `root` (an object schema). Segments are property
 /// names; a trailing `[]` steps into `items`, a trailing `{}` into `additionalProperties`.
-fn node<'a>(root: &'a mut Value, path: &str) -> Option<&'a mut Value> {
+/// Shared with the provider crates that generate their own NodeClass CRDs.
+pub fn node<'a>(root: &'a mut Value, path: &str) -> Option<&'a mut Value> {
     let mut cur = root;
     if path.is_empty() {
         return Some(cur);
@@ -49,7 +51,7 @@ fn node<'a>(root: &'a mut Value, path: &str) -> Option<&'a mut Value> {
 /// Merges `patch`'s keys into the schema at `path`. A missing path is a programming error
 /// caught by the CRD tests (the committed YAML would lack the rule), so it is skipped here
 /// rather than panicking at runtime.
-fn set(root: &mut Value, path: &str, patch: Value) {
+pub fn set(root: &mut Value, path: &str, patch: Value) {
     if let (Some(Value::Object(target)), Value::Object(p)) = (node(root, path), patch) {
         for (k, v) in p {
             target.insert(k, v);
@@ -63,7 +65,8 @@ fn remove(root: &mut Value, path: &str, key: &str) {
     }
 }
 
-fn strip_nullable(v: &mut Value) {
+/// Removes every `nullable` marker: upstream's CRDs express optionality by omission.
+pub fn strip_nullable(v: &mut Value) {
     match v {
         Value::Object(m) => {
             m.remove("nullable");
@@ -235,7 +238,10 @@ fn patch_conditions(s: &mut Value, path: &str, reason_required: bool) {
     remove(s, &format!("{item}.reason"), "default");
 }
 
-fn with_schema(
+/// Applies `f` to the first version's OpenAPI schema (as JSON, `nullable` stripped) and
+/// returns the CRD with the patched schema; if the schema cannot round-trip through JSON the
+/// CRD is returned unpatched, which the CRD tests catch.
+pub fn with_schema(
     crd: CustomResourceDefinition,
     f: impl FnOnce(&mut Value),
 ) -> CustomResourceDefinition {
