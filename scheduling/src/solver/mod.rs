@@ -26,7 +26,7 @@ mod queue;
 mod reasons;
 mod topology;
 
-use crate::labels::{HOSTNAME, NODE_INITIALIZED, NODE_REGISTERED};
+use crate::labels::{HOSTNAME, NODE_INITIALIZED, NODE_REGISTERED, ZONE};
 use crate::model::{NodeState, Pod, Snapshot};
 use crate::plan::{InstanceTypeOption, NewNodeClaim, NodePlacement, Plan, UnschedulablePod};
 use crate::requirements::{Operator, Requirements};
@@ -40,7 +40,9 @@ use pods::PodData;
 use preferences::Relaxed;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
+use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
 use std::rc::Rc;
 use topology::{Cluster, ClusterNode, DomainGroups, Topology};
 
@@ -126,6 +128,30 @@ struct Scheduler<'a> {
     base: Rc<Vec<Result<PodData, String>>>,
     tolerate_pns_step: bool,
     next_host: u32,
+    /// A number below 64 for each zone some claim was pinned to, for [`Claim::zone_mask`].
+    zone_ids: HashMap<String, u32>,
+}
+
+/// The bit set of the zones an `In` requirement allows, numbering new zones in `ids`;
+/// `None` for other operators or once more than 64 zones are known.
+fn zone_mask(
+    ids: &mut HashMap<String, u32>,
+    r: Option<&crate::requirements::Requirement>,
+) -> Option<u64> {
+    let r = r.filter(|r| r.operator() == Operator::In)?;
+    let mut mask = 0u64;
+    for v in r.values() {
+        let id = match ids.get(v) {
+            Some(&id) => id,
+            None => {
+                let id = u32::try_from(ids.len()).ok().filter(|&n| n < 64)?;
+                ids.insert(v.to_string(), id);
+                id
+            }
+        };
+        mask |= 1u64 << id;
+    }
+    Some(mask)
 }
 
 fn domain_groups(snapshot: &Snapshot) -> DomainGroups {
@@ -256,6 +282,7 @@ impl<'a> Scheduler<'a> {
             base: Rc::new(base),
             tolerate_pns_step,
             next_host: 0,
+            zone_ids: HashMap::new(),
         }
     }
 
@@ -341,22 +368,59 @@ impl<'a> Scheduler<'a> {
             }
         }
 
-        let claims = &self.claims;
-        self.claim_order.sort_by_key(|&c| claims[c].pods.len());
-        for i in 0..self.claim_order.len() {
-            let c = self.claim_order[i];
-            let t = &self.templates[self.claims[c].template];
-            if !self.claims[c].might_fit(t, &data.requests)
+        // `claim_order` is kept sorted by pod count (see `commit_in_order`), in exactly the
+        // order a stable sort by pod count before every pod would give.
+        debug_assert!(
+            self.claim_order
+                .windows(2)
+                .all(|w| self.claims[w[0]].pods.len() <= self.claims[w[1]].pods.len())
+        );
+        // Domain counts stay fixed until this pod is placed: decide once which zones (or
+        // other non-hostname domains) its own groups still allow.
+        let mut allowed = self.topology.allowed_domains(p, pod, &data.strict);
+        // Zone groups are checked on bit sets; a zone no claim was ever pinned to has no
+        // number and cannot intersect any claim's set.
+        let zone_masks: Vec<u64> = allowed
+            .iter()
+            .filter(|(key, _)| *key == ZONE)
+            .map(|(_, domains)| {
+                domains
+                    .iter()
+                    .filter_map(|d| self.zone_ids.get(*d))
+                    .fold(0u64, |m, &id| m | (1u64 << id))
+            })
+            .collect();
+        allowed.retain(|(key, _)| *key != ZONE);
+        let mut found = None;
+        for (i, &c) in self.claim_order.iter().enumerate() {
+            let claim = &self.claims[c];
+            let t = &self.templates[claim.template];
+            if !claim.might_fit(t, &data.requests)
                 || self
                     .topology
-                    .hostname_blocked(p, pod, &self.claims[c].hostname)
+                    .hostname_blocked(p, pod, &claim.hostname, claim.host_number)
+                || claim
+                    .zone_mask
+                    .is_some_and(|z| zone_masks.iter().any(|&m| z & m == 0))
+                || topology::domains_blocked(&allowed, &claim.reqs)
             {
                 continue;
             }
-            if let Ok(update) = self.claim_can_add(&self.claims[c], p, data, false) {
-                self.commit(c, p, data, update);
-                return Ok(());
+            if let Ok(update) = self.claim_can_add(claim, p, data, false) {
+                found = Some((i, c, update));
+                break;
             }
+        }
+        if let Some((i, c, update)) = found {
+            self.commit(c, p, data, update);
+            // A stable re-sort would move the claim, now one pod fuller, past the claims
+            // that still have its old count and before those that already had the new one.
+            let n = self.claims[c].pods.len();
+            let claims = &self.claims;
+            let end =
+                i + 1 + self.claim_order[i + 1..].partition_point(|&x| claims[x].pods.len() < n);
+            self.claim_order[i..end].rotate_left(1);
+            return Ok(());
         }
 
         let mut rejections = Vec::new();
@@ -391,8 +455,15 @@ impl<'a> Scheduler<'a> {
                 Ok(update) => {
                     self.claims.push(claim);
                     let c = self.claims.len() - 1;
-                    self.claim_order.push(c);
                     self.commit(c, p, data, update);
+                    // Appended and stably re-sorted, a new claim lands after every claim
+                    // with as many pods.
+                    let n = self.claims[c].pods.len();
+                    let claims = &self.claims;
+                    let at = self
+                        .claim_order
+                        .partition_point(|&x| claims[x].pods.len() <= n);
+                    self.claim_order.insert(at, c);
                     let t = &self.templates[ti];
                     let its = self.claims[c].options.iter().map(|&i| t.its[i as usize]);
                     self.remaining[ti].subtract_claim(its);
@@ -490,7 +561,11 @@ impl<'a> Scheduler<'a> {
         let pod = &self.pods[p];
         let claim = &mut self.claims[c];
         let t = &self.templates[claim.template];
+        let reqs_changed = update.reqs.is_some();
         claim.apply(t, p, &data.requests, &pod.host_ports, update);
+        if reqs_changed || claim.pods.len() == 1 {
+            claim.zone_mask = zone_mask(&mut self.zone_ids, claim.reqs.get(ZONE));
+        }
         self.topology.register(HOSTNAME, &claim.hostname);
         self.topology
             .record(p, pod, &t.pool.taints, &claim.reqs, true);
@@ -509,8 +584,10 @@ impl<'a> Scheduler<'a> {
             .collect();
         let mut new_node_claims = Vec::with_capacity(self.claims.len());
         // Re-packed claims often share requirements and options: rank each set once.
-        let mut ranked: HashMap<(usize, &[u32], Requirements), Vec<InstanceTypeOption>> =
-            HashMap::new();
+        // Keyed by a hash of the requirements (equal ones compared in the bucket) so a hit
+        // needs no clone of them.
+        type Ranked = Vec<(Requirements, Vec<InstanceTypeOption>)>;
+        let mut ranked: HashMap<(usize, &[u32], u64), Ranked> = HashMap::new();
         for claim in &self.claims {
             let t = &self.templates[claim.template];
             let mut requirements = Requirements::new();
@@ -519,14 +596,21 @@ impl<'a> Scheduler<'a> {
                     requirements.add(r.clone());
                 }
             }
-            let instance_type_options = ranked
-                .entry((
-                    claim.template,
-                    claim.options.as_slice(),
-                    requirements.clone(),
-                ))
-                .or_insert_with(|| nodeclaim::ranked_options(t, &claim.options, &requirements))
-                .clone();
+            let same = ranked
+                .entry((claim.template, claim.options.as_slice(), {
+                    let mut h = DefaultHasher::new();
+                    requirements.hash(&mut h);
+                    h.finish()
+                }))
+                .or_default();
+            let instance_type_options = match same.iter().find(|(r, _)| *r == requirements) {
+                Some((_, options)) => options.clone(),
+                None => {
+                    let options = nodeclaim::ranked_options(t, &claim.options, &requirements);
+                    same.push((requirements.clone(), options.clone()));
+                    options
+                }
+            };
             let mut groups: Vec<usize> = claim
                 .options
                 .iter()

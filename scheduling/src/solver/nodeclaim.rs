@@ -11,7 +11,10 @@ use crate::solver::MinValuesPolicy;
 use crate::solver::arith;
 use crate::solver::daemons::{self, Daemon, DaemonGroup};
 use crate::solver::hostports::{self, HostPortUsage};
-use crate::solver::topology::describe_requirement;
+use crate::solver::topology::{self, describe_requirement};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
 
 /// Whether an offering is available and allowed by `reqs` (zone and capacity type).
 pub(crate) fn offering_ok(o: &Offering, reqs: &Requirements) -> bool {
@@ -52,7 +55,15 @@ pub(crate) struct Template<'a> {
     pub group_of: Vec<usize>,
     /// The smallest DaemonSet overhead of any group, for quick rejection.
     pub min_overhead: Resources,
+    /// Per requirement seen in a claim's narrowing, which instance types' requirements
+    /// intersect it: the same few narrowings (a zone, a capacity type) recur for claim after
+    /// claim, and checking every instance type's labels each time dominated the greedy pass.
+    compat: RefCell<HashMap<Requirement, Rc<[bool]>>>,
 }
+
+/// How many distinct requirements [`Template::compatible_with`] remembers; beyond this it
+/// computes without storing, so a stream of unique narrowings cannot grow memory unbounded.
+const COMPAT_CACHE_LIMIT: usize = 4096;
 
 fn single(key: &str, value: &str) -> Option<Requirement> {
     Requirement::new(key, Operator::In, [value]).ok()
@@ -105,7 +116,32 @@ impl<'a> Template<'a> {
             groups,
             group_of,
             min_overhead,
+            compat: RefCell::new(HashMap::new()),
         })
+    }
+
+    /// For each instance type, whether its requirements intersect `r` on `r`'s key (an
+    /// instance type without that key always does): the per-key part of [`intersects_ok`],
+    /// which is a conjunction over the keys both sides define.
+    pub(crate) fn compatible_with(&self, r: &Requirement) -> Rc<[bool]> {
+        if let Some(v) = self.compat.borrow().get(r) {
+            return Rc::clone(v);
+        }
+        let v: Rc<[bool]> = self
+            .its
+            .iter()
+            .map(|it| {
+                it.requirements.get(r.key()).is_none_or(|y| {
+                    r.has_intersection(y)
+                        || (tolerates_absence(r.operator()) && tolerates_absence(y.operator()))
+                })
+            })
+            .collect();
+        let mut cache = self.compat.borrow_mut();
+        if cache.len() < COMPAT_CACHE_LIMIT {
+            cache.insert(r.clone(), Rc::clone(&v));
+        }
+        v
     }
 }
 
@@ -128,6 +164,13 @@ pub(crate) struct Claim {
     pub pods: Vec<usize>,
     /// Element-wise largest allocatable among the options.
     pub max_alloc: Resources,
+    /// The number of `hostname` when it is a canonical placeholder, parsed once because the
+    /// claim scan asks for it per pod.
+    pub host_number: Option<usize>,
+    /// The zones `reqs` pins the claim to, as a bit set over the scheduler's zone numbering,
+    /// kept in step with `reqs` by the scheduler; `None` when unknown or not an `In` set (the
+    /// zone pre-check then never skips the claim).
+    pub zone_mask: Option<u64>,
 }
 
 /// What adding a pod to a claim would change.
@@ -160,7 +203,10 @@ impl Claim {
             ports: HostPortUsage::default(),
             pods: Vec::new(),
             max_alloc: Resources::default(),
+            host_number: None,
+            zone_mask: None,
         };
+        c.host_number = topology::placeholder_number(&c.hostname);
         c.refresh_max(t);
         c
     }
@@ -185,12 +231,34 @@ impl Claim {
             ports: HostPortUsage::default(),
             pods,
             max_alloc: Resources::default(),
+            host_number: None,
+            zone_mask: None,
         };
+        c.host_number = topology::placeholder_number(&c.hostname);
         c.refresh_max(t);
         c
     }
 
     fn refresh_max(&mut self, t: &Template<'_>) {
+        // Without extended resources the element-wise maximum is four scalar maxima; this
+        // runs for every claim the scheduler tries to open, so skip the general merge.
+        let mut max = Resources::default();
+        let mut scalar = true;
+        for &i in &self.options {
+            let a = &t.allocs[i as usize];
+            if !a.extended.is_empty() {
+                scalar = false;
+                break;
+            }
+            max.cpu_millis = max.cpu_millis.max(a.cpu_millis);
+            max.memory = max.memory.max(a.memory);
+            max.ephemeral_storage = max.ephemeral_storage.max(a.ephemeral_storage);
+            max.pods = max.pods.max(a.pods);
+        }
+        if scalar {
+            self.max_alloc = max;
+            return;
+        }
         self.max_alloc = self
             .options
             .iter()
@@ -200,6 +268,20 @@ impl Claim {
 
     /// Whether `requests` more could possibly fit (a cheap filter before the full check).
     pub(crate) fn might_fit(&self, t: &Template<'_>, requests: &Resources) -> bool {
+        // The claim scan calls this per claim and pod: without extended resources it is
+        // four saturating sums and comparisons, with no `Resources` built.
+        let parts = [&self.requests, requests, &t.min_overhead];
+        if parts.iter().all(|r| r.extended.is_empty()) {
+            let total = |f: fn(&Resources) -> i64| {
+                parts.iter().fold(0i64, |acc, r| acc.saturating_add(f(r)))
+            };
+            let a = &self.max_alloc;
+            return !a.any_negative()
+                && total(|r| r.cpu_millis) <= a.cpu_millis
+                && total(|r| r.memory) <= a.memory
+                && total(|r| r.ephemeral_storage) <= a.ephemeral_storage
+                && total(|r| r.pods) <= a.pods;
+        }
         let mut total = arith::sum(&self.requests, requests);
         arith::add_into(&mut total, &t.min_overhead);
         arith::fits(&total, &self.max_alloc)
@@ -267,9 +349,12 @@ impl Claim {
             .collect();
         // Offerings depend on zone and capacity type only.
         let offers_changed = delta.is_some_and(|d| d.has(ZONE) || d.has(CAPACITY_TYPE));
+        let masks: Vec<Rc<[bool]>> = delta
+            .map(|d| d.iter().map(|r| t.compatible_with(r)).collect())
+            .unwrap_or_default();
         let check = |iu: usize| -> (bool, bool) {
             let it = t.its[iu];
-            let compat = delta.is_none_or(|d| intersects_ok(&it.requirements, d));
+            let compat = masks.iter().all(|m| m[iu]);
             let offer = !offers_changed || it.offerings.iter().any(|o| offering_ok(o, reqs));
             (compat, offer)
         };

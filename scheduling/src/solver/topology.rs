@@ -158,7 +158,7 @@ pub(crate) const PLACEHOLDER_PREFIX: &str = "hostname-placeholder-";
 
 /// The number `n` of a hostname spelled exactly `hostname-placeholder-{n:04}`; any other
 /// spelling (even one naming the same number) is another domain and gets `None`.
-fn placeholder_number(host: &str) -> Option<usize> {
+pub(crate) fn placeholder_number(host: &str) -> Option<usize> {
     let digits = host.strip_prefix(PLACEHOLDER_PREFIX)?;
     let canonical = digits.len() >= 4
         && digits.bytes().all(|b| b.is_ascii_digit())
@@ -307,7 +307,7 @@ impl TopologyGroup {
         if key == HOSTNAME
             && let Some(host) = finite_single(node_domains)
         {
-            let count = self.count(host) + own;
+            let count = self.host_count(host) + own;
             return domains_req(
                 key,
                 if count <= skew {
@@ -365,7 +365,7 @@ impl TopologyGroup {
         if key == HOSTNAME
             && let Some(host) = finite_single(node_domains)
         {
-            let ok = pod_domains.has(host) && (self.count(host) > 0 || may_seed);
+            let ok = pod_domains.has(host) && (self.host_count(host) > 0 || may_seed);
             return domains_req(key, if ok { vec![host.to_string()] } else { vec![] });
         }
         let mut options: Vec<String> = if node_domains.operator() == Operator::In {
@@ -409,7 +409,7 @@ impl TopologyGroup {
         {
             return domains_req(
                 key,
-                if self.count(host) == 0 {
+                if self.host_count(host) == 0 {
                     vec![host.to_string()]
                 } else {
                     vec![]
@@ -782,20 +782,93 @@ impl Topology {
     /// exactly the cases [`Topology::requirements`] rejects for a single-host node, checked
     /// with one map lookup so the claim scan stays linear in the number of open claims;
     /// `false` means "run the full check", never "accepted".
-    pub(crate) fn hostname_blocked(&self, p: usize, pod: &Pod, host: &str) -> bool {
+    /// `number` is [`placeholder_number`] of `host`, which the caller keeps per claim.
+    pub(crate) fn hostname_blocked(
+        &self,
+        p: usize,
+        pod: &Pod,
+        host: &str,
+        number: Option<usize>,
+    ) -> bool {
         self.owned[p].iter().any(|&g| {
             let g = &self.groups[g];
             if g.id.key != HOSTNAME {
                 return false;
             }
+            let count = || match number {
+                Some(n) => g.placeholders.get(n).copied().unwrap_or(0),
+                None => g.count(host),
+            };
             match g.id.kind {
-                Kind::AntiAffinity => g.host_count(host) > 0,
-                Kind::Spread => {
-                    g.host_count(host) + i64::from(g.selects(pod)) > i64::from(g.id.max_skew)
-                }
+                Kind::AntiAffinity => count() > 0,
+                Kind::Spread => count() + i64::from(g.selects(pod)) > i64::from(g.id.max_skew),
                 Kind::Affinity => false,
             }
         })
+    }
+
+    /// For each non-hostname group pending pod `p` owns, the domains a node could still be
+    /// given for it, computed once per attempt from counts that do not change until the pod is
+    /// placed. A node whose requirement on that key is `In` a set disjoint from these domains
+    /// is certainly rejected by [`Topology::requirements`] (no domain is chosen) or by the
+    /// compatibility check that follows it (the chosen domains lie outside the node's), so
+    /// the claim scan can skip it with [`domains_blocked`]. Hostname groups are left to
+    /// [`Topology::hostname_blocked`].
+    pub(crate) fn allowed_domains(
+        &self,
+        p: usize,
+        pod: &Pod,
+        strict: &Requirements,
+    ) -> Vec<(&str, Vec<&str>)> {
+        let mut out = Vec::new();
+        for &g in &self.owned[p] {
+            let g = &self.groups[g];
+            let key = g.id.key.as_str();
+            if key == HOSTNAME {
+                continue;
+            }
+            let any;
+            let pod_domains = match strict.get(key) {
+                Some(r) => r,
+                None => match req(key, Operator::Exists, Vec::new()) {
+                    Ok(r) => {
+                        any = r;
+                        &any
+                    }
+                    Err(_) => continue,
+                },
+            };
+            let allowed: Vec<&str> = match g.id.kind {
+                Kind::Spread => {
+                    let min = g.min_count(pod_domains);
+                    let own = i64::from(g.selects(pod));
+                    let skew = i64::from(g.id.max_skew);
+                    g.domains
+                        .iter()
+                        .filter(|(_, c)| **c + own - min <= skew)
+                        .map(|(d, _)| d.as_str())
+                        .collect()
+                }
+                Kind::Affinity => {
+                    let may_seed = g.selects(pod)
+                        && (g.domains.len() == g.empty.len()
+                            || !g.any_compatible_pod_domain(pod_domains));
+                    g.domains
+                        .iter()
+                        .filter(|(d, c)| (**c > 0 || may_seed) && pod_domains.has(d))
+                        .map(|(d, _)| d.as_str())
+                        .collect()
+                }
+                Kind::AntiAffinity => g
+                    .empty
+                    .iter()
+                    .filter(|d| pod_domains.has(d))
+                    .map(String::as_str)
+                    .collect(),
+            };
+            out.push((key, allowed));
+        }
+        out
     }
 
     /// Whether pending pod `p` may move to another new node with the same requirements
@@ -853,6 +926,17 @@ impl Topology {
             }
         }
     }
+}
+
+/// Whether a node with requirements `node` is certainly rejected by one of the
+/// [`Topology::allowed_domains`] entries: it pins the key to `In` values none of which is
+/// allowed. `false` means "run the full check".
+pub(crate) fn domains_blocked(allowed: &[(&str, Vec<&str>)], node: &Requirements) -> bool {
+    allowed.iter().any(|(key, domains)| {
+        node.get(key).is_some_and(|r| {
+            r.operator() == Operator::In && !r.values().any(|v| domains.contains(&v))
+        })
+    })
 }
 
 /// `countDomains`: registers the domains of matching nodes and counts the running pods the

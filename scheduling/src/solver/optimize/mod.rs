@@ -42,6 +42,10 @@ use std::collections::HashMap;
 /// hundred pods in a release build).
 const BOUND_WORK_PER_FIXED_POD: u64 = 2_000;
 
+/// The least bound work when no group is re-packable, so small plans (a few pods, where the
+/// per-pod allowance would be a few thousand units) still get their bound; about 10 ms.
+const MIN_FIXED_BOUND_WORK: u64 = 2_000_000;
+
 /// Settings of the packing optimiser (a field of [`crate::SolveOptions`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -180,7 +184,11 @@ pub(crate) fn optimize(
     // claim is pinned by hostname constraints it would otherwise dominate the solve time.
     let bound_units = if groups.is_empty() {
         let placed: usize = s.claims.iter().map(|c| c.pods.len()).sum();
-        (options.max_work / 3).min((placed as u64).saturating_mul(BOUND_WORK_PER_FIXED_POD))
+        (options.max_work / 3).min(
+            (placed as u64)
+                .saturating_mul(BOUND_WORK_PER_FIXED_POD)
+                .max(MIN_FIXED_BOUND_WORK),
+        )
     } else {
         options.max_work / 3
     };
