@@ -4,8 +4,8 @@
 mod common;
 
 use common::*;
-use karpenter_scheduling::labels::{HOSTNAME, ZONE};
-use karpenter_scheduling::model::{Pod, WhenUnsatisfiable};
+use karpenter_scheduling::labels::ZONE;
+use karpenter_scheduling::model::Pod;
 use karpenter_scheduling::taints::TaintEffect;
 use karpenter_scheduling::{Plan, Snapshot};
 use proptest::prelude::*;
@@ -50,30 +50,7 @@ fn build(specs: &[PodSpec], tainted_first: bool) -> Snapshot {
         .iter()
         .enumerate()
         .map(|(i, s)| {
-            let app = if s.spread {
-                "spread".to_string()
-            } else {
-                format!("app{}", s.app)
-            };
-            let mut p = labeled(
-                pod(&format!("p{i:03}"), s.cpu, s.mem_mi * MI),
-                &[("app", &app)],
-            );
-            if s.spread {
-                p.topology_spread_constraints = vec![spread(
-                    ZONE,
-                    1,
-                    &[("app", "spread")],
-                    WhenUnsatisfiable::DoNotSchedule,
-                )];
-            } else {
-                if let Some(z) = s.zone {
-                    p.node_selector.insert(ZONE.into(), ZONES[z].into());
-                }
-                if s.anti {
-                    p.affinity.pod_anti_affinity.required = vec![term(HOSTNAME, &[("app", &app)])];
-                }
-            }
+            let mut p = property_pod(i, s.cpu, s.mem_mi, s.app, s.spread, s.zone, s.anti);
             if s.tolerates {
                 p.tolerations = vec![toleration("team", "x")];
             }

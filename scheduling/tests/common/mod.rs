@@ -259,3 +259,43 @@ pub fn reason<'a>(plan: &'a Plan, pod: &str) -> Option<&'a str> {
 }
 
 pub fn _unused(_: WhenUnsatisfiable) {}
+
+/// The pod the property tests generate: pod `i` labelled `app{app}` (or `spread`) with the
+/// given requests; a `spread` pod carries a zonal DoNotSchedule spread of maxSkew 1 over the
+/// `spread` pods, any other one an optional zone selector (`ZONES[zone]`) and, with `anti`,
+/// required hostname anti-affinity against its own app.
+pub fn property_pod(
+    i: usize,
+    cpu_millis: i64,
+    mem_mi: i64,
+    app: u8,
+    spread_zones: bool,
+    zone: Option<usize>,
+    anti: bool,
+) -> Pod {
+    let app = if spread_zones {
+        "spread".to_string()
+    } else {
+        format!("app{app}")
+    };
+    let mut p = labeled(
+        pod(&format!("p{i:03}"), cpu_millis, mem_mi * MI),
+        &[("app", &app)],
+    );
+    if spread_zones {
+        p.topology_spread_constraints = vec![spread(
+            ZONE,
+            1,
+            &[("app", "spread")],
+            WhenUnsatisfiable::DoNotSchedule,
+        )];
+    } else {
+        if let Some(z) = zone {
+            p.node_selector.insert(ZONE.into(), ZONES[z].into());
+        }
+        if anti {
+            p.affinity.pod_anti_affinity.required = vec![term(HOSTNAME, &[("app", &app)])];
+        }
+    }
+    p
+}
