@@ -3,8 +3,8 @@
 #   docker build -t karpenter-rs:dev .
 #   docker run --rm karpenter-rs:dev --help
 #
-# Only the operator crate is built; the AWS SDK crates stay out of this image until the aws
-# provider is wired into `karpenter controller`.
+# Only the operator crate is built, with the `aws` feature so the image runs either
+# provider (`CLOUD_PROVIDER=fake` or `aws`).
 ARG RUST_VERSION=1.90
 
 FROM rust:${RUST_VERSION}-bookworm AS build
@@ -20,7 +20,7 @@ RUN case "${TARGETARCH}" in \
     && rustup target add "$(cat /target)"
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked -p karpenter-operator --bin karpenter --target "$(cat /target)" \
+RUN cargo build --release --locked -p karpenter-operator --features aws --bin karpenter --target "$(cat /target)" \
     && cp "target/$(cat /target)/release/karpenter" /karpenter
 
 FROM gcr.io/distroless/static-debian12:nonroot

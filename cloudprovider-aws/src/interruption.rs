@@ -2,8 +2,9 @@
 //! recommendations, AWS Health scheduled changes and instance state changes to an SQS
 //! queue; [`InterruptionPoller`] long-polls it, parses each message ([`parse_message`]),
 //! maps the instance to its NodeClaim and hands a [`NodeClaimInterruption`] to the
-//! disruption path over a channel. Every handled message is deleted; malformed ones are
-//! counted and deleted too, so a poison message cannot block the queue.
+//! disruption path (an [`InterruptionSink`]). A message is deleted only once every event
+//! in it was handled, so a failed action is retried after the visibility timeout;
+//! malformed messages are counted and deleted, so a poison message cannot block the queue.
 
 use crate::error::AwsError;
 use std::sync::Arc;
@@ -19,8 +20,10 @@ pub enum InterruptionKind {
     RebalanceRecommendation,
     /// AWS Health scheduled maintenance affecting the instance.
     ScheduledChange,
-    /// The instance is stopping, stopped, shutting down or terminated.
-    StateChange,
+    /// The instance is stopping or stopped.
+    InstanceStopped,
+    /// The instance is shutting down or terminated.
+    InstanceTerminated,
 }
 
 impl InterruptionKind {
@@ -30,7 +33,8 @@ impl InterruptionKind {
             Self::SpotInterruption => "spot_interrupted",
             Self::RebalanceRecommendation => "rebalance_recommendation",
             Self::ScheduledChange => "scheduled_change",
-            Self::StateChange => "state_change",
+            Self::InstanceStopped => "instance_stopped",
+            Self::InstanceTerminated => "instance_terminated",
         }
     }
 
@@ -124,13 +128,10 @@ pub fn parse_message(
                 .get("state")
                 .and_then(|s| s.as_str())
                 .ok_or(MessageError::Missing("detail.state"))?;
-            if matches!(
-                state,
-                "stopping" | "stopped" | "shutting-down" | "terminated"
-            ) {
-                one(InterruptionKind::StateChange)
-            } else {
-                Ok(Vec::new())
+            match state {
+                "stopping" | "stopped" => one(InterruptionKind::InstanceStopped),
+                "shutting-down" | "terminated" => one(InterruptionKind::InstanceTerminated),
+                _ => Ok(Vec::new()),
             }
         }
         ("aws.health", "AWS Health Event") => {
@@ -169,6 +170,8 @@ pub struct InterruptionMetrics {
     pub unmatched: AtomicU64,
     /// Messages that did not parse.
     pub malformed: AtomicU64,
+    /// Messages left in the queue because the sink could not act on one of their events.
+    pub failed: AtomicU64,
     /// Messages deleted from the queue.
     pub deleted: AtomicU64,
 }
@@ -184,12 +187,65 @@ pub struct PollStats {
     pub unmatched: u64,
     /// Malformed messages.
     pub malformed: u64,
+    /// Messages kept for a retry because delivering one of their events failed.
+    pub failed: u64,
     /// Messages deleted.
     pub deleted: u64,
 }
 
-/// Finds the NodeClaim owning an instance id.
-pub type NodeClaimLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+/// Why a sink could not act on an interruption. The message stays in the queue and is
+/// received again once its visibility timeout expires, so nothing is lost to a transient
+/// API error or a crash between receipt and action.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("handling the interruption of NodeClaim {node_claim:?}: {message}")]
+pub struct SinkError {
+    /// The NodeClaim.
+    pub node_claim: String,
+    /// What failed.
+    pub message: String,
+}
+
+/// Where parsed interruptions go: the disruption path of whoever runs the poller.
+#[async_trait::async_trait]
+pub trait InterruptionSink: Send + Sync {
+    /// The NodeClaim that owns `instance_id`, if any.
+    fn node_claim_for(&self, instance_id: &str) -> Option<String>;
+
+    /// Acts on one interruption. Only after every event of a message was delivered with
+    /// `Ok` is the message deleted.
+    async fn deliver(&self, interruption: NodeClaimInterruption) -> Result<(), SinkError>;
+
+    /// Called for every parsed event, matched or not (metrics). The default does nothing.
+    fn observe(&self, _event: &InterruptionEvent) {}
+
+    /// Called for every message deleted from the queue (metrics). The default does nothing.
+    fn deleted(&self) {}
+}
+
+/// A sink that looks NodeClaims up in a map and forwards interruptions over a channel.
+/// Delivery fails only once the receiver is gone.
+#[derive(Debug, Clone)]
+pub struct ChannelSink {
+    /// Instance id → NodeClaim name.
+    pub owners: std::collections::BTreeMap<String, String>,
+    /// Where interruptions go.
+    pub tx: tokio::sync::mpsc::UnboundedSender<NodeClaimInterruption>,
+}
+
+#[async_trait::async_trait]
+impl InterruptionSink for ChannelSink {
+    fn node_claim_for(&self, instance_id: &str) -> Option<String> {
+        self.owners.get(instance_id).cloned()
+    }
+
+    async fn deliver(&self, interruption: NodeClaimInterruption) -> Result<(), SinkError> {
+        let node_claim = interruption.node_claim.clone();
+        self.tx.send(interruption).map_err(|_| SinkError {
+            node_claim,
+            message: "the receiver is closed".into(),
+        })
+    }
+}
 
 /// Long-polls the interruption queue.
 #[derive(Clone)]
@@ -197,8 +253,7 @@ pub struct InterruptionPoller {
     sqs: aws_sdk_sqs::Client,
     queue_url: String,
     wait_time_seconds: i32,
-    lookup: NodeClaimLookup,
-    sink: tokio::sync::mpsc::UnboundedSender<NodeClaimInterruption>,
+    sink: Arc<dyn InterruptionSink>,
     metrics: Arc<InterruptionMetrics>,
     clock: Arc<dyn crate::cache::Clock>,
 }
@@ -218,8 +273,7 @@ impl InterruptionPoller {
     pub async fn new(
         sqs: aws_sdk_sqs::Client,
         queue: &str,
-        lookup: NodeClaimLookup,
-        sink: tokio::sync::mpsc::UnboundedSender<NodeClaimInterruption>,
+        sink: Arc<dyn InterruptionSink>,
         clock: Arc<dyn crate::cache::Clock>,
     ) -> Result<Self, AwsError> {
         let queue_url = if queue.starts_with("https://") || queue.starts_with("http://") {
@@ -241,7 +295,6 @@ impl InterruptionPoller {
             sqs,
             queue_url,
             wait_time_seconds: 20,
-            lookup,
             sink,
             metrics: Arc::new(InterruptionMetrics::default()),
             clock,
@@ -264,8 +317,39 @@ impl InterruptionPoller {
         self.metrics.clone()
     }
 
+    /// Delivers the events of one message; `false` when any delivery failed (the message
+    /// is then kept for a retry).
+    async fn deliver_all(&self, events: Vec<InterruptionEvent>, stats: &mut PollStats) -> bool {
+        let mut ok = true;
+        for event in events {
+            self.sink.observe(&event);
+            let Some(node_claim) = self.sink.node_claim_for(&event.instance_id) else {
+                stats.unmatched += 1;
+                continue;
+            };
+            tracing::info!(
+                node_claim,
+                instance_id = event.instance_id,
+                kind = event.kind.as_str(),
+                "interruption"
+            );
+            match self
+                .sink
+                .deliver(NodeClaimInterruption { node_claim, event })
+                .await
+            {
+                Ok(()) => stats.delivered += 1,
+                Err(e) => {
+                    tracing::warn!(error = %e, "interruption not handled; the message is kept for a retry");
+                    ok = false;
+                }
+            }
+        }
+        ok
+    }
+
     /// Receives up to 10 messages (waiting up to the long-poll time), delivers their
-    /// events, and deletes every message that was handled or malformed.
+    /// events, and deletes every message that was fully handled or is malformed.
     pub async fn poll_once(&self) -> Result<PollStats, AwsError> {
         let out = self
             .sqs
@@ -279,31 +363,19 @@ impl InterruptionPoller {
         let mut stats = PollStats::default();
         for msg in out.messages() {
             stats.received += 1;
-            match parse_message(msg.body().unwrap_or_default(), self.clock.now()) {
-                Ok(events) => {
-                    for event in events {
-                        match (self.lookup)(&event.instance_id) {
-                            Some(node_claim) => {
-                                tracing::info!(
-                                    node_claim,
-                                    instance_id = event.instance_id,
-                                    kind = event.kind.as_str(),
-                                    "interruption"
-                                );
-                                // A closed channel means the operator is shutting down; the
-                                // message is still deleted because the instance's fate no
-                                // longer matters to this process.
-                                let _ = self.sink.send(NodeClaimInterruption { node_claim, event });
-                                stats.delivered += 1;
-                            }
-                            None => stats.unmatched += 1,
-                        }
-                    }
-                }
+            let handled = match parse_message(msg.body().unwrap_or_default(), self.clock.now()) {
+                Ok(events) => self.deliver_all(events, &mut stats).await,
                 Err(e) => {
+                    // A message that cannot be parsed never will be: deleting it keeps a
+                    // poison message from blocking the queue.
                     tracing::warn!(error = %e, "malformed interruption message");
                     stats.malformed += 1;
+                    true
                 }
+            };
+            if !handled {
+                stats.failed += 1;
+                continue;
             }
             if let Some(handle) = msg.receipt_handle() {
                 self.sqs
@@ -314,6 +386,7 @@ impl InterruptionPoller {
                     .await
                     .map_err(|e| AwsError::api("DeleteMessage", e))?;
                 stats.deleted += 1;
+                self.sink.deleted();
             }
         }
         let m = &self.metrics;
@@ -321,6 +394,7 @@ impl InterruptionPoller {
         m.delivered.fetch_add(stats.delivered, Ordering::Relaxed);
         m.unmatched.fetch_add(stats.unmatched, Ordering::Relaxed);
         m.malformed.fetch_add(stats.malformed, Ordering::Relaxed);
+        m.failed.fetch_add(stats.failed, Ordering::Relaxed);
         m.deleted.fetch_add(stats.deleted, Ordering::Relaxed);
         Ok(stats)
     }
@@ -398,19 +472,19 @@ mod tests {
             ),
             (
                 samples::state_change("i-1", "stopping"),
-                InterruptionKind::StateChange,
+                InterruptionKind::InstanceStopped,
             ),
             (
                 samples::state_change("i-1", "stopped"),
-                InterruptionKind::StateChange,
+                InterruptionKind::InstanceStopped,
             ),
             (
                 samples::state_change("i-1", "shutting-down"),
-                InterruptionKind::StateChange,
+                InterruptionKind::InstanceTerminated,
             ),
             (
                 samples::state_change("i-1", "terminated"),
-                InterruptionKind::StateChange,
+                InterruptionKind::InstanceTerminated,
             ),
         ] {
             assert_eq!(

@@ -83,6 +83,18 @@ impl AwsClients {
         Self::from_sdk_config(&config)
     }
 
+    /// Clients from the default credential chain and the region it resolves (`AWS_REGION`,
+    /// the profile, or the instance metadata service), which is returned with them. The
+    /// standard `AWS_ENDPOINT_URL` variables are honoured, so the same code talks to an
+    /// emulator.
+    pub async fn from_default_chain() -> (Self, Option<String>) {
+        let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .load()
+            .await;
+        let region = config.region().map(|r| r.to_string());
+        (Self::from_sdk_config(&config), region)
+    }
+
     /// Clients for an emulator or proxy at `endpoint` (`http://127.0.0.1:5000`) with static
     /// test credentials.
     pub async fn for_endpoint(endpoint: &str, region: &str) -> Self {

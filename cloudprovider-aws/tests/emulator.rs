@@ -5,7 +5,9 @@
 use aws_sdk_ec2::types::{Filter, ResourceType, Tag, TagSpecification};
 use karpenter_cloudprovider::v1::{NodeClaim, NodeClaimSpec, StatusConditions};
 use karpenter_cloudprovider::{CloudProvider, CloudProviderError};
-use karpenter_cloudprovider_aws::interruption::{InterruptionKind, samples};
+use karpenter_cloudprovider_aws::interruption::{
+    ChannelSink, InterruptionKind, InterruptionSink, NodeClaimInterruption, SinkError, samples,
+};
 use karpenter_cloudprovider_aws::nodeclass::{EC2NodeClass, from_yaml};
 use karpenter_cloudprovider_aws::{AwsClients, AwsCloudProvider, AwsSettings, InterruptionPoller};
 use std::collections::{BTreeMap, BTreeSet};
@@ -597,13 +599,14 @@ async fn interruption_queue_end_to_end() {
         ("i-0aaaaaaaaaaaaaaa4".to_string(), "general-d".to_string()),
     ]
     .into();
-    let lookup_map = owners.clone();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let poller = InterruptionPoller::new(
         poller_sqs,
         &queue,
-        Arc::new(move |id: &str| lookup_map.get(id).cloned()),
-        tx,
+        Arc::new(ChannelSink {
+            owners: owners.clone(),
+            tx,
+        }),
         Arc::new(karpenter_cloudprovider_aws::SystemClock),
     )
     .await
@@ -657,7 +660,7 @@ async fn interruption_queue_end_to_end() {
                 InterruptionKind::RebalanceRecommendation
             ),
             ("general-c".to_string(), InterruptionKind::ScheduledChange),
-            ("general-d".to_string(), InterruptionKind::StateChange),
+            ("general-d".to_string(), InterruptionKind::InstanceStopped),
         ])
     );
     // Every message was deleted: nothing comes back after the visibility timeout would
@@ -684,4 +687,91 @@ async fn interruption_queue_end_to_end() {
             .load(std::sync::atomic::Ordering::Relaxed),
         1
     );
+}
+
+/// Fails its first delivery, then records.
+struct FlakySink {
+    failures_left: std::sync::Mutex<u32>,
+    delivered: std::sync::Mutex<Vec<NodeClaimInterruption>>,
+}
+
+#[async_trait::async_trait]
+impl InterruptionSink for FlakySink {
+    fn node_claim_for(&self, instance_id: &str) -> Option<String> {
+        (instance_id == "i-0bbbbbbbbbbbbbbb1").then(|| "spot-a".to_string())
+    }
+
+    async fn deliver(&self, interruption: NodeClaimInterruption) -> Result<(), SinkError> {
+        let mut left = self.failures_left.lock().expect("lock");
+        if *left > 0 {
+            *left -= 1;
+            return Err(SinkError {
+                node_claim: interruption.node_claim,
+                message: "injected API failure".into(),
+            });
+        }
+        self.delivered.lock().expect("lock").push(interruption);
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interruption_kept_in_queue_until_handled() {
+    let Some(ep) = endpoint("interruption_retry") else {
+        return;
+    };
+    let clients = AwsClients::for_endpoint(&ep, REGION).await;
+    let queue = unique("karpenter-interruption-retry");
+    clients
+        .sqs
+        .create_queue()
+        .queue_name(&queue)
+        .attributes(
+            aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout,
+            "1",
+        )
+        .send()
+        .await
+        .expect("CreateQueue");
+    let sink = Arc::new(FlakySink {
+        failures_left: std::sync::Mutex::new(1),
+        delivered: std::sync::Mutex::new(Vec::new()),
+    });
+    let poller = InterruptionPoller::new(
+        clients.sqs.clone(),
+        &queue,
+        sink.clone(),
+        Arc::new(karpenter_cloudprovider_aws::SystemClock),
+    )
+    .await
+    .expect("poller")
+    .with_wait_time(1);
+    clients
+        .sqs
+        .send_message()
+        .queue_url(poller.queue_url())
+        .message_body(samples::spot_interruption("i-0bbbbbbbbbbbbbbb1"))
+        .send()
+        .await
+        .expect("SendMessage");
+    let first = poller.poll_once().await.expect("poll");
+    assert_eq!((first.received, first.failed, first.deleted), (1, 1, 0));
+    assert!(sink.delivered.lock().expect("lock").is_empty());
+    // After the visibility timeout the same message comes back and is handled.
+    let mut retried = karpenter_cloudprovider_aws::interruption::PollStats::default();
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        retried = poller.poll_once().await.expect("poll");
+        if retried.received > 0 {
+            break;
+        }
+    }
+    assert_eq!(
+        (retried.received, retried.delivered, retried.deleted),
+        (1, 1, 1)
+    );
+    let delivered = sink.delivered.lock().expect("lock");
+    assert_eq!(delivered.len(), 1);
+    assert_eq!(delivered[0].node_claim, "spot-a");
+    assert_eq!(delivered[0].event.kind, InterruptionKind::SpotInterruption);
 }

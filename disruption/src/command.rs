@@ -3,6 +3,7 @@
 use karpenter_scheduling::model::{Millis, PodKey};
 use karpenter_scheduling::plan::NewNodeClaim;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// Why nodes are disrupted (upstream's disruption reasons plus the forceful ones).
@@ -305,4 +306,8 @@ pub struct PassResult {
     pub explanations: Vec<NodeExplanation>,
     /// Scheduling simulations spent.
     pub simulations: usize,
+    /// Nodes each graceful method could act on this pass, before budgets and simulation
+    /// (Karpenter's `voluntary_disruption_eligible_nodes`): `Empty`, `Drifted` and
+    /// `Underutilized` are always present, possibly with 0.
+    pub eligible: BTreeMap<Reason, usize>,
 }

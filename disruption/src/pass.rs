@@ -49,6 +49,7 @@ pub fn compute_pass(input: &DisruptionInput, now: Millis) -> PassResult {
         holds,
     };
     let cands = &eval.candidates;
+    let eligible = eligible_counts(input, cands);
     let chosen = ctx
         .emptiness(cands)
         .or_else(|| ctx.drift(cands))
@@ -90,7 +91,39 @@ pub fn compute_pass(input: &DisruptionInput, now: Millis) -> PassResult {
         commands,
         explanations,
         simulations,
+        eligible,
     }
+}
+
+/// How many candidates each graceful method would consider: the same filters the methods
+/// apply before budgets and simulations, without recording holds.
+fn eligible_counts(input: &DisruptionInput, cands: &[Candidate]) -> BTreeMap<Reason, usize> {
+    let graceful =
+        |c: &Candidate| !c.static_pool && c.pod_block.is_none() && c.consolidatable.is_ok();
+    let when_empty = |c: &Candidate| {
+        input
+            .node_pools
+            .get(&c.node_pool)
+            .is_some_and(|p| p.consolidation_policy == ConsolidationPolicy::WhenEmpty)
+    };
+    let empty = cands.iter().filter(|c| c.is_empty() && graceful(c)).count();
+    let drifted = cands
+        .iter()
+        .filter(|c| {
+            c.drift.is_some()
+                && !c.static_pool
+                && (c.pod_block.is_none() || c.has_termination_grace_period)
+        })
+        .count();
+    let underutilized = cands
+        .iter()
+        .filter(|c| !c.is_empty() && graceful(c) && !when_empty(c) && c.price_known())
+        .count();
+    BTreeMap::from([
+        (Reason::Empty, empty),
+        (Reason::Drifted, drifted),
+        (Reason::Underutilized, underutilized),
+    ])
 }
 
 /// Budget counts per pool (`BuildDisruptionBudgetMapping`): managed, initialized nodes whose

@@ -46,6 +46,16 @@ fn empty_nodes_are_deleted_and_busy_ones_explained() {
             reason: Reason::Empty
         }]
     );
+    // Every method reports what it could act on, even those that never ran.
+    assert_eq!(
+        r.eligible,
+        [
+            (Reason::Empty, 2),
+            (Reason::Drifted, 0),
+            (Reason::Underutilized, 1)
+        ]
+        .into()
+    );
 }
 
 #[test]
@@ -164,6 +174,8 @@ fn do_not_disrupt_on_node_or_pod_blocks_graceful_disruption() {
         holds(&r, "timed")[0],
         Hold::DoNotDisruptPod { .. }
     ));
+    assert_eq!(r.eligible[&Reason::Empty], 0);
+    assert_eq!(r.eligible[&Reason::Underutilized], 0);
     // Once the duration has elapsed the pod no longer protects its node.
     let later = w.now + HOUR;
     let cmds = compute_commands(&w.input, later);
@@ -302,6 +314,7 @@ fn when_empty_policy_leaves_underutilized_nodes() {
     let r = compute_pass(&w.input, w.now);
     assert!(r.commands.is_empty());
     assert_eq!(holds(&r, "xl"), [Hold::WhenEmptyPolicy]);
+    assert_eq!(r.eligible[&Reason::Underutilized], 0);
 }
 
 #[test]

@@ -123,6 +123,14 @@ pub struct CodeLabels {
     pub code: String,
 }
 
+/// `{message_type}` of `karpenter_interruption_received_messages_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct MessageTypeLabels {
+    /// `spot_interrupted`, `rebalance_recommendation`, `scheduled_change`,
+    /// `instance_stopped`, `instance_terminated`.
+    pub message_type: String,
+}
+
 /// Every family the controller records, registered once in [`Metrics::registry`].
 #[derive(Clone)]
 pub struct Metrics {
@@ -172,6 +180,12 @@ pub struct Metrics {
     pub eviction_requests: Family<CodeLabels, Counter>,
     /// `karpenter_leader_election_is_leader` (1 on the replica that holds the Lease).
     pub is_leader: Gauge,
+    /// `karpenter_interruption_received_messages_total` (aws).
+    pub interruption_received: Family<MessageTypeLabels, Counter>,
+    /// `karpenter_interruption_deleted_messages_total` (aws).
+    pub interruption_deleted: Counter,
+    /// `karpenter_interruption_message_queue_duration_seconds` (aws): event time to handling.
+    pub interruption_queue_duration: Histogram,
 }
 
 impl Default for Metrics {
@@ -209,6 +223,9 @@ impl Metrics {
             cluster_state_synced: Gauge::default(),
             eviction_requests: Family::default(),
             is_leader: Gauge::default(),
+            interruption_received: Family::default(),
+            interruption_deleted: Counter::default(),
+            interruption_queue_duration: duration_histogram(),
         };
         // prometheus-client appends `_total` to counters when encoding, so counters are
         // registered without it.
@@ -316,6 +333,21 @@ impl Metrics {
             "karpenter_leader_election_is_leader",
             "1 when this replica holds the leader-election Lease.",
             m.is_leader.clone(),
+        );
+        r.register(
+            "karpenter_interruption_received_messages",
+            "Count of messages received from the SQS queue. Broken down by message type and whether the message was actionable.",
+            m.interruption_received.clone(),
+        );
+        r.register(
+            "karpenter_interruption_deleted_messages",
+            "Count of messages deleted from the SQS queue.",
+            m.interruption_deleted.clone(),
+        );
+        r.register(
+            "karpenter_interruption_message_queue_duration_seconds",
+            "Amount of time an interruption message is on the queue before it is processed by karpenter.",
+            m.interruption_queue_duration.clone(),
         );
         *m.registry.lock().unwrap_or_else(PoisonError::into_inner) = r;
         m

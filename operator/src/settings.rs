@@ -25,6 +25,16 @@ pub enum SettingsError {
     /// `FEATURE_GATES` is not a comma-separated list of `Name=true|false`.
     #[error("--feature-gates (FEATURE_GATES): {0}")]
     FeatureGates(String),
+    /// A setting the chosen provider cannot run without.
+    #[error("--{flag} ({env}) is required with --cloud-provider {provider}")]
+    Required {
+        /// Flag name.
+        flag: &'static str,
+        /// Environment variable.
+        env: &'static str,
+        /// The provider.
+        provider: &'static str,
+    },
     /// A value outside its allowed set (log level, policies, provider …).
     #[error("--{flag} ({env}): invalid value {value:?}, expected one of {expected}")]
     Invalid {
@@ -43,7 +53,8 @@ pub enum SettingsError {
 #[derive(Debug, Clone, clap::Args)]
 pub struct ControllerArgs {
     /// Cloud provider: `fake` (in-memory instances over the bundled EC2 catalogue; the
-    /// controller also creates, heartbeats and deletes their Node objects).
+    /// controller also creates, heartbeats and deletes their Node objects) or `aws` (EC2;
+    /// only in binaries built with the `aws` feature, as the published image is).
     #[arg(long, env = "CLOUD_PROVIDER", default_value = "fake")]
     pub cloud_provider: String,
     /// Cluster name (logged at start; providers that tag instances use it).
@@ -107,6 +118,28 @@ pub struct ControllerArgs {
     /// The namespace the controller runs in (the chart sets it from the downward API).
     #[arg(long, env = "SYSTEM_NAMESPACE", default_value = "kube-system")]
     pub system_namespace: String,
+    /// aws: the API server URL new nodes join (required; Karpenter can look it up with
+    /// eks:DescribeCluster, karpenter-rs does not call EKS).
+    #[arg(long, env = "CLUSTER_ENDPOINT", default_value = "")]
+    pub cluster_endpoint: String,
+    /// aws: base64 PEM CA bundle for nodes; default: the CA the controller itself trusts
+    /// (the service-account CA in a pod, else the kubeconfig's).
+    #[arg(long, env = "CLUSTER_CA_BUNDLE", default_value = "")]
+    pub cluster_ca_bundle: String,
+    /// aws: SQS queue (name or URL) receiving EventBridge interruption events; empty
+    /// disables interruption handling.
+    #[arg(long, env = "INTERRUPTION_QUEUE", default_value = "")]
+    pub interruption_queue: String,
+    /// aws: no internet access; on-demand prices come from the bundled table instead of
+    /// the Pricing API.
+    #[arg(long, env = "ISOLATED_VPC", default_value_t = false, action = clap::ArgAction::Set)]
+    pub isolated_vpc: bool,
+    /// aws: share of memory the hypervisor takes from every instance type (0.075 = 7.5%).
+    #[arg(long, env = "VM_MEMORY_OVERHEAD_PERCENT", default_value_t = 0.075)]
+    pub vm_memory_overhead_percent: f64,
+    /// aws: ENIs reserved for other uses when computing max pods.
+    #[arg(long, env = "RESERVED_ENIS", default_value_t = 0)]
+    pub reserved_enis: u32,
 }
 
 /// Feature gates Karpenter knows; unknown names are accepted and ignored, as upstream does.
@@ -222,18 +255,38 @@ pub enum LogOutput {
 pub enum ProviderKind {
     /// The in-memory provider; the controller plays cloud and kubelet for its nodes.
     Fake,
+    /// EC2, with EC2NodeClasses and the SQS interruption queue.
+    Aws,
 }
 
 impl ProviderKind {
     /// Every provider name accepted by `--cloud-provider`.
-    pub const NAMES: &'static str = "fake";
+    pub const NAMES: &'static str = "fake, aws";
 
     fn parse(text: &str) -> Option<Self> {
         match text {
             "fake" => Some(Self::Fake),
+            "aws" => Some(Self::Aws),
             _ => None,
         }
     }
+}
+
+/// Settings only the `aws` provider reads (Karpenter's AWS options).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AwsOptions {
+    /// CLUSTER_ENDPOINT.
+    pub cluster_endpoint: String,
+    /// CLUSTER_CA_BUNDLE (empty: the controller's own CA).
+    pub cluster_ca_bundle: String,
+    /// INTERRUPTION_QUEUE (empty: disabled).
+    pub interruption_queue: String,
+    /// ISOLATED_VPC.
+    pub isolated_vpc: bool,
+    /// VM_MEMORY_OVERHEAD_PERCENT, a fraction in [0, 1).
+    pub vm_memory_overhead_percent: f64,
+    /// RESERVED_ENIS.
+    pub reserved_enis: u32,
 }
 
 /// Validated settings.
@@ -275,6 +328,8 @@ pub struct Settings {
     pub min_values_policy: MinValuesPolicy,
     /// SYSTEM_NAMESPACE.
     pub system_namespace: String,
+    /// The `aws` provider's options.
+    pub aws: AwsOptions,
 }
 
 impl Default for Settings {
@@ -300,6 +355,10 @@ impl Default for Settings {
             preference_policy: PreferencePolicy::Respect,
             min_values_policy: MinValuesPolicy::Strict,
             system_namespace: "kube-system".into(),
+            aws: AwsOptions {
+                vm_memory_overhead_percent: 0.075,
+                ..AwsOptions::default()
+            },
         }
     }
 }
@@ -402,6 +461,34 @@ impl Settings {
                 expected: "a positive integer",
             });
         }
+        if !(0.0..1.0).contains(&args.vm_memory_overhead_percent) {
+            return Err(SettingsError::Invalid {
+                flag: "vm-memory-overhead-percent",
+                env: "VM_MEMORY_OVERHEAD_PERCENT",
+                value: args.vm_memory_overhead_percent.to_string(),
+                expected: "a fraction in [0, 1)",
+            });
+        }
+        if provider == ProviderKind::Aws {
+            // Instances are tagged and user data written with both; without them nodes
+            // could neither be found again nor join.
+            for (flag, env, value) in [
+                ("cluster-name", "CLUSTER_NAME", &args.cluster_name),
+                (
+                    "cluster-endpoint",
+                    "CLUSTER_ENDPOINT",
+                    &args.cluster_endpoint,
+                ),
+            ] {
+                if value.is_empty() {
+                    return Err(SettingsError::Required {
+                        flag,
+                        env,
+                        provider: "aws",
+                    });
+                }
+            }
+        }
         let leader_election_namespace = if args.leader_election_namespace.is_empty() {
             args.system_namespace.clone()
         } else {
@@ -434,6 +521,14 @@ impl Settings {
             preference_policy,
             min_values_policy,
             system_namespace: args.system_namespace.clone(),
+            aws: AwsOptions {
+                cluster_endpoint: args.cluster_endpoint.clone(),
+                cluster_ca_bundle: args.cluster_ca_bundle.clone(),
+                interruption_queue: args.interruption_queue.clone(),
+                isolated_vpc: args.isolated_vpc,
+                vm_memory_overhead_percent: args.vm_memory_overhead_percent,
+                reserved_enis: args.reserved_enis,
+            },
         })
     }
 }
@@ -508,6 +603,60 @@ mod tests {
         assert_eq!(s.log_level, LogLevel::Debug);
         assert_eq!(s.log_format, LogFormat::Text);
         assert_eq!(s.min_values_policy, MinValuesPolicy::BestEffort);
+    }
+
+    #[test]
+    fn aws_requires_cluster_name_and_endpoint() {
+        assert_eq!(
+            parse(&["--cloud-provider", "aws"]),
+            Err(SettingsError::Required {
+                flag: "cluster-name",
+                env: "CLUSTER_NAME",
+                provider: "aws"
+            })
+        );
+        assert_eq!(
+            parse(&["--cloud-provider", "aws", "--cluster-name", "prod"]),
+            Err(SettingsError::Required {
+                flag: "cluster-endpoint",
+                env: "CLUSTER_ENDPOINT",
+                provider: "aws"
+            })
+        );
+        let s = parse(&[
+            "--cloud-provider",
+            "aws",
+            "--cluster-name",
+            "prod",
+            "--cluster-endpoint",
+            "https://ABC.gr7.us-east-1.eks.amazonaws.com",
+            "--interruption-queue",
+            "prod",
+            "--isolated-vpc",
+            "true",
+            "--reserved-enis",
+            "1",
+        ])
+        .expect("valid");
+        assert_eq!(s.provider, ProviderKind::Aws);
+        assert_eq!(s.aws.interruption_queue, "prod");
+        assert!(s.aws.isolated_vpc);
+        assert_eq!(s.aws.reserved_enis, 1);
+        assert_eq!(s.aws.vm_memory_overhead_percent, 0.075);
+        assert!(matches!(
+            parse(&["--vm-memory-overhead-percent", "1.5"]),
+            Err(SettingsError::Invalid {
+                flag: "vm-memory-overhead-percent",
+                ..
+            })
+        ));
+        assert!(matches!(
+            parse(&["--cloud-provider", "gcp"]),
+            Err(SettingsError::Invalid {
+                flag: "cloud-provider",
+                ..
+            })
+        ));
     }
 
     #[test]

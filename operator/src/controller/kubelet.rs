@@ -152,12 +152,9 @@ pub async fn reconcile(ctx: &Ctx) -> Result<(), ReconcileError> {
                     )
                     .await
                 {
-                    Ok(_) => {
-                        if let Some(created) = pod.metadata.creation_timestamp.as_ref() {
-                            let secs = (now_ms - created.0.as_millisecond()).max(0) as f64 / 1000.0;
-                            ctx.metrics.pods_startup_duration.observe(secs);
-                        }
-                    }
+                    // The controller records the startup duration when it sees the pod
+                    // running, as it does for pods on real kubelets.
+                    Ok(_) => {}
                     Err(e) if classify(&e) == ErrorClass::NotFound => {}
                     Err(e) => return Err(ReconcileError::api("starting Pod", &pod_name)(e)),
                 }

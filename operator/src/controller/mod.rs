@@ -10,6 +10,10 @@
 //! conditions), so a restarted or newly elected replica resumes where the last one stopped.
 
 pub mod api;
+#[cfg(feature = "aws")]
+pub mod aws;
+#[cfg(all(test, feature = "aws"))]
+mod aws_tests;
 pub mod events;
 pub mod exec;
 pub mod fake;
@@ -19,6 +23,7 @@ pub mod leader;
 pub mod lifecycle;
 pub mod logging;
 pub mod nodepool;
+pub mod podmetrics;
 pub mod provider;
 pub mod run;
 pub mod state;

@@ -2,8 +2,11 @@
 //!
 //! Extension point: a provider is a [`ProviderKind`] variant (parsed in `settings`) and an
 //! arm in [`build`]. The result is always wrapped in [`Metered`], so every provider reports
-//! Karpenter's cloud-provider metrics.
+//! Karpenter's cloud-provider metrics. A provider that owns Kubernetes objects of its own
+//! (the `aws` provider's EC2NodeClasses) or listens to the cloud (its interruption queue)
+//! also returns [`ProviderHooks`], which the controller calls on every leader pass.
 
+use super::Ctx;
 use super::fake::ClusterFakeProvider;
 use crate::metrics::Metrics;
 use crate::settings::{ProviderKind, Settings};
@@ -11,16 +14,72 @@ use karpenter_cloudprovider::{CloudProvider, Metered};
 use karpenter_cloudprovider_fake::FakeCloudProvider;
 use kube::{Api, Client};
 use std::sync::Arc;
+use tokio::sync::{Notify, watch};
 
-/// The provider for `settings`, metered, labelled with `controller`.
-pub fn build(settings: &Settings, client: &Client, metrics: &Metrics) -> Arc<dyn CloudProvider> {
+/// Provider-specific work the controller drives.
+#[async_trait::async_trait]
+pub trait ProviderHooks: Send + Sync {
+    /// Runs at the start of every leader pass, before instance types are read, so objects
+    /// the provider resolves (NodeClasses) are current when pools are priced.
+    async fn reconcile(&self, ctx: &Ctx);
+
+    /// Starts background work that only the leader may do (polling the interruption
+    /// queue). It stops when `shutdown` turns true.
+    fn start_leader_tasks(&self, ctx: &Ctx, shutdown: watch::Receiver<bool>);
+}
+
+/// A built provider.
+pub struct Built {
+    /// The provider (metered).
+    pub provider: Arc<dyn CloudProvider>,
+    /// Its hooks, if it has any.
+    pub hooks: Option<Arc<dyn ProviderHooks>>,
+    /// Watch tasks the provider added; like the controller's own, they end only on a bug.
+    pub watchers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+fn metered<P: CloudProvider + 'static>(inner: Arc<P>, metrics: &Metrics) -> Arc<dyn CloudProvider> {
+    Arc::new(
+        Metered::with_metrics(inner, metrics.cloudprovider.clone())
+            .for_controller("nodeclaim.lifecycle"),
+    )
+}
+
+/// The provider for `settings`. `changed` is notified by any watch the provider adds.
+///
+/// # Errors
+/// The provider cannot be set up (no AWS region, or a binary built without the provider).
+pub async fn build(
+    settings: &Settings,
+    client: &Client,
+    metrics: &Metrics,
+    changed: Arc<Notify>,
+) -> anyhow::Result<Built> {
     match settings.provider {
         ProviderKind::Fake => {
             let inner =
                 ClusterFakeProvider::new(FakeCloudProvider::default(), Api::all(client.clone()));
-            let metered = Metered::with_metrics(Arc::new(inner), metrics.cloudprovider.clone())
-                .for_controller("nodeclaim.lifecycle");
-            Arc::new(metered)
+            Ok(Built {
+                provider: metered(Arc::new(inner), metrics),
+                hooks: None,
+                watchers: Vec::new(),
+            })
+        }
+        #[cfg(feature = "aws")]
+        ProviderKind::Aws => {
+            let aws = super::aws::build(settings, client, changed).await?;
+            Ok(Built {
+                provider: metered(aws.provider.clone(), metrics),
+                hooks: Some(aws.hooks),
+                watchers: vec![aws.watcher],
+            })
+        }
+        #[cfg(not(feature = "aws"))]
+        ProviderKind::Aws => {
+            let _ = changed;
+            anyhow::bail!(
+                "--cloud-provider aws: this binary was built without the `aws` feature (cargo build --release --features aws)"
+            )
         }
     }
 }

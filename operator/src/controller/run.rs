@@ -4,19 +4,21 @@
 use super::events::{EventSink, publish_loop};
 use super::exec::{self, Executed};
 use super::leader::{self, LeaderGate};
+use super::podmetrics::PodTransitions;
+use super::provider::ProviderHooks;
 use super::{Ctx, feed, kubelet, lifecycle, logging, nodepool, provider, state, system_clock};
 use crate::cluster::orchestration::{Orchestrator, Outcome};
 use crate::cluster::provisioner::{Batcher, NameGenerator, launch_actions};
 use crate::cluster::{Action, ClusterState, Scope, termination};
 use crate::http::{self, Health};
 use crate::metrics::{
-    ControllerLabels, DecisionLabels, Metrics, PodStateLabels, ResourceTypeLabels,
+    ControllerLabels, DecisionLabels, Metrics, PodStateLabels, ReasonLabels, ResourceTypeLabels,
 };
 use crate::settings::{ControllerArgs, ProviderKind, Settings};
 use anyhow::Context as _;
 use k8s_openapi::api::core::v1::Pod;
 use karpenter_cloudprovider::v1::{ConditionType, labels as v1labels};
-use karpenter_disruption::{DisruptionOptions, compute_commands};
+use karpenter_disruption::{DisruptionOptions, compute_pass};
 use karpenter_scheduling::model::{InstanceType, Millis, PodKey};
 use karpenter_scheduling::{SolveOptions, solve};
 use kube::runtime::events::{Recorder, Reporter};
@@ -108,6 +110,8 @@ pub struct Controller {
     last_disruption: Option<Millis>,
     orphan_taints: BTreeSet<String>,
     last_gc: Option<Millis>,
+    hooks: Option<Arc<dyn ProviderHooks>>,
+    pod_transitions: PodTransitions,
 }
 
 impl Controller {
@@ -137,7 +141,15 @@ impl Controller {
             last_disruption: None,
             orphan_taints: BTreeSet::new(),
             last_gc: None,
+            hooks: None,
+            pod_transitions: PodTransitions::default(),
         }
+    }
+
+    /// Adds the provider's hooks, called at the start of every pass.
+    pub fn with_hooks(mut self, hooks: Option<Arc<dyn ProviderHooks>>) -> Self {
+        self.hooks = hooks;
+        self
     }
 
     fn solve_options(&self) -> SolveOptions {
@@ -188,6 +200,9 @@ impl Controller {
     /// collection. Errors are logged and the affected objects retried on the next pass.
     pub async fn pass(&mut self) {
         let now = self.ctx.now_ms();
+        if let Some(hooks) = &self.hooks {
+            hooks.reconcile(&self.ctx).await;
+        }
         self.refresh_instance_types(now).await;
         feed::rebuild(&mut self.state, &self.ctx.stores, &self.instance_types);
 
@@ -379,11 +394,21 @@ impl Controller {
                     &nominated,
                 );
                 let started = std::time::Instant::now();
-                let commands = compute_commands(&input, now);
+                let pass = compute_pass(&input, now);
                 self.ctx
                     .metrics
                     .disruption_evaluation_duration
                     .observe(started.elapsed().as_secs_f64());
+                for (reason, count) in &pass.eligible {
+                    self.ctx
+                        .metrics
+                        .disruption_eligible_nodes
+                        .get_or_create(&ReasonLabels {
+                            reason: reason.as_str().to_lowercase(),
+                        })
+                        .set(*count as i64);
+                }
+                let commands = pass.commands;
                 let mut actions = Vec::new();
                 for command in commands {
                     self.ctx
@@ -565,8 +590,10 @@ impl Controller {
         }
     }
 
-    fn record_metrics(&self, now: Millis) {
+    fn record_metrics(&mut self, now: Millis) {
         let m = &self.ctx.metrics;
+        self.pod_transitions
+            .observe(&self.ctx.stores.pods.state(), now, m);
         m.cluster_state_node_count
             .set(self.state.nodes().len() as i64);
         m.pods_state.clear();
@@ -658,7 +685,9 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
 
     let (stores, writers) = state::stores();
     let changed = Arc::new(Notify::new());
-    let watchers = state::spawn_watchers(&client, writers, changed.clone());
+    let mut watchers = state::spawn_watchers(&client, writers, changed.clone());
+    let built = provider::build(&settings, &client, &metrics, changed.clone()).await?;
+    watchers.extend(built.watchers);
     let watch_health = health.clone();
     let abort: Vec<_> = watchers.iter().map(|w| w.abort_handle()).collect();
     tokio::spawn(async move {
@@ -677,7 +706,7 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
         },
     );
     tokio::spawn(publish_loop(recorder, rx));
-    let provider = provider::build(&settings, &client, &metrics);
+    let provider = built.provider;
     tracing::info!(
         provider = provider.name(),
         cluster = %settings.cluster_name,
@@ -728,8 +757,13 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     }
     metrics.is_leader.set(1);
     tracing::info!(identity = %id, "acquired leadership");
-    let mut controller = Controller::new(ctx);
+    let (stop_tasks, tasks_stopped) = tokio::sync::watch::channel(false);
+    if let Some(hooks) = &built.hooks {
+        hooks.start_leader_tasks(&ctx, tasks_stopped);
+    }
+    let mut controller = Controller::new(ctx).with_hooks(built.hooks);
     let result = run_leader(&mut controller, &mut gate, &changed).await;
+    let _ = stop_tasks.send(true);
     metrics.is_leader.set(0);
     for w in abort {
         w.abort();

@@ -192,7 +192,12 @@ pub fn spawn_watchers(
     ]
 }
 
-fn spawn_one<K>(api: Api<K>, writer: Writer<K>, changed: Arc<Notify>) -> tokio::task::JoinHandle<()>
+/// Spawns one watch feeding `writer`, notifying `changed` on every event.
+pub(crate) fn spawn_one<K>(
+    api: Api<K>,
+    writer: Writer<K>,
+    changed: Arc<Notify>,
+) -> tokio::task::JoinHandle<()>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,

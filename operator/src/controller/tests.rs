@@ -418,8 +418,19 @@ async fn leader_pass_adds_missing_finalizer() {
     let mut c = claim("default-x");
     c.metadata.finalizers = None;
     put(&mut w.node_claims, c);
+    let metrics = ctx.metrics.clone();
     let mut controller = Controller::new(ctx);
     controller.pass().await;
+    // The disruption poll ran and reported what each method could act on.
+    let text = metrics.encode();
+    for reason in ["empty", "drifted", "underutilized"] {
+        assert!(
+            text.contains(&format!(
+                "karpenter_voluntary_disruption_eligible_nodes{{reason=\"{reason}\"}} 0"
+            )),
+            "{text}"
+        );
+    }
     let reqs = api.requests();
     let patch = reqs
         .iter()

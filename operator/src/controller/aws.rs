@@ -1,0 +1,500 @@
+//! The `aws` provider inside the controller: EC2NodeClasses are watched, resolved against
+//! EC2 and SSM, and their status and finalizer kept ([`AwsHooks::reconcile`]); the SQS
+//! interruption queue is polled by the leader, and every spot interruption, scheduled
+//! change or stop/terminate of an instance deletes its NodeClaim, which the termination
+//! path then cordons, drains and deletes ([`InterruptionHandler`]).
+
+use super::api::{self, ErrorClass, classify};
+use super::provider::ProviderHooks;
+use super::{Ctx, exec, state};
+use crate::metrics::{DisruptedLabels, MessageTypeLabels};
+use crate::settings::Settings;
+use anyhow::Context as _;
+use base64::Engine as _;
+use k8s_openapi::api::core::v1::Node;
+use karpenter_cloudprovider::v1::labels as v1labels;
+use karpenter_cloudprovider::{NodeClaim, OfferingRef};
+use karpenter_cloudprovider_aws::instance::parse_provider_id;
+use karpenter_cloudprovider_aws::interruption::{InterruptionSink, SinkError};
+use karpenter_cloudprovider_aws::{
+    AwsClients, AwsCloudProvider, AwsSettings, EC2NodeClass, InterruptionEvent, InterruptionKind,
+    InterruptionPoller, NodeClaimInterruption, SystemClock, UnavailableOfferings,
+};
+use karpenter_scheduling::model::Millis;
+use kube::runtime::reflector::{self, Store};
+use kube::{Api, Client};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::sync::{Notify, watch};
+
+/// Finalizer Karpenter puts on EC2NodeClasses: one is deleted only once no NodeClaim uses it.
+pub const NODE_CLASS_FINALIZER: &str = "karpenter.k8s.aws/termination";
+/// How often a NodeClass's subnets, security groups and AMIs are resolved again.
+pub const NODE_CLASS_RESYNC_MS: Millis = 60_000;
+/// The in-cluster CA a pod's service account trusts.
+const SERVICE_ACCOUNT_CA: &str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
+
+/// The pieces [`build`] returns.
+pub struct AwsBuilt {
+    /// The provider.
+    pub provider: Arc<AwsCloudProvider>,
+    /// Its controller hooks.
+    pub hooks: Arc<dyn ProviderHooks>,
+    /// The EC2NodeClass watch.
+    pub watcher: tokio::task::JoinHandle<()>,
+}
+
+/// `major.minor` of the API server (`1.33`), as the EKS AMI parameters name versions.
+/// EKS reports minors like `33+`, so everything from the first non-digit is dropped.
+pub fn kubernetes_version(major: &str, minor: &str) -> Option<String> {
+    let digits = |s: &str| -> String { s.chars().take_while(char::is_ascii_digit).collect() };
+    let (major, minor) = (digits(major), digits(minor));
+    (!major.is_empty() && !minor.is_empty()).then(|| format!("{major}.{minor}"))
+}
+
+/// PEM text of DER certificates, base64-encoded as user data expects a CA bundle.
+pub fn ca_bundle_from_der(certs: &[Vec<u8>]) -> String {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut pem = String::new();
+    for der in certs {
+        pem.push_str("-----BEGIN CERTIFICATE-----\n");
+        let body = b64.encode(der);
+        for line in body.as_bytes().chunks(64) {
+            pem.push_str(&String::from_utf8_lossy(line));
+            pem.push('\n');
+        }
+        pem.push_str("-----END CERTIFICATE-----\n");
+    }
+    b64.encode(pem)
+}
+
+async fn default_ca_bundle() -> Option<String> {
+    if let Ok(pem) = tokio::fs::read(SERVICE_ACCOUNT_CA).await {
+        return Some(base64::engine::general_purpose::STANDARD.encode(pem));
+    }
+    let config = kube::Config::infer().await.ok()?;
+    config.root_cert.as_deref().map(ca_bundle_from_der)
+}
+
+/// The provider's settings from the controller's.
+pub fn aws_settings(
+    settings: &Settings,
+    region: &str,
+    kubernetes_version: Option<String>,
+    ca_bundle: Option<String>,
+) -> AwsSettings {
+    let o = &settings.aws;
+    let mut s = AwsSettings::new(&settings.cluster_name, region);
+    s.cluster_endpoint = o.cluster_endpoint.clone();
+    s.cluster_ca_bundle = if o.cluster_ca_bundle.is_empty() {
+        ca_bundle
+    } else {
+        Some(o.cluster_ca_bundle.clone())
+    };
+    if let Some(v) = kubernetes_version {
+        s.kubernetes_version = v;
+    }
+    s.interruption_queue = (!o.interruption_queue.is_empty()).then(|| o.interruption_queue.clone());
+    s.vm_memory_overhead_percent = o.vm_memory_overhead_percent;
+    s.reserved_enis = o.reserved_enis;
+    s.pricing_api = !o.isolated_vpc;
+    s
+}
+
+/// Connects to AWS with the default credential chain and starts watching EC2NodeClasses.
+///
+/// # Errors
+/// No AWS region could be resolved.
+pub async fn build(
+    settings: &Settings,
+    client: &Client,
+    changed: Arc<Notify>,
+) -> anyhow::Result<AwsBuilt> {
+    let (clients, region) = AwsClients::from_default_chain().await;
+    let region = region.context(
+        "--cloud-provider aws: no AWS region (set AWS_REGION, or run where instance metadata is reachable)",
+    )?;
+    let version = match client.apiserver_version().await {
+        Ok(info) => kubernetes_version(&info.major, &info.minor),
+        Err(e) => {
+            tracing::warn!(error = %e, "reading the API server version failed; AMI aliases use the default version");
+            None
+        }
+    };
+    let aws = aws_settings(settings, &region, version, default_ca_bundle().await);
+    tracing::info!(
+        region,
+        kubernetes_version = aws.kubernetes_version,
+        interruption_queue = aws.interruption_queue.as_deref().unwrap_or(""),
+        "aws provider"
+    );
+    let provider = Arc::new(AwsCloudProvider::new(clients.clone(), aws));
+    let (store, writer) = reflector::store();
+    let watcher = state::spawn_one(Api::<EC2NodeClass>::all(client.clone()), writer, changed);
+    let hooks = AwsHooks::new(provider.clone(), store, clients);
+    Ok(AwsBuilt {
+        provider,
+        hooks: Arc::new(hooks),
+        watcher,
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Resolved {
+    at: Millis,
+    generation: Option<i64>,
+}
+
+/// The controller's hooks for the `aws` provider.
+pub struct AwsHooks {
+    provider: Arc<AwsCloudProvider>,
+    node_classes: Store<EC2NodeClass>,
+    clients: AwsClients,
+    resolved: Mutex<BTreeMap<String, Resolved>>,
+}
+
+impl AwsHooks {
+    /// Hooks over `provider`, reading EC2NodeClasses from `node_classes`.
+    pub fn new(
+        provider: Arc<AwsCloudProvider>,
+        node_classes: Store<EC2NodeClass>,
+        clients: AwsClients,
+    ) -> Self {
+        Self {
+            provider,
+            node_classes,
+            clients,
+            resolved: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn due(&self, nc: &EC2NodeClass, now: Millis) -> bool {
+        let resolved = self.resolved.lock().unwrap_or_else(PoisonError::into_inner);
+        resolved.get(nc.name()).is_none_or(|r| {
+            r.generation != nc.metadata.generation || now - r.at >= NODE_CLASS_RESYNC_MS
+        })
+    }
+
+    /// Resolves `nc`, hands the result to the provider and writes its status back.
+    async fn resolve(&self, ctx: &Ctx, nc: &EC2NodeClass, now: Millis) {
+        let fresh = self.provider.reconcile_node_class(nc).await;
+        self.provider.apply_node_class(fresh.clone());
+        self.resolved
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                nc.name().to_owned(),
+                Resolved {
+                    at: now,
+                    generation: nc.metadata.generation,
+                },
+            );
+        if fresh.status == nc.status {
+            return;
+        }
+        let api: Api<EC2NodeClass> = Api::all(ctx.client.clone());
+        let patch = serde_json::json!({ "status": fresh.status });
+        ctx.limiter.acquire().await;
+        if let Err(e) = api
+            .patch_status(
+                nc.name(),
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+            && classify(&e) != ErrorClass::NotFound
+        {
+            tracing::warn!(ec2nodeclass = nc.name(), error = %e, "updating EC2NodeClass status failed");
+        }
+    }
+
+    /// A deleted NodeClass keeps its finalizer while any NodeClaim still uses it, so no
+    /// instance is left without the launch configuration it was created from.
+    async fn finalize(&self, ctx: &Ctx, nc: &EC2NodeClass) {
+        let in_use: Vec<String> = ctx
+            .stores
+            .node_claims_sorted()
+            .iter()
+            .filter(|c| {
+                c.spec.node_class_ref.kind == karpenter_cloudprovider_aws::nodeclass::KIND
+                    && c.spec.node_class_ref.name == nc.name()
+            })
+            .map(|c| c.name().to_owned())
+            .collect();
+        if !in_use.is_empty() {
+            tracing::debug!(ec2nodeclass = nc.name(), nodeclaims = ?in_use, "waiting on nodeclaims before removing the finalizer");
+            return;
+        }
+        let finalizers = nc.metadata.finalizers.clone().unwrap_or_default();
+        if !finalizers.iter().any(|f| f == NODE_CLASS_FINALIZER) {
+            return;
+        }
+        let kept: Vec<String> = finalizers
+            .into_iter()
+            .filter(|f| f != NODE_CLASS_FINALIZER)
+            .collect();
+        ctx.limiter.acquire().await;
+        match api::set_finalizers(
+            &Api::<EC2NodeClass>::all(ctx.client.clone()),
+            nc.name(),
+            nc.metadata.resource_version.as_deref(),
+            &kept,
+        )
+        .await
+        {
+            Ok(_) => {
+                self.provider.delete_node_class(nc.name());
+                tracing::info!(ec2nodeclass = nc.name(), "deleted ec2nodeclass");
+            }
+            Err(e) if classify(&e) == ErrorClass::NotFound => {}
+            Err(e) => {
+                tracing::warn!(ec2nodeclass = nc.name(), error = %e, "removing the EC2NodeClass finalizer failed")
+            }
+        }
+    }
+
+    async fn add_finalizer(&self, ctx: &Ctx, nc: &EC2NodeClass) {
+        let mut finalizers = nc.metadata.finalizers.clone().unwrap_or_default();
+        if finalizers.iter().any(|f| f == NODE_CLASS_FINALIZER) {
+            return;
+        }
+        finalizers.push(NODE_CLASS_FINALIZER.to_owned());
+        ctx.limiter.acquire().await;
+        if let Err(e) = api::set_finalizers(
+            &Api::<EC2NodeClass>::all(ctx.client.clone()),
+            nc.name(),
+            nc.metadata.resource_version.as_deref(),
+            &finalizers,
+        )
+        .await
+            && classify(&e) != ErrorClass::NotFound
+        {
+            tracing::warn!(ec2nodeclass = nc.name(), error = %e, "adding the EC2NodeClass finalizer failed");
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ProviderHooks for AwsHooks {
+    async fn reconcile(&self, ctx: &Ctx) {
+        let now = ctx.now_ms();
+        let mut classes = self.node_classes.state();
+        classes.sort_by(|a, b| a.name().cmp(b.name()));
+        let live: BTreeSet<&str> = classes.iter().map(|c| c.name()).collect();
+        let gone: Vec<String> = {
+            let mut resolved = self.resolved.lock().unwrap_or_else(PoisonError::into_inner);
+            let gone = resolved
+                .keys()
+                .filter(|k| !live.contains(k.as_str()))
+                .cloned()
+                .collect();
+            resolved.retain(|k, _| live.contains(k.as_str()));
+            gone
+        };
+        for name in gone {
+            self.provider.delete_node_class(&name);
+        }
+        for nc in classes {
+            if nc.metadata.deletion_timestamp.is_some() {
+                self.finalize(ctx, &nc).await;
+                continue;
+            }
+            self.add_finalizer(ctx, &nc).await;
+            if self.due(&nc, now) {
+                self.resolve(ctx, &nc, now).await;
+            }
+        }
+    }
+
+    fn start_leader_tasks(&self, ctx: &Ctx, shutdown: watch::Receiver<bool>) {
+        let Some(queue) = self.provider.settings().interruption_queue.clone() else {
+            tracing::info!("no interruption queue configured; spot interruptions are not handled");
+            return;
+        };
+        let sink = Arc::new(InterruptionHandler::new(
+            ctx.clone(),
+            self.provider.unavailable_offerings().clone(),
+        ));
+        let sqs = self.clients.sqs.clone();
+        tokio::spawn(async move {
+            // The queue may not exist yet (created by the same stack as the cluster), so
+            // resolving it is retried rather than fatal.
+            let poller = loop {
+                match InterruptionPoller::new(
+                    sqs.clone(),
+                    &queue,
+                    sink.clone(),
+                    Arc::new(SystemClock),
+                )
+                .await
+                {
+                    Ok(p) => break p,
+                    Err(e) => {
+                        tracing::error!(queue, error = %e, "resolving the interruption queue failed; retrying in 10s");
+                        tokio::time::sleep(Duration::from_secs(10)).await;
+                        if *shutdown.borrow() {
+                            return;
+                        }
+                    }
+                }
+            };
+            tracing::info!(queue = poller.queue_url(), "watching interruption queue");
+            poller.run(shutdown).await;
+        });
+    }
+}
+
+/// Karpenter's event reason for an interruption kind.
+pub fn event_reason(kind: InterruptionKind) -> &'static str {
+    match kind {
+        InterruptionKind::SpotInterruption => "SpotInterrupted",
+        InterruptionKind::RebalanceRecommendation => "SpotRebalanceRecommendation",
+        InterruptionKind::ScheduledChange => "InstanceUnhealthy",
+        InterruptionKind::InstanceStopped => "InstanceStopping",
+        InterruptionKind::InstanceTerminated => "InstanceTerminating",
+    }
+}
+
+/// Acts on interruptions the way Karpenter's interruption controller does: an event on
+/// the NodeClaim and its Node; for a spot interruption the offering is marked unavailable
+/// (so the replacement avoids it); for anything but a rebalance recommendation the
+/// NodeClaim is deleted, which cordons, drains and terminates the node through the
+/// termination finalizer.
+pub struct InterruptionHandler {
+    ctx: Ctx,
+    unavailable: Arc<UnavailableOfferings>,
+}
+
+impl InterruptionHandler {
+    /// A handler writing through `ctx`, marking spot offerings in `unavailable`.
+    pub fn new(ctx: Ctx, unavailable: Arc<UnavailableOfferings>) -> Self {
+        Self { ctx, unavailable }
+    }
+
+    fn claim(&self, name: &str) -> Option<Arc<NodeClaim>> {
+        self.ctx
+            .stores
+            .node_claims
+            .get(&reflector::ObjectRef::new(name))
+    }
+
+    fn node_of(&self, claim: &NodeClaim) -> Option<Arc<Node>> {
+        let pid = claim.provider_id();
+        if pid.is_empty() {
+            return None;
+        }
+        self.ctx.stores.nodes.state().into_iter().find(|n| {
+            n.spec
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref())
+                .is_some_and(|p| p == pid)
+        })
+    }
+}
+
+fn label<'a>(claim: &'a NodeClaim, key: &str) -> &'a str {
+    claim
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .map_or("", String::as_str)
+}
+
+#[async_trait::async_trait]
+impl InterruptionSink for InterruptionHandler {
+    fn node_claim_for(&self, instance_id: &str) -> Option<String> {
+        self.ctx
+            .stores
+            .node_claims
+            .state()
+            .iter()
+            .find(|c| parse_provider_id(c.provider_id()) == Some(instance_id))
+            .map(|c| c.name().to_owned())
+    }
+
+    async fn deliver(&self, interruption: NodeClaimInterruption) -> Result<(), SinkError> {
+        let kind = interruption.event.kind;
+        // Gone since the lookup: nothing left to act on.
+        let Some(claim) = self.claim(&interruption.node_claim) else {
+            return Ok(());
+        };
+        let node = self.node_of(&claim);
+        let reason = event_reason(kind);
+        let message = format!(
+            "{} for instance {}",
+            kind.as_str(),
+            interruption.event.instance_id
+        );
+        self.ctx
+            .events
+            .warning(claim.as_ref(), reason, message.clone());
+        if let Some(n) = &node {
+            self.ctx.events.warning(n.as_ref(), reason, message);
+        }
+        let (instance_type, zone) = (
+            label(&claim, v1labels::INSTANCE_TYPE),
+            label(&claim, v1labels::ZONE),
+        );
+        if kind == InterruptionKind::SpotInterruption
+            && !instance_type.is_empty()
+            && !zone.is_empty()
+        {
+            self.unavailable.mark_unavailable(OfferingRef {
+                instance_type: instance_type.to_owned(),
+                zone: zone.to_owned(),
+                capacity_type: v1labels::CAPACITY_TYPE_SPOT.to_owned(),
+            });
+        }
+        if !kind.triggers_replacement() || claim.is_deleting() {
+            return Ok(());
+        }
+        exec::delete_node_claim(&self.ctx, claim.name())
+            .await
+            .map_err(|e| SinkError {
+                node_claim: claim.name().to_owned(),
+                message: e.to_string(),
+            })?;
+        tracing::info!(
+            nodeclaim = claim.name(),
+            kind = kind.as_str(),
+            "initiating delete from interruption message"
+        );
+        let terminating = "TerminatingOnInterruption";
+        let why = "Interruption triggered termination for the NodeClaim".to_owned();
+        self.ctx
+            .events
+            .warning(claim.as_ref(), terminating, why.clone());
+        if let Some(n) = &node {
+            self.ctx.events.warning(n.as_ref(), terminating, why);
+        }
+        self.ctx
+            .metrics
+            .nodeclaims_disrupted
+            .get_or_create(&DisruptedLabels {
+                reason: kind.as_str().to_owned(),
+                nodepool: label(&claim, v1labels::NODEPOOL).to_owned(),
+                capacity_type: label(&claim, v1labels::CAPACITY_TYPE).to_owned(),
+            })
+            .inc();
+        Ok(())
+    }
+
+    fn observe(&self, event: &InterruptionEvent) {
+        let m = &self.ctx.metrics;
+        m.interruption_received
+            .get_or_create(&MessageTypeLabels {
+                message_type: event.kind.as_str().to_owned(),
+            })
+            .inc();
+        let now = (self.ctx.clock)();
+        let at = jiff::Timestamp::try_from(event.time).unwrap_or(now);
+        let secs = now.duration_since(at).as_secs_f64().max(0.0);
+        m.interruption_queue_duration.observe(secs);
+    }
+
+    fn deleted(&self) {
+        self.ctx.metrics.interruption_deleted.inc();
+    }
+}

@@ -1,0 +1,379 @@
+//! The `aws` provider's controller hooks against a mocked API server, and the interruption
+//! queue end to end against the moto emulator (`scripts/aws-emulator.sh`, started by
+//! `scripts/test.sh`): real EventBridge JSON in SQS ends as a deleted NodeClaim.
+
+use super::aws::{AwsHooks, InterruptionHandler, NODE_CLASS_FINALIZER, ca_bundle_from_der};
+use super::provider::ProviderHooks;
+use super::testing::{Seen, claim, ctx, mock_client, node, put, status};
+use crate::metrics::Metrics;
+use karpenter_cloudprovider::v1::labels as v1labels;
+use karpenter_cloudprovider::{CloudProvider, NodeClaim};
+use karpenter_cloudprovider_aws::interruption::{InterruptionSink, samples};
+use karpenter_cloudprovider_aws::nodeclass::from_yaml;
+use karpenter_cloudprovider_aws::{
+    AwsClients, AwsCloudProvider, AwsSettings, InterruptionEvent, InterruptionKind,
+    InterruptionPoller, NodeClaimInterruption, SystemClock, UnavailableOfferings,
+};
+use kube::runtime::reflector;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+const REGION: &str = "us-east-1";
+const INSTANCE: &str = "i-0123456789abcdef0";
+
+fn emulator(test: &str) -> Option<String> {
+    match std::env::var("KARPENTER_AWS_TEST_ENDPOINT") {
+        Ok(e) if !e.is_empty() => Some(e),
+        // CI always runs the suite through scripts/test.sh, which starts the emulator; a
+        // missing endpoint there means these tests silently stopped running.
+        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("{test}: KARPENTER_AWS_TEST_ENDPOINT is unset under CI")
+        }
+        _ => {
+            eprintln!("SKIPPED {test}: KARPENTER_AWS_TEST_ENDPOINT is unset");
+            None
+        }
+    }
+}
+
+/// A launched spot claim on `INSTANCE` with its labels.
+fn spot_claim(name: &str) -> NodeClaim {
+    let mut c = claim(name);
+    c.status.get_or_insert_with(Default::default).provider_id =
+        format!("aws:///us-east-1a/{INSTANCE}");
+    let labels = c.metadata.labels.get_or_insert_with(Default::default);
+    labels.insert(v1labels::INSTANCE_TYPE.into(), "m5.large".into());
+    labels.insert(v1labels::ZONE.into(), "us-east-1a".into());
+    labels.insert(v1labels::CAPACITY_TYPE.into(), "spot".into());
+    c
+}
+
+fn event(kind: InterruptionKind) -> NodeClaimInterruption {
+    NodeClaimInterruption {
+        node_claim: "spot-a".into(),
+        event: InterruptionEvent {
+            instance_id: INSTANCE.into(),
+            kind,
+            time: SystemTime::now(),
+        },
+    }
+}
+
+fn deletes(seen: &[Seen]) -> usize {
+    seen.iter()
+        .filter(|r| r.method == "DELETE" && r.uri.contains("/nodeclaims/spot-a"))
+        .count()
+}
+
+fn unavailable() -> Arc<UnavailableOfferings> {
+    Arc::new(UnavailableOfferings::new(Arc::new(SystemClock)))
+}
+
+fn provider_stub() -> Arc<dyn CloudProvider> {
+    Arc::new(karpenter_cloudprovider_fake::FakeCloudProvider::default())
+}
+
+#[tokio::test]
+async fn spot_interruption_marks_the_offering_and_deletes_the_claim() {
+    let (client, api) = mock_client(|req| match req.method.as_str() {
+        "DELETE" => (200, serde_json::to_value(spot_claim("spot-a")).unwrap()),
+        _ => status(500, "unexpected"),
+    });
+    let (ctx, mut w, mut events) = ctx(client, provider_stub(), 60_000);
+    put(&mut w.node_claims, spot_claim("spot-a"));
+    put(
+        &mut w.nodes,
+        node("ip-10-0-0-1", &format!("aws:///us-east-1a/{INSTANCE}")),
+    );
+    let offerings = unavailable();
+    let handler = InterruptionHandler::new(ctx.clone(), offerings.clone());
+
+    assert_eq!(handler.node_claim_for(INSTANCE).as_deref(), Some("spot-a"));
+    assert_eq!(handler.node_claim_for("i-0000000000000000f"), None);
+
+    handler
+        .deliver(event(InterruptionKind::SpotInterruption))
+        .await
+        .expect("handled");
+    assert_eq!(deletes(&api.requests()), 1);
+    assert!(offerings.is_unavailable("m5.large", "us-east-1a", "spot"));
+    assert!(!offerings.is_unavailable("m5.large", "us-east-1a", "on-demand"));
+    let mut reasons = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        reasons.push((e.regarding.kind.unwrap_or_default(), e.reason));
+    }
+    for expected in [
+        ("NodeClaim", "SpotInterrupted"),
+        ("Node", "SpotInterrupted"),
+        ("NodeClaim", "TerminatingOnInterruption"),
+        ("Node", "TerminatingOnInterruption"),
+    ] {
+        assert!(
+            reasons
+                .iter()
+                .any(|(k, r)| k == expected.0 && r == expected.1),
+            "{expected:?} in {reasons:?}"
+        );
+    }
+    let text = ctx.metrics.encode();
+    assert!(
+        text.contains(r#"karpenter_nodeclaims_disrupted_total{reason="spot_interrupted",nodepool="default",capacity_type="spot"} 1"#),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn rebalance_recommendation_only_records() {
+    let (client, api) = mock_client(|_| status(500, "unexpected"));
+    let (ctx, mut w, mut events) = ctx(client, provider_stub(), 60_000);
+    put(&mut w.node_claims, spot_claim("spot-a"));
+    let offerings = unavailable();
+    let handler = InterruptionHandler::new(ctx, offerings.clone());
+    handler
+        .deliver(event(InterruptionKind::RebalanceRecommendation))
+        .await
+        .expect("handled");
+    assert!(api.requests().is_empty(), "{:?}", api.requests());
+    assert!(!offerings.is_unavailable("m5.large", "us-east-1a", "spot"));
+    let e = events.try_recv().expect("an event");
+    assert_eq!(e.reason, "SpotRebalanceRecommendation");
+}
+
+#[tokio::test]
+async fn a_failed_delete_is_reported_so_the_message_stays_queued() {
+    let (client, api) = mock_client(|_| status(403, "Forbidden"));
+    let (ctx, mut w, _events) = ctx(client, provider_stub(), 60_000);
+    put(&mut w.node_claims, spot_claim("spot-a"));
+    let handler = InterruptionHandler::new(ctx, unavailable());
+    let err = handler
+        .deliver(event(InterruptionKind::InstanceTerminated))
+        .await
+        .expect_err("the delete failed");
+    assert_eq!(err.node_claim, "spot-a");
+    assert!(err.message.contains("403") || err.message.contains("Forbidden"));
+    assert_eq!(deletes(&api.requests()), 1);
+}
+
+#[tokio::test]
+async fn claims_already_deleting_are_left_alone() {
+    let (client, api) = mock_client(|_| status(500, "unexpected"));
+    let (ctx, mut w, _events) = ctx(client, provider_stub(), 60_000);
+    let mut c = spot_claim("spot-a");
+    c.metadata.deletion_timestamp = Some(crate::cluster::provisioner::time(1_000));
+    put(&mut w.node_claims, c);
+    let handler = InterruptionHandler::new(ctx, unavailable());
+    handler
+        .deliver(event(InterruptionKind::ScheduledChange))
+        .await
+        .expect("nothing to do");
+    assert_eq!(deletes(&api.requests()), 0);
+}
+
+#[test]
+fn ca_bundle_is_base64_pem() {
+    use base64::Engine as _;
+    let b64 = ca_bundle_from_der(&[vec![1, 2, 3]]);
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .expect("base64");
+    assert_eq!(
+        String::from_utf8(pem).unwrap(),
+        "-----BEGIN CERTIFICATE-----\nAQID\n-----END CERTIFICATE-----\n"
+    );
+    assert_eq!(
+        super::aws::kubernetes_version("1", "33+").as_deref(),
+        Some("1.33")
+    );
+    assert_eq!(super::aws::kubernetes_version("", "33"), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interruption_queue_deletes_the_nodeclaim_end_to_end() {
+    let Some(ep) = emulator("interruption_queue_deletes_the_nodeclaim_end_to_end") else {
+        return;
+    };
+    let clients = AwsClients::for_endpoint(&ep, REGION).await;
+    let queue = format!(
+        "operator-interruption-{}",
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    );
+    let url = clients
+        .sqs
+        .create_queue()
+        .queue_name(&queue)
+        .send()
+        .await
+        .expect("CreateQueue")
+        .queue_url()
+        .expect("url")
+        .to_string();
+    let (client, api) = mock_client(|req| match req.method.as_str() {
+        "DELETE" => (200, serde_json::to_value(spot_claim("spot-a")).unwrap()),
+        _ => status(500, "unexpected"),
+    });
+    let (ctx, mut w, _events) = ctx(client, provider_stub(), 60_000);
+    put(&mut w.node_claims, spot_claim("spot-a"));
+    let metrics: Metrics = ctx.metrics.clone();
+    let handler = Arc::new(InterruptionHandler::new(ctx, unavailable()));
+    let poller =
+        InterruptionPoller::new(clients.sqs.clone(), &queue, handler, Arc::new(SystemClock))
+            .await
+            .expect("poller")
+            .with_wait_time(1);
+    for body in [
+        samples::spot_interruption(INSTANCE),
+        samples::rebalance_recommendation("i-0ffffffffffffffff"),
+        "{not json".to_string(),
+    ] {
+        clients
+            .sqs
+            .send_message()
+            .queue_url(&url)
+            .message_body(body)
+            .send()
+            .await
+            .expect("SendMessage");
+    }
+    let mut received = 0;
+    for _ in 0..10 {
+        received += poller.poll_once().await.expect("poll").received;
+        if received >= 3 {
+            break;
+        }
+    }
+    assert_eq!(received, 3);
+    assert_eq!(deletes(&api.requests()), 1, "{:?}", api.requests());
+    let text = metrics.encode();
+    assert!(
+        text.contains(
+            r#"karpenter_interruption_received_messages_total{message_type="spot_interrupted"} 1"#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("karpenter_interruption_deleted_messages_total 3"),
+        "{text}"
+    );
+}
+
+/// Hooks over `provider` with `nc` in their store, and an API server that answers every
+/// PATCH with `nc`.
+fn hooks_over(
+    provider: &Arc<AwsCloudProvider>,
+    nc: &karpenter_cloudprovider_aws::EC2NodeClass,
+    clients: AwsClients,
+) -> (AwsHooks, kube::Client, super::testing::MockApi) {
+    let (store, mut writer) = reflector::store();
+    put(&mut writer, nc.clone());
+    let hooks = AwsHooks::new(provider.clone(), store, clients);
+    let echo = serde_json::to_value(nc).unwrap();
+    let (client, api) = mock_client(move |req| match req.method.as_str() {
+        "PATCH" => (200, echo.clone()),
+        _ => status(500, "unexpected"),
+    });
+    (hooks, client, api)
+}
+
+const NODE_CLASS: &str = r#"
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: default
+  generation: 1
+  resourceVersion: "7"
+spec:
+  role: KarpenterNodeRole-nowhere
+  amiSelectorTerms:
+    - alias: al2023@latest
+  subnetSelectorTerms:
+    - tags:
+        karpenter.sh/discovery: no-such-cluster
+  securityGroupSelectorTerms:
+    - tags:
+        karpenter.sh/discovery: no-such-cluster
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_classes_get_a_finalizer_and_a_status() {
+    let Some(ep) = emulator("node_classes_get_a_finalizer_and_a_status") else {
+        return;
+    };
+    let clients = AwsClients::for_endpoint(&ep, REGION).await;
+    let mut settings = AwsSettings::new("operator-test", REGION);
+    settings.pricing_api = false;
+    settings.ssm_prefix = "/operator-test".into();
+    let provider = Arc::new(AwsCloudProvider::new(clients.clone(), settings));
+    let nc = from_yaml(NODE_CLASS).expect("valid EC2NodeClass");
+    let (hooks, client, api) = hooks_over(&provider, &nc, clients);
+    let (ctx, _w, _events) = ctx(client, provider_stub(), 60_000);
+    hooks.reconcile(&ctx).await;
+    let reqs = api.requests();
+    let fin = reqs
+        .iter()
+        .find(|r| !r.uri.contains("/status"))
+        .expect("finalizer patch");
+    assert_eq!(
+        fin.body["metadata"]["finalizers"],
+        serde_json::json!([NODE_CLASS_FINALIZER])
+    );
+    assert_eq!(fin.body["metadata"]["resourceVersion"], "7");
+    let st = reqs
+        .iter()
+        .find(|r| r.uri.contains("/ec2nodeclasses/default/status"))
+        .expect("status patch");
+    let conditions = st.body["status"]["conditions"]
+        .as_array()
+        .expect("conditions");
+    let cond = |t: &str| {
+        conditions
+            .iter()
+            .find(|c| c["type"] == t)
+            .map(|c| c["status"].as_str().unwrap_or_default().to_owned())
+    };
+    assert_eq!(cond("SubnetsReady").as_deref(), Some("False"));
+    assert_eq!(cond("Ready").as_deref(), Some("False"));
+    assert_eq!(cond("InstanceProfileReady").as_deref(), Some("True"));
+    assert!(provider.node_class("default").is_some());
+
+    // Resolved a moment ago and unchanged: the next pass does not call AWS or the API.
+    let before = api.requests().len();
+    hooks.reconcile(&ctx).await;
+    let again = api.requests()[before..].to_vec();
+    assert!(
+        again.iter().all(|r| !r.uri.contains("/status")),
+        "{again:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_deleted_node_class_waits_for_its_nodeclaims() {
+    let clients = AwsClients::for_endpoint("http://127.0.0.1:9", REGION).await;
+    let provider = Arc::new(AwsCloudProvider::new(
+        clients.clone(),
+        AwsSettings::new("operator-test", REGION),
+    ));
+    let mut nc = from_yaml(NODE_CLASS).expect("valid");
+    nc.metadata.finalizers = Some(vec![NODE_CLASS_FINALIZER.into()]);
+    nc.metadata.deletion_timestamp = Some(crate::cluster::provisioner::time(1_000));
+    provider.apply_node_class(nc.clone());
+    let (hooks, client, api) = hooks_over(&provider, &nc, clients);
+    let (ctx, mut w, _events) = ctx(client, provider_stub(), 60_000);
+    // `claim()` references EC2NodeClass "default".
+    put(&mut w.node_claims, claim("default-x"));
+    hooks.reconcile(&ctx).await;
+    assert!(api.requests().is_empty(), "{:?}", api.requests());
+    assert!(provider.node_class("default").is_some());
+
+    w.node_claims
+        .apply_watcher_event(&kube::runtime::watcher::Event::Delete(claim("default-x")));
+    hooks.reconcile(&ctx).await;
+    let reqs = api.requests();
+    assert_eq!(reqs.len(), 1, "{reqs:?}");
+    assert_eq!(
+        reqs[0].body["metadata"]["finalizers"],
+        serde_json::json!([])
+    );
+    assert!(provider.node_class("default").is_none());
+}
