@@ -5,11 +5,14 @@
 //!    starts only when the previous one is gone. Each eviction goes through the pod's
 //!    PodDisruptionBudgets; a refused eviction is retried on the next reconcile. Pods with an
 //!    active `karpenter.sh/do-not-disrupt` are not evicted.
-//! 3. Once the NodeClaim's `terminationGracePeriod` has passed since deletion began, every
-//!    remaining pod is deleted regardless of budgets and annotations.
+//! 3. Once the NodeClaim's `terminationGracePeriod` has passed since deletion began, or the
+//!    time in its `karpenter.sh/nodeclaim-termination-timestamp` annotation (set by node
+//!    repair), every remaining pod is deleted regardless of budgets and annotations.
 //! 4. When no pod is left, the instance is terminated and the Node and NodeClaim go away.
 
 use super::{Action, ClusterState, PodRecord};
+use karpenter_cloudprovider::NodeClaim;
+use karpenter_cloudprovider::v1::labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION;
 use karpenter_disruption::candidate::do_not_disrupt_active;
 use karpenter_disruption::eviction_order;
 use karpenter_scheduling::model::{Millis, PodKey};
@@ -17,6 +20,28 @@ use std::collections::BTreeMap;
 
 /// How often a node being drained is reconciled (eviction retries).
 pub const RECONCILE_INTERVAL_MS: Millis = 1_000;
+
+/// Whether the deleting `claim` must stop waiting on budgets, `do-not-disrupt` and
+/// VolumeAttachments at `now`: its `terminationGracePeriod` has run out since deletion
+/// began, or the termination-timestamp annotation (RFC 3339) has passed.
+pub fn deadline_passed(claim: &NodeClaim, now: Millis) -> bool {
+    let Some(started) = claim.metadata.deletion_timestamp.as_ref() else {
+        return false;
+    };
+    let grace = claim
+        .spec
+        .termination_grace_period
+        .as_ref()
+        .is_some_and(|g| now >= started.0.as_millisecond() + g.millis());
+    let annotated = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION))
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+        .is_some_and(|t| now >= t.as_millisecond());
+    grace || annotated
+}
 
 /// One reconcile of every terminating node at `now`: the actions, and whether any node is
 /// still draining (so the caller reconciles again after [`RECONCILE_INTERVAL_MS`]).
@@ -40,12 +65,7 @@ pub fn step(state: &ClusterState, now: Millis) -> (Vec<Action>, bool) {
             .node_claim
             .as_ref()
             .and_then(|c| state.node_claims().get(c));
-        let started = claim
-            .and_then(|c| c.metadata.deletion_timestamp.as_ref())
-            .map_or(now, |t| t.0.as_millisecond());
-        let grace_over = claim
-            .and_then(|c| c.spec.termination_grace_period.as_ref())
-            .is_some_and(|g| now >= started + g.millis());
+        let grace_over = claim.is_some_and(|c| deadline_passed(c, now));
         let pods: Vec<&PodRecord> = state.pods_on(name).filter(|p| !p.pod.terminating).collect();
         if pods.is_empty() {
             if let Some(claim) = &record.node_claim {

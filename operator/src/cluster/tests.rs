@@ -284,6 +284,33 @@ fn termination_grace_period_overrides_pdbs() {
     );
 }
 
+#[test]
+fn termination_timestamp_annotation_overrides_pdbs() {
+    let mut s = draining(None);
+    let mut c = claim("n", &[(ConditionType::Initialized, 0)]);
+    c.metadata.deletion_timestamp = Some(time(1_000));
+    c.metadata.annotations = Some(
+        [(
+            karpenter_cloudprovider::v1::labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION
+                .to_owned(),
+            "1970-01-01T00:00:30Z".to_owned(),
+        )]
+        .into(),
+    );
+    s.apply(Object::NodeClaim(Box::new(c.clone())));
+    let deletes = |now| {
+        termination::step(&s, now)
+            .0
+            .iter()
+            .filter(|a| matches!(a, Action::DeletePod { .. }))
+            .count()
+    };
+    assert_eq!(deletes(29_000), 0);
+    assert_eq!(deletes(30_000), 2);
+    assert!(termination::deadline_passed(&c, 30_000));
+    assert!(!termination::deadline_passed(&c, 29_999));
+}
+
 fn command(forceful: bool, created_at: Millis) -> Command {
     Command {
         reason: if forceful {

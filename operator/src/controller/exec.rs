@@ -15,7 +15,7 @@ use crate::metrics::{
 };
 use k8s_openapi::api::core::v1::{Node, Taint as K8sTaint};
 use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, StatusConditions, labels as v1labels};
-use karpenter_scheduling::model::{Millis, PodKey};
+use karpenter_scheduling::model::PodKey;
 use kube::api::{DeleteParams, EvictParams, PostParams};
 use std::sync::Arc;
 
@@ -280,17 +280,6 @@ pub fn has_volume_attachments(ctx: &Ctx, node: &str) -> bool {
         .any(|va| va.spec.node_name == node)
 }
 
-fn grace_elapsed(claim: &NodeClaim, now: Millis) -> bool {
-    let Some(started) = claim.metadata.deletion_timestamp.as_ref() else {
-        return false;
-    };
-    claim
-        .spec
-        .termination_grace_period
-        .as_ref()
-        .is_some_and(|g| now >= started.0.as_millisecond() + g.millis())
-}
-
 /// The last step of termination for a drained claim: wait for VolumeAttachments (unless the
 /// grace period ran out), terminate the instance, then remove the Node's and the
 /// NodeClaim's finalizers — in that order, so a crash at any point is resumed by the next
@@ -316,7 +305,9 @@ pub async fn terminate_instance(ctx: &Ctx, name: &str) -> Result<(), ReconcileEr
         });
     if let Some(node) = &node {
         let node_name = node.metadata.name.clone().unwrap_or_default();
-        if has_volume_attachments(ctx, &node_name) && !grace_elapsed(&claim, now) {
+        if has_volume_attachments(ctx, &node_name)
+            && !crate::cluster::termination::deadline_passed(&claim, now)
+        {
             tracing::debug!(nodeclaim = name, node = %node_name, "waiting for volume attachments");
             return Ok(());
         }

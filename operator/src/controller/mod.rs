@@ -25,6 +25,7 @@ pub mod logging;
 pub mod nodepool;
 pub mod podmetrics;
 pub mod provider;
+pub mod repair;
 pub mod run;
 pub mod state;
 #[cfg(test)]

@@ -6,7 +6,9 @@ use super::exec::{self, Executed};
 use super::leader::{self, LeaderGate};
 use super::podmetrics::PodTransitions;
 use super::provider::ProviderHooks;
-use super::{Ctx, feed, kubelet, lifecycle, logging, nodepool, provider, state, system_clock};
+use super::{
+    Ctx, feed, kubelet, lifecycle, logging, nodepool, provider, repair, state, system_clock,
+};
 use crate::cluster::orchestration::{Orchestrator, Outcome};
 use crate::cluster::provisioner::{Batcher, NameGenerator, launch_actions};
 use crate::cluster::{Action, ClusterState, Scope, termination};
@@ -112,6 +114,7 @@ pub struct Controller {
     last_gc: Option<Millis>,
     hooks: Option<Arc<dyn ProviderHooks>>,
     pod_transitions: PodTransitions,
+    repair_blocked: BTreeMap<String, Millis>,
 }
 
 impl Controller {
@@ -143,6 +146,7 @@ impl Controller {
             last_gc: None,
             hooks: None,
             pod_transitions: PodTransitions::default(),
+            repair_blocked: BTreeMap::new(),
         }
     }
 
@@ -213,6 +217,9 @@ impl Controller {
         }
         if let Err(e) = exec::start_terminations(&self.ctx).await {
             tracing::warn!(error = %e, "termination failed");
+        }
+        if self.ctx.settings.feature_gates.node_repair {
+            repair::reconcile(&self.ctx, now, &mut self.repair_blocked).await;
         }
         self.terminate(now).await;
         self.provision(now).await;

@@ -443,3 +443,52 @@ async fn leader_pass_adds_missing_finalizer() {
     assert_eq!(patch.body["metadata"]["resourceVersion"], "1");
     let _ = ConditionType::Launched;
 }
+
+#[tokio::test]
+async fn node_repair_annotates_and_deletes_the_unhealthy_claim() {
+    use super::repair;
+    use k8s_openapi::api::core::v1::NodeCondition;
+    let (client, api) = mock_client(|req| match req.method.as_str() {
+        "PATCH" | "DELETE" => (200, json(&claim("sick"))),
+        _ => status(500, "unexpected"),
+    });
+    let provider = fake_provider(&client);
+    // 31 minutes after the node went NotReady at 0 (the fake provider tolerates 30).
+    let (ctx, mut w, _events) = ctx(client, provider, 31 * 60_000);
+    for (name, ready_status) in [("sick", "False"), ("ok-1", "True"), ("ok-2", "True")] {
+        let pid = format!("fake://us-east-1a/{name}");
+        let mut c = claim(name);
+        c.status.get_or_insert_with(Default::default).provider_id = pid.clone();
+        put(&mut w.node_claims, c);
+        let mut n = node(name, &pid);
+        n.status.get_or_insert_with(Default::default).conditions = Some(vec![NodeCondition {
+            type_: "Ready".into(),
+            status: ready_status.into(),
+            last_transition_time: Some(crate::cluster::provisioner::time(0)),
+            ..NodeCondition::default()
+        }]);
+        put(&mut w.nodes, n);
+    }
+    let mut blocked = std::collections::BTreeMap::new();
+    repair::reconcile(&ctx, 31 * 60_000, &mut blocked).await;
+    let reqs = api.requests();
+    assert_eq!(reqs.len(), 2, "{reqs:?}");
+    assert_eq!(reqs[0].method, "PATCH");
+    assert!(reqs[0].uri.contains("/nodeclaims/sick"));
+    assert_eq!(
+        reqs[0].body["metadata"]["annotations"]
+            [v1labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION],
+        "1970-01-01T00:31:00Z"
+    );
+    assert_eq!(reqs[1].method, "DELETE");
+    assert!(reqs[1].uri.contains("/nodeclaims/sick"));
+    assert!(
+        ctx.metrics
+            .encode()
+            .contains(r#"karpenter_nodeclaims_disrupted_total{reason="unhealthy",nodepool="default",capacity_type=""} 1"#)
+    );
+    // One minute before the toleration ends nothing happens.
+    let before = api.requests().len();
+    repair::reconcile(&ctx, 29 * 60_000, &mut blocked).await;
+    assert_eq!(api.requests().len(), before);
+}

@@ -1,0 +1,386 @@
+//! Node repair (feature gate `NodeRepair`): a Karpenter node whose condition has matched one
+//! of the provider's repair policies (`Ready=False` for 30 minutes …) for the policy's
+//! toleration is replaced — its NodeClaim gets a termination timestamp of "now", so the
+//! drain does not wait on budgets, and is deleted. As upstream, repair stops while more than
+//! 20% (rounded up) of the NodePool's nodes are unhealthy, since a wide outage is better
+//! left alone than amplified.
+
+use super::{Ctx, ReconcileError, api, exec};
+use crate::metrics::DisruptedLabels;
+use k8s_openapi::api::core::v1::{Node, NodeCondition};
+use karpenter_cloudprovider::v1::ConditionStatus;
+use karpenter_cloudprovider::v1::labels as v1labels;
+use karpenter_cloudprovider::{NodeClaim, RepairPolicy};
+use karpenter_scheduling::model::Millis;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Share of a NodePool's nodes (rounded up) that may be unhealthy while repair goes on.
+pub const ALLOWED_UNHEALTHY_PERCENT: usize = 20;
+
+/// What repair decides for one unhealthy node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Replace it.
+    Repair {
+        /// Node name.
+        node: String,
+        /// Its NodeClaim.
+        node_claim: String,
+        /// The condition type that made it unhealthy.
+        condition: String,
+    },
+    /// It is due, but too many nodes of its pool (or of the cluster, for a claim without
+    /// pool) are unhealthy.
+    Blocked {
+        /// Node name.
+        node: String,
+        /// Its NodeClaim.
+        node_claim: String,
+        /// The NodePool, empty for the cluster.
+        node_pool: String,
+    },
+}
+
+fn status_text(s: ConditionStatus) -> &'static str {
+    match s {
+        ConditionStatus::True => "True",
+        ConditionStatus::False => "False",
+        ConditionStatus::Unknown => "Unknown",
+    }
+}
+
+fn condition<'a>(node: &'a Node, type_: &str) -> Option<&'a NodeCondition> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+fn matches<'a>(node: &'a Node, policy: &RepairPolicy) -> Option<&'a NodeCondition> {
+    condition(node, &policy.condition_type)
+        .filter(|c| c.status == status_text(policy.condition_status))
+}
+
+fn unhealthy(node: &Node, policies: &[RepairPolicy]) -> bool {
+    policies.iter().any(|p| matches(node, p).is_some())
+}
+
+/// The matching condition whose toleration ends first, and when it ends.
+fn due(node: &Node, policies: &[RepairPolicy]) -> Option<(String, Millis)> {
+    policies
+        .iter()
+        .filter_map(|p| {
+            let c = matches(node, p)?;
+            let since = c
+                .last_transition_time
+                .as_ref()
+                .map_or(0, |t| t.0.as_millisecond());
+            let tolerate = i64::try_from(p.toleration_duration.as_millis()).unwrap_or(i64::MAX);
+            Some((c.type_.clone(), since.saturating_add(tolerate)))
+        })
+        .min_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)))
+}
+
+fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
+    node.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .map(String::as_str)
+}
+
+/// Decides repair for every node owned by a NodeClaim at `now`, in node-name order.
+pub fn decide(
+    nodes: &[Arc<Node>],
+    claims: &[Arc<NodeClaim>],
+    policies: &[RepairPolicy],
+    now: Millis,
+) -> Vec<Verdict> {
+    let by_provider_id: BTreeMap<&str, &NodeClaim> = claims
+        .iter()
+        .filter(|c| !c.provider_id().is_empty())
+        .map(|c| (c.provider_id(), c.as_ref()))
+        .collect();
+    // (total, unhealthy) per pool; "" is the whole cluster.
+    let mut health: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for n in nodes {
+        let bad = usize::from(unhealthy(n, policies));
+        for scope in [label(n, v1labels::NODEPOOL), Some("")]
+            .into_iter()
+            .flatten()
+        {
+            let e = health.entry(scope).or_default();
+            e.0 += 1;
+            e.1 += bad;
+        }
+    }
+    let healthy = |scope: &str| {
+        let (total, bad) = health.get(scope).copied().unwrap_or_default();
+        bad <= (total * ALLOWED_UNHEALTHY_PERCENT).div_ceil(100)
+    };
+    let mut sorted: Vec<&Arc<Node>> = nodes.iter().collect();
+    sorted.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    let mut out = Vec::new();
+    for n in sorted {
+        let pid = n
+            .spec
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .unwrap_or_default();
+        let Some(claim) = by_provider_id.get(pid) else {
+            continue;
+        };
+        if claim.is_deleting() {
+            continue;
+        }
+        let Some((condition, at)) = due(n, policies) else {
+            continue;
+        };
+        if now < at {
+            continue;
+        }
+        let node = n.metadata.name.clone().unwrap_or_default();
+        let node_claim = claim.name().to_owned();
+        let pool = claim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(v1labels::NODEPOOL))
+            .cloned()
+            .unwrap_or_default();
+        if healthy(&pool) {
+            out.push(Verdict::Repair {
+                node,
+                node_claim,
+                condition,
+            });
+        } else {
+            out.push(Verdict::Blocked {
+                node,
+                node_claim,
+                node_pool: pool,
+            });
+        }
+    }
+    out
+}
+
+/// How often a blocked repair is reported again (upstream re-checks every 5 minutes).
+pub const BLOCKED_EVENT_INTERVAL_MS: Millis = 5 * 60_000;
+
+/// Marks `node_claim` for immediate termination and deletes it.
+async fn repair_one(ctx: &Ctx, node_claim: &NodeClaim, now: Millis) -> Result<(), ReconcileError> {
+    let name = node_claim.name();
+    let stamp = jiff::Timestamp::from_millisecond(now)
+        .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let patch = serde_json::json!({"metadata": {"annotations": {
+        v1labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION: stamp
+    }}});
+    ctx.limiter.acquire().await;
+    api::merge_patch(&ctx.node_claims(), name, patch)
+        .await
+        .map_err(ReconcileError::api("annotating NodeClaim for repair", name))?;
+    exec::delete_node_claim(ctx, name).await
+}
+
+/// One repair pass at `now` (only with the `NodeRepair` gate): replaces due nodes and
+/// reports blocked ones, at most every [`BLOCKED_EVENT_INTERVAL_MS`] per node
+/// (`blocked_reported` remembers when).
+pub async fn reconcile(ctx: &Ctx, now: Millis, blocked_reported: &mut BTreeMap<String, Millis>) {
+    let claims = ctx.stores.node_claims.state();
+    let nodes = ctx.stores.nodes.state();
+    let verdicts = decide(&nodes, &claims, &ctx.provider.repair_policies(), now);
+    let claim = |name: &str| claims.iter().find(|c| c.name() == name).cloned();
+    let node = |name: &str| {
+        nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(name))
+            .cloned()
+    };
+    let mut still_blocked = BTreeMap::new();
+    for v in verdicts {
+        match v {
+            Verdict::Repair {
+                node: node_name,
+                node_claim,
+                condition,
+            } => {
+                let Some(c) = claim(&node_claim) else {
+                    continue;
+                };
+                if let Err(e) = repair_one(ctx, &c, now).await {
+                    tracing::warn!(nodeclaim = node_claim, error = %e, "node repair failed");
+                    continue;
+                }
+                tracing::info!(
+                    node = node_name,
+                    nodeclaim = node_claim,
+                    condition,
+                    "deleting unhealthy node"
+                );
+                let label = |k: &str| {
+                    c.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(k))
+                        .cloned()
+                        .unwrap_or_default()
+                };
+                ctx.metrics
+                    .nodeclaims_disrupted
+                    .get_or_create(&DisruptedLabels {
+                        reason: "unhealthy".into(),
+                        nodepool: label(v1labels::NODEPOOL),
+                        capacity_type: label(v1labels::CAPACITY_TYPE),
+                    })
+                    .inc();
+            }
+            Verdict::Blocked {
+                node: node_name,
+                node_claim,
+                node_pool,
+            } => {
+                let last = blocked_reported.get(&node_name).copied();
+                if last.is_some_and(|t| now - t < BLOCKED_EVENT_INTERVAL_MS) {
+                    still_blocked.insert(node_name, last.unwrap_or(now));
+                    continue;
+                }
+                let scope = if node_pool.is_empty() {
+                    "the cluster".to_owned()
+                } else {
+                    format!("nodepool {node_pool}")
+                };
+                let message = format!(
+                    "Cannot repair unhealthy node: more than {ALLOWED_UNHEALTHY_PERCENT}% of the nodes in {scope} are unhealthy"
+                );
+                if let Some(n) = node(&node_name) {
+                    ctx.events
+                        .warning(n.as_ref(), "NodeRepairBlocked", message.clone());
+                }
+                if let Some(c) = claim(&node_claim) {
+                    ctx.events.warning(c.as_ref(), "NodeRepairBlocked", message);
+                }
+                still_blocked.insert(node_name, now);
+            }
+        }
+    }
+    *blocked_reported = still_blocked;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::testing::{claim, node, ready};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use std::time::Duration;
+
+    const MIN: Millis = 60_000;
+
+    fn policies() -> Vec<RepairPolicy> {
+        vec![
+            RepairPolicy {
+                condition_type: "Ready".into(),
+                condition_status: ConditionStatus::False,
+                toleration_duration: Duration::from_secs(30 * 60),
+            },
+            RepairPolicy {
+                condition_type: "KernelReady".into(),
+                condition_status: ConditionStatus::False,
+                toleration_duration: Duration::from_secs(10 * 60),
+            },
+        ]
+    }
+
+    /// Node `name` in pool `default` with condition `type_` False since `since`, or Ready.
+    fn pair(name: &str, bad: Option<(&str, Millis)>) -> (Arc<Node>, Arc<NodeClaim>) {
+        let pid = format!("fake://us-east-1a/{name}");
+        let mut n = ready(node(name, &pid));
+        n.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(v1labels::NODEPOOL.into(), "default".into());
+        if let Some((type_, since)) = bad {
+            let conditions = n
+                .status
+                .as_mut()
+                .and_then(|s| s.conditions.as_mut())
+                .unwrap();
+            conditions.retain(|c| c.type_ != type_);
+            conditions.push(NodeCondition {
+                type_: type_.into(),
+                status: "False".into(),
+                last_transition_time: Some(Time(jiff::Timestamp::from_millisecond(since).unwrap())),
+                ..NodeCondition::default()
+            });
+        }
+        let mut c = claim(name);
+        c.status.get_or_insert_with(Default::default).provider_id = pid;
+        (Arc::new(n), Arc::new(c))
+    }
+
+    fn cluster(specs: &[(&str, Option<(&str, Millis)>)]) -> (Vec<Arc<Node>>, Vec<Arc<NodeClaim>>) {
+        specs.iter().map(|(n, b)| pair(n, *b)).unzip()
+    }
+
+    #[test]
+    fn repairs_after_the_toleration_and_not_before() {
+        let (nodes, claims) = cluster(&[
+            ("a", Some(("KernelReady", 0))),
+            ("b", None),
+            ("c", None),
+            ("d", None),
+            ("e", None),
+        ]);
+        assert!(decide(&nodes, &claims, &policies(), 10 * MIN - 1).is_empty());
+        assert_eq!(
+            decide(&nodes, &claims, &policies(), 10 * MIN),
+            [Verdict::Repair {
+                node: "a".into(),
+                node_claim: "a".into(),
+                condition: "KernelReady".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn more_than_twenty_percent_unhealthy_blocks_repair() {
+        // 1 of 3 unhealthy: ceil(20% × 3) = 1 may be, so repair proceeds.
+        let (nodes, claims) = cluster(&[("a", Some(("Ready", 0))), ("b", None), ("c", None)]);
+        assert!(matches!(
+            decide(&nodes, &claims, &policies(), 30 * MIN)[..],
+            [Verdict::Repair { .. }]
+        ));
+        // 2 of 3: blocked, both reported.
+        let (nodes, claims) = cluster(&[
+            ("a", Some(("Ready", 0))),
+            ("b", Some(("Ready", 0))),
+            ("c", None),
+        ]);
+        let v = decide(&nodes, &claims, &policies(), 30 * MIN);
+        assert_eq!(v.len(), 2);
+        assert!(
+            v.iter()
+                .all(|v| matches!(v, Verdict::Blocked { node_pool, .. } if node_pool == "default"))
+        );
+    }
+
+    #[test]
+    fn healthy_conditions_unowned_and_deleting_nodes_are_left_alone() {
+        let (mut nodes, mut claims) = cluster(&[("a", Some(("Ready", 0))), ("b", None)]);
+        // Ready=True does not match a False policy.
+        assert!(decide(&nodes[1..], &claims, &policies(), 60 * MIN).is_empty());
+        // A node without a NodeClaim is not Karpenter's.
+        assert!(decide(&nodes, &claims[1..], &policies(), 60 * MIN).is_empty());
+        let mut deleting = (*claims[0]).clone();
+        deleting.metadata.deletion_timestamp = Some(crate::cluster::provisioner::time(1));
+        claims[0] = Arc::new(deleting);
+        assert!(decide(&nodes, &claims, &policies(), 60 * MIN).is_empty());
+        nodes.clear();
+        assert!(decide(&nodes, &claims, &policies(), 60 * MIN).is_empty());
+    }
+}
