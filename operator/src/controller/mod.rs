@@ -16,6 +16,7 @@ pub mod aws;
 mod aws_tests;
 pub mod events;
 pub mod exec;
+pub mod explain;
 pub mod fake;
 pub mod feed;
 pub mod kubelet;

@@ -3,6 +3,7 @@
 
 use super::events::{EventSink, publish_loop};
 use super::exec::{self, Executed};
+use super::explain::Explainer;
 use super::leader::{self, LeaderGate};
 use super::podmetrics::PodTransitions;
 use super::provider::ProviderHooks;
@@ -115,6 +116,7 @@ pub struct Controller {
     hooks: Option<Arc<dyn ProviderHooks>>,
     pod_transitions: PodTransitions,
     repair_blocked: BTreeMap<String, Millis>,
+    explainer: Explainer,
 }
 
 impl Controller {
@@ -147,6 +149,7 @@ impl Controller {
             hooks: None,
             pod_transitions: PodTransitions::default(),
             repair_blocked: BTreeMap::new(),
+            explainer: Explainer::default(),
         }
     }
 
@@ -415,6 +418,7 @@ impl Controller {
                         })
                         .set(*count as i64);
                 }
+                self.explainer.publish(&self.ctx, &pass.explanations);
                 let commands = pass.commands;
                 let mut actions = Vec::new();
                 for command in commands {

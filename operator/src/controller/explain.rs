@@ -1,0 +1,140 @@
+//! Events that say why a node is not disrupted: `DisruptionBlocked` when something forbids
+//! touching it (a `do-not-disrupt` annotation, a PodDisruptionBudget, the pool's budget) and
+//! `Unconsolidatable` when consolidation looked and found nothing better — Karpenter's two
+//! event reasons. Each node's event is sent again only when its message changes, so a
+//! steady state does not flood the API with one event every disruption poll.
+
+use super::Ctx;
+use karpenter_disruption::{Hold, NodeExplanation};
+use kube::runtime::reflector::ObjectRef;
+use std::collections::BTreeMap;
+
+/// The event reason and message for `hold`, or `None` for holds that are not worth telling
+/// (nothing to do, a transient countdown, a node not Karpenter's or already going away).
+pub fn event_for(hold: &Hold) -> Option<(&'static str, String)> {
+    match hold {
+        Hold::DoNotDisruptNode
+        | Hold::DoNotDisruptPod { .. }
+        | Hold::PdbBlocked { .. }
+        | Hold::MultiplePdbs { .. }
+        | Hold::Budget { .. }
+        | Hold::NodePoolNotFound { .. }
+        | Hold::StaticNodePool => {
+            Some(("DisruptionBlocked", format!("Cannot disrupt Node: {hold}")))
+        }
+        Hold::WouldNotFit { .. }
+        | Hold::NeedsMultipleNodes { .. }
+        | Hold::NotCheaper
+        | Hold::SpotToSpotDisabled
+        | Hold::SpotToSpotTooFewOptions { .. }
+        | Hold::MinValues { .. }
+        | Hold::UnknownPrice
+        | Hold::WhenEmptyPolicy => Some(("Unconsolidatable", hold.to_string())),
+        _ => None,
+    }
+}
+
+/// Remembers the last message sent per node.
+#[derive(Debug, Default)]
+pub struct Explainer {
+    last: BTreeMap<String, String>,
+}
+
+impl Explainer {
+    /// Publishes the first tellable hold of every explained node whose message changed, on
+    /// the Node and its NodeClaim. Nodes no longer explained (disrupted, gone, or with
+    /// nothing to say) are forgotten, so a later block is told again.
+    pub fn publish(&mut self, ctx: &Ctx, explanations: &[NodeExplanation]) {
+        let mut seen = BTreeMap::new();
+        for e in explanations {
+            let Some((reason, message)) = e.holds.iter().find_map(event_for) else {
+                continue;
+            };
+            let key = format!("{reason}: {message}");
+            if self.last.get(&e.node) != Some(&key)
+                && let Some(node) = ctx.stores.nodes.get(&ObjectRef::new(&e.node))
+            {
+                ctx.events.normal(node.as_ref(), reason, message.clone());
+                let claim = node
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.provider_id.as_deref())
+                    .and_then(|pid| {
+                        ctx.stores
+                            .node_claims
+                            .state()
+                            .into_iter()
+                            .find(|c| c.provider_id() == pid)
+                    });
+                if let Some(c) = claim {
+                    ctx.events.normal(c.as_ref(), reason, message);
+                }
+            }
+            seen.insert(e.node.clone(), key);
+        }
+        self.last = seen;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::testing::{claim, ctx, mock_client, node, put, status};
+    use karpenter_disruption::Reason;
+    use karpenter_scheduling::model::PodKey;
+
+    #[test]
+    fn only_telling_holds_make_events() {
+        let pod = PodKey::new("default", "db-0");
+        let (reason, message) = event_for(&Hold::DoNotDisruptPod { pod }).unwrap();
+        assert_eq!(reason, "DisruptionBlocked");
+        assert_eq!(
+            message,
+            "Cannot disrupt Node: pod default/db-0 has \"karpenter.sh/do-not-disrupt\" annotation"
+        );
+        assert_eq!(event_for(&Hold::NotCheaper).unwrap().0, "Unconsolidatable");
+        for quiet in [
+            Hold::NothingToDo,
+            Hold::NotEvaluated,
+            Hold::ConsolidateAfter { remaining_ms: 5 },
+            Hold::PreemptedByEarlierMethod {
+                reason: Reason::Empty,
+            },
+            Hold::Deleting,
+        ] {
+            assert_eq!(event_for(&quiet), None, "{quiet:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unchanged_block_is_told_once() {
+        let (client, _api) = mock_client(|_| status(500, "unexpected"));
+        let provider: std::sync::Arc<dyn karpenter_cloudprovider::CloudProvider> =
+            std::sync::Arc::new(karpenter_cloudprovider_fake::FakeCloudProvider::default());
+        let (ctx, mut w, mut events) = ctx(client, provider, 0);
+        put(&mut w.nodes, node("n1", "fake://us-east-1a/n1"));
+        let mut c = claim("n1");
+        c.status.get_or_insert_with(Default::default).provider_id = "fake://us-east-1a/n1".into();
+        put(&mut w.node_claims, c);
+        let blocked = vec![NodeExplanation {
+            node: "n1".into(),
+            holds: vec![Hold::NothingToDo, Hold::DoNotDisruptNode],
+        }];
+        let mut x = Explainer::default();
+        x.publish(&ctx, &blocked);
+        let mut kinds = Vec::new();
+        while let Ok(e) = events.try_recv() {
+            assert_eq!(e.reason, "DisruptionBlocked");
+            kinds.push(e.regarding.kind.unwrap_or_default());
+        }
+        assert_eq!(kinds, ["Node", "NodeClaim"]);
+        x.publish(&ctx, &blocked);
+        assert!(events.try_recv().is_err(), "unchanged: no new event");
+        x.publish(&ctx, &[]);
+        x.publish(&ctx, &blocked);
+        assert!(
+            events.try_recv().is_ok(),
+            "blocked again after a gap: told again"
+        );
+    }
+}
