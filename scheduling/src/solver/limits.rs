@@ -3,6 +3,7 @@
 //! launched, and each new claim subtracts the largest capacity among its options.
 
 use crate::model::{InstanceType, NodePool};
+use crate::resources::Resources;
 use crate::solver::arith;
 use std::collections::BTreeMap;
 
@@ -40,9 +41,14 @@ impl Remaining {
 
     /// The limited resources `it` would exceed (empty when it may launch).
     pub(crate) fn exceeded_by(&self, it: &InstanceType) -> Vec<&str> {
+        self.exceeded_by_capacity(&it.capacity)
+    }
+
+    /// The limited resources a node of this `capacity` would exceed (empty when it fits).
+    pub(crate) fn exceeded_by_capacity(&self, capacity: &Resources) -> Vec<&str> {
         self.left
             .iter()
-            .filter(|(k, left)| k.as_str() != NODES && arith::get(&it.capacity, k) > **left)
+            .filter(|(k, left)| k.as_str() != NODES && arith::get(capacity, k) > **left)
             .map(|(k, _)| k.as_str())
             .collect()
     }

@@ -28,7 +28,7 @@ mod topology;
 
 use crate::labels::{HOSTNAME, NODE_INITIALIZED, NODE_REGISTERED, ZONE};
 use crate::model::{NodeState, Pod, Snapshot};
-use crate::plan::{InstanceTypeOption, NewNodeClaim, NodePlacement, Plan, UnschedulablePod};
+use crate::plan::{NewNodeClaim, NodePlacement, Plan, UnschedulablePod};
 use crate::requirements::{Operator, Requirements};
 use crate::resources::Resources;
 use crate::taints::{TaintEffect, first_untolerated};
@@ -154,21 +154,68 @@ fn zone_mask(
     Some(mask)
 }
 
+/// Every topology key a group of this solve can be keyed on: groups come only from the
+/// spread constraints and pod (anti-)affinity terms of pending pods, and the required
+/// anti-affinity of bound pods.
+fn topology_keys(snapshot: &Snapshot) -> BTreeSet<&str> {
+    let mut keys = BTreeSet::new();
+    for pod in snapshot.pending_pods.iter().chain(&snapshot.bound_pods) {
+        let spreads = pod.topology_spread_constraints.iter();
+        keys.extend(spreads.map(|t| t.topology_key.as_str()));
+        for terms in [&pod.affinity.pod_affinity, &pod.affinity.pod_anti_affinity] {
+            keys.extend(terms.required.iter().map(|t| t.topology_key.as_str()));
+            keys.extend(terms.preferred.iter().map(|w| w.term.topology_key.as_str()));
+        }
+    }
+    keys
+}
+
+/// The domains each pool can create, for the topology keys some group can use: only those
+/// keys are ever asked for, and instance types carry many others (one instance-type name
+/// each, for a start).
 fn domain_groups(snapshot: &Snapshot) -> DomainGroups {
     let mut groups = DomainGroups::default();
+    let keys = topology_keys(snapshot);
+    if keys.is_empty() {
+        return groups;
+    }
+    let wanted = |r: &&crate::requirements::Requirement| keys.contains(r.key());
     for pool in &snapshot.node_pools {
         let mut base = pool.requirements.clone();
         base.add_all(&Requirements::from_labels(pool.labels.iter()));
+        // The domains of `base ∩ it.requirements` for every instance type, without building
+        // that intersection per type: only keys both define need one. Most pairs (zone, arch,
+        // os) repeat from type to type, and inserting a pair again with the same taints
+        // changes nothing `DomainGroups` answers, so each borrowed pair goes in once.
+        let mut seen: BTreeSet<(&str, &str)> = BTreeSet::new();
         for it in &pool.instance_types {
-            let mut r = base.clone();
-            r.add_all(&it.requirements);
-            for req in r.iter() {
+            for req in base.iter().filter(wanted) {
+                match it.requirements.get(req.key()) {
+                    Some(other) => {
+                        for v in other.intersection(req).values() {
+                            groups.insert(req.key(), v, &pool.taints);
+                        }
+                    }
+                    None => {
+                        for v in req.values() {
+                            if seen.insert((req.key(), v)) {
+                                groups.insert(req.key(), v, &pool.taints);
+                            }
+                        }
+                    }
+                }
+            }
+            let own = it.requirements.iter().filter(wanted);
+            for req in own.filter(|r| !base.has(r.key())) {
                 for v in req.values() {
-                    groups.insert(req.key(), v, &pool.taints);
+                    if seen.insert((req.key(), v)) {
+                        groups.insert(req.key(), v, &pool.taints);
+                    }
                 }
             }
         }
-        for req in base.iter().filter(|r| r.operator() == Operator::In) {
+        let fixed = base.iter().filter(wanted);
+        for req in fixed.filter(|r| r.operator() == Operator::In) {
             for v in req.values() {
                 groups.insert(req.key(), v, &pool.taints);
             }
@@ -314,10 +361,13 @@ impl<'a> Scheduler<'a> {
             .iter()
             .map(|c| {
                 let t = &self.templates[c.template];
+                let offers = t.offers(&c.reqs);
                 c.options
                     .iter()
-                    .filter_map(|&i| nodeclaim::cheapest(t.its[i as usize], &c.reqs))
-                    .map(|o| o.price)
+                    .filter_map(|&i| {
+                        let o = offers[i as usize]?;
+                        Some(t.its[i as usize].offerings[o as usize].price)
+                    })
                     .reduce(f64::min)
                     .unwrap_or(0.0)
             })
@@ -432,13 +482,21 @@ impl<'a> Scheduler<'a> {
                 continue;
             }
             let mut exceeded = BTreeSet::new();
-            let options: Vec<u32> = (0..t.its.len() as u32)
-                .filter(|&i| {
-                    let over = self.remaining[ti].exceeded_by(t.its[i as usize]);
-                    exceeded.extend(over.iter().map(|s| s.to_string()));
-                    over.is_empty()
-                })
-                .collect();
+            // Limits rarely bind: when even the largest capacity fits, every type does.
+            let options: Vec<u32> = if self.remaining[ti]
+                .exceeded_by_capacity(&t.max_capacity)
+                .is_empty()
+            {
+                (0..t.its.len() as u32).collect()
+            } else {
+                (0..t.its.len() as u32)
+                    .filter(|&i| {
+                        let over = self.remaining[ti].exceeded_by(t.its[i as usize]);
+                        exceeded.extend(over.iter().map(|s| s.to_string()));
+                        over.is_empty()
+                    })
+                    .collect()
+            };
             if options.is_empty() {
                 let names: Vec<String> = exceeded.into_iter().collect();
                 rejections.push((pool, format!("limit of {} reached", names.join(", "))));
@@ -566,7 +624,9 @@ impl<'a> Scheduler<'a> {
         if reqs_changed || claim.pods.len() == 1 {
             claim.zone_mask = zone_mask(&mut self.zone_ids, claim.reqs.get(ZONE));
         }
-        self.topology.register(HOSTNAME, &claim.hostname);
+        claim.registered =
+            self.topology
+                .register_since(HOSTNAME, &claim.hostname, claim.registered);
         self.topology
             .record(p, pod, &t.pool.taints, &claim.reqs, true);
     }
@@ -582,12 +642,12 @@ impl<'a> Scheduler<'a> {
                 pods: n.pods.iter().map(|&p| key(p)).collect(),
             })
             .collect();
-        let mut new_node_claims = Vec::with_capacity(self.claims.len());
-        // Re-packed claims often share requirements and options: rank each set once.
-        // Keyed by a hash of the requirements (equal ones compared in the bucket) so a hit
-        // needs no clone of them.
-        type Ranked = Vec<(Requirements, Vec<InstanceTypeOption>)>;
-        let mut ranked: HashMap<(usize, &[u32], u64), Ranked> = HashMap::new();
+        let mut new_node_claims: Vec<NewNodeClaim> = Vec::with_capacity(self.claims.len());
+        // Re-packed claims often share requirements and options: rank each set once and copy
+        // the first claim's list. Keyed by a hash of the requirements, with the indices of
+        // the claims already built under that key (equal requirements compared there), so
+        // neither a hit nor a miss clones anything the plan does not keep.
+        let mut ranked: HashMap<(usize, &[u32], u64), Vec<usize>> = HashMap::new();
         for claim in &self.claims {
             let t = &self.templates[claim.template];
             let mut requirements = Requirements::new();
@@ -603,12 +663,14 @@ impl<'a> Scheduler<'a> {
                     h.finish()
                 }))
                 .or_default();
-            let instance_type_options = match same.iter().find(|(r, _)| *r == requirements) {
-                Some((_, options)) => options.clone(),
+            let instance_type_options = match same
+                .iter()
+                .find(|&&c| new_node_claims[c].requirements == requirements)
+            {
+                Some(&c) => new_node_claims[c].instance_type_options.clone(),
                 None => {
-                    let options = nodeclaim::ranked_options(t, &claim.options, &requirements);
-                    same.push((requirements.clone(), options.clone()));
-                    options
+                    same.push(new_node_claims.len());
+                    nodeclaim::ranked_options(t, &claim.options, &requirements)
                 }
             };
             let mut groups: Vec<usize> = claim

@@ -14,28 +14,45 @@ use crate::solver::hostports::{self, HostPortUsage};
 use crate::solver::topology::{self, describe_requirement};
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
 use std::rc::Rc;
 
 /// Whether an offering is available and allowed by `reqs` (zone and capacity type).
 pub(crate) fn offering_ok(o: &Offering, reqs: &Requirements) -> bool {
+    offering_allowed(o, reqs.get(ZONE), reqs.get(CAPACITY_TYPE))
+}
+
+/// [`offering_ok`] given the zone and capacity-type requirements themselves.
+fn offering_allowed(
+    o: &Offering,
+    zone: Option<&Requirement>,
+    capacity: Option<&Requirement>,
+) -> bool {
     o.available
-        && reqs.get(ZONE).is_none_or(|r| r.has(&o.zone))
-        && reqs
-            .get(CAPACITY_TYPE)
-            .is_none_or(|r| r.has(&o.capacity_type))
+        && zone.is_none_or(|r| r.has(&o.zone))
+        && capacity.is_none_or(|r| r.has(&o.capacity_type))
 }
 
 /// The cheapest available offering allowed by `reqs` (ties: zone, then capacity type).
 pub(crate) fn cheapest<'a>(it: &'a InstanceType, reqs: &Requirements) -> Option<&'a Offering> {
+    cheapest_index(it, |o| offering_ok(o, reqs)).map(|i| &it.offerings[i as usize])
+}
+
+/// The index of the cheapest offering `ok` accepts (ties: zone, then capacity type, then the
+/// first listed), the one rule behind [`cheapest`] and [`Template::offers`].
+fn cheapest_index(it: &InstanceType, ok: impl Fn(&Offering) -> bool) -> Option<u32> {
     it.offerings
         .iter()
-        .filter(|o| offering_ok(o, reqs))
-        .min_by(|a, b| {
+        .enumerate()
+        .filter(|(_, o)| ok(o))
+        .min_by(|(_, a), (_, b)| {
             a.price
                 .total_cmp(&b.price)
                 .then_with(|| a.zone.cmp(&b.zone))
                 .then_with(|| a.capacity_type.cmp(&b.capacity_type))
         })
+        .map(|(i, _)| i as u32)
 }
 
 /// A NodePool ready to open claims.
@@ -55,11 +72,33 @@ pub(crate) struct Template<'a> {
     pub group_of: Vec<usize>,
     /// The smallest DaemonSet overhead of any group, for quick rejection.
     pub min_overhead: Resources,
+    /// Element-wise largest capacity of `its` (never below zero): when the pool's limits
+    /// leave room for it, they leave room for every instance type.
+    pub max_capacity: Resources,
     /// Per requirement seen in a claim's narrowing, which instance types' requirements
     /// intersect it: the same few narrowings (a zone, a capacity type) recur for claim after
     /// claim, and checking every instance type's labels each time dominated the greedy pass.
     compat: RefCell<HashMap<Requirement, Rc<[bool]>>>,
+    /// Per (zone, capacity-type) requirement pair seen, each instance type's cheapest
+    /// compatible available offering as [`cheapest`] picks it. Offerings depend on those two
+    /// keys only, and claims repeat a handful of pairs, so the price and offering checks of
+    /// every claim's options read a table instead of searching each option's offerings.
+    offers: RefCell<OfferCache>,
 }
+
+/// The zone and capacity-type requirements an offering table was built for, and the table.
+type OfferEntry = (Option<Requirement>, Option<Requirement>, Rc<[Option<u32>]>);
+
+/// [`Template::offers`]'s tables, bucketed by a hash of the requirement pair (equal pairs are
+/// compared in the bucket, so a lookup clones nothing).
+#[derive(Debug, Clone, Default)]
+struct OfferCache {
+    buckets: HashMap<u64, Vec<OfferEntry>>,
+    len: usize,
+}
+
+/// How many offering tables [`Template::offers`] keeps, like [`COMPAT_CACHE_LIMIT`].
+const OFFER_CACHE_LIMIT: usize = 256;
 
 /// How many distinct requirements [`Template::compatible_with`] remembers; beyond this it
 /// computes without storing, so a stream of unique narrowings cannot grow memory unbounded.
@@ -108,6 +147,9 @@ impl<'a> Template<'a> {
             .reduce(|a, b| arith::min(&a, &b))
             .unwrap_or_default();
         let allocs = its.iter().map(|it| it.allocatable()).collect();
+        let max_capacity = its.iter().fold(Resources::default(), |acc, it| {
+            arith::max(&acc, &it.capacity)
+        });
         Ok(Template {
             pool,
             reqs,
@@ -116,8 +158,44 @@ impl<'a> Template<'a> {
             groups,
             group_of,
             min_overhead,
+            max_capacity,
             compat: RefCell::new(HashMap::new()),
+            offers: RefCell::new(OfferCache::default()),
         })
+    }
+
+    /// For each instance type, the index of its cheapest available offering allowed by
+    /// `reqs` — exactly the offering [`cheapest`] returns — or `None` when it has none.
+    pub(crate) fn offers(&self, reqs: &Requirements) -> Rc<[Option<u32>]> {
+        let (zone, capacity) = (reqs.get(ZONE), reqs.get(CAPACITY_TYPE));
+        let hash = {
+            let mut h = DefaultHasher::new();
+            zone.hash(&mut h);
+            capacity.hash(&mut h);
+            h.finish()
+        };
+        if let Some(bucket) = self.offers.borrow().buckets.get(&hash)
+            && let Some((_, _, v)) = bucket
+                .iter()
+                .find(|(z, c, _)| z.as_ref() == zone && c.as_ref() == capacity)
+        {
+            return Rc::clone(v);
+        }
+        let v: Rc<[Option<u32>]> = self
+            .its
+            .iter()
+            .map(|it| cheapest_index(it, |o| offering_allowed(o, zone, capacity)))
+            .collect();
+        let mut cache = self.offers.borrow_mut();
+        if cache.len < OFFER_CACHE_LIMIT {
+            cache.len += 1;
+            cache.buckets.entry(hash).or_default().push((
+                zone.cloned(),
+                capacity.cloned(),
+                Rc::clone(&v),
+            ));
+        }
+        v
     }
 
     /// For each instance type, whether its requirements intersect `r` on `r`'s key (an
@@ -171,6 +249,9 @@ pub(crate) struct Claim {
     /// kept in step with `reqs` by the scheduler; `None` when unknown or not an `In` set (the
     /// zone pre-check then never skips the claim).
     pub zone_mask: Option<u64>,
+    /// [`crate::solver::topology::Topology::group_counts`] when `hostname` was last
+    /// registered with the topology groups; (0, 0) before the first commit.
+    pub registered: (usize, usize),
 }
 
 /// What adding a pod to a claim would change.
@@ -205,6 +286,7 @@ impl Claim {
             max_alloc: Resources::default(),
             host_number: None,
             zone_mask: None,
+            registered: (0, 0),
         };
         c.host_number = topology::placeholder_number(&c.hostname);
         c.refresh_max(t);
@@ -233,6 +315,7 @@ impl Claim {
             max_alloc: Resources::default(),
             host_number: None,
             zone_mask: None,
+            registered: (0, 0),
         };
         c.host_number = topology::placeholder_number(&c.hostname);
         c.refresh_max(t);
@@ -352,13 +435,13 @@ impl Claim {
         let masks: Vec<Rc<[bool]>> = delta
             .map(|d| d.iter().map(|r| t.compatible_with(r)).collect())
             .unwrap_or_default();
+        let offers = offers_changed.then(|| t.offers(reqs));
         let check = |iu: usize| -> (bool, bool) {
-            let it = t.its[iu];
             let compat = masks.iter().all(|m| m[iu]);
-            let offer = !offers_changed || it.offerings.iter().any(|o| offering_ok(o, reqs));
+            let offer = offers.as_ref().is_none_or(|o| o[iu].is_some());
             (compat, offer)
         };
-        let mut kept = Vec::new();
+        let mut kept = Vec::with_capacity(self.options.len());
         let (mut any_compat, mut any_fit, mut any_offer, mut any_group) =
             (false, false, false, false);
         for &i in &self.options {
@@ -600,22 +683,124 @@ pub(crate) fn ranked_options(
     options: &[u32],
     reqs: &Requirements,
 ) -> Vec<InstanceTypeOption> {
-    let mut out: Vec<InstanceTypeOption> = options
+    let offers = t.offers(reqs);
+    // Rank (instance type, offering) pairs first and build the owned options in their final
+    // order: the stable sort then moves small pairs instead of whole options.
+    let mut ranked: Vec<(&InstanceType, &Offering)> = options
         .iter()
         .filter_map(|&i| {
             let it = t.its[i as usize];
-            cheapest(it, reqs).map(|o| InstanceTypeOption {
-                name: it.name.clone(),
-                price: o.price,
-                zone: o.zone.clone(),
-                capacity_type: o.capacity_type.clone(),
-            })
+            offers[i as usize].map(|o| (it, &it.offerings[o as usize]))
         })
         .collect();
-    out.sort_by(|a, b| {
-        a.price
-            .total_cmp(&b.price)
+    ranked.sort_by(|(a, ao), (b, bo)| {
+        ao.price
+            .total_cmp(&bo.price)
             .then_with(|| a.name.cmp(&b.name))
     });
-    out
+    ranked
+        .into_iter()
+        .map(|(it, o)| InstanceTypeOption {
+            name: it.name.clone(),
+            price: o.price,
+            zone: o.zone.clone(),
+            capacity_type: o.capacity_type.clone(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Overhead;
+    use std::sync::Arc;
+
+    fn offering(zone: &str, capacity_type: &str, price: f64, available: bool) -> Offering {
+        Offering {
+            zone: zone.to_string(),
+            capacity_type: capacity_type.to_string(),
+            price,
+            available,
+        }
+    }
+
+    fn instance_type(name: &str, offerings: Vec<Offering>) -> Arc<InstanceType> {
+        Arc::new(InstanceType {
+            name: name.to_string(),
+            requirements: Requirements::new(),
+            capacity: Resources {
+                cpu_millis: 4000,
+                memory: 8 << 30,
+                pods: 110,
+                ..Resources::default()
+            },
+            overhead: Overhead::default(),
+            offerings,
+        })
+    }
+
+    fn reqs(parts: &[(&str, Operator, &[&str])]) -> Requirements {
+        parts
+            .iter()
+            .map(|(k, op, vs)| Requirement::new(*k, *op, vs.iter().copied()).expect("requirement"))
+            .collect()
+    }
+
+    #[test]
+    fn offer_tables_pick_exactly_the_offering_cheapest_picks() {
+        let pool = NodePool {
+            name: "default".to_string(),
+            instance_types: vec![
+                // Three offerings at one price: zone breaks the tie, then capacity type.
+                instance_type(
+                    "tied",
+                    vec![
+                        offering("b", "spot", 1.0, true),
+                        offering("a", "spot", 1.0, true),
+                        offering("a", "on-demand", 1.0, true),
+                    ],
+                ),
+                // The cheapest is unavailable.
+                instance_type(
+                    "unavailable",
+                    vec![
+                        offering("a", "spot", 0.1, false),
+                        offering("b", "on-demand", 0.5, true),
+                        offering("c", "spot", 0.4, true),
+                    ],
+                ),
+                instance_type("zone-c", vec![offering("c", "on-demand", 2.0, true)]),
+            ],
+            ..NodePool::default()
+        };
+        let t = Template::new(&pool, &[], MinValuesPolicy::Strict).expect("template");
+        assert_eq!(t.its.len(), 3);
+        let cases = [
+            reqs(&[]),
+            reqs(&[(ZONE, Operator::In, &["a"])]),
+            reqs(&[(ZONE, Operator::NotIn, &["c"])]),
+            reqs(&[(CAPACITY_TYPE, Operator::In, &["on-demand"])]),
+            reqs(&[
+                (ZONE, Operator::In, &["a", "b"]),
+                (CAPACITY_TYPE, Operator::In, &["spot"]),
+            ]),
+            reqs(&[(ZONE, Operator::In, &["d"])]),
+        ];
+        for r in &cases {
+            let table = t.offers(r);
+            for (i, it) in t.its.iter().enumerate() {
+                let want = cheapest(it, r).map(|o| o as *const Offering);
+                let got = table[i].map(|o| &it.offerings[o as usize] as *const Offering);
+                assert_eq!(got, want, "{} with {r}", it.name);
+            }
+            assert!(
+                Rc::ptr_eq(&table, &t.offers(r)),
+                "a repeated requirement pair reads the stored table ({r})"
+            );
+        }
+        // The tie goes to zone a, then on-demand; zone d leaves nothing.
+        assert_eq!(t.offers(&cases[0])[0], Some(2));
+        assert_eq!(t.offers(&cases[0])[1], Some(2));
+        assert!(t.offers(&cases[5]).iter().all(Option::is_none));
+    }
 }

@@ -451,7 +451,13 @@ pub(crate) struct DomainGroups {
 impl DomainGroups {
     /// Records that a pool with `taints` can create `domain` for `key`.
     pub(crate) fn insert(&mut self, key: &str, domain: &str, taints: &[Taint]) {
-        let domains = self.by_key.entry(key.to_string()).or_default();
+        // Look the key up before allocating it: almost every insert finds it.
+        if !self.by_key.contains_key(key) {
+            self.by_key.insert(key.to_string(), BTreeMap::new());
+        }
+        let Some(domains) = self.by_key.get_mut(key) else {
+            return;
+        };
         match domains.get_mut(domain) {
             None => {
                 domains.insert(domain.to_string(), vec![taints.to_vec()]);
@@ -702,11 +708,36 @@ impl Topology {
 
     /// Makes `domain` of `key` known to every group (a new node or claim's hostname).
     pub(crate) fn register(&mut self, key: &str, domain: &str) {
-        for g in self.groups.iter_mut().chain(self.inverse.iter_mut()) {
+        self.register_since(key, domain, (0, 0));
+    }
+
+    /// How many groups and inverse groups exist, for [`Topology::register_since`].
+    pub(crate) fn group_counts(&self) -> (usize, usize) {
+        (self.groups.len(), self.inverse.len())
+    }
+
+    /// [`Topology::register`] for the groups created after `since` (a
+    /// [`Topology::group_counts`] value) only: the older ones already know `domain`, since
+    /// groups are only ever appended and never forget a domain. Returns the current counts,
+    /// so a claim committed pod after pod registers its hostname with each group once.
+    pub(crate) fn register_since(
+        &mut self,
+        key: &str,
+        domain: &str,
+        since: (usize, usize),
+    ) -> (usize, usize) {
+        let (groups, inverse) = since;
+        for g in self
+            .groups
+            .iter_mut()
+            .skip(groups)
+            .chain(self.inverse.iter_mut().skip(inverse))
+        {
             if g.id.key == key {
                 g.register(domain);
             }
         }
+        self.group_counts()
     }
 
     /// `Topology.AddRequirements`: the domain requirements pod `p` needs on a node with these

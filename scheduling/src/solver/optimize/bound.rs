@@ -482,11 +482,14 @@ pub(crate) fn knapsack(
         .map(|d| knapsack_1d(&order, items, values, d, cap[d]))
         .fold(f64::INFINITY, f64::min);
 
+    let suffix = SuffixBound::new(&order, items, values, dims);
+
     struct Dfs<'a> {
         order: &'a [usize],
         items: &'a [BoundItem],
         values: &'a [f64],
         dims: usize,
+        suffix: &'a SuffixBound,
         left: Vec<f64>,
         chosen: Vec<u32>,
         best: f64,
@@ -498,13 +501,16 @@ pub(crate) fn knapsack(
     impl Dfs<'_> {
         fn bound(&self, k: usize) -> f64 {
             (0..self.dims)
-                .map(|d| knapsack_1d(&self.order[k..], self.items, self.values, d, self.left[d]))
+                .map(|d| {
+                    self.suffix
+                        .bound_1d(self.order, self.items, self.values, k, d, self.left[d])
+                })
                 .fold(f64::INFINITY, f64::min)
         }
         fn go(&mut self, k: usize, value: f64) {
             if value > self.best {
                 self.best = value;
-                self.best_set = self.chosen.clone();
+                self.best_set.clone_from(&self.chosen);
             }
             if k == self.order.len() || self.aborted {
                 return;
@@ -546,6 +552,7 @@ pub(crate) fn knapsack(
         items,
         values,
         dims,
+        suffix: &suffix,
         left: cap.iter().map(|c| c.max(0.0)).collect(),
         chosen: vec![0; order.len()],
         best: 0.0,
@@ -565,6 +572,79 @@ pub(crate) fn knapsack(
     let ub = if s.aborted { root } else { s.best.min(root) };
     let found = (!counts.is_empty()).then_some((s.best, counts));
     (ub, found)
+}
+
+/// [`knapsack_1d`] over the suffixes `order[k..]` of one fixed order of pods with positive
+/// values, as the branch and bound asks at every search node, without sorting each time.
+///
+/// Per dimension it keeps the pods that take some of it densest first, in exactly the order
+/// `knapsack_1d` sorts them (density, then item): restricting that order to a suffix gives
+/// the suffix's sorted order, so walking it adds the same terms in the same order and returns
+/// the same number, bit for bit.
+pub(crate) struct SuffixBound {
+    /// Per dimension: (density, item, position in the order), densest first.
+    sorted: Vec<Vec<(f64, usize, usize)>>,
+    /// Per dimension: whether some pod of the order requests none of it.
+    has_free: Vec<bool>,
+}
+
+impl SuffixBound {
+    /// The sorted lists for `order` (every value of its items must be positive, as the
+    /// knapsack's order guarantees).
+    pub(crate) fn new(order: &[usize], items: &[BoundItem], values: &[f64], dims: usize) -> Self {
+        let sorted = (0..dims)
+            .map(|d| {
+                let mut v: Vec<(f64, usize, usize)> = order
+                    .iter()
+                    .enumerate()
+                    // `knapsack_1d`'s "sized" pods: every request not `<= 0` (NaN included).
+                    .filter(|&(_, &i)| items[i].req[d] > 0.0 || items[i].req[d].is_nan())
+                    .map(|(pos, &i)| (values[i] / items[i].req[d], i, pos))
+                    .collect();
+                v.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                v
+            })
+            .collect();
+        let has_free = (0..dims)
+            .map(|d| order.iter().any(|&i| items[i].req[d] <= 0.0))
+            .collect();
+        SuffixBound { sorted, has_free }
+    }
+
+    /// `knapsack_1d(&order[k..], items, values, d, cap)`, for the `order` this was built
+    /// from.
+    pub(crate) fn bound_1d(
+        &self,
+        order: &[usize],
+        items: &[BoundItem],
+        values: &[f64],
+        k: usize,
+        d: usize,
+        cap: f64,
+    ) -> f64 {
+        let mut free = 0.0;
+        if self.has_free[d] {
+            for &i in &order[k..] {
+                if items[i].req[d] <= 0.0 {
+                    free += items[i].count * values[i];
+                }
+            }
+        }
+        let mut left = cap.max(0.0);
+        let mut total = free;
+        for &(density, i, pos) in &self.sorted[d] {
+            if left <= 0.0 {
+                break;
+            }
+            if pos < k {
+                continue;
+            }
+            let take = (items[i].count * items[i].req[d]).min(left);
+            total += take * density;
+            left -= take;
+        }
+        total
+    }
 }
 
 /// The fractional knapsack over one dimension: an upper bound on the value of any set of
@@ -617,6 +697,36 @@ mod tests {
     fn solve(classes: &[BoundClass], columns: &[BoundColumn]) -> LpBound {
         let mut b = Budget::new(u64::MAX, None);
         lower_bound(2, classes, columns, &mut b).expect("bound")
+    }
+
+    #[test]
+    fn suffix_bound_equals_knapsack_1d_on_every_suffix() {
+        // Ties in density (items 0 and 3), a pod free in one dimension (item 2), a NaN-free
+        // mix of sizes; values all positive, as the knapsack's order has them.
+        let item = |req: [f64; 2], count: f64| BoundItem {
+            req: req.to_vec(),
+            count,
+            columns: vec![0],
+        };
+        let items = [
+            item([1.0, 2.0], 3.0),
+            item([4.0, 1.0], 1.0),
+            item([2.0, 0.0], 5.0),
+            item([2.0, 4.0], 2.0),
+            item([0.5, 3.0], 4.0),
+        ];
+        let values = [1.0, 3.5, 0.7, 2.0, 0.9];
+        let order = [4, 1, 0, 3, 2];
+        let suffix = SuffixBound::new(&order, &items, &values, 2);
+        for k in 0..=order.len() {
+            for d in 0..2 {
+                for cap in [0.0, 0.75, 3.0, 7.5, 100.0] {
+                    let want = knapsack_1d(&order[k..], &items, &values, d, cap);
+                    let got = suffix.bound_1d(&order, &items, &values, k, d, cap);
+                    assert_eq!(got.to_bits(), want.to_bits(), "k {k}, d {d}, cap {cap}");
+                }
+            }
+        }
     }
 
     #[test]

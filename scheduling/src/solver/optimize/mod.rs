@@ -124,9 +124,13 @@ fn without_hostname(reqs: &Requirements) -> Requirements {
 
 /// The price `finish` reports for a claim: its cheapest option's cheapest offering.
 fn claim_price(t: &Template<'_>, options: &[u32], reqs: &Requirements) -> f64 {
+    let offers = t.offers(reqs);
     options
         .iter()
-        .filter_map(|&i| cheapest(t.its[i as usize], reqs).map(|o| o.price))
+        .filter_map(|&i| {
+            let o = offers[i as usize]?;
+            Some(t.its[i as usize].offerings[o as usize].price)
+        })
         .reduce(f64::min)
         .unwrap_or(0.0)
 }
