@@ -7,7 +7,8 @@
 //! Karpenter-equivalent greedy pass alone), so the table shows what the optimiser costs in
 //! time and saves in price. Times are single `solve` calls (snapshot generation excluded);
 //! the criterion bench gives statistically sound timings. With `KARPENTER_BENCH_VERBOSE=1`
-//! it also prints, on stderr, how many claims of each cheapest instance type a plan launches.
+//! it also prints, on stderr, how many claims of each cheapest instance type a plan launches,
+//! and the optimal whole-node cover behind the integer lower bound (when it was computed).
 //! With `KARPENTER_BENCH_DIGEST=1` it prints, on stderr, a 64-bit FNV-1a digest of each full
 //! plan (both solves, `Debug` form), so two builds of the solver can be checked for identical
 //! plans, not just identical table columns. With `KARPENTER_BENCH_REPEAT=N` each solve is
@@ -15,7 +16,9 @@
 //! (and the first solve's cold caches).
 #![forbid(unsafe_code)]
 
-use karpenter_benches::{DEFAULT_SEED, PlanSummary, fmt_opt, packing_cases};
+use karpenter_benches::{
+    DEFAULT_SEED, PlanSummary, fmt_opt, integer_covering_bound, packing_cases,
+};
 use karpenter_scheduling::{SolveOptions, solve};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -64,6 +67,15 @@ fn main() {
             }
             for (name, (claims, pods)) in shapes {
                 eprintln!("{name}: {claims} claims, {pods} pods");
+            }
+            // The cover the integer bound prices, to compare node mixes with the plan's.
+            if let Some(cover) = integer_covering_bound(&snapshot) {
+                let mix: Vec<String> = cover
+                    .nodes
+                    .iter()
+                    .map(|(name, count)| format!("{count}x {name}"))
+                    .collect();
+                eprintln!("integer cover {:.3} $/h: {}", cover.price, mix.join(", "));
             }
         }
         // Freed before the greedy-only solve, so that both solves find the allocator in the

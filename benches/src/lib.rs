@@ -15,10 +15,15 @@
 //! - [`snapshot_for`] / [`snapshot_with_pool`] put pods and a pool into a
 //!   [`Snapshot`]; [`benchmark_snapshot`] and [`aws_snapshot`] are the two ready-made cases.
 //! - [`capacity_lower_bound`] is a solver-independent lower bound on the price of placing
-//!   every pending pod on new capacity, and [`PlanSummary`] condenses a plan for reports.
+//!   every pending pod on new capacity (fractional nodes), [`integer_covering_bound`] the
+//!   tighter whole-node version for small problems, and [`PlanSummary`] condenses a plan for
+//!   reports.
 #![forbid(unsafe_code)]
 
 pub mod consolidation;
+pub mod covering;
+
+pub use covering::{CoveringSolution, INTEGER_BOUND_MAX_NODES, integer_covering_bound};
 
 use karpenter_cloudprovider_fake::{benchmark_instance_types, default_instance_types};
 use karpenter_scheduling::labels;
@@ -461,6 +466,71 @@ fn offering_allowed(offering: &Offering, reqs: &Requirements) -> bool {
         && allows(labels::CAPACITY_TYPE, &offering.capacity_type)
 }
 
+/// One instance type as the covering bounds see it: what a node of it offers and the
+/// cheapest price at which the NodePool lets it be bought.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct CoverType {
+    /// Instance type name.
+    pub(crate) name: String,
+    /// Allocatable cpu (millicores), memory (bytes) and pod slots, never negative.
+    pub(crate) alloc: [i64; 3],
+    /// Cheapest allowed offering's hourly price, always positive.
+    pub(crate) price: f64,
+}
+
+/// The covering problem of `snapshot`: total cpu (millicores), memory (bytes) and pod-slot
+/// demand of its pending non-daemon pods, and every instance type a NodePool admits with at
+/// least one allowed, positively priced offering (one entry per pool that admits it). `None`
+/// when there is nothing to place.
+pub(crate) fn covering_problem(snapshot: &Snapshot) -> Option<([i64; 3], Vec<CoverType>)> {
+    let mut demand = [0i64; 3];
+    for pod in snapshot.pending_pods.iter().filter(|p| !p.is_daemon()) {
+        demand[0] = demand[0].saturating_add(pod.requests.cpu_millis.max(0));
+        demand[1] = demand[1].saturating_add(pod.requests.memory.max(0));
+        demand[2] = demand[2].saturating_add(1);
+    }
+    if demand[2] == 0 {
+        return None;
+    }
+    let mut types = Vec::new();
+    for pool in &snapshot.node_pools {
+        let mut reqs = pool.requirements.clone();
+        reqs.add_all(&Requirements::from_labels(pool.labels.iter()));
+        for it in &pool.instance_types {
+            if reqs.intersects(&it.requirements).is_err() {
+                continue;
+            }
+            let price = it
+                .offerings
+                .iter()
+                .filter(|o| offering_allowed(o, &reqs))
+                .map(|o| o.price)
+                .min_by(f64::total_cmp);
+            let Some(price) = price.filter(|p| *p > 0.0 && p.is_finite()) else {
+                continue;
+            };
+            let a = it.allocatable();
+            types.push(CoverType {
+                name: it.name.clone(),
+                alloc: [a.cpu_millis, a.memory, a.pods],
+                price,
+            });
+        }
+    }
+    Some((demand, types))
+}
+
+/// Pending non-daemon pods of `snapshot` by (cpu millicores, memory bytes) request, with
+/// their counts; negative requests count as zero, as in [`covering_problem`].
+pub(crate) fn pending_pod_classes(snapshot: &Snapshot) -> BTreeMap<[i64; 2], i64> {
+    let mut classes = BTreeMap::new();
+    for pod in snapshot.pending_pods.iter().filter(|p| !p.is_daemon()) {
+        let key = [pod.requests.cpu_millis.max(0), pod.requests.memory.max(0)];
+        *classes.entry(key).or_insert(0) += 1;
+    }
+    classes
+}
+
 /// One node shape in the bound: what it offers per unit of price.
 struct Shape {
     /// Allocatable cpu, memory and pods, each divided by the total demand of that dimension.
@@ -478,48 +548,29 @@ struct Shape {
 /// `Σ w_d · supply_td ≤ price_t` for every type `t` give the valid bound `Σ w_d · demand_d`.
 /// The weights are searched on the simplex (coarse grid, then pattern search), so the value
 /// returned is always a valid bound and, because the objective is quasi-concave, within a
-/// small tolerance of the LP optimum.
+/// small tolerance of the LP optimum. [`integer_covering_bound`] is the same covering with
+/// whole nodes, tighter when few nodes are needed.
 pub fn capacity_lower_bound(snapshot: &Snapshot) -> Option<f64> {
-    let mut demand = [0f64; 3];
-    for pod in snapshot.pending_pods.iter().filter(|p| !p.is_daemon()) {
-        demand[0] += pod.requests.cpu_millis as f64;
-        demand[1] += pod.requests.memory as f64;
-        demand[2] += 1.0;
-    }
-    if demand[2] == 0.0 {
-        return None;
-    }
-    let mut shapes = Vec::new();
-    for pool in &snapshot.node_pools {
-        let mut reqs = pool.requirements.clone();
-        reqs.add_all(&Requirements::from_labels(pool.labels.iter()));
-        for it in &pool.instance_types {
-            if reqs.intersects(&it.requirements).is_err() {
-                continue;
-            }
-            let price = it
-                .offerings
-                .iter()
-                .filter(|o| offering_allowed(o, &reqs))
-                .map(|o| o.price)
-                .min_by(f64::total_cmp);
-            let Some(price) = price.filter(|p| *p > 0.0) else {
-                continue;
-            };
-            let a = it.allocatable();
-            let raw = [a.cpu_millis as f64, a.memory as f64, a.pods as f64];
+    let (demand, types) = covering_problem(snapshot)?;
+    let demand = demand.map(|d| d as f64);
+    let shapes: Vec<Shape> = types
+        .iter()
+        .map(|t| {
             let mut supply = [0f64; 3];
             for d in 0..3 {
                 // A dimension nobody asks for cannot constrain the bound.
                 supply[d] = if demand[d] > 0.0 {
-                    raw[d] / demand[d]
+                    t.alloc[d] as f64 / demand[d]
                 } else {
                     0.0
                 };
             }
-            shapes.push(Shape { supply, price });
-        }
-    }
+            Shape {
+                supply,
+                price: t.price,
+            }
+        })
+        .collect();
     if shapes.is_empty() {
         return None;
     }
@@ -590,6 +641,8 @@ pub struct PlanSummary {
     pub solver_lower_bound: Option<f64>,
     /// [`capacity_lower_bound`] of the snapshot.
     pub capacity_lower_bound: Option<f64>,
+    /// [`integer_covering_bound`] of the snapshot, when the problem is small enough.
+    pub integer_lower_bound: Option<f64>,
 }
 
 impl PlanSummary {
@@ -604,15 +657,21 @@ impl PlanSummary {
             optimizer: plan.optimizer.clone(),
             solver_lower_bound: plan.lower_bound,
             capacity_lower_bound: capacity_lower_bound(snapshot),
+            integer_lower_bound: integer_covering_bound(snapshot).map(|s| s.bound),
         }
     }
 
-    /// The tightest lower bound known: the larger of the two (both are valid bounds).
+    /// The tightest lower bound known: the largest of the solver's, the LP and the integer
+    /// covering bound (all are valid bounds), `None` when none is known.
     pub fn lower_bound(&self) -> Option<f64> {
-        match (self.solver_lower_bound, self.capacity_lower_bound) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            self.solver_lower_bound,
+            self.capacity_lower_bound,
+            self.integer_lower_bound,
+        ]
+        .into_iter()
+        .flatten()
+        .reduce(f64::max)
     }
 
     /// `(price − bound) / bound` in percent, when a positive bound is known and every pod
