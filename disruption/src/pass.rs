@@ -95,29 +95,57 @@ pub fn compute_pass(input: &DisruptionInput, now: Millis) -> PassResult {
     }
 }
 
-/// How many candidates each graceful method would consider: the same filters the methods
-/// apply before budgets and simulations, without recording holds.
+/// Why the graceful consolidation methods (emptiness, multi- and single-node) must skip
+/// `c`, if they must.
+fn graceful_block(c: &Candidate) -> Option<Hold> {
+    if c.static_pool {
+        return Some(Hold::StaticNodePool);
+    }
+    if let Some(h) = &c.pod_block {
+        return Some(h.clone());
+    }
+    c.consolidatable.as_ref().err().cloned()
+}
+
+/// Why drift must skip a drifted `c`, if it must: a pod-level block stops it unless the
+/// claim has a `terminationGracePeriod`.
+fn drift_block(c: &Candidate) -> Option<Hold> {
+    if c.static_pool {
+        return Some(Hold::StaticNodePool);
+    }
+    c.pod_block
+        .clone()
+        .filter(|_| !c.has_termination_grace_period)
+}
+
+/// Why consolidation must skip a non-empty `c` that passed [`graceful_block`], if it must.
+fn consolidation_block(input: &DisruptionInput, c: &Candidate) -> Option<Hold> {
+    let when_empty = input
+        .node_pools
+        .get(&c.node_pool)
+        .is_some_and(|p| p.consolidation_policy == ConsolidationPolicy::WhenEmpty);
+    if when_empty {
+        return Some(Hold::WhenEmptyPolicy);
+    }
+    (!c.price_known()).then_some(Hold::UnknownPrice)
+}
+
+/// How many candidates each graceful method would consider: the filters the methods apply
+/// before budgets and simulations, without recording holds.
 fn eligible_counts(input: &DisruptionInput, cands: &[Candidate]) -> BTreeMap<Reason, usize> {
-    let graceful =
-        |c: &Candidate| !c.static_pool && c.pod_block.is_none() && c.consolidatable.is_ok();
-    let when_empty = |c: &Candidate| {
-        input
-            .node_pools
-            .get(&c.node_pool)
-            .is_some_and(|p| p.consolidation_policy == ConsolidationPolicy::WhenEmpty)
-    };
-    let empty = cands.iter().filter(|c| c.is_empty() && graceful(c)).count();
+    let empty = cands
+        .iter()
+        .filter(|c| c.is_empty() && graceful_block(c).is_none())
+        .count();
     let drifted = cands
         .iter()
-        .filter(|c| {
-            c.drift.is_some()
-                && !c.static_pool
-                && (c.pod_block.is_none() || c.has_termination_grace_period)
-        })
+        .filter(|c| c.drift.is_some() && drift_block(c).is_none())
         .count();
     let underutilized = cands
         .iter()
-        .filter(|c| !c.is_empty() && graceful(c) && !when_empty(c) && c.price_known())
+        .filter(|c| {
+            !c.is_empty() && graceful_block(c).is_none() && consolidation_block(input, c).is_none()
+        })
         .count();
     BTreeMap::from([
         (Reason::Empty, empty),
@@ -357,28 +385,15 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn policy(&self, c: &Candidate) -> Option<ConsolidationPolicy> {
-        self.input
-            .node_pools
-            .get(&c.node_pool)
-            .map(|p| p.consolidation_policy)
-    }
-
     /// Shared gate of the graceful consolidation methods; records why a node fails it.
     fn gate(&mut self, c: &Candidate) -> bool {
-        if c.static_pool {
-            self.note(&c.node, Hold::StaticNodePool);
-            return false;
+        match graceful_block(c) {
+            Some(h) => {
+                self.note(&c.node, h);
+                false
+            }
+            None => true,
         }
-        if let Some(h) = &c.pod_block {
-            self.note(&c.node, h.clone());
-            return false;
-        }
-        if let Err(h) = &c.consolidatable {
-            self.note(&c.node, h.clone());
-            return false;
-        }
-        true
     }
 
     fn emptiness(&mut self, cands: &'a [Candidate]) -> Option<Command> {
@@ -425,17 +440,10 @@ impl<'a> Ctx<'a> {
     fn drift(&mut self, cands: &'a [Candidate]) -> Option<Command> {
         let mut drifted: Vec<&Candidate> = Vec::new();
         for c in cands.iter().filter(|c| c.drift.is_some()) {
-            if c.static_pool {
-                self.note(&c.node, Hold::StaticNodePool);
-                continue;
+            match drift_block(c) {
+                Some(h) => self.note(&c.node, h),
+                None => drifted.push(c),
             }
-            if let Some(h) = &c.pod_block
-                && !c.has_termination_grace_period
-            {
-                self.note(&c.node, h.clone());
-                continue;
-            }
-            drifted.push(c);
         }
         // Empty nodes first (least churn), then oldest first.
         drifted.sort_by(|a, b| {
@@ -490,12 +498,8 @@ impl<'a> Ctx<'a> {
             if !self.gate(c) {
                 continue;
             }
-            if self.policy(c) == Some(ConsolidationPolicy::WhenEmpty) {
-                self.note(&c.node, Hold::WhenEmptyPolicy);
-                continue;
-            }
-            if !c.price_known() {
-                self.note(&c.node, Hold::UnknownPrice);
+            if let Some(h) = consolidation_block(self.input, c) {
+                self.note(&c.node, h);
                 continue;
             }
             out.push(c);
