@@ -60,6 +60,24 @@ pub struct DisruptedLabels {
     pub capacity_type: String,
 }
 
+impl DisruptedLabels {
+    /// The labels for disrupting `claim` for `reason`: its NodePool and capacity-type labels
+    /// (empty when absent).
+    pub fn for_claim(
+        reason: impl Into<String>,
+        claim: &karpenter_cloudprovider::NodeClaim,
+    ) -> Self {
+        Self {
+            reason: reason.into(),
+            nodepool: claim.node_pool().unwrap_or_default().to_owned(),
+            capacity_type: claim
+                .label(karpenter_cloudprovider::v1::labels::CAPACITY_TYPE)
+                .unwrap_or_default()
+                .to_owned(),
+        }
+    }
+}
+
 /// `{namespace, name, node, nodepool, phase}` of `karpenter_pods_state`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct PodStateLabels {

@@ -34,10 +34,7 @@ pub fn deadline_passed(claim: &NodeClaim, now: Millis) -> bool {
         .as_ref()
         .is_some_and(|g| now >= started.0.as_millisecond() + g.millis());
     let annotated = claim
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION))
+        .annotation(NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION)
         .and_then(|t| t.parse::<jiff::Timestamp>().ok())
         .is_some_and(|t| now >= t.as_millisecond());
     grace || annotated

@@ -11,9 +11,8 @@ use crate::metrics::{DisruptedLabels, MessageTypeLabels};
 use crate::settings::Settings;
 use anyhow::Context as _;
 use base64::Engine as _;
-use k8s_openapi::api::core::v1::Node;
+use karpenter_cloudprovider::OfferingRef;
 use karpenter_cloudprovider::v1::labels as v1labels;
-use karpenter_cloudprovider::{NodeClaim, OfferingRef};
 use karpenter_cloudprovider_aws::instance::parse_provider_id;
 use karpenter_cloudprovider_aws::interruption::{InterruptionSink, SinkError};
 use karpenter_cloudprovider_aws::{
@@ -371,35 +370,6 @@ impl InterruptionHandler {
     pub fn new(ctx: Ctx, unavailable: Arc<UnavailableOfferings>) -> Self {
         Self { ctx, unavailable }
     }
-
-    fn claim(&self, name: &str) -> Option<Arc<NodeClaim>> {
-        self.ctx
-            .stores
-            .node_claims
-            .get(&reflector::ObjectRef::new(name))
-    }
-
-    fn node_of(&self, claim: &NodeClaim) -> Option<Arc<Node>> {
-        let pid = claim.provider_id();
-        if pid.is_empty() {
-            return None;
-        }
-        self.ctx.stores.nodes.state().into_iter().find(|n| {
-            n.spec
-                .as_ref()
-                .and_then(|s| s.provider_id.as_deref())
-                .is_some_and(|p| p == pid)
-        })
-    }
-}
-
-fn label<'a>(claim: &'a NodeClaim, key: &str) -> &'a str {
-    claim
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(key))
-        .map_or("", String::as_str)
 }
 
 #[async_trait::async_trait]
@@ -417,10 +387,10 @@ impl InterruptionSink for InterruptionHandler {
     async fn deliver(&self, interruption: NodeClaimInterruption) -> Result<(), SinkError> {
         let kind = interruption.event.kind;
         // Gone since the lookup: nothing left to act on.
-        let Some(claim) = self.claim(&interruption.node_claim) else {
+        let Some(claim) = exec::claim_of(&self.ctx, &interruption.node_claim) else {
             return Ok(());
         };
-        let node = self.node_of(&claim);
+        let node = self.ctx.stores.node_by_provider_id(claim.provider_id());
         let reason = event_reason(kind);
         let message = format!(
             "{} for instance {}",
@@ -433,11 +403,9 @@ impl InterruptionSink for InterruptionHandler {
         if let Some(n) = &node {
             self.ctx.events.warning(n.as_ref(), reason, message);
         }
-        let (instance_type, zone) = (
-            label(&claim, v1labels::INSTANCE_TYPE),
-            label(&claim, v1labels::ZONE),
-        );
         if kind == InterruptionKind::SpotInterruption
+            && let Some(instance_type) = claim.label(v1labels::INSTANCE_TYPE)
+            && let Some(zone) = claim.label(v1labels::ZONE)
             && !instance_type.is_empty()
             && !zone.is_empty()
         {
@@ -472,11 +440,7 @@ impl InterruptionSink for InterruptionHandler {
         self.ctx
             .metrics
             .nodeclaims_disrupted
-            .get_or_create(&DisruptedLabels {
-                reason: kind.as_str().to_owned(),
-                nodepool: label(&claim, v1labels::NODEPOOL).to_owned(),
-                capacity_type: label(&claim, v1labels::CAPACITY_TYPE).to_owned(),
-            })
+            .get_or_create(&DisruptedLabels::for_claim(kind.as_str(), &claim))
             .inc();
         Ok(())
     }

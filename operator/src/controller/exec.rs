@@ -48,13 +48,15 @@ pub async fn delete_node_claim(ctx: &Ctx, name: &str) -> Result<(), ReconcileErr
     }
 }
 
-fn node_of(ctx: &Ctx, name: &str) -> Option<Arc<Node>> {
+/// The Node named `name` in the watch cache.
+pub(crate) fn node_of(ctx: &Ctx, name: &str) -> Option<Arc<Node>> {
     ctx.stores
         .nodes
         .get(&kube::runtime::reflector::ObjectRef::new(name))
 }
 
-fn claim_of(ctx: &Ctx, name: &str) -> Option<Arc<NodeClaim>> {
+/// The NodeClaim named `name` in the watch cache.
+pub(crate) fn claim_of(ctx: &Ctx, name: &str) -> Option<Arc<NodeClaim>> {
     ctx.stores
         .node_claims
         .get(&kube::runtime::reflector::ObjectRef::new(name))
@@ -175,14 +177,7 @@ pub async fn execute(ctx: &Ctx, action: &Action) -> Result<Executed, ReconcileEr
                 }
                 ctx.metrics
                     .nodeclaims_disrupted
-                    .get_or_create(&DisruptedLabels {
-                        reason: reason.to_lowercase(),
-                        nodepool: claim.node_pool().unwrap_or_default().to_owned(),
-                        capacity_type: claim
-                            .label(v1labels::CAPACITY_TYPE)
-                            .unwrap_or_default()
-                            .to_owned(),
-                    })
+                    .get_or_create(&DisruptedLabels::for_claim(reason.to_lowercase(), &claim))
                     .inc();
                 ctx.events.normal(
                     claim.as_ref(),

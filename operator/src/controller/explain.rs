@@ -55,18 +55,10 @@ impl Explainer {
                 && let Some(node) = ctx.stores.nodes.get(&ObjectRef::new(&e.node))
             {
                 ctx.events.normal(node.as_ref(), reason, message.clone());
-                let claim = node
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.provider_id.as_deref())
-                    .and_then(|pid| {
-                        ctx.stores
-                            .node_claims
-                            .state()
-                            .into_iter()
-                            .find(|c| c.provider_id() == pid)
-                    });
-                if let Some(c) = claim {
+                if let Some(c) = ctx
+                    .stores
+                    .node_claim_by_provider_id(super::state::node_provider_id(&node))
+                {
                     ctx.events.normal(c.as_ref(), reason, message);
                 }
             }

@@ -178,12 +178,9 @@ pub fn rebuild(
     }
     let mut with_node: BTreeSet<String> = BTreeSet::new();
     for node in stores.nodes.state() {
-        let provider_id = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.provider_id.as_deref())
-            .unwrap_or_default();
-        let claim = by_provider.get(provider_id).copied();
+        let claim = by_provider
+            .get(super::state::node_provider_id(&node))
+            .copied();
         match node_record(&node, claim) {
             Ok(record) => {
                 if let Some(c) = claim {

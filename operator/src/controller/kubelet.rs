@@ -86,7 +86,8 @@ pub fn running_patch(now: jiff::Timestamp) -> serde_json::Value {
     })
 }
 
-fn pod_running_ready(pod: &Pod) -> bool {
+/// Phase `Running` with `Ready=True`.
+pub(crate) fn pod_running_ready(pod: &Pod) -> bool {
     let status = pod.status.as_ref();
     status.and_then(|s| s.phase.as_deref()) == Some("Running")
         && status

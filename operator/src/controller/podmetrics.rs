@@ -36,14 +36,6 @@ fn is_bound(pod: &Pod) -> bool {
         .is_some_and(|n| !n.is_empty())
 }
 
-fn is_running_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .is_some_and(|p| p == "Running")
-        && condition_time_ms(pod, "Ready").is_some()
-}
-
 impl PodTransitions {
     /// Looks at every pod at `now`, records the durations of pods that just turned bound or
     /// running, and forgets pods that are gone.
@@ -74,7 +66,7 @@ impl PodTransitions {
                     .pods_bound_duration
                     .observe(since(condition_time_ms(pod, "PodScheduled")));
             }
-            if is_running_ready(pod) {
+            if super::kubelet::pod_running_ready(pod) {
                 if self.starting.remove(uid) {
                     metrics
                         .pods_startup_duration

@@ -125,12 +125,7 @@ pub fn decide(
     sorted.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let mut out = Vec::new();
     for n in sorted {
-        let pid = n
-            .spec
-            .as_ref()
-            .and_then(|s| s.provider_id.as_deref())
-            .unwrap_or_default();
-        let Some(claim) = by_provider_id.get(pid) else {
+        let Some(claim) = by_provider_id.get(super::state::node_provider_id(n)) else {
             continue;
         };
         if claim.is_deleting() {
@@ -144,13 +139,7 @@ pub fn decide(
         }
         let node = n.metadata.name.clone().unwrap_or_default();
         let node_claim = claim.name().to_owned();
-        let pool = claim
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(v1labels::NODEPOOL))
-            .cloned()
-            .unwrap_or_default();
+        let pool = claim.node_pool().unwrap_or_default().to_owned();
         if healthy(&pool) {
             out.push(Verdict::Repair {
                 node,
@@ -195,13 +184,6 @@ pub async fn reconcile(ctx: &Ctx, now: Millis, blocked_reported: &mut BTreeMap<S
     let claims = ctx.stores.node_claims.state();
     let nodes = ctx.stores.nodes.state();
     let verdicts = decide(&nodes, &claims, &ctx.provider.repair_policies(), now);
-    let claim = |name: &str| claims.iter().find(|c| c.name() == name).cloned();
-    let node = |name: &str| {
-        nodes
-            .iter()
-            .find(|n| n.metadata.name.as_deref() == Some(name))
-            .cloned()
-    };
     let mut still_blocked = BTreeMap::new();
     for v in verdicts {
         match v {
@@ -210,7 +192,7 @@ pub async fn reconcile(ctx: &Ctx, now: Millis, blocked_reported: &mut BTreeMap<S
                 node_claim,
                 condition,
             } => {
-                let Some(c) = claim(&node_claim) else {
+                let Some(c) = exec::claim_of(ctx, &node_claim) else {
                     continue;
                 };
                 if let Err(e) = repair_one(ctx, &c, now).await {
@@ -223,21 +205,9 @@ pub async fn reconcile(ctx: &Ctx, now: Millis, blocked_reported: &mut BTreeMap<S
                     condition,
                     "deleting unhealthy node"
                 );
-                let label = |k: &str| {
-                    c.metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(k))
-                        .cloned()
-                        .unwrap_or_default()
-                };
                 ctx.metrics
                     .nodeclaims_disrupted
-                    .get_or_create(&DisruptedLabels {
-                        reason: "unhealthy".into(),
-                        nodepool: label(v1labels::NODEPOOL),
-                        capacity_type: label(v1labels::CAPACITY_TYPE),
-                    })
+                    .get_or_create(&DisruptedLabels::for_claim("unhealthy", &c))
                     .inc();
             }
             Verdict::Blocked {
@@ -258,11 +228,11 @@ pub async fn reconcile(ctx: &Ctx, now: Millis, blocked_reported: &mut BTreeMap<S
                 let message = format!(
                     "Cannot repair unhealthy node: more than {ALLOWED_UNHEALTHY_PERCENT}% of the nodes in {scope} are unhealthy"
                 );
-                if let Some(n) = node(&node_name) {
+                if let Some(n) = exec::node_of(ctx, &node_name) {
                     ctx.events
                         .warning(n.as_ref(), "NodeRepairBlocked", message.clone());
                 }
-                if let Some(c) = claim(&node_claim) {
+                if let Some(c) = exec::claim_of(ctx, &node_claim) {
                     ctx.events.warning(c.as_ref(), "NodeRepairBlocked", message);
                 }
                 still_blocked.insert(node_name, now);

@@ -567,11 +567,7 @@ impl Controller {
         }
         // Nodes left terminating with our finalizer and no NodeClaim (deleted out of band).
         for node in self.ctx.stores.nodes.state() {
-            let pid = node
-                .spec
-                .as_ref()
-                .and_then(|s| s.provider_id.as_deref())
-                .unwrap_or_default();
+            let pid = state::node_provider_id(&node);
             let ours = node
                 .metadata
                 .finalizers

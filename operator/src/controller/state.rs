@@ -59,6 +59,14 @@ pub struct Writers {
     pub namespaces: Writer<Namespace>,
 }
 
+/// A Node's `spec.providerID`, empty when unset.
+pub fn node_provider_id(node: &Node) -> &str {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .unwrap_or_default()
+}
+
 /// Empty stores and their writers.
 pub fn stores() -> (Stores, Writers) {
     let (pods, pods_w) = reflector::store();
@@ -117,7 +125,18 @@ impl Stores {
         self.nodes
             .state()
             .into_iter()
-            .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id))
+            .find(|n| node_provider_id(n) == provider_id)
+    }
+
+    /// The NodeClaim with `status.providerID == provider_id`.
+    pub fn node_claim_by_provider_id(&self, provider_id: &str) -> Option<Arc<NodeClaim>> {
+        if provider_id.is_empty() {
+            return None;
+        }
+        self.node_claims
+            .state()
+            .into_iter()
+            .find(|c| c.provider_id() == provider_id)
     }
 
     /// Pods bound to `node`.
