@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use karpenter_scheduling::labels::{ARCH, CAPACITY_TYPE, INSTANCE_TYPE, ZONE};
-use karpenter_scheduling::model::{InstanceType, Offering, Overhead, Pod, WhenUnsatisfiable};
+use karpenter_scheduling::model::{InstanceType, Offering, Overhead, Pod};
 use karpenter_scheduling::requirements::Operator;
 use karpenter_scheduling::resources::Resources;
 use karpenter_scheduling::solver::OptimizerOptions;
@@ -49,54 +49,18 @@ fn report(name: &str, s: &Snapshot) {
     assert!(plan.total_price <= greedy.total_price + 1e-6);
 }
 
-fn synthetic(pods: usize, spread_every: usize) -> Snapshot {
-    let mut its = Vec::new();
-    for i in 0..400i64 {
-        let cpu = 2 << (i % 6);
-        its.push(instance_type(
-            &format!("it-{i:03}"),
-            cpu,
-            cpu * (2 + i % 3),
-            0.05 * cpu as f64 + 0.001 * i as f64,
-            i % 4 != 0,
-            &[],
-        ));
-    }
-    let mut p = pool("default");
-    p.instance_types = its;
-    let pending = (0..pods)
-        .map(|i| {
-            let mut p = labeled(
-                pod(
-                    &format!("p{i:05}"),
-                    100 * (1 + (i as i64 % 20)),
-                    (128 + 64 * (i as i64 % 16)) * MI,
-                ),
-                &[("app", &format!("a{}", i % 10))],
-            );
-            if spread_every > 0 && i % spread_every == 0 {
-                p.topology_spread_constraints = vec![spread(
-                    ZONE,
-                    1,
-                    &[("app", "a0")],
-                    WhenUnsatisfiable::DoNotSchedule,
-                )];
-            }
-            p
-        })
-        .collect();
-    snapshot(pending, vec![p])
-}
-
 #[test]
 #[ignore = "timing probe; run manually in release"]
 fn synthetic_catalogue() {
     for n in [1000, 5000, 20_000] {
         report(
             &format!("synthetic {n} pods, zone spread"),
-            &synthetic(n, 10),
+            &synthetic_snapshot(n, 10),
         );
-        report(&format!("synthetic {n} pods, free"), &synthetic(n, 0));
+        report(
+            &format!("synthetic {n} pods, free"),
+            &synthetic_snapshot(n, 0),
+        );
     }
 }
 
@@ -243,7 +207,10 @@ fn aws_catalogue() {
 #[ignore = "timing probe; run manually in release"]
 fn synthetic_1000_zone_spread() {
     for _ in 0..5 {
-        report("synthetic 1000 pods, zone spread", &synthetic(1000, 10));
+        report(
+            "synthetic 1000 pods, zone spread",
+            &synthetic_snapshot(1000, 10),
+        );
     }
 }
 

@@ -299,3 +299,45 @@ pub fn property_pod(
     }
     p
 }
+
+/// The timing probes' synthetic cluster: 400 instance types (2–64 cpu, a quarter without
+/// spot), `pods` pods over ten apps, and every `spread_every`-th pod (none when 0) carrying a
+/// zonal spread over app `a0`.
+pub fn synthetic_snapshot(pods: usize, spread_every: usize) -> Snapshot {
+    let mut its = Vec::new();
+    for i in 0..400i64 {
+        let cpu = 2 << (i % 6);
+        its.push(instance_type(
+            &format!("it-{i:03}"),
+            cpu,
+            cpu * (2 + i % 3),
+            0.05 * cpu as f64 + 0.001 * i as f64,
+            i % 4 != 0,
+            &[],
+        ));
+    }
+    let mut p = pool("default");
+    p.instance_types = its;
+    let pending = (0..pods)
+        .map(|i| {
+            let mut p = labeled(
+                pod(
+                    &format!("p{i:05}"),
+                    100 * (1 + (i as i64 % 20)),
+                    (128 + 64 * (i as i64 % 16)) * MI,
+                ),
+                &[("app", &format!("a{}", i % 10))],
+            );
+            if spread_every > 0 && i % spread_every == 0 {
+                p.topology_spread_constraints = vec![spread(
+                    ZONE,
+                    1,
+                    &[("app", "a0")],
+                    WhenUnsatisfiable::DoNotSchedule,
+                )];
+            }
+            p
+        })
+        .collect();
+    snapshot(pending, vec![p])
+}
