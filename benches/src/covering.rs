@@ -26,6 +26,12 @@ use std::collections::BTreeMap;
 /// the branch and bound's work grows with the node count.
 pub const INTEGER_BOUND_MAX_NODES: u64 = 12;
 
+/// The integer covering problem is only solved over at most this many undominated types.
+/// microlp's branch and bound has no node limit, and on a catalogue of near-proportional
+/// prices (the `karpenter-400` one: 400 types, none dominated) it does not finish in hours;
+/// the real AWS catalogue leaves fewer than 100.
+pub const INTEGER_BOUND_MAX_TYPES: usize = 150;
+
 /// The relative slack subtracted from the solver's optimum, so that its pruning tolerance
 /// (a node is dropped when it is within `1e-9` relative of the incumbent) can never make
 /// the reported value exceed the true integer optimum.
@@ -47,8 +53,9 @@ pub struct CoveringSolution {
 
 /// The integer covering bound of `snapshot`, with a cover attaining it; `None` when there
 /// is nothing to place, no instance type can be bought or cover the demand, the problem is
-/// larger than [`INTEGER_BOUND_MAX_NODES`] nodes of the best single type, or the solver
-/// fails (callers then fall back to the LP relaxation).
+/// larger than [`INTEGER_BOUND_MAX_NODES`] nodes of the best single type or
+/// [`INTEGER_BOUND_MAX_TYPES`] undominated types, or the solver fails (callers then fall
+/// back to the LP relaxation).
 ///
 /// Each type is priced at its cheapest offering the NodePool allows and offers its
 /// allocatable resources, exactly as in [`capacity_lower_bound`](crate::capacity_lower_bound);
@@ -124,6 +131,9 @@ pub(crate) fn solve_covering(
         return None;
     }
     let types = undominated(types, demand);
+    if types.len() > INTEGER_BOUND_MAX_TYPES {
+        return None;
+    }
     // Rows: the types able to hold each request, and the demand of every pod that fits only
     // those types; identical type sets are one row. The full type set carries the total.
     let fits: Vec<Vec<bool>> = classes
@@ -400,5 +410,16 @@ mod tests {
         );
         assert_eq!(solve_covering(&[([1, 1], 1)], Vec::new()), None);
         assert_eq!(solve_covering(&[], types), None);
+    }
+
+    #[test]
+    fn too_many_undominated_types_fall_back() {
+        // Each type a little bigger and dearer than the last: none dominates another.
+        let many: Vec<CoverType> = (1..=INTEGER_BOUND_MAX_TYPES as i64 + 1)
+            .map(|i| ty(&format!("t{i}"), 1000 * i, i << 30, 110, 0.1 * i as f64))
+            .collect();
+        let few = many[..INTEGER_BOUND_MAX_TYPES].to_vec();
+        assert!(solve_covering(&[([500, 1 << 29], 2)], few).is_some());
+        assert_eq!(solve_covering(&[([500, 1 << 29], 2)], many), None);
     }
 }

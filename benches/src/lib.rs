@@ -919,6 +919,32 @@ mod tests {
         assert_eq!(case.snapshot(DEFAULT_SEED), case.snapshot(DEFAULT_SEED));
     }
 
+    /// The quality target on its hardest case: with only five nodes, fragmentation
+    /// decides the price, and the plan must still land within 3 % of the lower bound. The
+    /// plan proves itself here: the solver's own bound (the cheapest whole-node cover)
+    /// meets its price.
+    #[test]
+    fn small_unconstrained_aws_batch_is_packed_optimally() {
+        let case = packing_cases()
+            .into_iter()
+            .find(|c| c.group() == "aws-unconstrained" && c.pods == 100)
+            .expect("case");
+        let snapshot = case.snapshot(DEFAULT_SEED);
+        let plan =
+            karpenter_scheduling::solve(&snapshot, &karpenter_scheduling::SolveOptions::default());
+        let summary = PlanSummary::new(&snapshot, &plan);
+        assert_eq!(summary.unschedulable, 0);
+        let gap = summary.gap_percent().expect("gap");
+        assert!(gap <= 3.0, "gap {gap:.2} % ({summary:?})");
+        let own = plan.lower_bound.expect("solver bound");
+        assert!(own <= plan.total_price, "{own} > {}", plan.total_price);
+        assert!(
+            plan.total_price - own < 1e-6,
+            "{own} vs {}",
+            plan.total_price
+        );
+    }
+
     #[test]
     fn capacity_bound_is_none_without_pods_or_types() {
         assert_eq!(

@@ -62,12 +62,52 @@ impl<'d> Budget<'d> {
     pub(crate) fn spent(&self) -> u64 {
         self.spent
     }
+
+    /// A budget of at most `fraction` of the units left (and the same deadline), for a
+    /// step that must not starve the ones after it; [`Self::absorb`] charges its work back.
+    pub(crate) fn portion(&self, fraction: f64) -> Budget<'d> {
+        let units = if self.exhausted {
+            0
+        } else {
+            (self.left as f64 * fraction.clamp(0.0, 1.0)) as u64
+        };
+        let mut part = Budget::new(units, self.deadline);
+        part.exhausted = self.exhausted;
+        part
+    }
+
+    /// Charges the work of a [`Self::portion`] to this budget. Running out of a portion
+    /// does not exhaust this budget; a deadline seen by the portion does.
+    pub(crate) fn absorb(&mut self, part: &Budget<'d>) {
+        let spent = part.spent;
+        self.spent = self.spent.saturating_add(spent);
+        self.left = self.left.saturating_sub(spent);
+        if part.exhausted && part.deadline.is_some_and(|stop| stop()) {
+            self.exhausted = true;
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::cell::Cell;
+
+    #[test]
+    fn a_portion_is_charged_back_without_exhausting_the_whole() {
+        let mut whole = Budget::new(1_000, None);
+        assert!(whole.spend(200));
+        let mut part = whole.portion(0.25);
+        assert!(part.spend(150));
+        assert!(!part.spend(100), "200 units is the portion's limit");
+        whole.absorb(&part);
+        assert_eq!(whole.spent(), 200 + 250);
+        assert!(!whole.exhausted());
+        assert!(whole.spend(550));
+        assert!(!whole.spend(1));
+        let none = whole.portion(0.5);
+        assert!(none.exhausted());
+    }
 
     #[test]
     fn runs_out_and_stays_out() {

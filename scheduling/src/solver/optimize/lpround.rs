@@ -400,26 +400,6 @@ mod tests {
         }
     }
 
-    fn check(inst: &Instance<'_>, p: &Packing) {
-        let mut placed = vec![0u32; inst.classes.len()];
-        for b in &p.bins {
-            let mut load = vec![0i64; inst.weights.len()];
-            for &(c, k) in &b.items {
-                for (l, r) in load.iter_mut().zip(&inst.classes[c].req) {
-                    *l += r * i64::from(k);
-                }
-                placed[c] += k * b.copies;
-            }
-            assert!(
-                pack::fits(&load, &inst.types[b.ty].cap),
-                "{b:?} over capacity"
-            );
-        }
-        let want: Vec<u32> = inst.classes.iter().map(|c| c.count).collect();
-        assert_eq!(placed, want);
-        assert!((p.cost - pack::cost_of(inst.types, &p.bins)).abs() < 1e-9);
-    }
-
     /// Complementary pods: cpu-heavy and memory-heavy ones only fill a node together. Any
     /// single-type, single-class fill wastes half a node; the LP pairs them.
     #[test]
@@ -443,11 +423,11 @@ mod tests {
         };
         let mut b = Budget::new(u64::MAX, None);
         let rounded = lp_round(&inst, &mut b).expect("packing");
-        check(&inst, &rounded);
+        pack::check_packing(&inst, &rounded);
         // Optimum: 60 general nodes, one pod of each kind per node.
         assert!((rounded.cost - 60.0).abs() < 1e-9, "{rounded:?}");
         let heuristic = pack::heuristic(&inst, &mut b).expect("packing");
-        check(&inst, &heuristic);
+        pack::check_packing(&inst, &heuristic);
         assert!(rounded.cost <= heuristic.cost + 1e-9, "{heuristic:?}");
     }
 

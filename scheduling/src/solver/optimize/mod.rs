@@ -19,6 +19,7 @@
 
 mod bound;
 mod budget;
+mod cover;
 mod lpround;
 mod pack;
 
@@ -45,6 +46,10 @@ const BOUND_WORK_PER_FIXED_POD: u64 = 2_000;
 /// The least bound work when no group is re-packable, so small plans (a few pods, where the
 /// per-pod allowance would be a few thousand units) still get their bound; about 10 ms.
 const MIN_FIXED_BOUND_WORK: u64 = 2_000_000;
+
+/// The share of the work left that covering one group may use, so the packers after it
+/// always get the rest.
+const COVER_SHARE: f64 = 0.1;
 
 /// Settings of the packing optimiser (a field of [`crate::SolveOptions`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -423,7 +428,7 @@ fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut
     }
 
     let greedy = greedy_cost(s, g);
-    let weights = weights(&dims, &classes, &types, greedy, budget);
+    let (weights, fluid) = weights(&dims, &classes, &types, greedy, budget);
     let values = values(&classes, &weights);
     let inst = Instance {
         types: &types,
@@ -435,20 +440,38 @@ fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut
         let e = pack::exact(&inst, greedy - price_epsilon(greedy), budget);
         (e.packing, e.finished)
     } else {
-        // Two packers, the cheaper kept: the LP rounding is near-optimal for large batches
-        // of small pods, the heuristic is cheap and better on a handful of big ones. The
-        // rounding runs first because it is the one worth the budget.
-        let rounded = lpround::lp_round(&inst, budget);
-        let heuristic = pack::heuristic(&inst, budget);
-        let best = match (heuristic, rounded) {
-            (Some(h), Some(r)) => Some(if r.cost < h.cost - price_epsilon(h.cost) {
-                r
-            } else {
-                h
-            }),
-            (h, r) => h.or(r),
+        // With few nodes the price turns on fragmentation: choosing the node types first
+        // (covers of the total demand) and filling them second finds what committing to
+        // one pattern at a time misses, and it often proves its packing optimal, which
+        // makes the costlier packers below pointless.
+        let covered = if g.claims.len() <= cover::MAX_NODES {
+            let mut part = budget.portion(COVER_SHARE);
+            let c = cover::cover_pack(&inst, fluid.as_deref(), greedy, &mut part);
+            budget.absorb(&part);
+            c
+        } else {
+            None
         };
-        (best, false)
+        if let Some(c) = covered.as_ref().filter(|c| c.optimal) {
+            (Some(c.clone()), true)
+        } else {
+            // Two packers, the cheapest of all kept: the LP rounding is near-optimal for
+            // large batches of small pods, the heuristic is cheap and better on a handful
+            // of big ones. The rounding runs first because it is the one worth the budget.
+            let rounded = lpround::lp_round(&inst, budget);
+            let heuristic = pack::heuristic(&inst, budget);
+            let best = [heuristic, rounded, covered]
+                .into_iter()
+                .flatten()
+                .reduce(|a, b| {
+                    if b.cost < a.cost - price_epsilon(a.cost) {
+                        b
+                    } else {
+                        a
+                    }
+                });
+            (best, false)
+        }
     };
     let Some(packing) = packing else {
         return Repacked {
@@ -556,14 +579,16 @@ fn claim_options(
 }
 
 /// Value per unit of each dimension for the packing heuristic: the group's LP dual prices,
-/// plus a small even share of the price so no resource (and no pod) is worth nothing.
+/// plus a small even share of the price so no resource (and no pod) is worth nothing. Also
+/// returns the dual prices alone, which are feasible for every type (`Σ_d p_d · cap_td ≤
+/// price_t`), when the LP was solved.
 fn weights(
     dims: &Dims,
     classes: &[Class],
     types: &[BinType],
     greedy: f64,
     budget: &mut Budget<'_>,
-) -> Vec<f64> {
+) -> (Vec<f64>, Option<Vec<f64>>) {
     let n = dims.len();
     let mut demand = vec![0.0f64; n];
     for c in classes {
@@ -586,7 +611,7 @@ fn weights(
     let lp = bound::lower_bound(n, &[class], &columns, budget);
     let scale = lp.as_ref().map_or(greedy, |b| b.value.max(greedy * 0.5));
     let share = if lp.is_some() { 0.01 } else { 1.0 };
-    (0..n)
+    let weights = (0..n)
         .map(|d| {
             let dual = lp.as_ref().map_or(0.0, |b| b.prices[0][d]);
             let even = if demand[d] > 0.0 {
@@ -596,7 +621,8 @@ fn weights(
             };
             dual + even
         })
-        .collect()
+        .collect();
+    (weights, lp.and_then(|b| b.prices.into_iter().next()))
 }
 
 /// Value of one pod of each class for the packing heuristic: its resources at the LP's
@@ -742,7 +768,53 @@ fn global_bound(s: &Scheduler<'_>, budget: &mut Budget<'_>) -> Option<f64> {
             columns: all,
         }];
     }
-    let fluid = bound::lower_bound(n, &classes, &columns, budget).map(|b| b.value);
+    let fluid_lp = bound::lower_bound(n, &classes, &columns, budget);
+    let fluid = fluid_lp.as_ref().map(|b| b.value);
+    // When every pod may go wherever the others may, and the plan needs few nodes, the
+    // cheapest whole-node cover of the total demand is a bound too, and with few nodes
+    // the tightest: fractional nodes undercount by up to a node's price.
+    let whole = if classes_before_merge.len() == 1 && s.claims.len() <= cover::MAX_NODES {
+        let greedy: f64 = s
+            .claims
+            .iter()
+            .map(|c| {
+                let t = &s.templates[c.template];
+                claim_price(t, &c.options, &without_hostname(&c.reqs))
+            })
+            .sum();
+        let class = &classes_before_merge[0];
+        let types: Vec<BinType> = class
+            .columns
+            .iter()
+            .map(|&j| BinType {
+                cap: columns[j].cap.iter().map(|&c| c as i64).collect(),
+                price: columns[j].price,
+            })
+            .collect();
+        let shapes: Vec<Class> = counted[0]
+            .iter()
+            .map(|(shape, count)| Class {
+                req: shape.clone(),
+                count: u32::try_from(*count).unwrap_or(u32::MAX),
+            })
+            .collect();
+        let zeros = vec![0.0; n];
+        let values = vec![1.0; shapes.len()];
+        let inst = Instance {
+            types: &types,
+            classes: &shapes,
+            weights: &zeros,
+            values: &values,
+        };
+        // The fluid prices hold for every column of the single class.
+        let prices = fluid_lp
+            .as_ref()
+            .and_then(|b| b.prices.first())
+            .map(Vec::as_slice);
+        cover::cheapest_cover(&inst, prices, greedy, budget).map(|c| c * (1.0 - 1e-9))
+    } else {
+        None
+    };
     // Pods stay whole: one item class per (class, request shape), on the columns that
     // shape fits by itself.
     let mut items: Vec<BoundItem> = Vec::new();
@@ -765,9 +837,15 @@ fn global_bound(s: &Scheduler<'_>, budget: &mut Budget<'_>) -> Option<f64> {
             });
         }
     }
-    let coupled = bound::coupled_bound(n, &items, &columns, budget).map(|(b, _)| b);
-    match (fluid, coupled) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    }
+    // With a whole-node bound in hand the plan needs few nodes, where that bound is the
+    // tighter one: the configuration LP would only spend the work the packing could use.
+    let coupled = if whole.is_some() {
+        None
+    } else {
+        bound::coupled_bound(n, &items, &columns, budget).map(|(b, _)| b)
+    };
+    [fluid, coupled, whole]
+        .into_iter()
+        .flatten()
+        .reduce(f64::max)
 }

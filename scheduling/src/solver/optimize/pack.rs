@@ -102,7 +102,8 @@ pub(crate) fn fits(load: &[i64], cap: &[i64]) -> bool {
     load.iter().zip(cap).all(|(l, c)| l <= c)
 }
 
-fn load_of(classes: &[Class], items: &[(usize, u32)], dims: usize) -> Vec<i64> {
+/// The summed requests of `items` (class, count) over `dims` dimensions, saturating.
+pub(crate) fn load_of(classes: &[Class], items: &[(usize, u32)], dims: usize) -> Vec<i64> {
     let mut load = vec![0i64; dims];
     for &(c, k) in items {
         for (l, r) in load.iter_mut().zip(&classes[c].req) {
@@ -525,6 +526,24 @@ fn exact_with(
     }
 }
 
+/// Test support: asserts that `p` places every pod of `inst` exactly once, that no node is
+/// over its type's capacity, and that `p.cost` is the nodes' price.
+#[cfg(test)]
+pub(crate) fn check_packing(inst: &Instance<'_>, p: &Packing) {
+    let dims = inst.weights.len();
+    let mut placed = vec![0u32; inst.classes.len()];
+    for b in &p.bins {
+        let load = load_of(inst.classes, &b.items, dims);
+        assert!(fits(&load, &inst.types[b.ty].cap), "{b:?} over capacity");
+        for &(c, k) in &b.items {
+            placed[c] += k * b.copies;
+        }
+    }
+    let want: Vec<u32> = inst.classes.iter().map(|c| c.count).collect();
+    assert_eq!(placed, want);
+    assert!((p.cost - cost_of(inst.types, &p.bins)).abs() < 1e-9);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -548,21 +567,6 @@ mod tests {
             .iter()
             .map(|c| c.req.iter().zip(weights).map(|(&r, w)| r as f64 * w).sum())
             .collect()
-    }
-
-    fn check(inst: &Instance<'_>, p: &Packing) {
-        let dims = inst.weights.len();
-        let mut placed = vec![0u32; inst.classes.len()];
-        for b in &p.bins {
-            let load = load_of(inst.classes, &b.items, dims);
-            assert!(fits(&load, &inst.types[b.ty].cap), "{b:?} over capacity");
-            for &(c, k) in &b.items {
-                placed[c] += k * b.copies;
-            }
-        }
-        let want: Vec<u32> = inst.classes.iter().map(|c| c.count).collect();
-        assert_eq!(placed, want);
-        assert!((p.cost - cost_of(inst.types, &p.bins)).abs() < 1e-9);
     }
 
     /// Every assignment of `n` pods to at most `n` nodes, each node priced at its cheapest
@@ -633,7 +637,7 @@ mod tests {
             let mut b = Budget::new(u64::MAX, None);
             let p = exact(&inst, f64::INFINITY, &mut b).packing.unwrap();
             assert!(p.optimal);
-            check(&inst, &p);
+            check_packing(&inst, &p);
             let brute = brute_force(&inst);
             assert!((p.cost - brute).abs() < 1e-9, "{} vs {brute}", p.cost);
         }
@@ -654,7 +658,7 @@ mod tests {
         };
         let mut b = Budget::new(u64::MAX, None);
         let p = heuristic(&inst, &mut b).unwrap();
-        check(&inst, &p);
+        check_packing(&inst, &p);
         assert!((p.cost - 9.0 * 0.17).abs() < 1e-9, "{p:?}");
     }
 
@@ -672,7 +676,7 @@ mod tests {
         };
         let mut b = Budget::new(u64::MAX, None);
         let p = heuristic(&inst, &mut b).unwrap();
-        check(&inst, &p);
+        check_packing(&inst, &p);
         assert!((p.cost - 1.70).abs() < 1e-9, "{p:?}");
     }
 
