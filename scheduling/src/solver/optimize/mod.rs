@@ -51,6 +51,9 @@ const MIN_FIXED_BOUND_WORK: u64 = 2_000_000;
 /// always get the rest.
 const COVER_SHARE: f64 = 0.1;
 
+/// The share of the work left that merging one group's nodes may use.
+const MERGE_SHARE: f64 = 0.1;
+
 /// Settings of the packing optimiser (a field of [`crate::SolveOptions`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -473,6 +476,23 @@ fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut
             (best, false)
         }
     };
+    // Fewer nodes at no extra price: whichever packer won, merge what one node can hold.
+    let packing = packing.map(|mut p| {
+        let mut part = budget.portion(MERGE_SHARE);
+        let bins = lpround::undominated(&inst, &mut part).map(|kept| {
+            let prices = pack::PriceOrder::among(&types, kept);
+            pack::merge(&classes, &prices, dims.len(), &p.bins, &mut part)
+        });
+        budget.absorb(&part);
+        if let Some(bins) = bins {
+            let cost = pack::cost_of(&types, &bins);
+            if cost <= p.cost * (1.0 + 1e-12) {
+                p.bins = bins;
+                p.cost = cost;
+            }
+        }
+        p
+    });
     let Some(packing) = packing else {
         return Repacked {
             claims: None,

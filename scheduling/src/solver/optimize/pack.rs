@@ -80,7 +80,14 @@ pub(crate) struct PriceOrder<'a> {
 
 impl<'a> PriceOrder<'a> {
     pub(crate) fn new(types: &'a [BinType]) -> Self {
-        let mut order: Vec<usize> = (0..types.len()).collect();
+        Self::among(types, (0..types.len()).collect())
+    }
+
+    /// Only the types `subset` (indices into `types`), cheapest first. Dropping dominated
+    /// types changes no answer's price: a dominating type fits whatever they fit, for no
+    /// more.
+    pub(crate) fn among(types: &'a [BinType], subset: Vec<usize>) -> Self {
+        let mut order = subset;
         order.sort_by(|&a, &b| types[a].price.total_cmp(&types[b].price).then(a.cmp(&b)));
         PriceOrder { types, order }
     }
@@ -96,6 +103,123 @@ impl<'a> PriceOrder<'a> {
         }
         (None, work)
     }
+}
+
+impl PriceOrder<'_> {
+    /// The cheapest type `load` fits among those priced at most `limit`, with the work
+    /// spent looking (the scan stops at the first type dearer than `limit`).
+    fn cheapest_within(&self, load: &[i64], limit: f64) -> (Option<usize>, u64) {
+        let mut work = 0u64;
+        for &t in &self.order {
+            if self.types[t].price > limit {
+                break;
+            }
+            work += 1;
+            if fits(load, &self.types[t].cap) {
+                return (Some(t), work);
+            }
+        }
+        (None, work)
+    }
+}
+
+/// Merges nodes two at a time while one node of some type holds both loads for no more than
+/// the two cost together, smallest nodes first; then gathers identical nodes into copies.
+/// The price never rises and the plan needs fewer nodes: where prices are proportional to
+/// size, as in most EC2 families, two half-full nodes cost what one full one does, and the
+/// packers above would otherwise leave them apart. When the budget runs out the merges
+/// made so far stand.
+pub(crate) fn merge(
+    classes: &[Class],
+    prices: &PriceOrder<'_>,
+    dims: usize,
+    bins: &[Bin],
+    budget: &mut Budget<'_>,
+) -> Vec<Bin> {
+    let types = prices.types;
+    let mut biggest = vec![i64::MIN; dims];
+    for t in types {
+        for (b, &c) in biggest.iter_mut().zip(&t.cap) {
+            *b = (*b).max(c);
+        }
+    }
+    struct Node {
+        ty: usize,
+        items: Vec<(usize, u32)>,
+        load: Vec<i64>,
+    }
+    let mut nodes: Vec<Node> = Vec::new();
+    for b in bins {
+        let load = load_of(classes, &b.items, dims);
+        for _ in 0..b.copies {
+            nodes.push(Node {
+                ty: b.ty,
+                items: b.items.clone(),
+                load: load.clone(),
+            });
+        }
+    }
+    let mut order: Vec<usize> = (0..nodes.len()).collect();
+    order.sort_by(|&a, &b| {
+        types[nodes[a].ty]
+            .price
+            .total_cmp(&types[nodes[b].ty].price)
+            .then(a.cmp(&b))
+    });
+    let mut alive = vec![true; nodes.len()];
+    let mut sum = vec![0i64; dims];
+    'outer: for (n, &a) in order.iter().enumerate() {
+        if !alive[a] {
+            continue;
+        }
+        for &b in &order[n + 1..] {
+            if !alive[b] {
+                continue;
+            }
+            if !budget.spend(dims as u64 + 1) {
+                break 'outer;
+            }
+            for ((s, &x), &y) in sum.iter_mut().zip(&nodes[a].load).zip(&nodes[b].load) {
+                *s = x.saturating_add(y);
+            }
+            if !fits(&sum, &biggest) {
+                continue;
+            }
+            let limit = types[nodes[a].ty].price + types[nodes[b].ty].price;
+            let (t, work) = prices.cheapest_within(&sum, limit * (1.0 + 1e-12));
+            if !budget.spend(work * dims as u64) {
+                break 'outer;
+            }
+            let Some(t) = t else { continue };
+            alive[b] = false;
+            let taken = std::mem::take(&mut nodes[b].items);
+            let node = &mut nodes[a];
+            node.ty = t;
+            node.load.clone_from(&sum);
+            for (c, k) in taken {
+                match node.items.iter_mut().find(|(cc, _)| *cc == c) {
+                    Some((_, have)) => *have += k,
+                    None => node.items.push((c, k)),
+                }
+            }
+            node.items.sort_unstable();
+        }
+    }
+    let mut merged: Vec<Bin> = Vec::new();
+    for (node, _) in nodes.into_iter().zip(&alive).filter(|(_, a)| **a) {
+        match merged
+            .iter_mut()
+            .find(|b| b.ty == node.ty && b.items == node.items)
+        {
+            Some(b) => b.copies += 1,
+            None => merged.push(Bin {
+                ty: node.ty,
+                items: node.items,
+                copies: 1,
+            }),
+        }
+    }
+    merged
 }
 
 pub(crate) fn fits(load: &[i64], cap: &[i64]) -> bool {
@@ -678,6 +802,65 @@ mod tests {
         let p = heuristic(&inst, &mut b).unwrap();
         check_packing(&inst, &p);
         assert!((p.cost - 1.70).abs() < 1e-9, "{p:?}");
+    }
+
+    #[test]
+    fn merges_nodes_one_node_holds_for_the_same_price() {
+        // Proportional prices: two half-full 4-cpu nodes cost what one 8-cpu node does.
+        let types = [ty(4000, 16, 0.2), ty(8000, 32, 0.4), ty(16000, 64, 1.0)];
+        let classes = [class(1500, 4, 4), class(3000, 2, 1)];
+        let weights = [1.0, 1.0, 1.0];
+        let values = by_weight(&classes, &weights);
+        let inst = Instance {
+            types: &types,
+            classes: &classes,
+            weights: &weights,
+            values: &values,
+        };
+        let bins = vec![
+            Bin {
+                ty: 0,
+                items: vec![(0, 2)],
+                copies: 2,
+            },
+            Bin {
+                ty: 0,
+                items: vec![(1, 1)],
+                copies: 1,
+            },
+        ];
+        let before = Packing {
+            cost: cost_of(&types, &bins),
+            bins: bins.clone(),
+            optimal: false,
+        };
+        check_packing(&inst, &before);
+        let prices = PriceOrder::new(&types);
+        let mut b = Budget::new(u64::MAX, None);
+        let merged = merge(&classes, &prices, 3, &bins, &mut b);
+        let after = Packing {
+            cost: cost_of(&types, &merged),
+            bins: merged.clone(),
+            optimal: false,
+        };
+        check_packing(&inst, &after);
+        // The two 2-pod nodes become one 8-cpu node (6 cpu); the 3-cpu pod would need a
+        // 16-cpu node (1.0) to join it, dearer than the 0.6 they cost apart.
+        assert!((after.cost - before.cost).abs() < 1e-12, "{after:?}");
+        let nodes: u32 = merged.iter().map(|b| b.copies).sum();
+        assert_eq!(nodes, 2, "{merged:?}");
+
+        // Out of budget: whatever was merged stands, and the packing stays whole.
+        let mut b = Budget::new(1, None);
+        let partial = merge(&classes, &prices, 3, &bins, &mut b);
+        check_packing(
+            &inst,
+            &Packing {
+                cost: cost_of(&types, &partial),
+                bins: partial,
+                optimal: false,
+            },
+        );
     }
 
     #[test]
