@@ -14,10 +14,11 @@
 //! 2. they are tried in rising price bands above that bound (0.25 %, 0.5 %, 1 %, … of it,
 //!    then up to the incumbent), cheapest first and, at equal price, fewest nodes first,
 //!    because fewer and larger nodes fragment less;
-//! 3. each cover is filled: nodes smallest first, each filled by the integer knapsack that
-//!    takes the most of what is still scarce (a resource's value is the share of the
-//!    remaining nodes' capacity the remaining pods need of it), the largest node taking the
-//!    rest; a best-fit-decreasing placement is the fallback;
+//! 3. each cover is filled: nodes smallest first, each taking its proportional share of
+//!    every pod class and then what the integer knapsack adds of what is still scarce (a
+//!    resource's value is the share of the remaining nodes' capacity the remaining pods need
+//!    of it), the largest node taking the rest; a best-fit-decreasing placement is the
+//!    fallback;
 //! 4. the first cover that fills is returned, each node moved to the cheapest type its load
 //!    fits.
 //!
