@@ -13,7 +13,10 @@
 //! plan (both solves, `Debug` form), so two builds of the solver can be checked for identical
 //! plans, not just identical table columns. With `KARPENTER_BENCH_REPEAT=N` each solve is
 //! repeated N times and the best time is shown, which filters out a busy machine's noise
-//! (and the first solve's cold caches).
+//! (and the first solve's cold caches). With `KARPENTER_BENCH_SEEDS=N` it then solves every
+//! selected case again on the workloads of seeds 1 to N and prints a second table: mean and
+//! worst gap to the lower bound, how many plans met their own bound (proven optimal) and the
+//! slowest solve, which shows the table's single seed is not a lucky draw.
 #![forbid(unsafe_code)]
 
 use karpenter_benches::{
@@ -40,13 +43,13 @@ fn main() {
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(1)
         .max(1);
+    let seeds = std::env::var("KARPENTER_BENCH_SEEDS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
     for case in packing_cases() {
         let name = format!("{}/{}", case.group(), case.pods);
-        let selected = match filter.strip_prefix('=') {
-            Some(exact) => name == exact,
-            None => name.contains(&filter),
-        };
-        if !selected {
+        if !selected(&name, &filter) {
             continue;
         }
         let snapshot = case.snapshot(DEFAULT_SEED);
@@ -108,6 +111,66 @@ fn main() {
                 .optimizer
                 .as_ref()
                 .map_or("n/a", |s| if s.budget_exhausted { "yes" } else { "no" }),
+        );
+    }
+    if seeds > 0 {
+        seed_sweep(&filter, seeds, &options);
+    }
+}
+
+/// Whether the case `name` (`group/pods`) matches the command line's filter.
+fn selected(name: &str, filter: &str) -> bool {
+    match filter.strip_prefix('=') {
+        Some(exact) => name == exact,
+        None => name.contains(filter),
+    }
+}
+
+/// The second table: every selected case on the workloads of seeds `1..=seeds`.
+fn seed_sweep(filter: &str, seeds: u64, options: &SolveOptions) {
+    println!();
+    println!(
+        "| case | pods | seeds | mean gap % | worst gap % (seed) | proven optimal | slowest solve (ms) |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for case in packing_cases() {
+        let name = format!("{}/{}", case.group(), case.pods);
+        if !selected(&name, filter) {
+            continue;
+        }
+        let mut gaps: Vec<(f64, u64)> = Vec::new();
+        let mut proven = 0u64;
+        let mut slowest = 0.0f64;
+        for seed in 1..=seeds {
+            let snapshot = case.snapshot(seed);
+            let start = Instant::now();
+            let plan = solve(&snapshot, options);
+            slowest = slowest.max(start.elapsed().as_secs_f64());
+            if plan
+                .lower_bound
+                .is_some_and(|b| plan.total_price - b <= 1e-6 * plan.total_price.max(1.0))
+            {
+                proven += 1;
+            }
+            if let Some(gap) = PlanSummary::new(&snapshot, &plan).gap_percent() {
+                gaps.push((gap, seed));
+            }
+        }
+        let mean = gaps.iter().map(|g| g.0).sum::<f64>() / gaps.len().max(1) as f64;
+        let worst = gaps
+            .iter()
+            .copied()
+            .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
+        println!(
+            "| {} | {} | {} | {:.2} | {} | {}/{} | {:.1} |",
+            case.group(),
+            case.pods,
+            seeds,
+            mean,
+            worst.map_or_else(|| "n/a".to_owned(), |(g, s)| format!("{g:.2} ({s})")),
+            proven,
+            seeds,
+            slowest * 1e3,
         );
     }
 }
