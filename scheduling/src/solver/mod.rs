@@ -356,28 +356,12 @@ impl<'a> Scheduler<'a> {
         if !self.options.optimizer.enabled {
             return self.finish(errors);
         }
-        let greedy_price: f64 = self
-            .claims
-            .iter()
-            .map(|c| {
-                let t = &self.templates[c.template];
-                let offers = t.offers(&c.reqs);
-                c.options
-                    .iter()
-                    .filter_map(|&i| {
-                        let o = offers[i as usize]?;
-                        Some(t.its[i as usize].offerings[o as usize].price)
-                    })
-                    .reduce(f64::min)
-                    .unwrap_or(0.0)
-            })
-            .sum();
         let optimized = optimize::optimize(&self, &self.options.optimizer, deadline);
         if let Some(claims) = optimized.claims {
             self.claims = claims;
         }
         let mut plan = self.finish(errors);
-        plan.greedy_price = Some(greedy_price);
+        plan.greedy_price = Some(optimized.greedy_price);
         plan.lower_bound = optimized.lower_bound;
         plan.optimizer = Some(optimized.stats);
         plan

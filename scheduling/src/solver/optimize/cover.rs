@@ -394,15 +394,7 @@ fn fill(
         .flat_map(|&(t, k)| std::iter::repeat_n(t, k as usize))
         .collect();
     // Smallest first: a node's size is its capacity as a share of the batch's demand.
-    let size = |t: usize| -> f64 {
-        types[t]
-            .cap
-            .iter()
-            .zip(demand)
-            .filter(|&(_, &d)| d > 0)
-            .map(|(&c, &d)| c as f64 / d as f64)
-            .sum()
-    };
+    let size = |t: usize| share_of(&types[t].cap, demand);
     nodes.sort_by(|&a, &b| size(a).total_cmp(&size(b)).then(a.cmp(&b)));
     if let Some(bins) = knapsack_fill(inst, &nodes, budget) {
         return Some(bins);
@@ -588,8 +580,11 @@ fn repair(
     let mut trial = vec![0i64; dims];
     let mut other = vec![0i64; dims];
     for _ in 0..REPAIR_STEPS {
-        let worst = (0..nodes.len())
-            .map(|n| (over(&loads[n], caps[n]), n))
+        let overs: Vec<f64> = (0..nodes.len()).map(|n| over(&loads[n], caps[n])).collect();
+        let worst = overs
+            .iter()
+            .copied()
+            .zip(0..)
             .filter(|&(o, _)| o > 0.0)
             .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
         let Some((now, o)) = worst else {
@@ -605,7 +600,7 @@ fn repair(
                 }
                 // Overload may move to another node as long as the total shrinks: a small
                 // node that takes a pod it cannot hold is then repaired in turn.
-                let before = now + over(&loads[b], caps[b]);
+                let before = now + overs[b];
                 for d in 0..dims {
                     trial[d] = loads[o][d] - req[d];
                     other[d] = loads[b][d] + req[d];
@@ -646,6 +641,16 @@ fn repair(
     false
 }
 
+/// `v` as a sum of shares of the batch's demand, over the dimensions it demands: the size
+/// of a node or a pod relative to the batch.
+fn share_of(v: &[i64], demand: &[i64]) -> f64 {
+    v.iter()
+        .zip(demand)
+        .filter(|&(_, &d)| d > 0)
+        .map(|(&x, &d)| x as f64 / d as f64)
+        .sum()
+}
+
 /// One pod at a time, largest first, onto the node it leaves the least room on.
 fn best_fit_decreasing(
     inst: &Instance<'_>,
@@ -655,13 +660,7 @@ fn best_fit_decreasing(
 ) -> Option<Vec<Bin>> {
     let types = inst.types;
     let classes = inst.classes;
-    let share = |v: &[i64]| -> f64 {
-        v.iter()
-            .zip(demand)
-            .filter(|&(_, &d)| d > 0)
-            .map(|(&x, &d)| x as f64 / d as f64)
-            .sum()
-    };
+    let share = |v: &[i64]| share_of(v, demand);
     let mut order: Vec<usize> = (0..classes.len()).collect();
     order.sort_by(|&a, &b| {
         share(&classes[b].req)

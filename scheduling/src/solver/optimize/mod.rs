@@ -84,6 +84,9 @@ pub(crate) struct Optimized {
     pub claims: Option<Vec<Claim>>,
     /// A valid lower bound on the price of the new capacity.
     pub lower_bound: Option<f64>,
+    /// The price of the greedy pass's claims, each at its cheapest option's cheapest
+    /// offering.
+    pub greedy_price: f64,
     /// Counters.
     pub stats: OptimizerStats,
 }
@@ -205,7 +208,12 @@ pub(crate) fn optimize(
         options.max_work / 3
     };
     let mut bound_budget = Budget::new(bound_units, deadline);
-    let lower_bound = global_bound(s, &mut bound_budget);
+    let greedy_price: f64 = s
+        .claims
+        .iter()
+        .map(|c| claim_price(&s.templates[c.template], &c.options, &c.reqs))
+        .sum();
+    let lower_bound = global_bound(s, greedy_price, &mut bound_budget);
     let mut budget = Budget::new(
         options.max_work.saturating_sub(bound_budget.spent()),
         deadline,
@@ -310,6 +318,7 @@ pub(crate) fn optimize(
         return Optimized {
             claims: None,
             lower_bound,
+            greedy_price,
             stats,
         };
     }
@@ -335,6 +344,7 @@ pub(crate) fn optimize(
     Optimized {
         claims: Some(claims),
         lower_bound,
+        greedy_price,
         stats,
     }
 }
@@ -664,7 +674,7 @@ fn tolerates(taints: &[crate::taints::Taint], tolerations: &[Toleration]) -> boo
 /// are classed by what limits where they may go in any plan: their node selector, volume
 /// requirements and tolerations (preferences and alternative affinity terms can be
 /// relaxed, so they are ignored — which only loosens the bound).
-fn global_bound(s: &Scheduler<'_>, budget: &mut Budget<'_>) -> Option<f64> {
+fn global_bound(s: &Scheduler<'_>, greedy: f64, budget: &mut Budget<'_>) -> Option<f64> {
     let placed: Vec<usize> = s
         .claims
         .iter()
@@ -794,14 +804,6 @@ fn global_bound(s: &Scheduler<'_>, budget: &mut Budget<'_>) -> Option<f64> {
     // cheapest whole-node cover of the total demand is a bound too, and with few nodes
     // the tightest: fractional nodes undercount by up to a node's price.
     let whole = if classes_before_merge.len() == 1 && s.claims.len() <= cover::MAX_NODES {
-        let greedy: f64 = s
-            .claims
-            .iter()
-            .map(|c| {
-                let t = &s.templates[c.template];
-                claim_price(t, &c.options, &without_hostname(&c.reqs))
-            })
-            .sum();
         let class = &classes_before_merge[0];
         let types: Vec<BinType> = class
             .columns
