@@ -6,7 +6,7 @@
 
 use crate::nodeclass::EC2NodeClass;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use karpenter_cloudprovider::crd::{rule, set, with_schema};
+use karpenter_cloudprovider::crd::{remove, rule, set, with_schema};
 use kube_core::CustomResourceExt;
 use serde_json::{Value, json};
 
@@ -52,6 +52,15 @@ pub const PATCHED_PATHS: &[&str] = &[
 ];
 
 fn patch(s: &mut Value) {
+    // `#[serde(default)]` makes the derive write `default: []` on the required selector
+    // lists; the API server rejects a CRD whose default breaks its own minItems and CEL rules.
+    for required in [
+        "subnetSelectorTerms",
+        "securityGroupSelectorTerms",
+        "amiSelectorTerms",
+    ] {
+        remove(s, &format!("spec.{required}"), "default");
+    }
     set(
         s,
         "spec",
@@ -283,5 +292,17 @@ mod tests {
             assert!(yaml.contains(needle), "CRD lacks {needle:?}");
         }
         assert!(!yaml.contains("nullable"));
+        let crd: serde_json::Value = serde_json::to_value(ec2_node_class_crd()).expect("json");
+        let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+        for required in [
+            "subnetSelectorTerms",
+            "securityGroupSelectorTerms",
+            "amiSelectorTerms",
+        ] {
+            assert!(
+                spec["properties"][required].get("default").is_none(),
+                "{required} has a default the API server rejects"
+            );
+        }
     }
 }

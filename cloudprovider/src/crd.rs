@@ -59,7 +59,8 @@ pub fn set(root: &mut Value, path: &str, patch: Value) {
     }
 }
 
-fn remove(root: &mut Value, path: &str, key: &str) {
+/// Removes `key` from the schema node at `path`, if both exist.
+pub fn remove(root: &mut Value, path: &str, key: &str) {
     if let Some(Value::Object(target)) = node(root, path) {
         target.remove(key);
     }

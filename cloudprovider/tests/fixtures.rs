@@ -126,7 +126,10 @@ fn invalid_manifests_are_rejected_at_the_field() {
         let (text, pool) = load(&path);
         let expected = text
             .lines()
-            .find_map(|l| l.strip_prefix("# expect: "))
+            .find_map(|l| {
+                l.strip_prefix("# expect: ")
+                    .or_else(|| l.strip_prefix("# expect-runtime: "))
+            })
             .unwrap_or_else(|| panic!("{} lacks '# expect:'", path.display()))
             .trim();
         match pool.validate() {

@@ -58,6 +58,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Crds => out.write_all(karpenter_cloudprovider::crds_yaml().as_bytes())?,
         Command::Controller(args) => {
             drop(out);
+            install_crypto_provider();
             return tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()?
@@ -66,6 +67,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
     out.flush()?;
     Ok(())
+}
+
+/// Installs `ring` as the process's rustls crypto provider. kube's TLS client asks rustls for
+/// the process default, which rustls can only infer when exactly one provider is compiled in;
+/// a build with the `aws` feature also links aws-lc-rs (the AWS SDK's client names its provider
+/// itself), so without this the first API call panics.
+fn install_crypto_provider() {
+    // An error means a provider is installed already, which is all that is needed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
