@@ -258,16 +258,47 @@ fn pdb_check(input: &DisruptionInput, pod: &Pod, now: Millis) -> Result<Option<u
     }
 }
 
-/// Evaluates every node of `input.cluster`; `gone` lists nodes this pass already removes
-/// (forceful commands), which are held as already disrupting.
-pub fn evaluate(input: &DisruptionInput, now: Millis, gone: &BTreeSet<String>) -> Evaluation {
-    let by_node = pods_by_node(&input.cluster.bound_pods);
-    let model_pools: HashMap<&str, &Requirements> = input
+/// Each NodePool's requirements in the scheduling model, by pool name.
+fn pool_requirements(input: &DisruptionInput) -> HashMap<&str, &Requirements> {
+    input
         .cluster
         .node_pools
         .iter()
         .map(|p| (p.name.as_str(), &p.requirements))
-        .collect();
+        .collect()
+}
+
+/// The drift of every initialized Karpenter-managed node of `input` whose pool exists, by
+/// NodeClaim name: what upstream's NodeClaim disruption controller records as the claim's
+/// `Drifted` condition (with the reason), whether or not the node can be disrupted now.
+pub fn drifted(input: &DisruptionInput) -> BTreeMap<String, String> {
+    let model_pools = pool_requirements(input);
+    let mut out = BTreeMap::new();
+    for node in &input.cluster.nodes {
+        let Some(info) = input.nodes.get(&node.name) else {
+            continue;
+        };
+        let pool_name = pool_of(node).unwrap_or("");
+        let Some(settings) = input.node_pools.get(pool_name) else {
+            continue;
+        };
+        if !info.initialized || node.state == NodeState::InFlight {
+            continue;
+        }
+        if let Some(reason) =
+            drift_reason(node, info, settings, model_pools.get(pool_name).copied())
+        {
+            out.insert(info.node_claim.clone(), reason);
+        }
+    }
+    out
+}
+
+/// Evaluates every node of `input.cluster`; `gone` lists nodes this pass already removes
+/// (forceful commands), which are held as already disrupting.
+pub fn evaluate(input: &DisruptionInput, now: Millis, gone: &BTreeSet<String>) -> Evaluation {
+    let by_node = pods_by_node(&input.cluster.bound_pods);
+    let model_pools = pool_requirements(input);
     let mut order: Vec<usize> = (0..input.cluster.nodes.len()).collect();
     order.sort_by(|&a, &b| {
         input.cluster.nodes[a]

@@ -22,6 +22,14 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Whether commands for this reason wait for the validation delay and are re-checked
+    /// against a later cluster state before they act. Upstream validates emptiness and
+    /// consolidation this way; drift has no validator and acts at once (expiry and
+    /// interruption are forceful).
+    pub fn waits_for_validation(self) -> bool {
+        matches!(self, Self::Empty | Self::Underutilized)
+    }
+
     /// The API / metrics spelling.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -84,9 +84,12 @@ pub fn validate(
         }
         return Ok(());
     }
-    let due = cmd
-        .created_at
-        .saturating_add(fresh.options.validation_delay_ms);
+    let delay = if cmd.reason.waits_for_validation() {
+        fresh.options.validation_delay_ms
+    } else {
+        0
+    };
+    let due = cmd.created_at.saturating_add(delay);
     if now < due {
         return Err(ValidationFailure::TooEarly {
             remaining_ms: due - now,

@@ -411,6 +411,10 @@ fn drift_by_hash_requirements_or_provider_replaces_first() {
         w.pod("n", "app", 6000);
         w.settings(POOL).consolidate_after = None;
         setup(&mut w);
+        // The claim's Drifted condition carries the same reason.
+        let claim = w.info("n").node_claim.clone();
+        let drifted = karpenter_disruption::candidate::drifted(&w.input);
+        assert_eq!(drifted.get(&claim).map(String::as_str), Some(why));
         let r = compute_pass(&w.input, w.now);
         let cmd = only_command(&r);
         assert_eq!(cmd.reason, Reason::Drifted, "{why}");
@@ -431,6 +435,12 @@ fn drift_by_hash_requirements_or_provider_replaces_first() {
     w.info("n").hash_version = Some("v2".into());
     w.settings(POOL).consolidate_after = None;
     assert!(compute_commands(&w.input, w.now).is_empty());
+    assert!(karpenter_disruption::candidate::drifted(&w.input).is_empty());
+    // A node that may not be disrupted now is still reported drifted.
+    w.info("n").hash_version = Some("v3".into());
+    w.info("n").nominated = true;
+    assert!(compute_commands(&w.input, w.now).is_empty());
+    assert_eq!(karpenter_disruption::candidate::drifted(&w.input).len(), 1);
 }
 
 #[test]
@@ -619,6 +629,13 @@ fn validation_after_the_delay_rechecks_everything() {
     ));
     let later = w.now + 15_000;
     assert_eq!(validate(cmd, &w.input, later), Ok(()));
+    // Drift has no validation delay (upstream's drift method has no validator).
+    let mut drift = cmd.clone();
+    drift.reason = Reason::Drifted;
+    assert!(!matches!(
+        validate(&drift, &w.input, w.now + 1_000),
+        Err(ValidationFailure::TooEarly { .. })
+    ));
     // A pod arrived: no longer empty.
     let mut fresh = w.input.clone();
     fresh.cluster.bound_pods.push(karpenter_scheduling::Pod {

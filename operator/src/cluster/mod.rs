@@ -78,12 +78,34 @@ pub struct PodRecord {
     pub pod: Pod,
     /// When its containers became (or become) Ready; `None` while pending.
     pub ready_at: Option<Millis>,
+    /// For a terminating pod, its `deletionTimestamp`: when its grace period ends and the
+    /// kubelet should have removed it. `None` when not terminating, or when the pod is
+    /// removed the moment it is deleted (the simulator's pods).
+    pub deleting_at: Option<Millis>,
 }
+
+/// Upstream's `IsStuckTerminating` margin: a terminating pod still present this long after
+/// its grace period ended no longer holds up its node's termination.
+pub const STUCK_TERMINATING_MS: Millis = 60_000;
 
 impl PodRecord {
     /// Whether the pod is bound and Ready at `now`.
     pub fn is_ready(&self, now: Millis) -> bool {
         self.pod.node_name.is_some() && self.ready_at.is_some_and(|t| t <= now)
+    }
+
+    /// Upstream's `IsWaitingEviction`: the pod still holds its node's termination at `now`,
+    /// because it has not been evicted yet, or it is terminating within its grace period
+    /// (plus [`STUCK_TERMINATING_MS`]). Mirror pods never hold it.
+    pub fn is_waiting_eviction(&self, now: Millis) -> bool {
+        if self.pod.owner.as_ref().is_some_and(|o| o.kind == "Node") {
+            return false;
+        }
+        if !self.pod.terminating {
+            return true;
+        }
+        self.deleting_at
+            .is_some_and(|t| now < t + STUCK_TERMINATING_MS)
     }
 }
 
@@ -268,6 +290,25 @@ impl ClusterState {
         self.pods
             .values()
             .filter(move |p| p.pod.node_name.as_deref() == Some(node))
+    }
+
+    /// Pods that must move because their node is being deleted: reschedulable pods
+    /// (not DaemonSet or mirror pods; terminating only if a StatefulSet brings them back)
+    /// bound to a node with a deletion timestamp, unbound as the solver sees them. Like
+    /// upstream's provisioner, the caller plans them with the pending pods, so their new
+    /// capacity launches while the old node is still draining.
+    pub fn displaced_pods(&self) -> Vec<Pod> {
+        self.nodes
+            .iter()
+            .filter(|(_, record)| record.deleting)
+            .flat_map(|(name, _)| self.pods_on(name))
+            .filter(|p| karpenter_disruption::candidate::is_reschedulable(&p.pod))
+            .map(|p| {
+                let mut pod = p.pod.clone();
+                pod.node_name = None;
+                pod
+            })
+            .collect()
     }
 
     /// Pods waiting for a node (DaemonSet pods excluded), in key order.

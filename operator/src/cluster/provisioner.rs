@@ -3,7 +3,7 @@
 
 use super::Action;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use karpenter_cloudprovider::NODEPOOL_HASH_VERSION;
 use karpenter_cloudprovider::v1::{
     NodeClaim, NodeClaimSpec, NodePool, NodeSelectorOperator, NodeSelectorRequirementWithMinValues,
@@ -11,7 +11,7 @@ use karpenter_cloudprovider::v1::{
 };
 use karpenter_scheduling::Plan;
 use karpenter_scheduling::labels::INSTANCE_TYPE;
-use karpenter_scheduling::model::Millis;
+use karpenter_scheduling::model::{Millis, PodKey};
 use karpenter_scheduling::plan::NewNodeClaim;
 use karpenter_scheduling::requirements::Operator;
 use std::collections::{BTreeMap, BTreeSet};
@@ -68,6 +68,52 @@ impl Batcher {
     }
 }
 
+/// When the provisioner plans: a batch opens when a pod becomes provisionable that was not
+/// in an earlier batch, and closes by the [`Batcher`]'s rules. Pods still pending
+/// `resolve_after` after they were last planned open one new batch; they never hold a window
+/// open by themselves, so the first batch after a quiet spell closes after the idle window,
+/// not the maximum.
+#[derive(Debug, Clone)]
+pub struct ProvisionQueue {
+    batcher: Batcher,
+    batched: BTreeSet<PodKey>,
+    last_solve: Option<Millis>,
+    resolve_after: Millis,
+}
+
+impl ProvisionQueue {
+    /// A queue batching with `batcher` and re-planning pods left pending `resolve_after`.
+    pub fn new(batcher: Batcher, resolve_after: Millis) -> Self {
+        Self {
+            batcher,
+            batched: BTreeSet::new(),
+            last_solve: None,
+            resolve_after,
+        }
+    }
+
+    /// Records the pods provisionable at `now`; true when a batch closes with pods to plan
+    /// (the caller plans them all).
+    pub fn ready(&mut self, provisionable: &BTreeSet<PodKey>, now: Millis) -> bool {
+        self.batched.retain(|k| provisionable.contains(k));
+        let new = provisionable.iter().any(|k| !self.batched.contains(k));
+        let stale = !provisionable.is_empty()
+            && self.batcher.deadline().is_none()
+            && self
+                .last_solve
+                .is_some_and(|t| now - t >= self.resolve_after);
+        if new || stale {
+            self.batcher.trigger(now);
+            self.batched.extend(provisionable.iter().cloned());
+        }
+        if !self.batcher.take_ready(now) || provisionable.is_empty() {
+            return false;
+        }
+        self.last_solve = Some(now);
+        true
+    }
+}
+
 /// Names NodeClaims the way Karpenter does (`<nodepool>-<5 characters>`), deterministically:
 /// the suffix is derived from a counter, skipping names already taken.
 #[derive(Debug, Clone, Default)]
@@ -76,6 +122,13 @@ pub struct NameGenerator {
 }
 
 impl NameGenerator {
+    /// A generator whose sequence starts at `seed` instead of zero. Two generators with
+    /// different seeds yield different sequences, so a restarted controller does not reuse
+    /// the names of claims its predecessor created (and that may since have been deleted).
+    pub fn starting_at(seed: u64) -> Self {
+        Self { counter: seed }
+    }
+
     /// The next free name for `pool`.
     pub fn next(&mut self, pool: &str, taken: &dyn Fn(&str) -> bool) -> String {
         const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -168,11 +221,28 @@ pub fn node_claim_for(
             annotations: Some(annotations),
             creation_timestamp: Some(time(now)),
             finalizers: Some(vec![v1labels::TERMINATION_FINALIZER.to_owned()]),
+            owner_references: owner_reference(pool).map(|r| vec![r]),
             ..ObjectMeta::default()
         },
         spec,
         status: None,
     }
+}
+
+/// The reference that makes a NodeClaim its NodePool's dependent, as upstream sets it: the
+/// garbage collector deletes the claims of a deleted pool, and `blockOwnerDeletion` keeps a
+/// foreground deletion of the pool waiting for them. `None` for a pool without a UID (one
+/// read from a file rather than the API server).
+pub fn owner_reference(pool: &NodePool) -> Option<OwnerReference> {
+    let uid = pool.metadata.uid.clone().filter(|u| !u.is_empty())?;
+    Some(OwnerReference {
+        api_version: "karpenter.sh/v1".into(),
+        kind: "NodePool".into(),
+        name: pool.name().to_owned(),
+        uid,
+        block_owner_deletion: Some(true),
+        controller: None,
+    })
 }
 
 /// A Kubernetes timestamp for `now` (milliseconds since the epoch); out-of-range values
@@ -231,6 +301,37 @@ mod tests {
         assert_eq!(b.deadline(), None);
     }
 
+    fn keys(names: &[&str]) -> BTreeSet<PodKey> {
+        names.iter().map(|n| PodKey::new("default", *n)).collect()
+    }
+
+    /// Passes every 200 ms from `from` to `to`; the times at which a batch closed.
+    fn closes(
+        q: &mut ProvisionQueue,
+        pods: &BTreeSet<PodKey>,
+        from: Millis,
+        to: Millis,
+    ) -> Vec<Millis> {
+        (from..to)
+            .step_by(200)
+            .filter(|t| q.ready(pods, *t))
+            .collect()
+    }
+
+    #[test]
+    fn the_first_batch_closes_after_the_idle_window_and_pending_pods_are_replanned_once() {
+        let mut q = ProvisionQueue::new(Batcher::new(1_000, 10_000), 30_000);
+        let pods = keys(&["a", "b"]);
+        assert_eq!(closes(&mut q, &pods, 0, 5_000), vec![1_000]);
+        // Still pending: planned again 30 s after the last plan, after one idle window.
+        assert_eq!(closes(&mut q, &pods, 5_000, 40_000), vec![32_000]);
+        // A new pod opens a batch at once, and its window is the idle one.
+        let more = keys(&["a", "b", "c"]);
+        assert_eq!(closes(&mut q, &more, 40_000, 45_000), vec![41_000]);
+        // Nothing pending: nothing closes.
+        assert!(closes(&mut q, &BTreeSet::new(), 45_000, 120_000).is_empty());
+    }
+
     #[test]
     fn names_are_deterministic_and_unique() {
         let mut a = NameGenerator::default();
@@ -240,5 +341,34 @@ mod tests {
         assert!(first.starts_with("default-") && first.len() == "default-".len() + 5);
         let second = a.next("default", &|n| n == first);
         assert_ne!(first, second);
+    }
+
+    #[test]
+    fn generators_with_different_seeds_do_not_share_names() {
+        let mut a = NameGenerator::default();
+        let mut b = NameGenerator::starting_at(1_764_000_000_123_456_789);
+        let from_a: BTreeSet<String> = (0..1_000).map(|_| a.next("p", &|_| false)).collect();
+        let from_b: BTreeSet<String> = (0..1_000).map(|_| b.next("p", &|_| false)).collect();
+        assert_eq!(from_a.len(), 1_000);
+        assert!(from_a.is_disjoint(&from_b));
+    }
+
+    #[test]
+    fn claims_of_a_pool_with_a_uid_are_owned_by_it() {
+        let mut pool: NodePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+            "metadata": {"name": "default"},
+            "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []}}}
+        }))
+        .unwrap();
+        assert!(owner_reference(&pool).is_none());
+        pool.metadata.uid = Some("u-1".into());
+        let owner = owner_reference(&pool).unwrap();
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
+            ("NodePool", "default", "u-1")
+        );
+        assert_eq!(owner.api_version, "karpenter.sh/v1");
+        assert_eq!(owner.block_owner_deletion, Some(true));
     }
 }

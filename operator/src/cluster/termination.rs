@@ -8,7 +8,8 @@
 //! 3. Once the NodeClaim's `terminationGracePeriod` has passed since deletion began, or the
 //!    time in its `karpenter.sh/nodeclaim-termination-timestamp` annotation (set by node
 //!    repair), every remaining pod is deleted regardless of budgets and annotations.
-//! 4. When no pod is left, the instance is terminated and the Node and NodeClaim go away.
+//! 4. When no pod is left (evicted pods included, until their grace period has run out), the
+//!    instance is terminated and the Node and NodeClaim go away.
 
 use super::{Action, ClusterState, PodRecord};
 use karpenter_cloudprovider::NodeClaim;
@@ -64,6 +65,15 @@ pub fn step(state: &ClusterState, now: Millis) -> (Vec<Action>, bool) {
             .and_then(|c| state.node_claims().get(c));
         let grace_over = claim.is_some_and(|c| deadline_passed(c, now));
         let pods: Vec<&PodRecord> = state.pods_on(name).filter(|p| !p.pod.terminating).collect();
+        // Evicted pods still shutting down within their grace period hold the instance: it
+        // is terminated only when they are gone (or stuck), as upstream's drain waits.
+        let shutting_down = state
+            .pods_on(name)
+            .any(|p| p.pod.terminating && p.is_waiting_eviction(now));
+        if pods.is_empty() && shutting_down {
+            draining = true;
+            continue;
+        }
         if pods.is_empty() {
             if let Some(claim) = &record.node_claim {
                 actions.push(Action::TerminateInstance {

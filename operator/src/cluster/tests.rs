@@ -61,6 +61,7 @@ fn pod(name: &str, node: Option<&str>, ready_at: Option<Millis>) -> PodRecord {
             ..Pod::default()
         },
         ready_at,
+        deleting_at: None,
     }
 }
 
@@ -364,4 +365,65 @@ fn orchestration_forceful_acts_at_once_graceful_waits_for_validation() {
     assert!(actions.is_empty());
     assert!(matches!(&outcomes[..], [Outcome::Invalidated { .. }]));
     assert!(!o.is_busy());
+}
+
+#[test]
+fn drift_is_validated_at_once_and_consolidation_after_the_delay() {
+    let mut o = Orchestrator::new(15_000);
+    let mut drifted = command(false, 1_000);
+    drifted.reason = Reason::Drifted;
+    assert!(o.submit(drifted).is_empty());
+    assert_eq!(o.next_due(), Some(1_000));
+    let s = ClusterState::new();
+    let fresh = |d: &BTreeSet<String>| {
+        s.disruption_input(
+            1_000,
+            &DisruptionOptions::default(),
+            d,
+            &BTreeMap::new(),
+            &BTreeSet::new(),
+        )
+    };
+    let mut names = NameGenerator::default();
+    // Validated on the same pass it was queued in (the node is gone here, so it is dropped).
+    let (_, outcomes) = o.step(&s, &fresh, &mut names, 1_000);
+    assert!(matches!(&outcomes[..], [Outcome::Invalidated { .. }]));
+
+    let mut underused = command(false, 1_000);
+    underused.reason = Reason::Underutilized;
+    assert!(o.submit(underused).is_empty());
+    assert_eq!(o.next_due(), Some(16_000));
+}
+
+#[test]
+fn pods_of_deleting_nodes_are_displaced_and_hold_termination_through_their_grace() {
+    let mut s = ClusterState::new();
+    let mut n = node("n1", Some("c1"));
+    n.deleting = true;
+    s.apply(Object::Node(Box::new(n)));
+    s.apply(Object::Node(Box::new(node("n2", Some("c2")))));
+    s.apply(Object::NodeClaim(Box::new(claim("c1", &[]))));
+    s.apply(Object::Pod(Box::new(pod("web-1", Some("n1"), Some(0)))));
+    s.apply(Object::Pod(Box::new(pod("web-2", Some("n2"), Some(0)))));
+    let displaced = s.displaced_pods();
+    assert_eq!(displaced.len(), 1);
+    assert_eq!(displaced[0].name, "web-1");
+    assert_eq!(displaced[0].node_name, None);
+
+    // Evicted: terminating with 20 s of grace from t=1 s. The instance waits for it.
+    let mut evicted = pod("web-1", Some("n1"), Some(0));
+    evicted.pod.terminating = true;
+    evicted.deleting_at = Some(21_000);
+    s.apply(Object::Pod(Box::new(evicted)));
+    assert!(s.displaced_pods().is_empty());
+    let terminates = |s: &ClusterState, now| {
+        termination::step(s, now)
+            .0
+            .iter()
+            .any(|a| matches!(a, Action::TerminateInstance { .. }))
+    };
+    assert!(!terminates(&s, 5_000));
+    assert!(!terminates(&s, 21_000 + STUCK_TERMINATING_MS - 1));
+    // Stuck past its grace period plus a minute: no longer waited for.
+    assert!(terminates(&s, 21_000 + STUCK_TERMINATING_MS));
 }

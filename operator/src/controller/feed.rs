@@ -54,6 +54,11 @@ pub fn pod_record(
     Ok(Some(PodRecord {
         pod: pod_from_k8s(pod)?,
         ready_at: pod_ready_at(pod),
+        deleting_at: pod
+            .metadata
+            .deletion_timestamp
+            .as_ref()
+            .map(|t| t.0.as_millisecond()),
     }))
 }
 
@@ -153,6 +158,34 @@ pub fn in_flight_record(claim: &NodeClaim) -> NodeRecord {
     }
 }
 
+/// The hourly price of the offering `node` runs on, from its pool's instance types: the
+/// cheapest offering of its instance type in its zone and capacity type (available or not:
+/// the node already has it). 0 when the node's labels or pool do not name one, which
+/// disruption reports as an unknown price.
+pub fn offering_price(
+    node: &model::Node,
+    instance_types: &BTreeMap<String, Vec<Arc<InstanceType>>>,
+) -> f64 {
+    let (Some(pool), Some(name), Some(zone), Some(capacity_type)) = (
+        node.node_pool.as_deref(),
+        node.instance_type(),
+        node.zone(),
+        node.capacity_type(),
+    ) else {
+        return 0.0;
+    };
+    instance_types
+        .get(pool)
+        .into_iter()
+        .flatten()
+        .filter(|it| it.name == name)
+        .flat_map(|it| &it.offerings)
+        .filter(|o| o.zone == zone && o.capacity_type == capacity_type)
+        .map(|o| o.price)
+        .min_by(f64::total_cmp)
+        .unwrap_or(0.0)
+}
+
 /// Rebuilds `state` from the watch stores. Objects the scheduling model cannot represent are
 /// skipped and logged at debug level (a rebuild runs every pass; the provisioner reports
 /// unschedulable pods itself). `instance_types` are the provider's offerings per pool.
@@ -182,7 +215,8 @@ pub fn rebuild(
             .get(super::state::node_provider_id(&node))
             .copied();
         match node_record(&node, claim) {
-            Ok(record) => {
+            Ok(mut record) => {
+                record.node.price = offering_price(&record.node, instance_types);
                 if let Some(c) = claim {
                     with_node.insert(c.name().to_owned());
                 }
@@ -194,7 +228,9 @@ pub fn rebuild(
     for claim in &claims {
         state.apply(Object::NodeClaim(Box::new(NodeClaim::clone(claim))));
         if !with_node.contains(claim.name()) && !claim.is(ConditionType::Registered) {
-            state.apply(Object::Node(Box::new(in_flight_record(claim))));
+            let mut record = in_flight_record(claim);
+            record.node.price = offering_price(&record.node, instance_types);
+            state.apply(Object::Node(Box::new(record)));
         }
     }
     for pod in stores.pods.state() {
@@ -237,5 +273,61 @@ pub fn pdb_record(pdb: &PodDisruptionBudget) -> Option<PdbRecord> {
             tracing::debug!(error = %e, "skipping PodDisruptionBudget");
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use karpenter_scheduling::model::Offering;
+
+    fn node(labels: &[(&str, &str)]) -> model::Node {
+        model::Node {
+            name: "n".into(),
+            node_pool: Some("default".into()),
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            annotations: BTreeMap::new(),
+            taints: Vec::new(),
+            allocatable: Resources::default(),
+            capacity: Resources::default(),
+            state: NodeState::Ready,
+            price: 0.0,
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn a_node_is_priced_by_its_type_zone_and_capacity_type() {
+        let offering = |zone: &str, ct: &str, price: f64| Offering {
+            zone: zone.into(),
+            capacity_type: ct.into(),
+            price,
+            available: false,
+        };
+        let it = InstanceType {
+            name: "m5.large".into(),
+            requirements: Default::default(),
+            capacity: Resources::default(),
+            overhead: Default::default(),
+            offerings: vec![
+                offering("us-east-1a", "on-demand", 0.096),
+                offering("us-east-1a", "spot", 0.04),
+                offering("us-east-1b", "spot", 0.03),
+            ],
+        };
+        let types = BTreeMap::from([("default".to_owned(), vec![Arc::new(it)])]);
+        let labels = [
+            (karpenter_scheduling::labels::INSTANCE_TYPE, "m5.large"),
+            (karpenter_scheduling::labels::ZONE, "us-east-1a"),
+            (karpenter_scheduling::labels::CAPACITY_TYPE, "spot"),
+        ];
+        assert_eq!(offering_price(&node(&labels), &types), 0.04);
+        assert_eq!(offering_price(&node(&labels[..2]), &types), 0.0);
+        let mut other_pool = node(&labels);
+        other_pool.node_pool = Some("other".into());
+        assert_eq!(offering_price(&other_pool, &types), 0.0);
     }
 }

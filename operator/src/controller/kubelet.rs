@@ -1,7 +1,8 @@
 //! With `--cloud-provider fake` there is no kubelet on the "instances", so the controller
 //! plays it for the Nodes it created (those labelled [`FAKE_NODE_LABEL`]): it reports them
-//! Ready with a heartbeat, renews their Lease in `kube-node-lease`, moves pods bound to them
-//! to Running/Ready, and finishes deleting pods that were evicted or deleted from them.
+//! Ready with a heartbeat (until the Node is gone, draining included), renews their Lease in
+//! `kube-node-lease`, moves pods bound to them to Running/Ready, and finishes deleting pods
+//! that were evicted or deleted from them once their grace period has passed.
 
 use super::api::{ErrorClass, classify};
 use super::fake::FAKE_NODE_LABEL;
@@ -74,6 +75,12 @@ pub fn ready_patch(node: &Node, now: jiff::Timestamp) -> serde_json::Value {
     })
 }
 
+/// Whether a pod deleted with `deletion_timestamp` (the end of its grace period, in Unix
+/// milliseconds) has used its grace period up at `now`.
+pub fn grace_over(deletion_timestamp: i64, now: i64) -> bool {
+    now >= deletion_timestamp
+}
+
 /// The status patch that makes a bound pod Running and Ready.
 pub fn running_patch(now: jiff::Timestamp) -> serde_json::Value {
     let cond = |t: &str| serde_json::json!({"type": t, "status": "True", "lastTransitionTime": now.to_string()});
@@ -109,7 +116,9 @@ pub async fn reconcile(ctx: &Ctx) -> Result<(), ReconcileError> {
     for node in nodes.iter().filter(|n| is_fake(n)) {
         let name = node.metadata.name.clone().unwrap_or_default();
         let stale = ready_heartbeat(node).is_none_or(|t| now_ms - t >= HEARTBEAT_INTERVAL_MS);
-        if node.metadata.deletion_timestamp.is_none() && stale {
+        // A real kubelet keeps posting status while its Node drains, until the instance
+        // under it is gone (the Node is deleted then): a draining Node stays Ready.
+        if stale {
             ctx.limiter.acquire().await;
             match ctx
                 .nodes()
@@ -130,8 +139,13 @@ pub async fn reconcile(ctx: &Ctx) -> Result<(), ReconcileError> {
             let ns = pod.metadata.namespace.clone().unwrap_or_default();
             let pod_name = pod.metadata.name.clone().unwrap_or_default();
             let api = ctx.pods(&ns);
-            if pod.metadata.deletion_timestamp.is_some() {
-                // The kubelet's half of a graceful delete: the containers are "stopped".
+            if let Some(deadline) = &pod.metadata.deletion_timestamp {
+                // The kubelet's half of a graceful delete. The fake containers take their
+                // whole grace period to stop (the API server set the deletion timestamp to
+                // its end), the slowest a real workload may take.
+                if !grace_over(deadline.0.as_millisecond(), now_ms) {
+                    continue;
+                }
                 ctx.limiter.acquire().await;
                 match api
                     .delete(&pod_name, &DeleteParams::default().grace_period(0))

@@ -1,54 +1,74 @@
-//! Leader election by a `coordination.k8s.io/v1` Lease (kube-lease-manager). Only the
-//! replica holding the Lease reconciles; the others keep their caches warm so a failover
-//! starts acting at once, from the objects' state.
+//! Leader election by a `coordination.k8s.io/v1` Lease, with client-go's rules: the holder
+//! renews every retry period and steps down when it has not renewed for the renew deadline;
+//! a candidate takes the Lease when it is free or when its record has not changed for a whole
+//! lease duration as measured on the candidate's own clock (so clock skew between replicas
+//! cannot shorten a lease). Only the replica holding the Lease reconciles; the others keep
+//! their caches warm so a failover starts acting at once, from the objects' state.
+//!
+//! Unlike a plain poll, candidates also watch the Lease: when a holder shuts down it releases
+//! the Lease and a standby takes it over within one round trip instead of a retry period.
 
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Client;
-use kube_lease_manager::LeaseManagerBuilder;
-use tokio::sync::watch;
+use kube::api::{Api, PostParams, WatchParams};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
 
 /// Seconds a Lease stays valid without renewal (controller-runtime's default).
 pub const LEASE_DURATION_SECS: u64 = 15;
-/// Seconds before expiry at which the holder renews.
-pub const LEASE_GRACE_SECS: u64 = 5;
+/// Seconds the holder keeps trying to renew before it gives leadership up (controller-runtime's
+/// default).
+pub const RENEW_DEADLINE_SECS: u64 = 10;
+/// Seconds between attempts to acquire or renew (controller-runtime's default).
+pub const RETRY_PERIOD_SECS: u64 = 2;
 
 /// Whether this replica may act. Cheap to clone; all clones see the same state.
 #[derive(Debug, Clone)]
 pub struct LeaderGate {
     rx: watch::Receiver<bool>,
+    // Holds the sender of a gate that never changes, so `lost` waits forever instead of
+    // seeing a closed channel.
+    _fixed: Option<Arc<watch::Sender<bool>>>,
 }
 
 impl LeaderGate {
-    /// A gate that is always open (leader election disabled).
+    /// A gate that is always open (leader election disabled): `lost` never returns.
     pub fn always() -> Self {
         let (tx, rx) = watch::channel(true);
-        // Keep the value forever: a dropped sender leaves the last value readable.
-        drop(tx);
-        Self { rx }
+        Self {
+            rx,
+            _fixed: Some(Arc::new(tx)),
+        }
     }
 
-    /// A gate driven by `rx`.
+    /// A gate driven by `rx`. When the sender is dropped the gate counts as lost.
     pub fn from_receiver(rx: watch::Receiver<bool>) -> Self {
-        Self { rx }
+        Self { rx, _fixed: None }
     }
 
     /// Whether this replica currently holds the Lease.
     pub fn is_leader(&self) -> bool {
-        *self.rx.borrow()
+        *self.rx.borrow() && self.rx.has_changed().is_ok()
     }
 
-    /// Waits until this replica is leader.
+    /// Waits until this replica is leader; never returns if the election has ended.
     pub async fn wait_for_leadership(&mut self) {
-        // An error means the sender is gone and the value is final.
-        let _ = self.rx.wait_for(|v| *v).await;
+        if self.rx.wait_for(|v| *v).await.is_err() {
+            std::future::pending::<()>().await;
+        }
     }
 
-    /// Waits until leadership is lost (returns at once if not leader).
+    /// Waits until leadership is lost, or the election behind this gate has ended.
     pub async fn lost(&mut self) {
         let _ = self.rx.wait_for(|v| !*v).await;
     }
 }
 
-/// Errors starting leader election.
+/// Errors of leader election.
 #[derive(Debug, thiserror::Error)]
 #[error("leader election Lease {namespace}/{name}: {source}")]
 pub struct LeaderError {
@@ -56,46 +76,254 @@ pub struct LeaderError {
     pub namespace: String,
     /// Lease name.
     pub name: String,
-    /// The manager's error.
+    /// The API error.
     #[source]
-    pub source: kube_lease_manager::LeaseManagerError,
+    pub source: kube::Error,
+}
+
+/// What a candidate last saw of the Lease record, and when (on its own clock).
+#[derive(Debug, Clone, PartialEq)]
+struct Observed {
+    holder: String,
+    renew: Option<Timestamp>,
+    duration: Duration,
+    at: Instant,
+}
+
+/// Whether `me` may take a Lease whose record was last seen changing as `observed`, at
+/// `now`: it is free, already ours, or unrenewed for a whole lease duration.
+fn may_take(observed: &Observed, me: &str, now: Instant) -> bool {
+    observed.holder.is_empty() || observed.holder == me || now >= observed.at + observed.duration
+}
+
+/// One replica's side of the election.
+struct Elector {
+    api: Api<Lease>,
+    name: String,
+    identity: String,
+    observed: Option<Observed>,
+}
+
+impl Elector {
+    fn spec(&self, previous: Option<&LeaseSpec>) -> LeaseSpec {
+        let now = MicroTime(Timestamp::now());
+        let ours = previous.and_then(|s| s.holder_identity.as_deref()) == Some(&self.identity);
+        let transitions = previous.and_then(|s| s.lease_transitions).unwrap_or(0);
+        LeaseSpec {
+            holder_identity: Some(self.identity.clone()),
+            lease_duration_seconds: Some(LEASE_DURATION_SECS as i32),
+            acquire_time: if ours {
+                previous.and_then(|s| s.acquire_time.clone())
+            } else {
+                Some(now.clone())
+            },
+            renew_time: Some(now),
+            lease_transitions: Some(if ours || previous.is_none() {
+                transitions
+            } else {
+                transitions + 1
+            }),
+            ..LeaseSpec::default()
+        }
+    }
+
+    fn observe(&mut self, lease: &Lease) {
+        let spec = lease.spec.clone().unwrap_or_default();
+        let holder = spec.holder_identity.unwrap_or_default();
+        let renew = spec.renew_time.map(|t| t.0);
+        let duration = Duration::from_secs(
+            spec.lease_duration_seconds
+                .map_or(LEASE_DURATION_SECS, |d| d.max(1) as u64),
+        );
+        let same = self
+            .observed
+            .as_ref()
+            .is_some_and(|o| o.holder == holder && o.renew == renew && o.duration == duration);
+        if !same {
+            self.observed = Some(Observed {
+                holder,
+                renew,
+                duration,
+                at: Instant::now(),
+            });
+        }
+    }
+
+    /// Takes or renews the Lease. `Ok(false)` when another replica holds it or won a race.
+    async fn try_acquire_or_renew(&mut self) -> Result<bool, kube::Error> {
+        let Some(lease) = self.api.get_opt(&self.name).await? else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(self.name.clone()),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(self.spec(None)),
+            };
+            return match self.api.create(&PostParams::default(), &lease).await {
+                Ok(created) => {
+                    self.observe(&created);
+                    Ok(true)
+                }
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+                Err(e) => Err(e),
+            };
+        };
+        self.observe(&lease);
+        let observed = self.observed.as_ref().expect("observed just above");
+        if !may_take(observed, &self.identity, Instant::now()) {
+            return Ok(false);
+        }
+        let mut next = lease.clone();
+        next.spec = Some(self.spec(lease.spec.as_ref()));
+        // The resourceVersion carried over makes this a compare-and-swap: of two candidates
+        // racing for an expired Lease, one gets a conflict.
+        match self
+            .api
+            .replace(&self.name, &PostParams::default(), &next)
+            .await
+        {
+            Ok(replaced) => {
+                self.observe(&replaced);
+                Ok(true)
+            }
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Gives the Lease up if this replica holds it, so a standby takes over at once.
+    async fn release(&mut self) -> Result<(), kube::Error> {
+        let Some(mut lease) = self.api.get_opt(&self.name).await? else {
+            return Ok(());
+        };
+        let Some(spec) = lease.spec.as_mut() else {
+            return Ok(());
+        };
+        if spec.holder_identity.as_deref() != Some(&self.identity) {
+            return Ok(());
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.renew_time = Some(MicroTime(Timestamp::now()));
+        self.api
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+            .map(|_| ())
+    }
+}
+
+/// The running election: the gate follows it; [`Election::release`] ends it.
+pub struct Election {
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Election {
+    /// Stops renewing and releases the Lease if this replica holds it; waits at most a few
+    /// seconds for the API server.
+    pub async fn release(self) {
+        let _ = self.stop.send(true);
+        match tokio::time::timeout(Duration::from_secs(5), self.task).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "leader election task failed"),
+            Err(_) => tracing::warn!("releasing the leader election Lease timed out"),
+        }
+    }
+}
+
+/// Wakes `notify` on every change of the Lease `name`, re-watching when a watch ends. Uses
+/// only the `watch` verb (the chart's Role grants no `list` on Leases).
+async fn watch_lease(api: Api<Lease>, name: String, notify: Arc<Notify>) {
+    use futures::StreamExt as _;
+    let params = WatchParams::default().fields(&format!("metadata.name={name}"));
+    loop {
+        match api.watch(&params, "0").await {
+            Ok(stream) => {
+                let mut stream = std::pin::pin!(stream);
+                while let Some(event) = stream.next().await {
+                    if event.is_err() {
+                        break;
+                    }
+                    notify.notify_one();
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "watching the leader election Lease failed"),
+        }
+        tokio::time::sleep(Duration::from_secs(RETRY_PERIOD_SECS)).await;
+    }
 }
 
 /// Starts competing for `namespace/name` as `identity`; the gate opens while this replica
-/// holds the Lease. The task ends (and the gate closes) when the returned sender-side task
-/// is aborted.
+/// holds the Lease and closes for good when it loses it.
 ///
 /// # Errors
-/// The Lease cannot be created or read.
+/// The first attempt to read or create the Lease failed (for example, no permission).
 pub async fn elect(
     client: Client,
     namespace: &str,
     name: &str,
     identity: &str,
-) -> Result<(LeaderGate, tokio::task::JoinHandle<()>), LeaderError> {
-    let err = |source| LeaderError {
-        namespace: namespace.to_owned(),
+) -> Result<(LeaderGate, Election), LeaderError> {
+    let api: Api<Lease> = Api::namespaced(client, namespace);
+    let mut elector = Elector {
+        api: api.clone(),
         name: name.to_owned(),
-        source,
+        identity: identity.to_owned(),
+        observed: None,
     };
-    let manager = LeaseManagerBuilder::new(client, name)
-        .with_namespace(namespace)
-        .with_identity(identity)
-        .with_duration(LEASE_DURATION_SECS)
-        .with_grace(LEASE_GRACE_SECS)
-        .with_field_manager(format!("karpenter-{identity}"))
-        .build()
+    let first = elector
+        .try_acquire_or_renew()
         .await
-        .map_err(err)?;
-    let (rx, task) = manager.watch().await;
-    let handle = tokio::spawn(async move {
-        match task.await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::error!(error = %e, "leader election stopped"),
-            Err(e) => tracing::error!(error = %e, "leader election task failed"),
+        .map_err(|source| LeaderError {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            source,
+        })?;
+    let (tx, rx) = watch::channel(first);
+    let (stop, mut stopped) = watch::channel(false);
+    let changed = Arc::new(Notify::new());
+    let watcher = tokio::spawn(watch_lease(api, name.to_owned(), changed.clone()));
+    let task = tokio::spawn(async move {
+        let retry = Duration::from_secs(RETRY_PERIOD_SECS);
+        let deadline = Duration::from_secs(RENEW_DEADLINE_SECS);
+        let mut leading = first;
+        let mut renewed = Instant::now();
+        loop {
+            tokio::select! {
+                _ = stopped.wait_for(|s| *s) => break,
+                () = tokio::time::sleep(retry) => {}
+                // A standby reacts to a released Lease at once; a holder only on its period.
+                () = changed.notified(), if !leading => {}
+            }
+            match elector.try_acquire_or_renew().await {
+                Ok(true) => {
+                    renewed = Instant::now();
+                    if !leading {
+                        leading = true;
+                        let _ = tx.send(true);
+                    }
+                }
+                Ok(false) if !leading => {}
+                result => {
+                    if let Err(e) = &result {
+                        tracing::warn!(error = %e, "renewing the leader election Lease failed");
+                    }
+                    // A holder keeps retrying until the renew deadline, which ends before any
+                    // candidate may take the Lease; then it stops acting for good (the process
+                    // exits and comes back as a candidate).
+                    if leading && renewed.elapsed() >= deadline {
+                        let _ = tx.send(false);
+                        break;
+                    }
+                }
+            }
+        }
+        watcher.abort();
+        if let Err(e) = elector.release().await {
+            tracing::warn!(error = %e, "releasing the leader election Lease failed");
         }
     });
-    Ok((LeaderGate::from_receiver(rx), handle))
+    Ok((LeaderGate::from_receiver(rx), Election { stop, task }))
 }
 
 #[cfg(test)]
@@ -113,6 +341,45 @@ mod tests {
         tx.send(false).unwrap();
         gate.lost().await;
         assert!(!gate.is_leader());
-        assert!(LeaderGate::always().is_leader());
+    }
+
+    #[tokio::test]
+    async fn an_always_open_gate_is_never_lost() {
+        let mut gate = LeaderGate::always();
+        assert!(gate.is_leader());
+        gate.wait_for_leadership().await;
+        let lost = tokio::time::timeout(Duration::from_millis(50), gate.lost()).await;
+        assert!(
+            lost.is_err(),
+            "an always-open gate reported leadership lost"
+        );
+        assert!(gate.is_leader());
+    }
+
+    #[tokio::test]
+    async fn a_gate_whose_election_ended_is_lost_and_closed() {
+        let (tx, rx) = watch::channel(true);
+        let mut gate = LeaderGate::from_receiver(rx);
+        drop(tx);
+        tokio::time::timeout(Duration::from_millis(50), gate.lost())
+            .await
+            .expect("lost returns once the election is gone");
+        assert!(!gate.is_leader());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_is_taken_when_free_ours_or_unrenewed_for_its_duration() {
+        let at = Instant::now();
+        let seen = |holder: &str| Observed {
+            holder: holder.into(),
+            renew: None,
+            duration: Duration::from_secs(LEASE_DURATION_SECS),
+            at,
+        };
+        assert!(may_take(&seen(""), "a", at));
+        assert!(may_take(&seen("a"), "a", at));
+        assert!(!may_take(&seen("b"), "a", at));
+        assert!(!may_take(&seen("b"), "a", at + Duration::from_secs(14)));
+        assert!(may_take(&seen("b"), "a", at + Duration::from_secs(15)));
     }
 }

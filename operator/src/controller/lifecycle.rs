@@ -202,7 +202,10 @@ fn with_condition(claim: &NodeClaim, f: impl FnOnce(&mut NodeClaim)) -> NodeClai
     c
 }
 
-async fn patch_claim_status(ctx: &Ctx, updated: &NodeClaim) -> Result<(), ReconcileError> {
+pub(super) async fn patch_claim_status(
+    ctx: &Ctx,
+    updated: &NodeClaim,
+) -> Result<(), ReconcileError> {
     ctx.limiter.acquire().await;
     let patch = serde_json::json!({
         "metadata": { "resourceVersion": updated.metadata.resource_version },

@@ -4,11 +4,12 @@
 use super::{Ctx, ReconcileError};
 use crate::metrics::ResourceLabels;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
+use karpenter_cloudprovider::v1::labels as v1labels;
 use karpenter_cloudprovider::v1::{
     NODEPOOL_CONDITION_NODE_CLASS_READY, NODEPOOL_CONDITION_VALIDATION_SUCCEEDED, NodePoolStatus,
     StatusConditions,
 };
-use karpenter_cloudprovider::{NodeClaim, NodePool};
+use karpenter_cloudprovider::{NODEPOOL_HASH_VERSION, NodeClaim, NodePool};
 use karpenter_scheduling::{Quantity, Resources};
 use std::collections::BTreeMap;
 
@@ -47,11 +48,20 @@ pub fn desired_status(
     now: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
 ) -> NodePool {
     let (usage, nodes) = pool_usage(pool.name(), claims.iter().copied());
-    let mut resources: BTreeMap<String, K8sQuantity> = usage
-        .to_quantities()
-        .into_iter()
-        .map(|(k, q)| (k, K8sQuantity(q.to_string())))
+    // As upstream's counter: every resource the status listed before stays listed, at zero
+    // when no claim has it any more (so a merge patch cannot leave a stale value behind).
+    let mut resources: BTreeMap<String, K8sQuantity> = pool
+        .status
+        .iter()
+        .flat_map(|s| s.resources.keys())
+        .map(|k| (k.clone(), K8sQuantity("0".into())))
         .collect();
+    resources.extend(
+        usage
+            .to_quantities()
+            .into_iter()
+            .map(|(k, q)| (k, K8sQuantity(q.to_string()))),
+    );
     resources.insert("nodes".into(), K8sQuantity(nodes.to_string()));
     let mut out = pool.clone();
     let status = out.status.get_or_insert_with(NodePoolStatus::default);
@@ -76,7 +86,26 @@ pub fn desired_status(
     out
 }
 
-/// Updates every pool's status when it changed, and the usage / limit metrics.
+/// The hash annotations the pool should carry when they differ from what it has: upstream's
+/// NodePool hash controller keeps `karpenter.sh/nodepool-hash` (and its algorithm version)
+/// on the pool, so users and tools can compare it with the claims' copies.
+pub fn hash_annotations(pool: &NodePool) -> Option<BTreeMap<String, String>> {
+    let want = BTreeMap::from([
+        (v1labels::NODEPOOL_HASH_ANNOTATION.to_owned(), pool.hash()),
+        (
+            v1labels::NODEPOOL_HASH_VERSION_ANNOTATION.to_owned(),
+            NODEPOOL_HASH_VERSION.to_owned(),
+        ),
+    ]);
+    let have = pool.metadata.annotations.as_ref();
+    let current = want
+        .iter()
+        .all(|(k, v)| have.and_then(|a| a.get(k)) == Some(v));
+    (!current).then_some(want)
+}
+
+/// Updates every pool's hash annotations and status when they changed, and the usage /
+/// limit metrics.
 ///
 /// # Errors
 /// The first API failure (other pools are updated on the next pass).
@@ -86,6 +115,18 @@ pub async fn reconcile_all(ctx: &Ctx) -> Result<(), ReconcileError> {
     let mut pools = ctx.stores.node_pools.state();
     pools.sort_by(|a, b| a.name().cmp(b.name()));
     for pool in pools {
+        if let Some(annotations) = hash_annotations(&pool) {
+            ctx.limiter.acquire().await;
+            let patch = serde_json::json!({"metadata": {"annotations": annotations}});
+            ctx.node_pools()
+                .patch(
+                    pool.name(),
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&patch),
+                )
+                .await
+                .map_err(ReconcileError::api("annotating NodePool", pool.name()))?;
+        }
         let desired = desired_status(&pool, &claim_refs, ctx.now_time());
         let status = desired.status.clone().unwrap_or_default();
         for (resource, q) in &status.resources {
@@ -125,4 +166,57 @@ pub async fn reconcile_all(ctx: &Ctx) -> Result<(), ReconcileError> {
             .map_err(ReconcileError::api("updating NodePool status", pool.name()))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(status_cpu: Option<&str>) -> NodePool {
+        let mut pool: NodePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+            "metadata": {"name": "default"},
+            "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []}}}
+        }))
+        .unwrap();
+        if let Some(cpu) = status_cpu {
+            pool.status = Some(NodePoolStatus {
+                resources: [("cpu".to_owned(), K8sQuantity(cpu.into()))].into(),
+                ..NodePoolStatus::default()
+            });
+        }
+        pool
+    }
+
+    #[test]
+    fn resources_of_claims_that_are_gone_drop_to_zero() {
+        let pool = pool(Some("2"));
+        let now = crate::cluster::provisioner::time(0);
+        let status = desired_status(&pool, &[], now).status.unwrap();
+        assert_eq!(status.resources["cpu"].0, "0");
+        assert_eq!(status.resources["nodes"].0, "0");
+        assert_eq!(status.nodes, 0);
+    }
+
+    #[test]
+    fn a_pool_gets_its_hash_annotations_once() {
+        let mut pool = pool(None);
+        let want = hash_annotations(&pool).expect("a new pool has none");
+        assert_eq!(want[v1labels::NODEPOOL_HASH_ANNOTATION], pool.hash());
+        assert_eq!(
+            want[v1labels::NODEPOOL_HASH_VERSION_ANNOTATION],
+            NODEPOOL_HASH_VERSION
+        );
+        pool.metadata.annotations = Some(want);
+        assert_eq!(hash_annotations(&pool), None);
+        pool.spec
+            .template
+            .metadata
+            .labels
+            .insert("team".into(), "a".into());
+        assert!(
+            hash_annotations(&pool).is_some(),
+            "a changed template needs a new hash"
+        );
+    }
 }

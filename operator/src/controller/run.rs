@@ -8,10 +8,10 @@ use super::leader::{self, LeaderGate};
 use super::podmetrics::PodTransitions;
 use super::provider::ProviderHooks;
 use super::{
-    Ctx, feed, kubelet, lifecycle, logging, nodepool, provider, repair, state, system_clock,
+    Ctx, drift, feed, kubelet, lifecycle, logging, nodepool, provider, repair, state, system_clock,
 };
 use crate::cluster::orchestration::{Orchestrator, Outcome};
-use crate::cluster::provisioner::{Batcher, NameGenerator, launch_actions};
+use crate::cluster::provisioner::{Batcher, NameGenerator, ProvisionQueue, launch_actions};
 use crate::cluster::{Action, ClusterState, Scope, termination};
 use crate::http::{self, Health};
 use crate::metrics::{
@@ -99,15 +99,13 @@ fn pod_key(pod: &Pod) -> PodKey {
 pub struct Controller {
     ctx: Ctx,
     state: ClusterState,
-    batcher: Batcher,
+    queue: ProvisionQueue,
     names: NameGenerator,
     orchestrator: Orchestrator,
     instance_types: BTreeMap<String, Vec<Arc<InstanceType>>>,
     instance_types_at: Option<Millis>,
     drift: BTreeMap<String, String>,
     drift_at: Option<Millis>,
-    batched: BTreeSet<PodKey>,
-    last_solve: Millis,
     nominated: BTreeMap<PodKey, String>,
     unschedulable: BTreeMap<PodKey, String>,
     last_disruption: Option<Millis>,
@@ -130,8 +128,8 @@ impl Controller {
         Self {
             ctx,
             state: ClusterState::new(),
-            batcher,
-            names: NameGenerator::default(),
+            queue: ProvisionQueue::new(batcher, RESOLVE_PERIOD_MS),
+            names: NameGenerator::starting_at(name_seed()),
             orchestrator: Orchestrator::new(
                 karpenter_disruption::input::DEFAULT_VALIDATION_DELAY_MS,
             ),
@@ -139,8 +137,6 @@ impl Controller {
             instance_types_at: None,
             drift: BTreeMap::new(),
             drift_at: None,
-            batched: BTreeSet::new(),
-            last_solve: 0,
             nominated: BTreeMap::new(),
             unschedulable: BTreeMap::new(),
             last_disruption: None,
@@ -261,11 +257,13 @@ impl Controller {
 
     async fn provision(&mut self, now: Millis) {
         let pods = self.ctx.stores.pods.state();
-        let provisionable: BTreeSet<PodKey> = pods
+        let mut provisionable: BTreeSet<PodKey> = pods
             .iter()
             .filter(|p| is_provisionable(p))
             .map(|p| pod_key(p))
             .collect();
+        let displaced = self.state.displaced_pods();
+        provisionable.extend(displaced.iter().map(|p| p.key()));
         self.ctx
             .metrics
             .scheduler_queue_depth
@@ -273,21 +271,18 @@ impl Controller {
                 controller: "provisioner".into(),
             })
             .set(provisionable.len() as i64);
-        self.batched.retain(|k| provisionable.contains(k));
-        let new = provisionable.iter().any(|k| !self.batched.contains(k));
-        let stale = !provisionable.is_empty() && now - self.last_solve >= RESOLVE_PERIOD_MS;
-        if new || stale {
-            self.batcher.trigger(now);
-            self.batched.extend(provisionable.iter().cloned());
-        }
-        if !self.batcher.take_ready(now) || provisionable.is_empty() {
+        if !self.queue.ready(&provisionable, now) {
             return;
         }
-        self.last_solve = now;
         let mut snapshot = self.state.snapshot(now, Scope::Provisioner);
         snapshot
             .pending_pods
             .retain(|p| provisionable.contains(&p.key()));
+        // Pods of deleting nodes are planned as if pending, and no longer count where they
+        // are (their node takes nothing new).
+        let moving: BTreeSet<PodKey> = displaced.iter().map(|p| p.key()).collect();
+        snapshot.bound_pods.retain(|p| !moving.contains(&p.key()));
+        snapshot.pending_pods.extend(displaced);
         let options = self.solve_options();
         let started = std::time::Instant::now();
         let plan = match tokio::task::spawn_blocking(move || solve(&snapshot, &options)).await {
@@ -395,14 +390,15 @@ impl Controller {
             self.last_disruption = Some(now);
             self.refresh_drift(now).await;
             self.clean_orphan_taints().await;
+            let input = self.state.disruption_input(
+                now,
+                &options,
+                &self.orchestrator.disrupting(),
+                &self.drift,
+                &nominated,
+            );
+            drift::record(&self.ctx, &karpenter_disruption::candidate::drifted(&input)).await;
             if !self.orchestrator.is_busy() {
-                let input = self.state.disruption_input(
-                    now,
-                    &options,
-                    &self.orchestrator.disrupting(),
-                    &self.drift,
-                    &nominated,
-                );
                 let started = std::time::Instant::now();
                 let pass = compute_pass(&input, now);
                 self.ctx
@@ -658,6 +654,16 @@ impl Controller {
     }
 }
 
+/// Where this process's NodeClaim names start: names must not repeat those of an earlier
+/// process (a reused name mixes two claims' events and audit trails), so the sequence starts
+/// at a point drawn from the clock and the process ID.
+fn name_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ (u64::from(std::process::id()) << 32)
+}
+
 fn identity() -> String {
     std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))
@@ -697,7 +703,7 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     watchers.extend(built.watchers);
     let watch_health = health.clone();
     let abort: Vec<_> = watchers.iter().map(|w| w.abort_handle()).collect();
-    tokio::spawn(async move {
+    let monitor = tokio::spawn(async move {
         // A watch task only ends on a bug or a panic; the probe then restarts the pod.
         let _ = futures::future::select_all(watchers).await;
         tracing::error!("a watch task stopped");
@@ -746,21 +752,37 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     metrics.cluster_state_synced.set(1);
     tracing::info!("caches synced");
 
-    let mut gate = if settings.disable_leader_election {
-        LeaderGate::always()
+    let (mut gate, election) = if settings.disable_leader_election {
+        (LeaderGate::always(), None)
     } else {
-        let (gate, _task) = leader::elect(
+        let (gate, election) = leader::elect(
             client.clone(),
             &settings.leader_election_namespace,
             &settings.leader_election_name,
             &id,
         )
         .await?;
-        gate
+        (gate, Some(election))
+    };
+    // Stopping: the watch monitor goes first so the watches it guards can end without an
+    // error, then the Lease is released so a standby takes over at once.
+    let stop = |election: Option<leader::Election>| async move {
+        monitor.abort();
+        for w in abort {
+            w.abort();
+        }
+        if let Some(election) = election {
+            election.release().await;
+        }
     };
     tokio::select! {
         () = gate.wait_for_leadership() => {}
-        r = shutdown() => { r?; return Ok(()); }
+        r = shutdown() => {
+            stop(election).await;
+            r?;
+            tracing::info!("shut down before acquiring leadership");
+            return Ok(());
+        }
     }
     metrics.is_leader.set(1);
     tracing::info!(identity = %id, "acquired leadership");
@@ -772,8 +794,9 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     let result = run_leader(&mut controller, &mut gate, &changed).await;
     let _ = stop_tasks.send(true);
     metrics.is_leader.set(0);
-    for w in abort {
-        w.abort();
+    stop(election).await;
+    if result.is_ok() {
+        tracing::info!("shut down");
     }
     result
 }

@@ -455,6 +455,7 @@ impl<'a> Engine<'a> {
                 self.state.apply(Object::Pod(Box::new(PodRecord {
                     pod: converted,
                     ready_at,
+                    deleting_at: None,
                 })));
             }
             "DaemonSet" => {
@@ -895,6 +896,7 @@ impl<'a> Engine<'a> {
         self.state.apply(Object::Pod(Box::new(PodRecord {
             pod,
             ready_at: Some(self.now + self.settings.pod_startup_time.0),
+            deleting_at: None,
         })));
     }
 
@@ -1014,6 +1016,7 @@ impl<'a> Engine<'a> {
             self.state.apply(Object::Pod(Box::new(PodRecord {
                 pod,
                 ready_at: None,
+                deleting_at: None,
             })));
         }
     }

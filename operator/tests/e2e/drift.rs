@@ -109,16 +109,52 @@ async fn a_template_change_replaces_nodes_one_at_a_time() {
         .await;
     assert_eq!(node_versions(&cluster).await.len(), 3);
 
+    // The hash annotations upstream writes, on the NodePool and on every NodeClaim it launched.
+    let pool = cluster.node_pools().get("default").await.unwrap();
+    let annotations = pool.metadata.annotations.clone().unwrap_or_default();
+    let hash = annotations
+        .get("karpenter.sh/nodepool-hash")
+        .cloned()
+        .unwrap_or_else(|| panic!("NodePool lacks karpenter.sh/nodepool-hash: {annotations:?}"));
+    assert!(annotations.contains_key("karpenter.sh/nodepool-hash-version"));
+    for claim in cluster
+        .node_claims()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+    {
+        let a = claim.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(
+            a.get("karpenter.sh/nodepool-hash"),
+            Some(&hash),
+            "{:?}",
+            claim.metadata.name
+        );
+    }
+
     let start = Instant::now();
     set_version(&cluster, "2").await;
     let most_disrupting = std::cell::Cell::new(0);
+    let drifted_seen = std::cell::Cell::new(false);
     wait_for(
         "every node replaced by a version-2 node",
         Duration::from_secs(300),
         || {
             let cluster = &cluster;
             let most = &most_disrupting;
+            let drifted_seen = &drifted_seen;
             async move {
+                let claims = cluster
+                    .node_claims()
+                    .list(&ListParams::default())
+                    .await
+                    .ok()?;
+                if claims
+                    .iter()
+                    .any(|c| harness::claim_condition(c, "Drifted"))
+                {
+                    drifted_seen.set(true);
+                }
                 let nodes = node_versions(cluster).await;
                 let disrupting = nodes
                     .iter()
@@ -153,10 +189,26 @@ async fn a_template_change_replaces_nodes_one_at_a_time() {
         .count();
     assert_eq!(pending, 0);
     controller.assert_alive();
-    // The NodeClaims that drifted said so before they went.
-    let log = controller.log_text();
+    // The NodeClaims that drifted said so (condition Drifted=True) before they went.
     assert!(
-        log.contains("Drifted"),
-        "no drift decision in the controller log"
+        drifted_seen.get(),
+        "no NodeClaim ever had the Drifted condition"
+    );
+    // Drift is not held back by consolidation's 15 s validation delay.
+    let lines = controller.log_lines();
+    let mut gaps = Vec::new();
+    for (i, (at, line)) in lines.iter().enumerate() {
+        if line.contains("disruption command") && line.contains("Drifted") {
+            let started = lines[i..]
+                .iter()
+                .find(|(_, l)| l.contains("disrupting nodes"))
+                .map(|(t, _)| (*t - *at).total(jiff::Unit::Second).unwrap_or(f64::MAX));
+            gaps.extend(started);
+        }
+    }
+    assert!(!gaps.is_empty(), "no drift decision in the controller log");
+    assert!(
+        gaps.iter().all(|g| *g < 10.0),
+        "drift commands waited before starting: {gaps:?} s (the 15 s delay is consolidation's)"
     );
 }

@@ -283,6 +283,17 @@ impl Cluster {
     /// Starts `karpenter controller` with the fake provider, `extra` arguments and the
     /// credentials of `kubeconfig`.
     pub fn controller_with(&self, name: &str, extra: &[&str], kubeconfig: &Path) -> Controller {
+        self.controller_from(&binary(), name, extra, kubeconfig)
+    }
+
+    /// Starts `karpenter controller` from the binary at `bin`.
+    pub fn controller_from(
+        &self,
+        bin: &Path,
+        name: &str,
+        extra: &[&str],
+        kubeconfig: &Path,
+    ) -> Controller {
         let metrics = free_port();
         let health = free_port();
         let log = self.log_dir.join(format!("{name}.log"));
@@ -308,7 +319,7 @@ impl Cluster {
             health.to_string(),
         ]);
         args.extend(extra.iter().map(|s| (*s).to_owned()));
-        let child = Command::new(binary())
+        let child = Command::new(bin)
             .args(&args)
             .env("KUBECONFIG", kubeconfig)
             .env("POD_NAME", name)
@@ -317,7 +328,7 @@ impl Cluster {
             .stdout(Stdio::from(file.try_clone().expect("log handle")))
             .stderr(Stdio::from(file))
             .spawn()
-            .unwrap_or_else(|e| panic!("start {}: {e}", binary().display()));
+            .unwrap_or_else(|e| panic!("start {}: {e}", bin.display()));
         Controller {
             child,
             name: name.to_owned(),
@@ -580,6 +591,18 @@ impl Controller {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The log's lines without terminal colours, each with its timestamp.
+    pub fn log_lines(&self) -> Vec<(jiff::Timestamp, String)> {
+        let text = self.log_text();
+        text.lines()
+            .map(strip_ansi)
+            .filter_map(|l| {
+                let (stamp, rest) = l.split_once(' ')?;
+                Some((stamp.parse().ok()?, rest.trim().to_owned()))
+            })
+            .collect()
+    }
+
     /// Fails the test with the log if the process exited.
     pub fn assert_alive(&mut self) {
         if let Some(status) = self.exited() {
@@ -603,6 +626,23 @@ impl Drop for Controller {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The last `n` lines of `text`.

@@ -16,4 +16,5 @@ mod nodepools;
 mod provisioning;
 mod rbac;
 mod resilience;
+mod termination;
 mod validation;

@@ -4,6 +4,7 @@
 
 use crate::harness::{self, Cluster, claim_condition, record, wait_for};
 use kube::api::ListParams;
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 /// A NodePool for the fake provider: on-demand amd64, empty nodes removed at once.
@@ -148,6 +149,54 @@ async fn a_deployment_scales_up_onto_new_nodes_and_back_to_zero() {
         );
     }
     controller.assert_alive();
+
+    // A restarted controller never reuses a NodeClaim name (a new claim would inherit the old
+    // one's events and could collide with one still terminating).
+    drop(controller);
+    let first: BTreeSet<String> = claims
+        .iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .collect();
+    let mut again = cluster.controller("karpenter-b", &[]);
+    cluster.scale("inflate", 10).await;
+    cluster
+        .wait_running("inflate", 10, Duration::from_secs(120))
+        .await;
+    let second: BTreeSet<String> = cluster
+        .node_claims()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .collect();
+    let reused: Vec<&String> = first.intersection(&second).collect();
+    assert!(
+        reused.is_empty(),
+        "NodeClaim names reused after a restart: {reused:?}"
+    );
+    again.assert_alive();
+}
+
+/// The container image is built with `--features aws`, which links a second TLS crypto
+/// provider (aws-lc-rs, through the AWS SDK) beside kube's ring. The test build of the
+/// binary has the same features when the suite runs with `--all-features`, as CI does.
+#[cfg(feature = "aws")]
+#[tokio::test]
+async fn the_binary_built_with_the_aws_feature_talks_tls_to_the_api_server() {
+    let Some(cluster) = harness::cluster("aws_feature_tls").await else {
+        return;
+    };
+    cluster.apply(&node_pool("default", "")).await;
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_karpenter"));
+    let mut controller = cluster.controller_from(bin, "karpenter-aws", &[], &cluster.kubeconfig);
+    let secs = apply_and_wait(&cluster, &deployment("tls", 2, "1", "default"), "tls", 2).await;
+    record("aws_feature_tls", "apply to 2 pods Running", secs, "s");
+    controller.assert_alive();
+    assert!(
+        !controller.log_text().contains("CryptoProvider"),
+        "rustls could not choose a crypto provider"
+    );
 }
 
 #[tokio::test]
