@@ -85,22 +85,25 @@ async fn a_deployment_scales_up_onto_new_nodes_and_back_to_zero() {
     );
 
     // Every pod is bound by the kube-scheduler to a Node that one of our NodeClaims launched.
-    let claims = cluster
-        .node_claims()
-        .list(&ListParams::default())
-        .await
-        .unwrap();
-    assert!(!claims.items.is_empty());
-    for claim in &claims {
-        for condition in ["Launched", "Registered", "Initialized", "Ready"] {
-            assert!(
-                claim_condition(claim, condition),
-                "NodeClaim {:?} lacks {condition}=True: {:?}",
-                claim.metadata.name,
-                claim.status
-            );
-        }
-    }
+    // Pods may run on a Ready node a pass before its claim is marked Initialized.
+    let conditions = ["Launched", "Registered", "Initialized", "Ready"];
+    let claims = wait_for(
+        "every NodeClaim Launched, Registered, Initialized and Ready",
+        Duration::from_secs(30),
+        || async {
+            let claims = cluster
+                .node_claims()
+                .list(&ListParams::default())
+                .await
+                .ok()?;
+            let done = !claims.items.is_empty()
+                && claims
+                    .iter()
+                    .all(|c| conditions.iter().all(|t| claim_condition(c, t)));
+            done.then_some(claims)
+        },
+    )
+    .await;
     let node_names: Vec<String> = claims
         .iter()
         .filter_map(|c| c.status.as_ref().map(|s| s.node_name.clone()))

@@ -69,9 +69,11 @@ async fn a_controller_killed_mid_drain_recovers_cleanly() {
     drop(controller);
     let start = Instant::now();
     let mut restarted = cluster.controller("karpenter-b", &[]);
+    // The new replica waits out the killed one's Lease (15 s, as client-go), and each of the
+    // three drains then takes its pods' whole 20 s grace period.
     wait_for(
         "a consistent cluster after the restart",
-        Duration::from_secs(120),
+        Duration::from_secs(240),
         || async {
             let nodes = node_versions(&cluster).await;
             let all_new = nodes.len() == 3 && nodes.iter().all(|(_, v)| v == "2");
