@@ -6,10 +6,9 @@ mod common;
 
 use common::*;
 use karpenter_scheduling::labels::HOSTNAME;
-use karpenter_scheduling::model::{InstanceType, NodePool};
+use karpenter_scheduling::model::NodePool;
 use karpenter_scheduling::solver::{OptimizerOptions, solve_with_deadline};
 use karpenter_scheduling::{Plan, Snapshot, SolveOptions, solve};
-use std::sync::Arc;
 
 fn greedy_options() -> SolveOptions {
     SolveOptions {
@@ -148,59 +147,6 @@ fn no_budget_or_an_expired_deadline_keeps_the_greedy_plan() {
     assert!(free.total_price < greedy.total_price);
 }
 
-/// The cheapest on-demand or spot price of a type.
-fn min_price(it: &InstanceType) -> f64 {
-    it.offerings
-        .iter()
-        .map(|o| o.price)
-        .fold(f64::INFINITY, f64::min)
-}
-
-/// The optimum over every partition of the pods into nodes, each priced at the cheapest
-/// type that holds it.
-fn brute_force(requests: &[(i64, i64)], types: &[Arc<InstanceType>]) -> f64 {
-    fn go(
-        i: usize,
-        requests: &[(i64, i64)],
-        blocks: &mut Vec<(i64, i64, i64)>,
-        types: &[Arc<InstanceType>],
-        best: &mut f64,
-    ) {
-        if i == requests.len() {
-            let mut cost = 0.0;
-            for &(cpu, mem, n) in blocks.iter() {
-                let price = types
-                    .iter()
-                    .filter(|it| {
-                        let a = it.allocatable();
-                        cpu <= a.cpu_millis && mem <= a.memory && n <= a.pods
-                    })
-                    .map(|it| min_price(it))
-                    .fold(f64::INFINITY, f64::min);
-                cost += price;
-            }
-            *best = best.min(cost);
-            return;
-        }
-        let (cpu, mem) = requests[i];
-        for b in 0..blocks.len() {
-            blocks[b].0 += cpu;
-            blocks[b].1 += mem;
-            blocks[b].2 += 1;
-            go(i + 1, requests, blocks, types, best);
-            blocks[b].0 -= cpu;
-            blocks[b].1 -= mem;
-            blocks[b].2 -= 1;
-        }
-        blocks.push((cpu, mem, 1));
-        go(i + 1, requests, blocks, types, best);
-        blocks.pop();
-    }
-    let mut best = f64::INFINITY;
-    go(0, requests, &mut Vec::new(), types, &mut best);
-    best
-}
-
 #[test]
 fn tiny_batches_match_brute_force_and_the_bound_stays_below() {
     let mut catalogue = catalogue();
@@ -234,7 +180,7 @@ fn tiny_batches_match_brute_force_and_the_bound_stays_below() {
         let plan = solve(&s, &SolveOptions::default());
         assert!(plan.unschedulable.is_empty());
         let in_bytes: Vec<(i64, i64)> = case.iter().map(|&(c, m)| (c, m * GI)).collect();
-        let best = brute_force(&in_bytes, &catalogue);
+        let best = brute_force(&in_bytes, &catalogue, None);
         let bound = plan.lower_bound.unwrap();
         assert!(
             (plan.total_price - best).abs() < 1e-9,
@@ -276,4 +222,96 @@ fn pool_limits_are_respected_by_the_optimised_claims() {
         })
         .sum();
     assert!(used <= 19_000, "{used}");
+}
+
+/// A catalogue with one huge type beside small ones: each claim that may launch as the huge
+/// type counts 192 cpu against a limit (Karpenter's `subtractMax`).
+fn pool_with_a_huge_type(limit_cpu: Option<&str>) -> NodePool {
+    let mut p = pool("default");
+    p.instance_types = vec![
+        instance_type("huge", 192, 384, 12.0, false, &[]),
+        instance_type("mid", 4, 16, 0.20, false, &[]),
+        instance_type("small", 2, 8, 0.11, false, &[]),
+    ];
+    if let Some(cpu) = limit_cpu {
+        p.limits = [(
+            "cpu".to_string(),
+            karpenter_scheduling::Quantity::parse(cpu).unwrap(),
+        )]
+        .into();
+    }
+    p
+}
+
+/// The most cpu the plan's claims of `pool` could launch: each claim's largest option.
+fn launchable_cpu(plan: &Plan, pool: &NodePool) -> i64 {
+    plan.new_node_claims
+        .iter()
+        .filter(|c| c.node_pool == pool.name)
+        .map(|c| {
+            c.instance_type_options
+                .iter()
+                .map(|o| {
+                    let it = pool.instance_types.iter().find(|it| it.name == o.name);
+                    it.unwrap().capacity.cpu_millis
+                })
+                .max()
+                .unwrap()
+        })
+        .sum()
+}
+
+#[test]
+fn a_limit_far_from_binding_gives_the_plan_without_limits() {
+    let pods: Vec<_> = (0..60)
+        .map(|i| pod(&format!("p{i}"), 900 + (i % 3) * 50, GI))
+        .collect();
+    let free = solve(
+        &snapshot(pods.clone(), vec![pool_with_a_huge_type(None)]),
+        &SolveOptions::default(),
+    );
+    let limited_pool = pool_with_a_huge_type(Some("1000"));
+    let limited = solve(
+        &snapshot(pods, vec![limited_pool.clone()]),
+        &SolveOptions::default(),
+    );
+    assert!(limited.unschedulable.is_empty());
+    assert_eq!(claims_of(&limited), claims_of(&free));
+    assert!((limited.total_price - free.total_price).abs() < 1e-9);
+    assert!(limited.total_price < limited.greedy_price.unwrap() - 1e-9);
+    // Karpenter's guarantee: every claim may launch as any of its options.
+    assert!(launchable_cpu(&limited, &limited_pool) <= 1_000_000);
+    // Far from the limit the first claims keep the huge type as a fallback option.
+    assert!(
+        limited.new_node_claims[0]
+            .instance_type_options
+            .iter()
+            .any(|o| o.name == "huge")
+    );
+}
+
+#[test]
+fn a_binding_limit_narrows_options_to_the_type_each_claim_is_priced_at() {
+    // The greedy fills one huge node (12/h). Fifteen mid nodes cost 3/h and use 60 cpu, but
+    // with the huge type among every claim's options they would count 15 × 192 cpu against
+    // a 250-cpu limit: only the first claim may keep the huge fallback.
+    let pods: Vec<_> = (0..60).map(|i| pod(&format!("p{i}"), 900, GI)).collect();
+    let p = pool_with_a_huge_type(Some("250"));
+    let s = snapshot(pods, vec![p.clone()]);
+    let plan = solve(&s, &SolveOptions::default());
+    let greedy = solve(&s, &greedy_options());
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    assert!(launchable_cpu(&plan, &p) <= 250_000);
+    assert!(launchable_cpu(&greedy, &p) <= 250_000);
+    assert!(
+        plan.total_price < greedy.total_price / 2.0,
+        "{}",
+        plan.total_price
+    );
+    let with_huge = plan
+        .new_node_claims
+        .iter()
+        .filter(|c| c.instance_type_options.iter().any(|o| o.name == "huge"))
+        .count();
+    assert!(with_huge <= 1, "{with_huge}");
 }

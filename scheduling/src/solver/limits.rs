@@ -53,6 +53,31 @@ impl Remaining {
             .collect()
     }
 
+    /// Whether the pool has any limit at all.
+    pub(crate) fn is_limited(&self) -> bool {
+        !self.left.is_empty()
+    }
+
+    /// What a node of type `it` uses of each limited resource, in the order of
+    /// [`Remaining::left`] (`nodes` counts one).
+    pub(crate) fn charge(&self, it: &InstanceType) -> Vec<i64> {
+        self.left
+            .keys()
+            .map(|k| {
+                if k == NODES {
+                    1
+                } else {
+                    arith::get(&it.capacity, k)
+                }
+            })
+            .collect()
+    }
+
+    /// What remains of each limited resource, in the order of [`Remaining::charge`].
+    pub(crate) fn left(&self) -> Vec<i64> {
+        self.left.values().copied().collect()
+    }
+
     /// Accounts for a new claim that may launch as any of `options`: the largest capacity
     /// is subtracted (upstream's `subtractMax`), and one node.
     pub(crate) fn subtract_claim<'a>(

@@ -322,6 +322,13 @@ impl Claim {
         c
     }
 
+    /// Keeps only the options `keep` accepts (in their order), refreshing what depends on
+    /// them.
+    pub(crate) fn retain_options(&mut self, t: &Template<'_>, keep: impl FnMut(&u32) -> bool) {
+        self.options.retain(keep);
+        self.refresh_max(t);
+    }
+
     fn refresh_max(&mut self, t: &Template<'_>) {
         // Without extended resources the element-wise maximum is four scalar maxima; this
         // runs for every claim the scheduler tries to open, so skip the general merge.

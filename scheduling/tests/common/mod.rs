@@ -341,3 +341,88 @@ pub fn synthetic_snapshot(pods: usize, spread_every: usize) -> Snapshot {
         .collect();
     snapshot(pending, vec![p])
 }
+
+/// The cheapest on-demand or spot price of a type.
+pub fn min_price(it: &InstanceType) -> f64 {
+    it.offerings
+        .iter()
+        .map(|o| o.price)
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// The cheapest plan over every partition of the pods into nodes and every choice of a type
+/// per node that holds it, with the nodes' total cpu capacity within `limit` (millicores).
+pub fn brute_force(
+    requests: &[(i64, i64)],
+    types: &[Arc<InstanceType>],
+    limit: Option<i64>,
+) -> f64 {
+    /// Cheapest choice of one type per block with total capacity within the limit.
+    fn choose(
+        blocks: &[(i64, i64, i64)],
+        types: &[Arc<InstanceType>],
+        left: i64,
+        spent: f64,
+        best: &mut f64,
+    ) {
+        if spent >= *best {
+            return;
+        }
+        let Some((&(cpu, mem, n), rest)) = blocks.split_first() else {
+            *best = spent;
+            return;
+        };
+        for it in types {
+            let a = it.allocatable();
+            if cpu <= a.cpu_millis
+                && mem <= a.memory
+                && n <= a.pods
+                && it.capacity.cpu_millis <= left
+            {
+                choose(
+                    rest,
+                    types,
+                    left - it.capacity.cpu_millis,
+                    spent + min_price(it),
+                    best,
+                );
+            }
+        }
+    }
+    fn go(
+        i: usize,
+        requests: &[(i64, i64)],
+        blocks: &mut Vec<(i64, i64, i64)>,
+        types: &[Arc<InstanceType>],
+        limit: i64,
+        best: &mut f64,
+    ) {
+        if i == requests.len() {
+            choose(blocks, types, limit, 0.0, best);
+            return;
+        }
+        let (cpu, mem) = requests[i];
+        for b in 0..blocks.len() {
+            blocks[b].0 += cpu;
+            blocks[b].1 += mem;
+            blocks[b].2 += 1;
+            go(i + 1, requests, blocks, types, limit, best);
+            blocks[b].0 -= cpu;
+            blocks[b].1 -= mem;
+            blocks[b].2 -= 1;
+        }
+        blocks.push((cpu, mem, 1));
+        go(i + 1, requests, blocks, types, limit, best);
+        blocks.pop();
+    }
+    let mut best = f64::INFINITY;
+    go(
+        0,
+        requests,
+        &mut Vec::new(),
+        types,
+        limit.unwrap_or(i64::MAX),
+        &mut best,
+    );
+    best
+}

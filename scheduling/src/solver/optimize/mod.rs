@@ -10,9 +10,11 @@
 //! requirements satisfies every constraint the greedy checked (taints, requirements,
 //! volume and topology domains), so only capacity, DaemonSet overhead, offerings, NodePool
 //! limits and minValues need re-checking — which is done on the final claims with the
-//! solver's own arithmetic, falling back to the greedy claims of a group (or of a whole
-//! NodePool, for limits) on any failure. A group is replaced only when strictly cheaper, so
-//! the plan is never worse than the greedy one.
+//! solver's own arithmetic, falling back to the greedy claims of a group on any failure.
+//! Under NodePool limits each re-packed claim's options are narrowed to what the remaining
+//! limit allows (see `fit_limits`), so launching any option of every claim stays within it.
+//! A group is replaced only when strictly cheaper, so the plan is never worse than the
+//! greedy one.
 //!
 //! Effort is bounded by a deterministic work budget ([`OptimizerOptions::max_work`]) and
 //! optionally by a caller's deadline callback; groups not reached keep their greedy claims.
@@ -220,96 +222,37 @@ pub(crate) fn optimize(
     );
 
     let mut replaced: Vec<Option<Vec<Claim>>> = Vec::with_capacity(groups.len());
+    let mut proven: Vec<bool> = Vec::with_capacity(groups.len());
     let mut next_host = 0u32;
     for g in &groups {
         if budget.exhausted() {
             replaced.push(None);
+            proven.push(false);
             continue;
         }
         let outcome = repack(s, g, &mut budget, &mut next_host);
-        if outcome.proven_optimal {
-            stats.groups_proven_optimal += 1;
-        }
+        proven.push(outcome.proven_optimal);
         replaced.push(outcome.claims);
     }
 
-    // NodePool limits: replay every claim of a limited pool in plan order; a pool whose
-    // new claims would break a limit keeps its greedy claims.
+    // NodePool limits (see [`fit_limits`]): a re-packed group is proven optimal only if it
+    // survives them, since its packing ignored them.
     for (ti, t) in s.templates.iter().enumerate() {
-        if t.pool.limits.is_empty()
-            || !groups
-                .iter()
-                .zip(&replaced)
-                .any(|(g, r)| g.template == ti && r.is_some())
-        {
+        let members: Vec<usize> = (0..groups.len())
+            .filter(|&g| groups[g].template == ti && replaced[g].is_some())
+            .collect();
+        if members.is_empty() || !Remaining::new(t.pool).is_limited() {
             continue;
         }
-        let mut remaining = Remaining::new(t.pool);
-        let mut ok = true;
-        let kept = s.claims.iter().enumerate().filter(|(c, claim)| {
-            claim.template == ti
-                && !groups
-                    .iter()
-                    .zip(&replaced)
-                    .any(|(g, r)| r.is_some() && g.claims.contains(c))
-        });
-        let greedy_claims: Vec<&Claim> = kept.map(|(_, c)| c).collect();
-        let mut new_claims: Vec<&mut Claim> = Vec::new();
-        for (g, r) in groups.iter().zip(replaced.iter_mut()) {
-            if g.template == ti
-                && let Some(claims) = r
-            {
-                new_claims.extend(claims.iter_mut());
-            }
-        }
-        for claim in greedy_claims {
-            if remaining.nodes_exhausted()
-                || claim
-                    .options
-                    .iter()
-                    .any(|&i| !remaining.exceeded_by(t.its[i as usize]).is_empty())
-            {
-                ok = false;
-                break;
-            }
-            remaining.subtract_claim(claim.options.iter().map(|&i| t.its[i as usize]));
-        }
-        if ok {
-            for claim in new_claims {
-                claim
-                    .options
-                    .retain(|&i| remaining.exceeded_by(t.its[i as usize]).is_empty());
-                if remaining.nodes_exhausted() || claim.options.is_empty() {
-                    ok = false;
-                    break;
-                }
-                remaining.subtract_claim(claim.options.iter().map(|&i| t.its[i as usize]));
-            }
-        }
-        // Dropped options may have raised prices: the pool must still come out cheaper.
-        if ok {
-            for (g, r) in groups.iter().zip(replaced.iter_mut()) {
-                if g.template != ti {
-                    continue;
-                }
-                if let Some(claims) = r {
-                    let new: f64 = claims
-                        .iter()
-                        .map(|c| claim_price(t, &c.options, &g.reqs))
-                        .sum();
-                    if new >= greedy_cost(s, g) - price_epsilon(new) {
-                        *r = None;
-                    }
-                }
-            }
-        } else {
-            for (g, r) in groups.iter().zip(replaced.iter_mut()) {
-                if g.template == ti {
-                    *r = None;
-                }
+        let kept = fit_limits(s, ti, &groups, &members, &mut replaced);
+        for &g in &members {
+            if !kept.contains(&g) {
+                replaced[g] = None;
+                proven[g] = false;
             }
         }
     }
+    stats.groups_proven_optimal = proven.iter().filter(|&&p| p).count();
 
     stats.groups_improved = replaced.iter().filter(|r| r.is_some()).count();
     stats.work = budget.spent().saturating_add(bound_budget.spent());
@@ -347,6 +290,151 @@ pub(crate) fn optimize(
         greedy_price,
         stats,
     }
+}
+
+/// What a claim must at least count against its pool's limits: the capacity of its
+/// cheapest option (the type it is priced at), in the order of [`Remaining::charge`].
+fn least_charge(t: &Template<'_>, remaining: &Remaining, claim: &Claim) -> Vec<i64> {
+    let offers = t.offers(&claim.reqs);
+    let price = |i: u32| {
+        offers[i as usize].map_or(f64::INFINITY, |o| {
+            t.its[i as usize].offerings[o as usize].price
+        })
+    };
+    let cheapest = claim
+        .options
+        .iter()
+        .copied()
+        .min_by(|&a, &b| price(a).total_cmp(&price(b)).then(a.cmp(&b)));
+    cheapest.map_or_else(
+        || vec![0; remaining.left().len()],
+        |i| remaining.charge(t.its[i as usize]),
+    )
+}
+
+/// Fits the re-packed groups `members` of pool `ti` under the pool's limits, keeping
+/// Karpenter's guarantee: every claim counts the largest capacity among its options
+/// (`subtractMax`), so launching any option of every new claim stays within the limit.
+///
+/// The pool's greedy claims that stay count as the greedy pass counted them. Each re-packed
+/// claim must count at least the capacity of the type it is priced at; groups are accepted
+/// (all at once when they fit, else one by one in plan order) while those least charges fit
+/// what remains. The slack left is then shared out in plan order: each claim keeps the
+/// options whose capacity stays within its least charge plus the slack, so far from a limit
+/// the claims keep every option, and close to it they keep only types no larger than the one
+/// they are priced at. Prices never change: the cheapest option always stays. Returns the
+/// accepted groups.
+fn fit_limits(
+    s: &Scheduler<'_>,
+    ti: usize,
+    groups: &[Group],
+    members: &[usize],
+    replaced: &mut [Option<Vec<Claim>>],
+) -> Vec<usize> {
+    let t = &s.templates[ti];
+    let initial = Remaining::new(t.pool);
+    // What remains after the greedy claims of the pool that are not replaced.
+    let after_kept = |accepted: &[usize]| -> Option<Remaining> {
+        let mut remaining = initial.clone();
+        for (c, claim) in s.claims.iter().enumerate() {
+            if claim.template != ti || accepted.iter().any(|&g| groups[g].claims.contains(&c)) {
+                continue;
+            }
+            if remaining.nodes_exhausted()
+                || claim
+                    .options
+                    .iter()
+                    .any(|&i| !remaining.exceeded_by(t.its[i as usize]).is_empty())
+            {
+                return None;
+            }
+            remaining.subtract_claim(claim.options.iter().map(|&i| t.its[i as usize]));
+        }
+        Some(remaining)
+    };
+    let least: Vec<Vec<Vec<i64>>> = members
+        .iter()
+        .map(|&g| {
+            replaced[g].as_ref().map_or_else(Vec::new, |claims| {
+                claims
+                    .iter()
+                    .map(|c| least_charge(t, &initial, c))
+                    .collect()
+            })
+        })
+        .collect();
+    let fits = |accepted: &[usize]| -> bool {
+        let Some(remaining) = after_kept(accepted) else {
+            return false;
+        };
+        let mut left = remaining.left();
+        for (m, &g) in members.iter().enumerate() {
+            if accepted.contains(&g) {
+                for charge in &least[m] {
+                    for (l, c) in left.iter_mut().zip(charge) {
+                        *l -= c;
+                    }
+                }
+            }
+        }
+        left.iter().all(|&l| l >= 0)
+    };
+    let accepted: Vec<usize> = if fits(members) {
+        members.to_vec()
+    } else {
+        let mut accepted = Vec::new();
+        for &g in members {
+            accepted.push(g);
+            if !fits(&accepted) {
+                accepted.pop();
+            }
+        }
+        accepted
+    };
+    if accepted.is_empty() {
+        return accepted;
+    }
+    let Some(remaining) = after_kept(&accepted) else {
+        return Vec::new();
+    };
+    let mut slack = remaining.left();
+    for (m, &g) in members.iter().enumerate() {
+        if accepted.contains(&g) {
+            for charge in &least[m] {
+                for (l, c) in slack.iter_mut().zip(charge) {
+                    *l -= c;
+                }
+            }
+        }
+    }
+    for (m, &g) in members.iter().enumerate() {
+        if !accepted.contains(&g) {
+            continue;
+        }
+        let Some(claims) = replaced[g].as_mut() else {
+            continue;
+        };
+        for (claim, least) in claims.iter_mut().zip(&least[m]) {
+            let allowed: Vec<i64> = least.iter().zip(&slack).map(|(l, s)| l + s).collect();
+            claim.retain_options(t, |&i| {
+                initial
+                    .charge(t.its[i as usize])
+                    .iter()
+                    .zip(&allowed)
+                    .all(|(c, a)| c <= a)
+            });
+            let charge = claim
+                .options
+                .iter()
+                .map(|&i| initial.charge(t.its[i as usize]))
+                .reduce(|a, b| a.iter().zip(&b).map(|(x, y)| *x.max(y)).collect())
+                .unwrap_or_else(|| least.clone());
+            for ((s, c), l) in slack.iter_mut().zip(&charge).zip(least) {
+                *s -= c - l;
+            }
+        }
+    }
+    accepted
 }
 
 fn price_epsilon(price: f64) -> f64 {

@@ -1,0 +1,90 @@
+//! The optimiser against brute force on tiny batches, NodePool limits included: a plan never
+//! costs less than the true optimum (it would break a constraint), keeps Karpenter's limit
+//! guarantee (every option of every claim launchable), never exceeds the greedy price, and a
+//! plan whose groups are all reported proven optimal costs exactly the optimum.
+
+mod common;
+
+use common::*;
+use karpenter_scheduling::Quantity;
+use karpenter_scheduling::model::InstanceType;
+use karpenter_scheduling::solver::OptimizerOptions;
+use karpenter_scheduling::{Plan, SolveOptions, solve};
+use proptest::prelude::*;
+use std::sync::Arc;
+
+fn types() -> Vec<Arc<InstanceType>> {
+    vec![
+        instance_type("a", 2, 4, 0.10, true, &[]),
+        instance_type("b", 4, 8, 0.17, true, &[]),
+        instance_type("odd", 6, 8, 0.21, false, &[]),
+        instance_type("c", 8, 16, 0.40, true, &[]),
+        instance_type("d", 16, 64, 0.70, false, &[]),
+    ]
+}
+
+fn launchable_cpu(plan: &Plan, types: &[Arc<InstanceType>]) -> i64 {
+    plan.new_node_claims
+        .iter()
+        .map(|c| {
+            c.instance_type_options
+                .iter()
+                .map(|o| {
+                    let it = types.iter().find(|it| it.name == o.name).unwrap();
+                    it.capacity.cpu_millis
+                })
+                .max()
+                .unwrap()
+        })
+        .sum()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn tiny_batches_under_limits_against_brute_force(
+        requests in prop::collection::vec((100i64..7000, 1i64..12), 1..6),
+        limit in prop::option::of(2i64..48),
+    ) {
+        let types = types();
+        let mut p = pool("default");
+        p.instance_types = types.clone();
+        if let Some(cpu) = limit {
+            p.limits = [("cpu".to_string(), Quantity::parse(&cpu.to_string()).unwrap())].into();
+        }
+        let pods = requests
+            .iter()
+            .enumerate()
+            .map(|(i, &(cpu, mem_gi))| pod(&format!("p{i}"), cpu, mem_gi * GI))
+            .collect();
+        let s = snapshot(pods, vec![p]);
+        let greedy = solve(&s, &SolveOptions {
+            optimizer: OptimizerOptions { enabled: false, ..OptimizerOptions::default() },
+            ..SolveOptions::default()
+        });
+        // Only batches the greedy places whole: the optimiser re-packs placed pods.
+        prop_assume!(greedy.unschedulable.is_empty());
+        let plan = solve(&s, &SolveOptions::default());
+        prop_assert!(plan.unschedulable.is_empty());
+        let in_bytes: Vec<(i64, i64)> = requests.iter().map(|&(c, m)| (c, m * GI)).collect();
+        let best = brute_force(&in_bytes, &types, limit.map(|l| l * 1000));
+        let stats = plan.optimizer.clone().expect("optimiser ran");
+        prop_assert!(plan.total_price >= best - 1e-9, "plan {} below optimum {}", plan.total_price, best);
+        prop_assert!(plan.total_price <= greedy.total_price + 1e-9);
+        if let Some(cpu) = limit {
+            prop_assert!(launchable_cpu(&plan, &types) <= cpu * 1000);
+        }
+        if stats.groups > 0 && stats.groups_proven_optimal == stats.groups {
+            prop_assert!(
+                (plan.total_price - best).abs() < 1e-9,
+                "reported optimal at {} but the optimum is {}", plan.total_price, best
+            );
+        }
+        if limit.is_none() {
+            // Within the exact packer's reach every group is proven optimal.
+            prop_assert_eq!(stats.groups_proven_optimal, stats.groups);
+        }
+        prop_assert!(plan.lower_bound.unwrap() <= best + 1e-9);
+    }
+}
