@@ -140,6 +140,16 @@ build() {
   fi
   command -v go >/dev/null || { log "go is not installed"; exit 1; }
   mkdir -p "$BIN"
+  # One build at a time per cache: CI starts one in the background early, and the test
+  # script's own `build` then waits for it and finds the binaries there.
+  exec 9>"$CACHE/build.lock"
+  if ! flock -n 9; then
+    log "another build is running; waiting for it"
+    flock 9
+  fi
+  if built; then
+    return 0
+  fi
   local t0=$SECONDS
   [[ -x "$BIN/etcd" ]] || build_etcd
   [[ -x "$BIN/kube-apiserver" && -x "$BIN/kube-scheduler" && -x "$BIN/kube-controller-manager" \
