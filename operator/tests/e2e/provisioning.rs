@@ -78,6 +78,37 @@ async fn a_deployment_scales_up_onto_new_nodes_and_back_to_zero() {
     .await;
     controller.assert_alive();
     record("provisioning", "apply to 10 pods Running", secs, "s");
+    // The batch closes 1 s after the last pod arrives (BATCH_IDLE_DURATION), not at its 10 s
+    // maximum: from the last pod's creation to the first NodeClaim's, by the audit log.
+    let created = |resource: &str| -> Vec<jiff::Timestamp> {
+        cluster
+            .audit_events()
+            .iter()
+            .filter(|e| e["verb"] == "create" && e["objectRef"]["resource"] == resource)
+            .filter(|e| e["objectRef"]["subresource"].is_null())
+            .filter(|e| e["responseStatus"]["code"] == 201)
+            .filter_map(|e| e["requestReceivedTimestamp"].as_str()?.parse().ok())
+            .collect()
+    };
+    let last_pod = created("pods")
+        .into_iter()
+        .max()
+        .expect("pods were created");
+    let first_claim = created("nodeclaims")
+        .into_iter()
+        .min()
+        .expect("nodeclaims were created");
+    let batch = (first_claim - last_pod).total(jiff::Unit::Second).unwrap();
+    record(
+        "provisioning",
+        "last pod created to first NodeClaim",
+        batch,
+        "s",
+    );
+    assert!(
+        batch < 5.0,
+        "the first NodeClaim came {batch:.1} s after the last pod (idle window 1 s)"
+    );
     let url = format!("http://127.0.0.1:{}/readyz", controller.health_port);
     assert!(
         harness::http_get(&url).await.is_some(),

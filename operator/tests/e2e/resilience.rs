@@ -69,10 +69,24 @@ async fn a_controller_killed_mid_drain_recovers_cleanly() {
     drop(controller);
     let start = Instant::now();
     let mut restarted = cluster.controller("karpenter-b", &[]);
-    // The new replica waits out the killed one's Lease (15 s, as client-go), and each of the
-    // three drains then takes its pods' whole 20 s grace period.
+    // Within two minutes the cluster is consistent: no orphaned taint, every NodeClaim with
+    // a Node and every Node with a NodeClaim, no stuck finalizer, every pod Running.
     wait_for(
         "a consistent cluster after the restart",
+        Duration::from_secs(120),
+        || async { consistent(&cluster, "spread", 3).await },
+    )
+    .await;
+    record(
+        "crash",
+        "restart to consistent",
+        start.elapsed().as_secs_f64(),
+        "s",
+    );
+    // Then the rollout finishes. The new replica waited out the killed one's Lease (15 s, as
+    // client-go), and each of the three drains takes its pods' whole 20 s grace period.
+    wait_for(
+        "every node replaced after the restart",
         Duration::from_secs(240),
         || async {
             let nodes = node_versions(&cluster).await;
