@@ -34,6 +34,11 @@ pub struct PlanArgs {
     /// MIN_VALUES_POLICY.
     #[arg(long, value_enum, default_value_t = MinValues::Strict)]
     pub min_values_policy: MinValues,
+    /// Work budget of the packing optimiser, in its deterministic units (default 150
+    /// million, a few hundred milliseconds). A larger budget may find cheaper plans on large
+    /// batches; 0 gives the greedy (Karpenter-equivalent) plan with no bound.
+    #[arg(long, value_name = "UNITS")]
+    pub optimizer_work: Option<u64>,
 }
 
 /// Output formats.
@@ -65,6 +70,9 @@ pub enum MinValues {
 
 /// Runs the subcommand, writing to `out`.
 pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
+    // A JSON plan lists every option of every claim: megabytes, one write per line unbuffered.
+    let mut out = std::io::BufWriter::new(out);
+    let out: &mut dyn std::io::Write = &mut out;
     let docs = manifests::load_paths(&args.paths)?;
     let inputs = Inputs::from_documents(&docs)?;
     if inputs.node_pools.is_empty() {
@@ -99,6 +107,11 @@ pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
         },
         ..SolveOptions::default()
     };
+    let mut options = options;
+    if let Some(work) = args.optimizer_work {
+        options.optimizer.max_work = work;
+        options.optimizer.enabled = work > 0;
+    }
     let plan = solve(&snapshot, &options);
     match args.output {
         OutputFormat::Json => {
@@ -117,6 +130,7 @@ pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
             }
         }
     }
+    out.flush()?;
     Ok(())
 }
 

@@ -153,3 +153,21 @@ fn crds_are_printed() {
     assert!(text.contains("name: nodepools.karpenter.sh"), "{text}");
     assert!(text.contains("name: nodeclaims.karpenter.sh"), "{text}");
 }
+
+#[test]
+fn optimizer_work_zero_gives_the_greedy_plan() {
+    let json = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec!["plan", "examples/inflate", "--output", "json"];
+        args.extend_from_slice(extra);
+        let out = karpenter(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let greedy = json(&["--optimizer-work", "0"]);
+    assert!(greedy.get("optimizer").is_none(), "{greedy}");
+    assert!(greedy.get("lowerBound").is_none(), "{greedy}");
+    let optimised = json(&["--optimizer-work", "1000000000"]);
+    assert!(optimised["optimizer"].is_object(), "{optimised}");
+    let price = |p: &serde_json::Value| p["totalPrice"].as_f64().unwrap();
+    assert!(price(&optimised) <= price(&greedy) + 1e-9);
+}

@@ -349,11 +349,11 @@ impl Claim {
             self.max_alloc = max;
             return;
         }
-        self.max_alloc = self
-            .options
-            .iter()
-            .map(|&i| &t.allocs[i as usize])
-            .fold(Resources::default(), |acc, a| arith::max(&acc, a));
+        let mut max = Resources::default();
+        for &i in &self.options {
+            arith::max_into(&mut max, &t.allocs[i as usize]);
+        }
+        self.max_alloc = max;
     }
 
     /// Whether `requests` more could possibly fit (a cheap filter before the full check).
