@@ -99,6 +99,17 @@ pub struct Command {
 }
 
 impl Command {
+    /// When the command may be validated, given the configured validation delay: `delay`
+    /// after it was created if its reason [waits for validation](Reason::waits_for_validation),
+    /// at once otherwise.
+    pub fn validation_due(&self, delay: Millis) -> Millis {
+        if self.reason.waits_for_validation() {
+            self.created_at.saturating_add(delay)
+        } else {
+            self.created_at
+        }
+    }
+
     /// Names of the candidate nodes.
     pub fn node_names(&self) -> Vec<&str> {
         self.candidates.iter().map(|c| c.node.as_str()).collect()

@@ -84,12 +84,7 @@ pub fn validate(
         }
         return Ok(());
     }
-    let delay = if cmd.reason.waits_for_validation() {
-        fresh.options.validation_delay_ms
-    } else {
-        0
-    };
-    let due = cmd.created_at.saturating_add(delay);
+    let due = cmd.validation_due(fresh.options.validation_delay_ms);
     if now < due {
         return Err(ValidationFailure::TooEarly {
             remaining_ms: due - now,

@@ -96,7 +96,7 @@ pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
         }
     };
     let snapshot = inputs.snapshot(instance_types)?;
-    let options = SolveOptions {
+    let mut options = SolveOptions {
         preference_policy: match args.preference_policy {
             Preference::Respect => PreferencePolicy::Respect,
             Preference::Ignore => PreferencePolicy::Ignore,
@@ -107,7 +107,6 @@ pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
         },
         ..SolveOptions::default()
     };
-    let mut options = options;
     if let Some(work) = args.optimizer_work {
         options.optimizer.max_work = work;
         options.optimizer.enabled = work > 0;

@@ -427,6 +427,16 @@ impl InstanceType {
         clamp_non_negative(&mut a);
         a
     }
+
+    /// The price of the cheapest offering of `capacity_type` in `zone` (any zone when
+    /// `None`), available or not: what a node already running on it costs.
+    pub fn offering_price(&self, zone: Option<&str>, capacity_type: &str) -> Option<f64> {
+        self.offerings
+            .iter()
+            .filter(|o| o.capacity_type == capacity_type && zone.is_none_or(|z| z == o.zone))
+            .map(|o| o.price)
+            .min_by(f64::total_cmp)
+    }
 }
 
 fn clamp_non_negative(r: &mut Resources) {

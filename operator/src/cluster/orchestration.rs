@@ -2,8 +2,9 @@
 //!
 //! Graceful commands (emptiness, drift, consolidation) are re-checked with
 //! [`karpenter_disruption::validate`] against fresh state (emptiness and consolidation only
-//! after the validation delay), then their candidates are tainted `karpenter.sh/disrupted:NoSchedule` and their replacements
-//! launched; once every replacement has initialized the candidates' NodeClaims are deleted
+//! after the validation delay), then their candidates are tainted
+//! `karpenter.sh/disrupted:NoSchedule` and their replacements launched; once every
+//! replacement has initialized the candidates' NodeClaims are deleted
 //! (termination drains them). A replacement that fails to launch abandons the command and
 //! untaints the candidates. Forceful commands (expiry, interruption) delete their NodeClaims
 //! at once. While queued, a command's nodes are reported as `disrupting` so the next pass
@@ -85,19 +86,8 @@ impl Orchestrator {
         self.queue
             .iter()
             .filter(|q| matches!(q.stage, Stage::Validating))
-            .map(|q| q.command.created_at + self.delay(&q.command))
+            .map(|q| q.command.validation_due(self.validation_delay))
             .min()
-    }
-
-    /// How long `command` waits before it is validated: consolidation and emptiness wait for
-    /// the validation delay (the cluster must look the same a while later); drift acts at
-    /// once, as upstream's drift method has no validator.
-    fn delay(&self, command: &Command) -> Millis {
-        if command.reason.waits_for_validation() {
-            self.validation_delay
-        } else {
-            0
-        }
     }
 
     /// Accepts a command from a pass. Forceful commands act at once (their NodeClaims are
@@ -136,7 +126,7 @@ impl Orchestrator {
         for (i, mut q) in queue.iter().cloned().enumerate() {
             match &q.stage {
                 Stage::Validating => {
-                    if now < q.command.created_at + self.delay(&q.command) {
+                    if now < q.command.validation_due(self.validation_delay) {
                         keep.push(q);
                         continue;
                     }

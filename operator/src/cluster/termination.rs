@@ -65,16 +65,13 @@ pub fn step(state: &ClusterState, now: Millis) -> (Vec<Action>, bool) {
             .and_then(|c| state.node_claims().get(c));
         let grace_over = claim.is_some_and(|c| deadline_passed(c, now));
         let pods: Vec<&PodRecord> = state.pods_on(name).filter(|p| !p.pod.terminating).collect();
-        // Evicted pods still shutting down within their grace period hold the instance: it
-        // is terminated only when they are gone (or stuck), as upstream's drain waits.
-        let shutting_down = state
-            .pods_on(name)
-            .any(|p| p.pod.terminating && p.is_waiting_eviction(now));
-        if pods.is_empty() && shutting_down {
-            draining = true;
-            continue;
-        }
         if pods.is_empty() {
+            // Every pod left is terminating. Those still within their grace period hold the
+            // instance: it goes only when they are gone (or stuck), as upstream's drain waits.
+            if state.pods_on(name).any(|p| p.is_waiting_eviction(now)) {
+                draining = true;
+                continue;
+            }
             if let Some(claim) = &record.node_claim {
                 actions.push(Action::TerminateInstance {
                     node_claim: claim.clone(),

@@ -178,11 +178,8 @@ pub fn offering_price(
         .get(pool)
         .into_iter()
         .flatten()
-        .filter(|it| it.name == name)
-        .flat_map(|it| &it.offerings)
-        .filter(|o| o.zone == zone && o.capacity_type == capacity_type)
-        .map(|o| o.price)
-        .min_by(f64::total_cmp)
+        .find(|it| it.name == name)
+        .and_then(|it| it.offering_price(Some(zone), capacity_type))
         .unwrap_or(0.0)
 }
 

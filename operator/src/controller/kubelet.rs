@@ -75,12 +75,6 @@ pub fn ready_patch(node: &Node, now: jiff::Timestamp) -> serde_json::Value {
     })
 }
 
-/// Whether a pod deleted with `deletion_timestamp` (the end of its grace period, in Unix
-/// milliseconds) has used its grace period up at `now`.
-pub fn grace_over(deletion_timestamp: i64, now: i64) -> bool {
-    now >= deletion_timestamp
-}
-
 /// The status patch that makes a bound pod Running and Ready.
 pub fn running_patch(now: jiff::Timestamp) -> serde_json::Value {
     let cond = |t: &str| serde_json::json!({"type": t, "status": "True", "lastTransitionTime": now.to_string()});
@@ -143,7 +137,7 @@ pub async fn reconcile(ctx: &Ctx) -> Result<(), ReconcileError> {
                 // The kubelet's half of a graceful delete. The fake containers take their
                 // whole grace period to stop (the API server set the deletion timestamp to
                 // its end), the slowest a real workload may take.
-                if !grace_over(deadline.0.as_millisecond(), now_ms) {
+                if now_ms < deadline.0.as_millisecond() {
                     continue;
                 }
                 ctx.limiter.acquire().await;

@@ -96,6 +96,30 @@ fn may_take(observed: &Observed, me: &str, now: Instant) -> bool {
     observed.holder.is_empty() || observed.holder == me || now >= observed.at + observed.duration
 }
 
+/// Records what `lease` shows; the time of observation is kept while the record stays
+/// the same.
+fn observe<'a>(slot: &'a mut Option<Observed>, lease: &Lease) -> &'a Observed {
+    let spec = lease.spec.clone().unwrap_or_default();
+    let holder = spec.holder_identity.unwrap_or_default();
+    let renew = spec.renew_time.map(|t| t.0);
+    let duration = Duration::from_secs(
+        spec.lease_duration_seconds
+            .map_or(LEASE_DURATION_SECS, |d| d.max(1) as u64),
+    );
+    let same = slot
+        .as_ref()
+        .is_some_and(|o| o.holder == holder && o.renew == renew && o.duration == duration);
+    if !same {
+        *slot = None;
+    }
+    slot.get_or_insert_with(|| Observed {
+        holder,
+        renew,
+        duration,
+        at: Instant::now(),
+    })
+}
+
 /// One replica's side of the election.
 struct Elector {
     api: Api<Lease>,
@@ -127,28 +151,6 @@ impl Elector {
         }
     }
 
-    fn observe(&mut self, lease: &Lease) {
-        let spec = lease.spec.clone().unwrap_or_default();
-        let holder = spec.holder_identity.unwrap_or_default();
-        let renew = spec.renew_time.map(|t| t.0);
-        let duration = Duration::from_secs(
-            spec.lease_duration_seconds
-                .map_or(LEASE_DURATION_SECS, |d| d.max(1) as u64),
-        );
-        let same = self
-            .observed
-            .as_ref()
-            .is_some_and(|o| o.holder == holder && o.renew == renew && o.duration == duration);
-        if !same {
-            self.observed = Some(Observed {
-                holder,
-                renew,
-                duration,
-                at: Instant::now(),
-            });
-        }
-    }
-
     /// Takes or renews the Lease. `Ok(false)` when another replica holds it or won a race.
     async fn try_acquire_or_renew(&mut self) -> Result<bool, kube::Error> {
         let Some(lease) = self.api.get_opt(&self.name).await? else {
@@ -161,16 +163,18 @@ impl Elector {
             };
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(created) => {
-                    self.observe(&created);
+                    observe(&mut self.observed, &created);
                     Ok(true)
                 }
                 Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
                 Err(e) => Err(e),
             };
         };
-        self.observe(&lease);
-        let observed = self.observed.as_ref().expect("observed just above");
-        if !may_take(observed, &self.identity, Instant::now()) {
+        if !may_take(
+            observe(&mut self.observed, &lease),
+            &self.identity,
+            Instant::now(),
+        ) {
             return Ok(false);
         }
         let mut next = lease.clone();
@@ -183,7 +187,7 @@ impl Elector {
             .await
         {
             Ok(replaced) => {
-                self.observe(&replaced);
+                observe(&mut self.observed, &replaced);
                 Ok(true)
             }
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),

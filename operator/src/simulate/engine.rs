@@ -524,14 +524,7 @@ impl<'a> Engine<'a> {
         let cap = node
             .capacity_type()
             .unwrap_or(labels::CAPACITY_TYPE_ON_DEMAND);
-        it.offerings
-            .iter()
-            .filter(|o| o.capacity_type == cap && node.zone().is_none_or(|z| z == o.zone))
-            .map(|o| o.price)
-            .fold(None, |acc: Option<f64>, p| {
-                Some(acc.map_or(p, |a| a.min(p)))
-            })
-            .unwrap_or(0.0)
+        it.offering_price(node.zone(), cap).unwrap_or(0.0)
     }
 
     fn apply_node_pool(&mut self, pool: NodePool) -> Result<(), String> {

@@ -363,11 +363,9 @@ fn fit_limits(
             })
         })
         .collect();
-    let fits = |accepted: &[usize]| -> bool {
-        let Some(remaining) = after_kept(accepted) else {
-            return false;
-        };
-        let mut left = remaining.left();
+    // What remains once the `accepted` groups count their least charges (may go negative).
+    let slack_after = |accepted: &[usize]| -> Option<Vec<i64>> {
+        let mut left = after_kept(accepted)?.left();
         for (m, &g) in members.iter().enumerate() {
             if accepted.contains(&g) {
                 for charge in &least[m] {
@@ -377,7 +375,10 @@ fn fit_limits(
                 }
             }
         }
-        left.iter().all(|&l| l >= 0)
+        Some(left)
+    };
+    let fits = |accepted: &[usize]| -> bool {
+        slack_after(accepted).is_some_and(|left| left.iter().all(|&l| l >= 0))
     };
     let accepted: Vec<usize> = if fits(members) {
         members.to_vec()
@@ -394,19 +395,9 @@ fn fit_limits(
     if accepted.is_empty() {
         return accepted;
     }
-    let Some(remaining) = after_kept(&accepted) else {
+    let Some(mut slack) = slack_after(&accepted) else {
         return Vec::new();
     };
-    let mut slack = remaining.left();
-    for (m, &g) in members.iter().enumerate() {
-        if accepted.contains(&g) {
-            for charge in &least[m] {
-                for (l, c) in slack.iter_mut().zip(charge) {
-                    *l -= c;
-                }
-            }
-        }
-    }
     for (m, &g) in members.iter().enumerate() {
         if !accepted.contains(&g) {
             continue;
