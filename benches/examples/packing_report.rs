@@ -63,7 +63,7 @@ fn main() {
                 let name = claim
                     .instance_type_options
                     .first()
-                    .map_or("<none>", |o| o.name.as_str());
+                    .map_or("<none>", |o| o.name.as_ref());
                 let entry = shapes.entry(name).or_default();
                 entry.0 += 1;
                 entry.1 += claim.pods.len();

@@ -29,14 +29,14 @@ pub fn half_deleted_cluster(pods: usize) -> DisruptionInput {
         let it = pool
             .instance_types
             .iter()
-            .find(|t| t.name == option.name)
+            .find(|t| *t.name == *option.name)
             .expect("plan options come from the pool");
         let mut labels = it.requirements.single_valued_labels();
         labels.extend(claim.requirements.single_valued_labels());
         for (k, v) in [
-            (INSTANCE_TYPE, option.name.as_str()),
-            (ZONE, option.zone.as_str()),
-            (CAPACITY_TYPE, option.capacity_type.as_str()),
+            (INSTANCE_TYPE, option.name.as_ref()),
+            (ZONE, option.zone.as_ref()),
+            (CAPACITY_TYPE, option.capacity_type.as_ref()),
             (NODEPOOL, pool.name.as_str()),
             (HOSTNAME, name.as_str()),
         ] {

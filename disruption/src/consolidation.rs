@@ -51,8 +51,8 @@ impl<'a> Catalog<'a> {
                 continue;
             };
             let mut values = BTreeSet::new();
-            for o in &claim.instance_type_options {
-                if let Some(it) = self.types.get(&(claim.node_pool.as_str(), o.name.as_str()))
+            for o in claim.instance_type_options.iter() {
+                if let Some(it) = self.types.get(&(claim.node_pool.as_str(), o.name.as_ref()))
                     && let Some(r) = it.requirements.get(req.key())
                 {
                     values.extend(r.values().filter(|v| req.has(v)).map(str::to_owned));
@@ -72,7 +72,7 @@ fn filter_by_price(
     max_price: f64,
     catalog: &Catalog<'_>,
 ) -> Result<(), Hold> {
-    claim.instance_type_options.retain(|o| o.price < max_price);
+    Arc::make_mut(&mut claim.instance_type_options).retain(|o| o.price < max_price);
     if claim.instance_type_options.is_empty() {
         return Err(Hold::NotCheaper);
     }
@@ -86,9 +86,8 @@ fn restrict_to_spot(claim: &mut NewNodeClaim) {
     if let Ok(r) = Requirement::new(CAPACITY_TYPE, Operator::In, [CAPACITY_TYPE_SPOT]) {
         claim.requirements.add(r);
     }
-    claim
-        .instance_type_options
-        .retain(|o| o.capacity_type == CAPACITY_TYPE_SPOT);
+    Arc::make_mut(&mut claim.instance_type_options)
+        .retain(|o| &*o.capacity_type == CAPACITY_TYPE_SPOT);
 }
 
 fn allows(claim: &NewNodeClaim, capacity_type: &str) -> bool {
@@ -116,7 +115,7 @@ fn filter_out_same_instance_type(
     let max_price = claim
         .instance_type_options
         .iter()
-        .filter_map(|o| prices.get(o.name.as_str()).copied())
+        .filter_map(|o| prices.get(o.name.as_ref()).copied())
         .fold(f64::MAX, f64::min);
     filter_by_price(claim, max_price, catalog)
 }
@@ -154,7 +153,7 @@ pub(crate) fn compute(
         }));
     }
     let mut claim = claims.remove(0);
-    claim.instance_type_options.sort_by(|a, b| {
+    Arc::make_mut(&mut claim.instance_type_options).sort_by(|a, b| {
         a.price
             .total_cmp(&b.price)
             .then_with(|| a.name.cmp(&b.name))
@@ -173,7 +172,7 @@ pub(crate) fn compute(
                 && claim
                     .instance_type_options
                     .iter()
-                    .any(|o| o.capacity_type == CAPACITY_TYPE_SPOT)
+                    .any(|o| &*o.capacity_type == CAPACITY_TYPE_SPOT)
             {
                 restrict_to_spot(&mut claim);
             }
@@ -224,12 +223,12 @@ fn spot_to_spot_filter(
     let mut keep = MIN_SPOT_TO_SPOT_OPTIONS;
     while keep < n {
         let mut probe = claim.clone();
-        probe.instance_type_options.truncate(keep);
+        Arc::make_mut(&mut probe.instance_type_options).truncate(keep);
         if catalog.min_values_violation(&probe).is_none() {
             break;
         }
         keep += 1;
     }
-    claim.instance_type_options.truncate(keep);
+    Arc::make_mut(&mut claim.instance_type_options).truncate(keep);
     Ok(())
 }

@@ -315,7 +315,7 @@ fn describe(
                     .instance_type_options
                     .iter()
                     .take(5)
-                    .map(|o| o.name.as_str())
+                    .map(|o| o.name.as_ref())
                     .collect();
                 let more = r.instance_type_options.len().saturating_sub(5);
                 if more > 0 {

@@ -164,24 +164,24 @@ pub fn validate(
             let names: BTreeSet<&str> = fresh_claim
                 .instance_type_options
                 .iter()
-                .map(|o| o.name.as_str())
+                .map(|o| o.name.as_ref())
                 .collect();
             if !planned
                 .instance_type_options
                 .iter()
-                .all(|o| names.contains(o.name.as_str()))
+                .all(|o| names.contains(o.name.as_ref()))
             {
                 return Err(changed("the replacement's instance types no longer fit"));
             }
             let planned_names: BTreeSet<&str> = planned
                 .instance_type_options
                 .iter()
-                .map(|o| o.name.as_str())
+                .map(|o| o.name.as_ref())
                 .collect();
             let cheapest = fresh_claim
                 .instance_type_options
                 .iter()
-                .filter(|o| planned_names.contains(o.name.as_str()))
+                .filter(|o| planned_names.contains(o.name.as_ref()))
                 .map(|o| o.price)
                 .fold(f64::INFINITY, f64::min);
             let source: f64 = current.iter().map(|c| c.price).sum();

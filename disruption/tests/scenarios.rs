@@ -275,7 +275,7 @@ fn single_node_replace_with_strictly_cheaper_node() {
     assert_eq!(cmd.decision, Decision::Replace);
     assert_eq!(cmd.replacements.len(), 1);
     let rep = &cmd.replacements[0];
-    assert_eq!(rep.instance_type_options[0].name, "small");
+    assert_eq!(&*rep.instance_type_options[0].name, "small");
     assert!(rep.instance_type_options.iter().all(|o| o.price < 0.8));
     assert!((cmd.savings - 0.7).abs() < 1e-9);
     assert_eq!(rep.pods.len(), 2);
@@ -336,7 +336,7 @@ fn multi_node_consolidation_merges_and_goes_beyond_prefix_search() {
         .cluster
         .bound_pods
         .iter_mut()
-        .find(|p| p.name == "c-0")
+        .find(|p| &*p.name == "c-0")
         .unwrap()
         .node_selector
         .insert(HOSTNAME.into(), "c".into());
@@ -422,7 +422,10 @@ fn drift_by_hash_requirements_or_provider_replaces_first() {
         assert_eq!(cmd.replacements.len(), 1);
         assert!(cmd.explanation.contains(why), "{}", cmd.explanation);
         if why == "RequirementsDrifted" {
-            assert_eq!(cmd.replacements[0].instance_type_options[0].name, "xlarge");
+            assert_eq!(
+                &*cmd.replacements[0].instance_type_options[0].name,
+                "xlarge"
+            );
         }
     }
     // Hash versions that differ are not drift.
@@ -579,8 +582,8 @@ fn spot_to_spot_rules() {
     assert_eq!(cmd.decision, Decision::Replace);
     let opts = &cmd.replacements[0].instance_type_options;
     assert_eq!(opts.len(), 15);
-    assert!(opts.iter().all(|o| o.capacity_type == "spot"));
-    assert_eq!(opts[0].name, "spot-00");
+    assert!(opts.iter().all(|o| &*o.capacity_type == "spot"));
+    assert_eq!(&*opts[0].name, "spot-00");
 }
 
 #[test]

@@ -279,7 +279,7 @@ fn documents(file: &Path, values: Vec<Value>) -> Result<Vec<Document>, ManifestE
         if value.is_null() {
             continue;
         }
-        let doc = Document {
+        let mut doc = Document {
             file: file.to_path_buf(),
             index: docs.len() + 1,
             value,
@@ -294,8 +294,9 @@ fn documents(file: &Path, values: Vec<Value>) -> Result<Vec<Document>, ManifestE
             .kind()
             .is_some_and(|k| k == "List" || k.ends_with("List"))
         {
-            let items = match doc.value.get("items") {
-                Some(Value::Array(items)) => items.clone(),
+            // Taken, not cloned: a cluster dump is one List of tens of thousands of objects.
+            let items = match doc.value.get_mut("items").map(Value::take) {
+                Some(Value::Array(items)) => items,
                 None | Some(Value::Null) => Vec::new(),
                 Some(_) => return Err(doc.invalid("items", "expected a list of objects")),
             };

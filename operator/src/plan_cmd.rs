@@ -159,10 +159,10 @@ pub fn render(plan: &Plan) -> String {
         nodes.row(vec![
             format!("new-{}", i + 1),
             claim.node_pool.clone(),
-            cheapest.map(|o| o.name.clone()).unwrap_or_default(),
-            cheapest.map(|o| o.zone.clone()).unwrap_or_default(),
+            cheapest.map(|o| o.name.to_string()).unwrap_or_default(),
+            cheapest.map(|o| o.zone.to_string()).unwrap_or_default(),
             cheapest
-                .map(|o| o.capacity_type.clone())
+                .map(|o| o.capacity_type.to_string())
                 .unwrap_or_default(),
             format!("{:.4}", claim.price),
             claim.pods.len().to_string(),

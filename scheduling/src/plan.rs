@@ -4,6 +4,7 @@ use crate::model::PodKey;
 use crate::requirements::Requirements;
 use crate::resources::Resources;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Pods placed on one existing node or in-flight NodeClaim.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -18,15 +19,18 @@ pub struct NodePlacement {
 /// One instance type a new NodeClaim may launch as.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+///
+/// The strings are shared with every other option of the same plan that names the same
+/// instance type, zone or capacity type.
 pub struct InstanceTypeOption {
     /// Instance type name.
-    pub name: String,
+    pub name: Arc<str>,
     /// Price per hour of its cheapest available offering compatible with the claim.
     pub price: f64,
     /// Zone of that offering.
-    pub zone: String,
+    pub zone: Arc<str>,
     /// Capacity type of that offering.
-    pub capacity_type: String,
+    pub capacity_type: Arc<str>,
 }
 
 /// A NodeClaim to create.
@@ -38,8 +42,10 @@ pub struct NewNodeClaim {
     /// Requirements: the pool's, narrowed by its pods (and topology decisions such as zone).
     pub requirements: Requirements,
     /// Instance types that fit every pod plus DaemonSet overhead, cheapest first (ties by
-    /// name).
-    pub instance_type_options: Vec<InstanceTypeOption>,
+    /// name). Shared: claims with the same pool and requirements get the same list, and a
+    /// plan on a large catalogue has hundreds of claims with about a thousand options each.
+    /// Narrow a claim's own copy with [`Arc::make_mut`].
+    pub instance_type_options: Arc<Vec<InstanceTypeOption>>,
     /// The pods meant for it.
     pub pods: Vec<PodKey>,
     /// Requests of its pods plus the DaemonSet pods that would run on it.

@@ -60,7 +60,7 @@ fn converts_a_ready_karpenter_node() {
         &[],
     )
     .unwrap();
-    assert_eq!(n.name, "ip-10-0-1-23.ec2.internal");
+    assert_eq!(&*n.name, "ip-10-0-1-23.ec2.internal");
     assert_eq!(n.node_pool.as_deref(), Some("default"));
     assert_eq!(n.instance_type(), Some("m5.large"));
     assert_eq!(n.zone(), Some("us-east-1a"));

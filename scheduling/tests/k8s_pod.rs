@@ -93,7 +93,7 @@ fn web_pod() -> Value {
 fn converts_a_realistic_pod() {
     let p = pod_from_k8s(&pod(web_pod())).unwrap();
     assert_eq!(p.namespace, "shop");
-    assert_eq!(p.name, "web-7d4b9c-x2x9z");
+    assert_eq!(&*p.name, "web-7d4b9c-x2x9z");
     assert_eq!(p.uid, "0b9c1a4e-1111-2222-3333-444455556666");
     assert_eq!(p.labels.get("tier").map(String::as_str), Some("frontend"));
     assert_eq!(

@@ -30,7 +30,7 @@ fn launchable_cpu(plan: &Plan, types: &[Arc<InstanceType>]) -> i64 {
             c.instance_type_options
                 .iter()
                 .map(|o| {
-                    let it = types.iter().find(|it| it.name == o.name).unwrap();
+                    let it = types.iter().find(|it| *it.name == *o.name).unwrap();
                     it.capacity.cpu_millis
                 })
                 .max()

@@ -188,11 +188,11 @@ fn check(s: &Snapshot, plan: &Plan) {
             );
         }
         let mut max_cpu = 0;
-        for o in &c.instance_type_options {
+        for o in c.instance_type_options.iter() {
             let it = pool
                 .instance_types
                 .iter()
-                .find(|it| it.name == o.name)
+                .find(|it| *it.name == *o.name)
                 .unwrap();
             assert!(
                 c.requests.fits(&it.allocatable()),

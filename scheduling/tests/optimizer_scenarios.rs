@@ -36,7 +36,7 @@ fn claims_of(plan: &Plan) -> Vec<(String, Vec<String>)> {
         .iter()
         .map(|c| {
             (
-                c.instance_type_options[0].name.clone(),
+                c.instance_type_options[0].name.to_string(),
                 c.pods.iter().map(|k| k.name.clone()).collect(),
             )
         })
@@ -77,7 +77,7 @@ fn claims_list_every_type_that_fits_cheapest_first() {
         let names: Vec<&str> = c
             .instance_type_options
             .iter()
-            .map(|o| o.name.as_str())
+            .map(|o| o.name.as_ref())
             .collect();
         assert_eq!(names, ["mid", "mid-alt", "big"]);
     }
@@ -216,7 +216,7 @@ fn pool_limits_are_respected_by_the_optimised_claims() {
         .map(|c| {
             c.instance_type_options
                 .iter()
-                .map(|o| if o.name == "big" { 16_000 } else { 4_000 })
+                .map(|o| if &*o.name == "big" { 16_000 } else { 4_000 })
                 .max()
                 .unwrap()
         })
@@ -252,7 +252,7 @@ fn launchable_cpu(plan: &Plan, pool: &NodePool) -> i64 {
             c.instance_type_options
                 .iter()
                 .map(|o| {
-                    let it = pool.instance_types.iter().find(|it| it.name == o.name);
+                    let it = pool.instance_types.iter().find(|it| *it.name == *o.name);
                     it.unwrap().capacity.cpu_millis
                 })
                 .max()
@@ -286,7 +286,7 @@ fn a_limit_far_from_binding_gives_the_plan_without_limits() {
         limited.new_node_claims[0]
             .instance_type_options
             .iter()
-            .any(|o| o.name == "huge")
+            .any(|o| &*o.name == "huge")
     );
 }
 
@@ -311,7 +311,7 @@ fn a_binding_limit_narrows_options_to_the_type_each_claim_is_priced_at() {
     let with_huge = plan
         .new_node_claims
         .iter()
-        .filter(|c| c.instance_type_options.iter().any(|o| o.name == "huge"))
+        .filter(|c| c.instance_type_options.iter().any(|o| &*o.name == "huge"))
         .count();
     assert!(with_huge <= 1, "{with_huge}");
 }

@@ -80,11 +80,11 @@ fn check(s: &Snapshot, plan: &Plan) {
         assert!(!c.instance_type_options.is_empty());
         total += c.price;
         let pool = s.node_pools.iter().find(|p| p.name == c.node_pool).unwrap();
-        for o in &c.instance_type_options {
+        for o in c.instance_type_options.iter() {
             let it = pool
                 .instance_types
                 .iter()
-                .find(|it| it.name == o.name)
+                .find(|it| *it.name == *o.name)
                 .unwrap();
             let alloc = it.allocatable();
             assert!(
@@ -98,7 +98,7 @@ fn check(s: &Snapshot, plan: &Plan) {
         for p in &pods {
             if let Some(z) = p.node_selector.get(ZONE) {
                 assert!(
-                    c.instance_type_options.iter().all(|o| &o.zone == z),
+                    c.instance_type_options.iter().all(|o| *o.zone == **z),
                     "zone selector violated"
                 );
             }

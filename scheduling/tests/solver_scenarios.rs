@@ -20,12 +20,12 @@ fn single_pod_gets_cheapest_claim() {
     assert_eq!(plan.new_node_claims.len(), 1);
     let c = &plan.new_node_claims[0];
     assert_eq!(c.node_pool, "default");
-    assert_eq!(c.instance_type_options[0].name, "small");
-    assert_eq!(c.instance_type_options[0].capacity_type, "spot");
+    assert_eq!(&*c.instance_type_options[0].name, "small");
+    assert_eq!(&*c.instance_type_options[0].capacity_type, "spot");
     assert!((c.price - 0.04).abs() < 1e-9);
     assert!((plan.total_price - 0.04).abs() < 1e-9);
     // gpu has no spot, costs more: ranked last.
-    assert_eq!(c.instance_type_options.last().unwrap().name, "gpu");
+    assert_eq!(&*c.instance_type_options.last().unwrap().name, "gpu");
     let prices: Vec<f64> = c.instance_type_options.iter().map(|o| o.price).collect();
     assert!(prices.windows(2).all(|w| w[0] <= w[1]));
     assert_eq!(
@@ -50,7 +50,7 @@ fn pods_pack_largest_first_and_never_exceed_allocatable() {
     assert_eq!(plan.new_node_claims.len(), 2);
     for c in &plan.new_node_claims {
         assert!(c.requests.cpu_millis <= 16_000);
-        assert_eq!(c.instance_type_options[0].name, "xlarge");
+        assert_eq!(&*c.instance_type_options[0].name, "xlarge");
     }
 }
 
@@ -64,7 +64,7 @@ fn node_selector_narrows_zone() {
         plan.new_node_claims[0]
             .instance_type_options
             .iter()
-            .all(|o| o.zone == "zone-b")
+            .all(|o| &*o.zone == "zone-b")
     );
 }
 
@@ -89,7 +89,7 @@ fn volume_requirements_are_anded() {
     let plan = run(&snapshot(vec![p], vec![pool("default")]));
     assert_eq!(pinned(&plan, 0, ZONE).as_deref(), Some("zone-a"));
     assert_eq!(
-        plan.new_node_claims[0].instance_type_options[0].capacity_type,
+        &*plan.new_node_claims[0].instance_type_options[0].capacity_type,
         "on-demand"
     );
 }
@@ -174,7 +174,7 @@ fn pool_limits_reduce_with_each_claim() {
         plan.new_node_claims[0]
             .instance_type_options
             .iter()
-            .all(|o| o.name != "xlarge")
+            .all(|o| &*o.name != "xlarge")
     );
     let why = reason(&plan, "b").unwrap();
     assert!(why.contains("limit of cpu reached"), "{why}");
@@ -210,7 +210,7 @@ fn extended_resources_select_instance_types() {
     let plan = run(&snapshot(vec![p], vec![pool("default")]));
     let c = &plan.new_node_claims[0];
     assert_eq!(c.instance_type_options.len(), 1);
-    assert_eq!(c.instance_type_options[0].name, "gpu");
+    assert_eq!(&*c.instance_type_options[0].name, "gpu");
 }
 
 #[test]
@@ -518,7 +518,7 @@ fn daemon_overhead_only_where_daemons_run() {
     assert_eq!(c.daemon_overhead.cpu_millis, 1500);
     assert_eq!(c.requests.cpu_millis, 2500);
     // 1 + 1.5 cpu does not fit a 2-cpu small.
-    assert_eq!(c.instance_type_options[0].name, "medium");
+    assert_eq!(&*c.instance_type_options[0].name, "medium");
 }
 
 #[test]

@@ -190,7 +190,7 @@ pub fn node_claim_for(
         .instance_type_options
         .iter()
         .take(MAX_INSTANCE_TYPES)
-        .map(|o| o.name.as_str())
+        .map(|o| o.name.as_ref())
         .collect();
     requirements.push(NodeSelectorRequirementWithMinValues::new(
         INSTANCE_TYPE,

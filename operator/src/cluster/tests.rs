@@ -407,7 +407,7 @@ fn pods_of_deleting_nodes_are_displaced_and_hold_termination_through_their_grace
     s.apply(Object::Pod(Box::new(pod("web-2", Some("n2"), Some(0)))));
     let displaced = s.displaced_pods();
     assert_eq!(displaced.len(), 1);
-    assert_eq!(displaced[0].name, "web-1");
+    assert_eq!(&*displaced[0].name, "web-1");
     assert_eq!(displaced[0].node_name, None);
 
     // Evicted: terminating with 20 s of grace from t=1 s. The instance waits for it.

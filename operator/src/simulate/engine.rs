@@ -1114,11 +1114,14 @@ impl<'a> Engine<'a> {
             return;
         }
         let pods: usize = plan.new_node_claims.iter().map(|c| c.pods.len()).sum();
-        let mut options: Vec<String> = Vec::new();
+        // First-seen order; the set keeps this linear (claims list about a thousand options
+        // each on a full catalogue).
+        let mut options: Vec<&str> = Vec::new();
+        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
         for c in &plan.new_node_claims {
-            for o in &c.instance_type_options {
-                if !options.contains(&o.name) {
-                    options.push(o.name.clone());
+            for o in c.instance_type_options.iter() {
+                if seen.insert(&o.name) {
+                    options.push(&o.name);
                 }
             }
         }
@@ -1615,7 +1618,7 @@ fn describe(command: &Command, prefix: &str) -> String {
                 r.instance_type_options
                     .iter()
                     .take(3)
-                    .map(|o| o.name.clone())
+                    .map(|o| o.name.to_string())
             })
             .collect();
         out.push_str(&format!(

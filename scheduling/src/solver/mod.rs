@@ -44,6 +44,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::rc::Rc;
+use std::sync::Arc;
 use topology::{Cluster, ClusterNode, DomainGroups, Topology};
 
 pub use optimize::OptimizerOptions;
@@ -654,7 +655,7 @@ impl<'a> Scheduler<'a> {
                 Some(&c) => new_node_claims[c].instance_type_options.clone(),
                 None => {
                     same.push(new_node_claims.len());
-                    nodeclaim::ranked_options(t, &claim.options, &requirements)
+                    Arc::new(nodeclaim::ranked_options(t, &claim.options, &requirements))
                 }
             };
             let mut groups: Vec<usize> = claim

@@ -12,11 +12,12 @@ use crate::solver::arith;
 use crate::solver::daemons::{self, Daemon, DaemonGroup};
 use crate::solver::hostports::{self, HostPortUsage};
 use crate::solver::topology::{self, describe_requirement};
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::rc::Rc;
+use std::sync::Arc;
 
 /// Whether an offering is available and allowed by `reqs` (zone and capacity type).
 pub(crate) fn offering_ok(o: &Offering, reqs: &Requirements) -> bool {
@@ -84,6 +85,18 @@ pub(crate) struct Template<'a> {
     /// keys only, and claims repeat a handful of pairs, so the price and offering checks of
     /// every claim's options read a table instead of searching each option's offerings.
     offers: RefCell<OfferCache>,
+    /// Shared copies of each instance type's name and its offerings' zones and capacity
+    /// types, built when the first claim's options are ranked: a plan on a large catalogue
+    /// lists hundreds of thousands of options, and cloning three strings for each was most
+    /// of the time it took to build the plan.
+    names: OnceCell<Vec<OptionNames>>,
+}
+
+/// An instance type's name and, per offering, its zone and capacity type, shared.
+#[derive(Debug, Clone)]
+struct OptionNames {
+    name: Arc<str>,
+    offerings: Vec<(Arc<str>, Arc<str>)>,
 }
 
 /// The zone and capacity-type requirements an offering table was built for, and the table.
@@ -161,6 +174,7 @@ impl<'a> Template<'a> {
             max_capacity,
             compat: RefCell::new(HashMap::new()),
             offers: RefCell::new(OfferCache::default()),
+            names: OnceCell::new(),
         })
     }
 
@@ -691,27 +705,52 @@ pub(crate) fn ranked_options(
     reqs: &Requirements,
 ) -> Vec<InstanceTypeOption> {
     let offers = t.offers(reqs);
-    // Rank (instance type, offering) pairs first and build the owned options in their final
+    // Rank (instance type, offering) index pairs first and build the options in their final
     // order: the stable sort then moves small pairs instead of whole options.
-    let mut ranked: Vec<(&InstanceType, &Offering)> = options
+    let mut ranked: Vec<(u32, u32)> = options
         .iter()
-        .filter_map(|&i| {
-            let it = t.its[i as usize];
-            offers[i as usize].map(|o| (it, &it.offerings[o as usize]))
-        })
+        .filter_map(|&i| offers[i as usize].map(|o| (i, o)))
         .collect();
-    ranked.sort_by(|(a, ao), (b, bo)| {
+    let offering = |(i, o): (u32, u32)| -> (&InstanceType, &Offering) {
+        let it = t.its[i as usize];
+        (it, &it.offerings[o as usize])
+    };
+    ranked.sort_by(|&a, &b| {
+        let ((a, ao), (b, bo)) = (offering(a), offering(b));
         ao.price
             .total_cmp(&bo.price)
             .then_with(|| a.name.cmp(&b.name))
     });
+    let names = t.names.get_or_init(|| option_names(&t.its));
     ranked
         .into_iter()
-        .map(|(it, o)| InstanceTypeOption {
-            name: it.name.clone(),
-            price: o.price,
-            zone: o.zone.clone(),
-            capacity_type: o.capacity_type.clone(),
+        .map(|(i, o)| {
+            let n = &names[i as usize];
+            let (zone, capacity_type) = &n.offerings[o as usize];
+            InstanceTypeOption {
+                name: Arc::clone(&n.name),
+                price: offering((i, o)).1.price,
+                zone: Arc::clone(zone),
+                capacity_type: Arc::clone(capacity_type),
+            }
+        })
+        .collect()
+}
+
+/// Each instance type's [`OptionNames`], with one shared copy of each distinct zone and
+/// capacity type.
+fn option_names<'a>(its: &[&'a InstanceType]) -> Vec<OptionNames> {
+    let mut interned: HashMap<&'a str, Arc<str>> = HashMap::new();
+    let mut intern =
+        |s: &'a str| -> Arc<str> { Arc::clone(interned.entry(s).or_insert_with(|| Arc::from(s))) };
+    its.iter()
+        .map(|it| OptionNames {
+            name: Arc::from(it.name.as_str()),
+            offerings: it
+                .offerings
+                .iter()
+                .map(|o| (intern(&o.zone), intern(&o.capacity_type)))
+                .collect(),
         })
         .collect()
 }
