@@ -25,7 +25,8 @@ pub mod covering;
 
 pub use covering::{CoveringSolution, INTEGER_BOUND_MAX_NODES, integer_covering_bound};
 
-use karpenter_cloudprovider_fake::{benchmark_instance_types, default_instance_types};
+use karpenter_catalog::default_instance_types;
+use karpenter_cloudprovider_fake::benchmark_instance_types;
 use karpenter_scheduling::labels;
 use karpenter_scheduling::model::{
     Affinity, InstanceType, Labels, NodePool, Offering, Pod, PodAffinity, PodAffinityTerm,

@@ -1,6 +1,6 @@
 //! Instance types from EC2: DescribeInstanceTypes (every page) and
 //! DescribeInstanceTypeOfferings (zones per type), both cached, turned into
-//! [`InstanceType`]s by the fake crate's shared rules ([`Catalogue::instance_types`]) so the
+//! [`InstanceType`]s by the catalogue crate's shared rules ([`Catalogue::instance_types`]) so the
 //! simulator and the real provider compute identical capacity and overhead. Offerings are
 //! limited to the NodeClass's subnet zones, priced from [`PricingProvider`] and marked
 //! unavailable while the insufficient-capacity cache holds them.
@@ -12,8 +12,8 @@ use crate::nodeclass::EC2NodeClass;
 use crate::pricing::PricingProvider;
 use crate::settings::AwsSettings;
 use aws_sdk_ec2::types::{InstanceTypeInfo, LocationType};
-use karpenter_cloudprovider_fake::allocatable::DEFAULT_ROOT_VOLUME_BYTES;
-use karpenter_cloudprovider_fake::{Catalogue, CatalogueEntry, CatalogueOptions, GpuInfo};
+use karpenter_catalog::allocatable::DEFAULT_ROOT_VOLUME_BYTES;
+use karpenter_catalog::{Catalogue, CatalogueEntry, CatalogueOptions, GpuInfo};
 use karpenter_scheduling::labels;
 use karpenter_scheduling::model::InstanceType;
 use std::collections::{BTreeMap, BTreeSet};
@@ -393,7 +393,7 @@ mod tests {
 
     #[test]
     fn allocatable_uses_the_shared_rules_and_kubelet_overrides() {
-        // The same entry built through the fake crate with and without the NodeClass's
+        // The same entry built through the catalogue crate with and without the NodeClass's
         // kubelet block: maxPods replaces the ENI-limited count (29) and kubeReserved
         // replaces the computed cpu reservation.
         let mut entry = entry_from_info(&info("m5.large", ArchitectureType::X8664)).expect("entry");
@@ -404,7 +404,7 @@ mod tests {
             "metadata: {name: default}\nspec: {amiSelectorTerms: [{alias: al2023@latest}]}",
         )
         .expect("parses");
-        let plain = karpenter_cloudprovider_fake::build_instance_type(
+        let plain = karpenter_catalog::build_instance_type(
             &entry,
             "us-east-1",
             &catalogue_options(&nc, &settings).expect("options"),
@@ -418,7 +418,7 @@ mod tests {
             kube_reserved: [("cpu".to_string(), "200m".to_string())].into(),
             ..Default::default()
         });
-        let tuned = karpenter_cloudprovider_fake::build_instance_type(
+        let tuned = karpenter_catalog::build_instance_type(
             &entry,
             "us-east-1",
             &catalogue_options(&nc, &settings).expect("options"),
@@ -428,11 +428,11 @@ mod tests {
         assert_eq!(tuned.capacity.pods, 110);
         assert_eq!(tuned.overhead.kube_reserved.cpu_millis, 200);
         // The identical entry in the embedded catalogue builds to the same capacity.
-        let fake = karpenter_cloudprovider_fake::default_instance_types()
+        let embedded = karpenter_catalog::default_instance_types()
             .iter()
             .find(|it| it.name == "m5.large")
             .expect("m5.large in catalogue");
-        assert_eq!(fake.capacity, plain.capacity);
-        assert_eq!(fake.overhead, plain.overhead);
+        assert_eq!(embedded.capacity, plain.capacity);
+        assert_eq!(embedded.overhead, plain.overhead);
     }
 }

@@ -346,7 +346,7 @@ pub fn launch_template_name(
     );
     format!(
         "{LAUNCH_TEMPLATE_PREFIX}/{}",
-        karpenter_cloudprovider_fake::pricing::fnv1a_64(text.as_bytes())
+        karpenter_catalog::pricing::fnv1a_64(text.as_bytes())
     )
 }
 
@@ -407,7 +407,7 @@ mod tests {
     }
 
     fn types() -> Vec<Arc<InstanceType>> {
-        karpenter_cloudprovider_fake::default_instance_types().to_vec()
+        karpenter_catalog::default_instance_types().to_vec()
     }
 
     #[test]

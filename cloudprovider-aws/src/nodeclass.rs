@@ -591,7 +591,7 @@ impl EC2NodeClass {
         // serde_json's map is ordered (BTreeMap without `preserve_order`), so the text is
         // canonical.
         let text = format!("{}|{}", self.ami_family(), spec);
-        karpenter_cloudprovider_fake::pricing::fnv1a_64(text.as_bytes()).to_string()
+        karpenter_catalog::pricing::fnv1a_64(text.as_bytes()).to_string()
     }
 
     /// Validates the object as the CRD's schema and CEL rules would, returning every

@@ -5,7 +5,7 @@
 use crate::cache::{Clock, TtlCache};
 use crate::error::AwsError;
 use crate::settings::AwsSettings;
-use karpenter_cloudprovider_fake::Catalogue;
+use karpenter_catalog::Catalogue;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,83 +1,22 @@
 //! # karpenter-cloudprovider-fake
 //!
-//! An in-memory cloud provider built on a real EC2 catalogue, good enough to simulate an EKS
-//! cluster: instance types carry the capacity, overhead, labels and prices Karpenter's AWS
-//! provider would compute, and the provider launches, lists and deletes "instances" without
-//! any I/O, clock or randomness.
+//! An in-memory cloud provider, good enough to simulate an EKS cluster: by default it offers
+//! the real EC2 catalogue of [`karpenter_catalog`] (instance types with the capacity,
+//! overhead, labels and prices Karpenter's AWS provider would compute), and it launches, lists
+//! and deletes "instances" without any I/O, clock or randomness.
 //!
-//! - [`Catalogue`]: the embedded us-east-1 catalogue ([`Catalogue::embedded`]) or a
-//!   user-supplied one ([`Catalogue::from_json`]).
-//! - [`Catalogue::instance_types`] / [`default_instance_types`]: catalogue entries as
-//!   [`karpenter_scheduling::InstanceType`]s, with [`CatalogueOptions`] for the kubelet
-//!   settings an EC2NodeClass overrides. The capacity arithmetic is in [`allocatable`].
-//! - [`pricing`]: the deterministic spot-price rule.
+//! - [`FakeCloudProvider`]: the `CloudProvider` over the embedded catalogue
+//!   ([`FakeCloudProvider::default`]), a catalogue built with options
+//!   ([`FakeCloudProvider::from_catalogue`]) or any instance types
+//!   ([`FakeCloudProvider::new`]), with failure injection and a call log.
 //! - [`benchmark`]: the synthetic types of Karpenter's scheduling benchmark.
-//! - [`FakeCloudProvider`]: the `CloudProvider` over any of these, with failure injection
-//!   and a call log.
 //!
-//! ## Catalogue format
-//!
-//! A JSON object with `region` (string) and `instance_types` (array). Other top-level keys
-//! (such as `sources`) are ignored. Each entry is an object with these fields (unknown fields
-//! are rejected so that typos are caught):
-//!
-//! | field | type | required | meaning |
-//! |---|---|---|---|
-//! | `name` | string | yes | EC2 instance type, unique (`m5.large`) |
-//! | `family`, `size` | string | no | informational; default: the parts of `name` around the `.` |
-//! | `vcpu` | integer ≥ 1 | yes | default vCPUs |
-//! | `memory_mib` | integer ≥ 1 | yes | memory as EC2 reports it |
-//! | `architecture` | `amd64` \| `arm64` | yes | |
-//! | `cpu_manufacturer` | string \| null | no | `Intel`, `AMD`, `AWS` |
-//! | `hypervisor` | string \| null | no | `nitro`, `xen`; null for bare metal |
-//! | `bare_metal`, `burstable`, `current_generation` | bool | no | default false |
-//! | `max_network_interfaces` | integer ≥ 1 | yes | ENIs of the default network card |
-//! | `ipv4_per_interface` | integer ≥ 1 | yes | IPv4 addresses per ENI |
-//! | `efa_supported` | bool | no | default false |
-//! | `max_efa_interfaces` | integer \| null | no | default 1 when `efa_supported`, else 0 |
-//! | `network_performance` | string \| null | no | informational |
-//! | `local_storage_gb` | integer | no | instance store size (NVMe label); default 0 |
-//! | `gpu` | object \| null | no | `{"count", "manufacturer", "name", "memory_mib"}` (memory per GPU) |
-//! | `neuron_devices` | integer | no | AWS Inferentia/Trainium devices; default 0 |
-//! | `usage_classes` | array of `on-demand` \| `spot` \| `capacity-block` | yes | `capacity-block` never becomes an offering |
-//! | `on_demand_price_per_hour_usd` | number ≥ 0 | yes | |
-//! | `zones` | array of strings, non-empty | yes | zones that offer the type |
-//! | `source` | any | no | ignored provenance note |
-//!
-//! Example entry:
-//!
-//! ```json
-//! {
-//!   "name": "g4dn.xlarge", "family": "g4dn", "size": "xlarge",
-//!   "vcpu": 4, "memory_mib": 16384, "architecture": "amd64",
-//!   "cpu_manufacturer": "Intel", "hypervisor": "nitro",
-//!   "bare_metal": false, "burstable": false, "current_generation": true,
-//!   "max_network_interfaces": 3, "ipv4_per_interface": 10,
-//!   "efa_supported": false, "network_performance": "Up to 25 Gigabit",
-//!   "local_storage_gb": 125,
-//!   "gpu": {"count": 1, "manufacturer": "NVIDIA", "name": "T4", "memory_mib": 16384},
-//!   "neuron_devices": 0,
-//!   "usage_classes": ["on-demand", "spot"],
-//!   "on_demand_price_per_hour_usd": 0.526,
-//!   "zones": ["us-east-1a", "us-east-1b"]
-//! }
-//! ```
-//!
-//! ## Offerings and prices
-//!
-//! Every zone of an entry has an on-demand offering at the catalogue price and, when
-//! `usage_classes` contains `spot`, a spot offering priced by [`pricing::spot_price`]:
-//! on-demand × (0.30 + 0.40 × f), f derived from an FNV-1a hash of `"{type}/{zone}"`.
+//! The catalogue format, the allocatable arithmetic and the spot-price rule are documented in
+//! [`karpenter_catalog`].
 #![forbid(unsafe_code)]
 
-pub mod allocatable;
 pub mod benchmark;
-pub mod catalogue;
-pub mod instance_types;
-pub mod pricing;
 pub mod provider;
 
 pub use benchmark::benchmark_instance_types;
-pub use catalogue::{Catalogue, CatalogueEntry, CatalogueError, GpuInfo};
-pub use instance_types::{CatalogueOptions, build_instance_type, default_instance_types};
 pub use provider::{FakeCloudProvider, ProviderCall};

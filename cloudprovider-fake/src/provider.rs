@@ -3,9 +3,8 @@
 //! simulator (insufficient capacity, drift, NodeClass readiness, launch latency) and a log of
 //! every call.
 
-use crate::catalogue::{Catalogue, CatalogueError};
-use crate::instance_types::{CatalogueOptions, default_instance_types};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
+use karpenter_catalog::{Catalogue, CatalogueError, CatalogueOptions, default_instance_types};
 use karpenter_cloudprovider::v1::{ConditionStatus, NodeClaim, NodeClaimStatus, NodePool};
 use karpenter_cloudprovider::{
     CloudProvider, CloudProviderError, DriftReason, OfferingRef, RepairPolicy,

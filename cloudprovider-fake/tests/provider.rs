@@ -1,9 +1,10 @@
 //! The fake provider against the `CloudProvider` contract.
 
+use karpenter_catalog::pricing::spot_price;
+use karpenter_catalog::{Catalogue, CatalogueOptions};
 use karpenter_cloudprovider::v1::{NodeClaim, NodePool};
 use karpenter_cloudprovider::{CloudProvider, CloudProviderError, DriftReason, OfferingRef};
-use karpenter_cloudprovider_fake::pricing::spot_price;
-use karpenter_cloudprovider_fake::{Catalogue, CatalogueOptions, FakeCloudProvider, ProviderCall};
+use karpenter_cloudprovider_fake::{FakeCloudProvider, ProviderCall};
 use karpenter_scheduling::labels;
 use serde_json::json;
 

@@ -2,14 +2,14 @@
 //!
 //! The `karpenter.sh/v1` API types ([`NodePool`], [`NodeClaim`]) with Karpenter's defaults,
 //! validation, template hash and CRDs; the [`CloudProvider`] contract every provider
-//! implements; and the [`Metered`] decorator that records Karpenter's cloud-provider metrics.
+//! implements. Metrics decorators live with the binary that exports them (the operator), so
+//! this contract crate and its users do not depend on a metrics library.
 #![forbid(unsafe_code)]
 
 pub mod convert;
 pub mod crd;
 pub mod duration;
 pub mod hash;
-pub mod metered;
 pub mod provider;
 pub mod v1;
 pub mod validation;
@@ -18,7 +18,6 @@ pub use convert::ConversionError;
 pub use crd::crds_yaml;
 pub use duration::{Duration, NillableDuration};
 pub use hash::{NODEPOOL_HASH_VERSION, template_hash};
-pub use metered::{CloudProviderMetrics, Metered};
 pub use provider::*;
 pub use v1::{NodeClaim, NodePool};
 pub use validation::{ValidationError, ValidationErrors};

@@ -1,8 +1,10 @@
 //! The controller's Prometheus metrics, under Karpenter's metric and label names so existing
-//! dashboards and alerts keep working. The cloud-provider families come from
-//! [`karpenter_cloudprovider::Metered`] and are registered in the same registry.
+//! dashboards and alerts keep working. The cloud-provider families come from the
+//! [`Metered`](cloudprovider::Metered) decorator and are registered in the same registry.
 
-use karpenter_cloudprovider::CloudProviderMetrics;
+pub mod cloudprovider;
+
+use cloudprovider::CloudProviderMetrics;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -154,7 +156,7 @@ pub struct MessageTypeLabels {
 pub struct Metrics {
     /// The registry `/metrics` encodes.
     pub registry: Arc<Mutex<Registry>>,
-    /// Cloud-provider families, for [`karpenter_cloudprovider::Metered`].
+    /// Cloud-provider families, for [`Metered`](cloudprovider::Metered).
     pub cloudprovider: CloudProviderMetrics,
     /// `karpenter_nodeclaims_created_total`.
     pub nodeclaims_created: Family<CreatedLabels, Counter>,
@@ -390,7 +392,8 @@ mod tests {
 
     #[tokio::test]
     async fn cloudprovider_calls_are_recorded_in_the_same_registry() {
-        use karpenter_cloudprovider::{CloudProvider, Metered};
+        use super::cloudprovider::Metered;
+        use karpenter_cloudprovider::CloudProvider;
         let m = Metrics::new();
         let p = Metered::with_metrics(
             std::sync::Arc::new(karpenter_cloudprovider_fake::FakeCloudProvider::default()),

@@ -5,7 +5,7 @@ use crate::inputs::Inputs;
 use crate::manifests;
 use crate::table::Table;
 use anyhow::{Context, Result, bail};
-use karpenter_cloudprovider_fake::{Catalogue, CatalogueOptions, default_instance_types};
+use karpenter_catalog::{Catalogue, CatalogueOptions, default_instance_types};
 use karpenter_scheduling::model::InstanceType;
 use karpenter_scheduling::solver::{MinValuesPolicy, PreferencePolicy};
 use karpenter_scheduling::{Plan, SolveOptions, solve};

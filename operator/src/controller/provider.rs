@@ -9,8 +9,9 @@
 use super::Ctx;
 use super::fake::ClusterFakeProvider;
 use crate::metrics::Metrics;
+use crate::metrics::cloudprovider::Metered;
 use crate::settings::{ProviderKind, Settings};
-use karpenter_cloudprovider::{CloudProvider, Metered};
+use karpenter_cloudprovider::CloudProvider;
 use karpenter_cloudprovider_fake::FakeCloudProvider;
 use kube::{Api, Client};
 use std::sync::Arc;

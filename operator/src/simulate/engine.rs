@@ -180,16 +180,16 @@ impl<'a> Engine<'a> {
     ) -> Result<Self, SimulationError> {
         let settings = scenario.settings.clone();
         let catalogue = match &settings.catalogue {
-            None => karpenter_cloudprovider_fake::default_instance_types().to_vec(),
+            None => karpenter_catalog::default_instance_types().to_vec(),
             Some(path) => {
                 let err = |message: String| SimulationError::Catalogue {
                     path: path.display().to_string(),
                     message,
                 };
                 let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-                let cat = karpenter_cloudprovider_fake::Catalogue::from_json(&text)
+                let cat = karpenter_catalog::Catalogue::from_json(&text)
                     .map_err(|e| err(e.to_string()))?;
-                cat.instance_types(&karpenter_cloudprovider_fake::CatalogueOptions::default())
+                cat.instance_types(&karpenter_catalog::CatalogueOptions::default())
                     .map_err(|e| err(e.to_string()))?
             }
         };

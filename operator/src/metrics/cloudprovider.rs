@@ -2,8 +2,8 @@
 //! `karpenter_cloudprovider_duration_seconds{controller,method,provider}` and
 //! `karpenter_cloudprovider_errors_total{controller,method,provider,error}`.
 
-use crate::provider::{CloudProvider, CloudProviderError, DriftReason, RepairPolicy};
-use crate::v1::{NodeClaim, NodePool};
+use karpenter_cloudprovider::v1::{NodeClaim, NodePool};
+use karpenter_cloudprovider::{CloudProvider, CloudProviderError, DriftReason, RepairPolicy};
 use karpenter_scheduling::InstanceType;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -91,11 +91,6 @@ pub struct Metered<P> {
 }
 
 impl<P: CloudProvider> Metered<P> {
-    /// Decorates `inner`, registering the metric families in `registry`.
-    pub fn new(inner: P, registry: &mut Registry) -> Self {
-        Self::with_metrics(Arc::new(inner), CloudProviderMetrics::register(registry))
-    }
-
     /// Decorates `inner` with already registered families.
     pub fn with_metrics(inner: Arc<P>, metrics: CloudProviderMetrics) -> Self {
         Self {
@@ -113,11 +108,6 @@ impl<P: CloudProvider> Metered<P> {
             metrics: self.metrics.clone(),
             controller: controller.into(),
         }
-    }
-
-    /// The wrapped provider.
-    pub fn inner(&self) -> &Arc<P> {
-        &self.inner
     }
 
     fn record<T>(&self, method: &str, started: Instant, result: &Result<T, CloudProviderError>) {
@@ -206,7 +196,7 @@ impl<P: CloudProvider> CloudProvider for Metered<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::v1::NodeClaimSpec;
+    use karpenter_cloudprovider::v1::NodeClaimSpec;
     use std::future::Future;
     use std::task::{Context, Poll, Waker};
 
@@ -276,7 +266,11 @@ mod tests {
     #[test]
     fn records_latency_and_typed_errors() {
         let mut registry = Registry::default();
-        let metered = Metered::new(TestProvider, &mut registry).for_controller("provisioner");
+        let metered = Metered::with_metrics(
+            Arc::new(TestProvider),
+            CloudProviderMetrics::register(&mut registry),
+        )
+        .for_controller("provisioner");
         assert_eq!(metered.name(), "test");
         assert!(block_on(metered.create(&claim())).is_ok());
         assert!(block_on(metered.create(&claim())).is_ok());
