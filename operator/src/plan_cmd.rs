@@ -9,7 +9,8 @@ use karpenter_catalog::{Catalogue, CatalogueOptions, default_instance_types};
 use karpenter_scheduling::model::InstanceType;
 use karpenter_scheduling::solver::{MinValuesPolicy, PreferencePolicy};
 use karpenter_scheduling::{Plan, SolveOptions, solve};
-use std::path::PathBuf;
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Arguments of `karpenter plan`.
@@ -68,12 +69,37 @@ pub enum MinValues {
     BestEffort,
 }
 
+/// The embedded catalogue's instance types, or those of the catalogue file `path`.
+fn load_catalogue(path: Option<&Path>) -> Result<Cow<'static, [Arc<InstanceType>]>> {
+    let Some(path) = path else {
+        return Ok(Cow::Borrowed(default_instance_types()));
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading catalogue {}", path.display()))?;
+    let catalogue =
+        Catalogue::from_json(&text).with_context(|| format!("catalogue {}", path.display()))?;
+    let types = catalogue
+        .instance_types(&CatalogueOptions::default())
+        .with_context(|| format!("catalogue {}", path.display()))?;
+    Ok(Cow::Owned(types))
+}
+
 /// Runs the subcommand, writing to `out`.
 pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
     // A JSON plan lists every option of every claim: megabytes, one write per line unbuffered.
     let mut out = std::io::BufWriter::new(out);
     let out: &mut dyn std::io::Write = &mut out;
-    let docs = manifests::load_paths(&args.paths)?;
+    // Building the catalogue's instance types takes about as long as reading a thousand pods
+    // (tens of milliseconds for the embedded 1,340 types), so the two run side by side.
+    let (docs, instance_types) = std::thread::scope(|scope| {
+        let catalogue = scope.spawn(|| load_catalogue(args.catalogue.as_deref()));
+        let docs = manifests::load_paths(&args.paths);
+        let catalogue = catalogue
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (docs, catalogue)
+    });
+    let docs = docs?;
     let inputs = Inputs::from_documents(&docs)?;
     if inputs.node_pools.is_empty() {
         bail!(
@@ -81,21 +107,8 @@ pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
             display_paths(&args.paths)
         );
     }
-    let owned;
-    let instance_types: &[Arc<InstanceType>] = match &args.catalogue {
-        None => default_instance_types(),
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading catalogue {}", path.display()))?;
-            let catalogue = Catalogue::from_json(&text)
-                .with_context(|| format!("catalogue {}", path.display()))?;
-            owned = catalogue
-                .instance_types(&CatalogueOptions::default())
-                .with_context(|| format!("catalogue {}", path.display()))?;
-            &owned
-        }
-    };
-    let snapshot = inputs.snapshot(instance_types)?;
+    let instance_types = instance_types?;
+    let snapshot = inputs.snapshot(&instance_types)?;
     let mut options = SolveOptions {
         preference_policy: match args.preference_policy {
             Preference::Respect => PreferencePolicy::Respect,

@@ -344,28 +344,20 @@ impl Claim {
     }
 
     fn refresh_max(&mut self, t: &Template<'_>) {
-        // Without extended resources the element-wise maximum is four scalar maxima; this
-        // runs for every claim the scheduler tries to open, so skip the general merge.
+        // This runs for every claim the scheduler tries to open or narrows. The four scalar
+        // maxima are plain comparisons; only the few types with extended resources (GPUs,
+        // EFA) go through the general merge by name.
         let mut max = Resources::default();
-        let mut scalar = true;
         for &i in &self.options {
             let a = &t.allocs[i as usize];
-            if !a.extended.is_empty() {
-                scalar = false;
-                break;
+            if a.extended.is_empty() {
+                max.cpu_millis = max.cpu_millis.max(a.cpu_millis);
+                max.memory = max.memory.max(a.memory);
+                max.ephemeral_storage = max.ephemeral_storage.max(a.ephemeral_storage);
+                max.pods = max.pods.max(a.pods);
+            } else {
+                arith::max_into(&mut max, a);
             }
-            max.cpu_millis = max.cpu_millis.max(a.cpu_millis);
-            max.memory = max.memory.max(a.memory);
-            max.ephemeral_storage = max.ephemeral_storage.max(a.ephemeral_storage);
-            max.pods = max.pods.max(a.pods);
-        }
-        if scalar {
-            self.max_alloc = max;
-            return;
-        }
-        let mut max = Resources::default();
-        for &i in &self.options {
-            arith::max_into(&mut max, &t.allocs[i as usize]);
         }
         self.max_alloc = max;
     }
