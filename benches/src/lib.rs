@@ -26,7 +26,6 @@ pub mod covering;
 pub use covering::{CoveringSolution, INTEGER_BOUND_MAX_NODES, integer_covering_bound};
 
 use karpenter_catalog::default_instance_types;
-use karpenter_cloudprovider_fake::benchmark_instance_types;
 use karpenter_scheduling::labels;
 use karpenter_scheduling::model::{
     Affinity, InstanceType, Labels, NodePool, Offering, Pod, PodAffinity, PodAffinityTerm,
@@ -37,6 +36,7 @@ use karpenter_scheduling::requirements::{Operator, Requirement, Requirements};
 use karpenter_scheduling::resources::Resources;
 use karpenter_scheduling::selector::LabelSelector;
 use karpenter_scheduling::{Plan, Quantity};
+use karpenter_testing::benchmark_instance_types;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

@@ -9,14 +9,11 @@
 //!   ([`FakeCloudProvider::default`]), a catalogue built with options
 //!   ([`FakeCloudProvider::from_catalogue`]) or any instance types
 //!   ([`FakeCloudProvider::new`]), with failure injection and a call log.
-//! - [`benchmark`]: the synthetic types of Karpenter's scheduling benchmark.
 //!
 //! The catalogue format, the allocatable arithmetic and the spot-price rule are documented in
 //! [`karpenter_catalog`].
 #![forbid(unsafe_code)]
 
-pub mod benchmark;
 pub mod provider;
 
-pub use benchmark::benchmark_instance_types;
 pub use provider::{FakeCloudProvider, ProviderCall};

@@ -2,85 +2,22 @@
 //! budget or a PDB, never touch `do-not-disrupt`, replacements are strictly cheaper, and
 //! passes are deterministic.
 
-mod common;
-
-use common::*;
 use karpenter_cloudprovider::v1::{Budget, DisruptionReason};
 use karpenter_disruption::budget::{allowed_disruptions, budget_reason};
 use karpenter_disruption::candidate::{do_not_disrupt_active, is_evictable, is_reschedulable};
 use karpenter_disruption::{Command, Decision, PassResult, Reason, compute_pass, validate};
 use karpenter_scheduling::labels::DO_NOT_DISRUPT;
 use karpenter_scheduling::{SolveOptions, solve};
+use karpenter_testing::disruption::*;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
-const TYPES: [(&str, i64); 4] = [("small", 2), ("medium", 4), ("large", 8), ("xlarge", 16)];
-
-#[derive(Debug, Clone)]
-struct NodeSpec {
-    ty: usize,
-    pods: Vec<(i64, bool, bool)>, // cpu, do-not-disrupt, app=web
-    dnd: bool,
-    disrupting: bool,
-    drifted: bool,
-}
-
-fn node_spec() -> impl Strategy<Value = NodeSpec> {
-    (
-        0..4usize,
-        prop::collection::vec(
-            (
-                prop::sample::select(vec![100i64, 300, 700, 1500]),
-                prop::bool::weighted(0.1),
-                prop::bool::weighted(0.3),
-            ),
-            0..4,
-        ),
-        prop::bool::weighted(0.1),
-        prop::bool::weighted(0.1),
-        prop::bool::weighted(0.15),
-    )
-        .prop_map(|(ty, pods, dnd, disrupting, drifted)| NodeSpec {
-            ty,
-            pods,
-            dnd,
-            disrupting,
-            drifted,
-        })
-}
-
-fn world(nodes: &[NodeSpec], budget: &str, pdb_allowed: i32) -> World {
-    let mut w = World::new();
+fn cluster(nodes: &[NodeSpec], budget: &str, pdb_allowed: i32) -> Cluster {
+    let mut w = Cluster::new();
     w.settings(POOL).budgets = vec![Budget::nodes(budget)];
     w.pdb("web", "web", pdb_allowed);
     for (i, spec) in nodes.iter().enumerate() {
-        let name = format!("n{i}");
-        let (ty, cpu) = TYPES[spec.ty];
-        let node = w.node(&name, ty);
-        if spec.dnd {
-            node.annotations
-                .insert(DO_NOT_DISRUPT.into(), "true".into());
-        }
-        if spec.disrupting {
-            w.input.disrupting.insert(name.clone());
-        }
-        if spec.drifted {
-            w.info(&name).provider_drift = Some("Test".into());
-        }
-        let mut used = 0;
-        for (j, &(pcpu, dnd, web)) in spec.pods.iter().enumerate() {
-            if used + pcpu > cpu * 1000 {
-                break;
-            }
-            used += pcpu;
-            let p = w.pod(&name, &format!("{name}-p{j}"), pcpu);
-            if dnd {
-                p.annotations.insert(DO_NOT_DISRUPT.into(), "true".into());
-            }
-            if web {
-                label(p, "app", "web");
-            }
-        }
+        w.add_node(&format!("n{i}"), spec);
     }
     w
 }
@@ -88,7 +25,7 @@ fn world(nodes: &[NodeSpec], budget: &str, pdb_allowed: i32) -> World {
 /// Re-solves the cluster with the command applied (candidates gone, their pods pending) and
 /// checks every moving pod has a place, on existing nodes only for a delete and on at most
 /// the planned number of new nodes for a replace.
-fn check_reschedulable(w: &World, cmd: &Command) -> Result<(), TestCaseError> {
+fn check_reschedulable(w: &Cluster, cmd: &Command) -> Result<(), TestCaseError> {
     let gone: BTreeSet<&str> = cmd.candidates.iter().map(|c| c.node.as_str()).collect();
     let mut snap = w.input.cluster.clone();
     let queued: BTreeSet<&str> = w.input.disrupting.iter().map(String::as_str).collect();
@@ -129,7 +66,7 @@ fn check_reschedulable(w: &World, cmd: &Command) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-fn check_pass(w: &World, r: &PassResult) -> Result<(), TestCaseError> {
+fn check_pass(w: &Cluster, r: &PassResult) -> Result<(), TestCaseError> {
     let input = &w.input;
     let node_of: BTreeMap<&str, &karpenter_scheduling::Node> = input
         .cluster
@@ -230,7 +167,7 @@ proptest! {
         budget in prop::sample::select(vec!["0", "1", "2", "50%", "100%"]),
         pdb_allowed in 0..3i32,
     ) {
-        let w = world(&nodes, budget, pdb_allowed);
+        let w = cluster(&nodes, budget, pdb_allowed);
         let a = compute_pass(&w.input, w.now);
         let b = compute_pass(&w.input, w.now);
         prop_assert_eq!(&a, &b);
@@ -243,7 +180,7 @@ proptest! {
         budget in prop::sample::select(vec!["1", "2", "100%"]),
         pdb_allowed in 0..3i32,
     ) {
-        let w = world(&nodes, budget, pdb_allowed);
+        let w = cluster(&nodes, budget, pdb_allowed);
         let later = w.now + w.input.options.validation_delay_ms;
         for cmd in compute_pass(&w.input, w.now).commands {
             prop_assert_eq!(validate(&cmd, &w.input, later), Ok(()), "{}", cmd.explanation);

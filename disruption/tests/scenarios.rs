@@ -1,8 +1,5 @@
 //! Scenario tests: hand-built clusters, one behaviour each, after upstream's suites.
 
-mod common;
-
-use common::*;
 use karpenter_cloudprovider::duration::Duration;
 use karpenter_cloudprovider::v1::{Budget, ConsolidationPolicy, DisruptionReason};
 use karpenter_disruption::{
@@ -10,6 +7,8 @@ use karpenter_disruption::{
     compute_pass, validate,
 };
 use karpenter_scheduling::labels::{DO_NOT_DISRUPT, HOSTNAME, INSTANCE_TYPE, ZONE};
+use karpenter_testing::disruption::*;
+use karpenter_testing::spot_catalogue;
 
 fn holds<'a>(r: &'a PassResult, node: &str) -> &'a [Hold] {
     r.explanations
@@ -26,7 +25,7 @@ fn only_command(r: &PassResult) -> &karpenter_disruption::Command {
 
 #[test]
 fn empty_nodes_are_deleted_and_busy_ones_explained() {
-    let mut w = World::new();
+    let mut w = Cluster::new();
     w.node("empty-1", "large");
     w.daemon("empty-1", "ds-1");
     w.node("empty-2", "small");
@@ -60,7 +59,7 @@ fn empty_nodes_are_deleted_and_busy_ones_explained() {
 
 #[test]
 fn consolidate_after_delays_emptiness() {
-    let mut w = World::new();
+    let mut w = Cluster::new();
     w.settings(POOL).consolidate_after = Some(30 * 60_000);
     w.node("n", "small");
     w.info("n").last_pod_event_at = Some(w.now - 10 * 60_000);
@@ -94,7 +93,7 @@ fn budgets_cap_count_round_percentages_up_and_count_disrupting_nodes() {
         ("100%", 0, 10),
     ];
     for (nodes, disrupting, want) in cases {
-        let mut w = World::new();
+        let mut w = Cluster::new();
         w.settings(POOL).budgets = vec![Budget::nodes(nodes)];
         for i in 0..10 {
             w.node(&format!("n{i}"), "small");
@@ -120,7 +119,7 @@ fn budgets_cap_count_round_percentages_up_and_count_disrupting_nodes() {
 
 #[test]
 fn scheduled_budget_blocks_only_inside_its_window_and_only_its_reason() {
-    let mut w = World::new();
+    let mut w = Cluster::new();
     // 2024-01-01T09:00Z is a Monday.
     let nine = 1_704_099_600_000;
     w.now = nine + 30 * 60_000;
@@ -147,7 +146,7 @@ fn scheduled_budget_blocks_only_inside_its_window_and_only_its_reason() {
 
 #[test]
 fn do_not_disrupt_on_node_or_pod_blocks_graceful_disruption() {
-    let mut w = World::new();
+    let mut w = Cluster::new();
     w.node("annotated", "small")
         .annotations
         .insert(DO_NOT_DISRUPT.into(), "true".into());
@@ -185,14 +184,16 @@ fn do_not_disrupt_on_node_or_pod_blocks_graceful_disruption() {
 
 #[test]
 fn pdbs_block_nodes_and_cap_multi_node_commands() {
-    let mut w = World::new();
+    let mut w = Cluster::new();
     w.node("blocked", "large");
-    label(w.pod("blocked", "web-0", 500), "app", "web");
+    w.pod("blocked", "web-0", 500)
+        .labels
+        .insert("app".into(), "web".into());
     w.pdb("web", "web", 0);
     w.node("double", "large");
     let p = w.pod("double", "api-0", 500);
-    label(p, "app", "api");
-    label(p, "tier", "x");
+    p.labels.insert("app".into(), "api".into());
+    p.labels.insert("tier".into(), "x".into());
     w.pdb("api", "api", 5);
     w.input
         .pdbs
@@ -230,11 +231,13 @@ fn pdbs_block_nodes_and_cap_multi_node_commands() {
 
     // Three nodes with one pod each under a PDB allowing one eviction: a multi-node command
     // may take only one of them.
-    let mut w = World::new();
+    let mut w = Cluster::new();
     for i in 0..3 {
         let n = format!("n{i}");
         w.node(&n, "large");
-        label(w.pod(&n, &format!("web-{i}"), 500), "app", "web");
+        w.pod(&n, &format!("web-{i}"), 500)
+            .labels
+            .insert("app".into(), "web".into());
     }
     w.pdb("web", "web", 1);
     w.node("host", "xlarge")
@@ -247,7 +250,7 @@ fn pdbs_block_nodes_and_cap_multi_node_commands() {
 
 #[test]
 fn single_node_delete_when_pods_fit_elsewhere() {
-    let mut w = World::new();
+    let mut w = Cluster::new();
     w.node("full", "large");
     w.pod("full", "big", 7800);
     w.node("light", "large");
@@ -266,7 +269,7 @@ fn single_node_delete_when_pods_fit_elsewhere() {
 
 #[test]
 fn single_node_replace_with_strictly_cheaper_node() {
-    let mut w = World::new();
+    let mut w = Cluster::new();
     w.node("xl", "xlarge");
     w.pod("xl", "a", 1000);
     w.pod("xl", "b", 500);
@@ -283,7 +286,7 @@ fn single_node_replace_with_strictly_cheaper_node() {
 
 #[test]
 fn no_consolidation_when_not_cheaper_or_pods_cannot_move() {
-    let mut w = World::new();
+    let mut w = Cluster::new();
     w.node("pinned-type", "large");
     w.pod("pinned-type", "needs-large", 500)
         .node_selector
@@ -292,7 +295,7 @@ fn no_consolidation_when_not_cheaper_or_pods_cannot_move() {
     assert!(r.commands.is_empty(), "{:#?}", r.commands);
     assert_eq!(holds(&r, "pinned-type"), [Hold::NotCheaper]);
 
-    let mut w = World::new();
+    let mut w = Cluster::new();
     w.node("pinned-host", "large");
     w.pod("pinned-host", "local", 500)
         .node_selector
@@ -307,7 +310,7 @@ fn no_consolidation_when_not_cheaper_or_pods_cannot_move() {
 
 #[test]
 fn when_empty_policy_leaves_underutilized_nodes() {
-    let mut w = World::new();
+    let mut w = Cluster::new();
     w.settings(POOL).consolidation_policy = ConsolidationPolicy::WhenEmpty;
     w.node("xl", "xlarge");
     w.pod("xl", "a", 1000);
@@ -319,7 +322,7 @@ fn when_empty_policy_leaves_underutilized_nodes() {
 
 #[test]
 fn multi_node_consolidation_merges_and_goes_beyond_prefix_search() {
-    let mut w = World::new();
+    let mut w = Cluster::new();
     // Host with spare room, excluded from disruption.
     w.node("host", "xlarge")
         .annotations
@@ -357,7 +360,7 @@ fn multi_node_consolidation_merges_and_goes_beyond_prefix_search() {
 
 #[test]
 fn multi_node_replace_filters_out_candidates_own_types() {
-    let mut w = World::new();
+    let mut w = Cluster::new();
     // Together they fit one large ($0.40 < $0.50), but a large is one of the candidates'
     // own types at that price: upstream's filter refuses, because deleting the small alone
     // (its pod fits on the large) disrupts less for the same saving.
@@ -375,7 +378,7 @@ fn multi_node_replace_filters_out_candidates_own_types() {
 #[test]
 fn drift_by_hash_requirements_or_provider_replaces_first() {
     // (setup, expected drift in the explanation)
-    type Setup = fn(&mut World);
+    type Setup = fn(&mut Cluster);
     let cases: [(Setup, &str); 3] = [
         (
             |w| {
@@ -406,7 +409,7 @@ fn drift_by_hash_requirements_or_provider_replaces_first() {
         ),
     ];
     for (setup, why) in cases {
-        let mut w = World::new();
+        let mut w = Cluster::new();
         w.node("n", "large");
         w.pod("n", "app", 6000);
         w.settings(POOL).consolidate_after = None;
@@ -429,7 +432,7 @@ fn drift_by_hash_requirements_or_provider_replaces_first() {
         }
     }
     // Hash versions that differ are not drift.
-    let mut w = World::new();
+    let mut w = Cluster::new();
     w.node("n", "large");
     w.pod("n", "app", 6000);
     w.settings(POOL).template_hash = Some("new".into());
@@ -448,7 +451,7 @@ fn drift_by_hash_requirements_or_provider_replaces_first() {
 
 #[test]
 fn drift_that_cannot_reschedule_is_explained() {
-    let mut w = World::new();
+    let mut w = Cluster::new();
     w.node("n", "large");
     w.pod("n", "app", 500);
     w.input.cluster.node_pools[0].requirements.add(
@@ -467,7 +470,7 @@ fn drift_that_cannot_reschedule_is_explained() {
 
 #[test]
 fn drift_with_termination_grace_period_ignores_pod_blocks() {
-    let mut w = World::new();
+    let mut w = Cluster::new();
     w.node("n", "large");
     w.pod("n", "app", 500)
         .annotations
@@ -483,7 +486,7 @@ fn drift_with_termination_grace_period_ignores_pod_blocks() {
 
 #[test]
 fn methods_run_in_karpenter_order() {
-    let mut w = World::new();
+    let mut w = Cluster::new();
     w.node("drifted", "large");
     w.pod("drifted", "app", 500);
     w.info("drifted").provider_drift = Some("AMIDrift".into());
@@ -503,7 +506,7 @@ fn methods_run_in_karpenter_order() {
 
 #[test]
 fn expiry_and_interruption_are_forceful() {
-    let mut w = World::new();
+    let mut w = Cluster::new();
     w.settings(POOL).budgets = vec![Budget::nodes("0")];
     w.node("old", "large")
         .annotations
@@ -553,10 +556,10 @@ fn expiry_and_interruption_are_forceful() {
 #[test]
 fn spot_to_spot_rules() {
     let build = |types: usize, enabled: bool| {
-        let mut w = World::new();
+        let mut w = Cluster::new();
         w.input.cluster.node_pools.clear();
         w.input.node_pools.clear();
-        w.add_pool("spot", spot_catalogue(types), "spot");
+        w.add_pool("spot", spot_catalogue(types, ZONE_A), "spot");
         w.input.options.spot_to_spot_consolidation = enabled;
         let last = format!("spot-{:02}", types - 1);
         w.node_in("spot", "big", &last, "spot");
@@ -588,7 +591,7 @@ fn spot_to_spot_rules() {
 
 #[test]
 fn non_candidates_are_explained() {
-    let mut w = World::new();
+    let mut w = Cluster::new();
     w.node("uninit", "small");
     w.info("uninit").initialized = false;
     w.node("deleting", "small");
@@ -620,7 +623,7 @@ fn non_candidates_are_explained() {
 
 #[test]
 fn validation_after_the_delay_rechecks_everything() {
-    let mut w = World::new();
+    let mut w = Cluster::new();
     w.node("e", "small");
     let cmds = compute_commands(&w.input, w.now);
     let cmd = &cmds[0];
@@ -669,7 +672,7 @@ fn validation_after_the_delay_rechecks_everything() {
 
 #[test]
 fn validation_of_a_replacement_checks_it_is_still_needed_and_cheaper() {
-    let mut w = World::new();
+    let mut w = Cluster::new();
     w.node("xl", "xlarge");
     w.pod("xl", "a", 1000);
     let cmd = compute_commands(&w.input, w.now).remove(0);
@@ -678,7 +681,7 @@ fn validation_of_a_replacement_checks_it_is_still_needed_and_cheaper() {
     assert_eq!(validate(&cmd, &w.input, later), Ok(()));
     // Capacity appeared: a delete is now possible, so the replacement is stale.
     let mut fresh = w.input.clone();
-    let mut extra = World::new();
+    let mut extra = Cluster::new();
     extra
         .node("spare", "large")
         .annotations
@@ -697,7 +700,7 @@ fn validation_of_a_replacement_checks_it_is_still_needed_and_cheaper() {
 
 #[test]
 fn work_budget_limits_simulations_and_explains_the_rest() {
-    let mut w = World::new();
+    let mut w = Cluster::new();
     for i in 0..4 {
         let n = format!("x{i}");
         w.node(&n, "xlarge");
@@ -718,7 +721,7 @@ fn work_budget_limits_simulations_and_explains_the_rest() {
 
 #[test]
 fn passes_are_deterministic() {
-    let mut w = World::new();
+    let mut w = Cluster::new();
     for i in 0..6 {
         let n = format!("n{i}");
         w.node(&n, if i % 2 == 0 { "large" } else { "medium" });

@@ -3,24 +3,29 @@
 //! guarantee (every option of every claim launchable), never exceeds the greedy price, and a
 //! plan whose groups are all reported proven optimal costs exactly the optimum.
 
-mod common;
-
-use common::*;
 use karpenter_scheduling::Quantity;
 use karpenter_scheduling::model::InstanceType;
 use karpenter_scheduling::solver::OptimizerOptions;
 use karpenter_scheduling::{Plan, SolveOptions, solve};
+use karpenter_testing::*;
 use proptest::prelude::*;
 use std::sync::Arc;
 
+/// Five types, three of them also spot.
 fn types() -> Vec<Arc<InstanceType>> {
-    vec![
-        instance_type("a", 2, 4, 0.10, true, &[]),
-        instance_type("b", 4, 8, 0.17, true, &[]),
-        instance_type("odd", 6, 8, 0.21, false, &[]),
-        instance_type("c", 8, 16, 0.40, true, &[]),
-        instance_type("d", 16, 64, 0.70, false, &[]),
+    [
+        ("a", 2, 4, 0.10, true),
+        ("b", 4, 8, 0.17, true),
+        ("odd", 6, 8, 0.21, false),
+        ("c", 8, 16, 0.40, true),
+        ("d", 16, 64, 0.70, false),
     ]
+    .into_iter()
+    .map(|(name, cores, gib, price, spot)| {
+        let it = InstanceTypeBuilder::new(name, cores, gib).on_demand(price);
+        if spot { it.spot_at(SPOT_FRACTION) } else { it }.build()
+    })
+    .collect()
 }
 
 fn launchable_cpu(plan: &Plan, types: &[Arc<InstanceType>]) -> i64 {

@@ -2,124 +2,32 @@
 //! the optimised plan satisfies every constraint the greedy checks, costs no more than the
 //! greedy plan, sits above its own lower bound, and is deterministic.
 
-mod common;
-
-use common::*;
 use karpenter_scheduling::labels::ZONE;
-use karpenter_scheduling::model::{HostPort, Pod};
-use karpenter_scheduling::quantity::Quantity;
+use karpenter_scheduling::model::Pod;
 use karpenter_scheduling::resources::Resources;
 use karpenter_scheduling::solver::OptimizerOptions;
-use karpenter_scheduling::taints::TaintEffect;
 use karpenter_scheduling::{Plan, Snapshot, SolveOptions, solve};
+use karpenter_testing::strategies::{PodMix, SnapshotMix, snapshot_spec};
+use karpenter_testing::*;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
-#[derive(Debug, Clone)]
-struct PodSpec {
-    cpu: i64,
-    mem_mi: i64,
-    zone: Option<usize>,
-    app: u8,
-    anti: bool,
-    spread: bool,
-    tolerates: bool,
-    port: bool,
-    gpu: bool,
-}
-
-fn pod_spec() -> impl Strategy<Value = PodSpec> {
-    (
-        (
-            prop_oneof![100i64..1000, 1000i64..7000],
-            64i64..12_000,
-            prop::option::of(0usize..3),
-            0u8..3,
-        ),
-        (
-            prop::bool::weighted(0.15),
-            prop::bool::weighted(0.15),
-            any::<bool>(),
-            prop::bool::weighted(0.1),
-            prop::bool::weighted(0.05),
-        ),
-    )
-        .prop_map(
-            |((cpu, mem_mi, zone, app), (anti, spread, tolerates, port, gpu))| PodSpec {
-                cpu,
-                mem_mi,
-                zone,
-                app,
-                anti,
-                spread,
-                tolerates,
-                port,
-                gpu,
-            },
-        )
-}
-
-#[derive(Debug, Clone)]
-struct World {
-    pods: Vec<PodSpec>,
-    tainted_first: bool,
-    daemon_cpu: Option<i64>,
-    cpu_limit: Option<i64>,
-}
-
-fn world() -> impl Strategy<Value = World> {
-    (
-        prop::collection::vec(pod_spec(), 1..45),
-        any::<bool>(),
-        prop::option::of(50i64..600),
-        prop::option::of(8i64..80),
-    )
-        .prop_map(|(pods, tainted_first, daemon_cpu, cpu_limit)| World {
-            pods,
-            tainted_first,
-            daemon_cpu,
-            cpu_limit,
-        })
-}
-
-fn build(w: &World) -> Snapshot {
-    let pods: Vec<Pod> = w
-        .pods
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let mut p = property_pod(i, s.cpu, s.mem_mi, s.app, s.spread, s.zone, s.anti);
-            if s.tolerates {
-                p.tolerations = vec![toleration("team", "x")];
-            }
-            if s.port {
-                p.host_ports = vec![HostPort {
-                    port: 8080,
-                    protocol: "TCP".into(),
-                    host_ip: String::new(),
-                }];
-            }
-            if s.gpu {
-                p.requests.extended = vec![("nvidia.com/gpu".into(), 1)];
-            }
-            p
-        })
-        .collect();
-    let mut default = pool("default");
-    if let Some(cpu) = w.cpu_limit {
-        default.limits = BTreeMap::from([(
-            "cpu".to_string(),
-            Quantity::parse(&cpu.to_string()).expect("quantity"),
-        )]);
+/// Up to 44 pods, skewed towards small cpu requests, some with host ports or a GPU; half
+/// of the snapshots with a DaemonSet, half with a cpu limit on the pool `default`.
+fn mix() -> SnapshotMix {
+    SnapshotMix {
+        pods: PodMix {
+            cpu_millis: vec![100..1000, 1000..7000],
+            memory_mib: 64..12_000,
+            anti_affinity: 0.15,
+            zone_spread: 0.15,
+            host_port: 0.1,
+            gpu: 0.05,
+        },
+        pod_count: 1..45,
+        daemon_cpu_millis: Some(50..600),
+        cpu_limit_cores: Some(8..80),
     }
-    let mut tainted = pool("tainted");
-    tainted.weight = if w.tainted_first { 10 } else { 0 };
-    tainted.taints = vec![taint("team", "x", TaintEffect::NoSchedule)];
-    let mut s = snapshot(pods, vec![default, tainted]);
-    if let Some(cpu) = w.daemon_cpu {
-        s.daemon_sets = vec![daemon("agent", cpu)];
-    }
-    s
 }
 
 fn greedy(s: &Snapshot) -> Plan {
@@ -251,8 +159,8 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
 
     #[test]
-    fn optimised_plans_are_valid_cheaper_and_deterministic(w in world()) {
-        let s = build(&w);
+    fn optimised_plans_are_valid_cheaper_and_deterministic(spec in snapshot_spec(&mix())) {
+        let s = spec.snapshot();
         let g = greedy(&s);
         let plan = solve(&s, &SolveOptions::default());
         check(&s, &g);

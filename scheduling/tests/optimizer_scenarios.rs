@@ -2,13 +2,11 @@
 //! mis-sizes nodes, matches brute force on tiny batches, leaves per-node constrained pods
 //! alone, never makes a plan worse, and honours its budget and the caller's deadline.
 
-mod common;
-
-use common::*;
 use karpenter_scheduling::labels::HOSTNAME;
 use karpenter_scheduling::model::NodePool;
 use karpenter_scheduling::solver::{OptimizerOptions, solve_with_deadline};
 use karpenter_scheduling::{Plan, Snapshot, SolveOptions, solve};
+use karpenter_testing::*;
 
 fn greedy_options() -> SolveOptions {
     SolveOptions {
@@ -24,10 +22,7 @@ fn greedy_options() -> SolveOptions {
 /// onto the big type, the optimiser uses the small ones.
 fn lumpy_pool() -> NodePool {
     let mut p = pool("default");
-    p.instance_types = vec![
-        instance_type("big", 16, 64, 1.00, false, &[]),
-        instance_type("mid", 4, 16, 0.20, false, &[]),
-    ];
+    p.instance_types = on_demand_types(&[("big", 16, 64, 1.00), ("mid", 4, 16, 0.20)]);
     p
 }
 
@@ -70,7 +65,7 @@ fn beats_the_greedy_on_a_mis_sized_node() {
 fn claims_list_every_type_that_fits_cheapest_first() {
     let mut p = lumpy_pool();
     p.instance_types
-        .push(instance_type("mid-alt", 4, 16, 0.25, false, &[]));
+        .extend(on_demand_types(&[("mid-alt", 4, 16, 0.25)]));
     let pods = (0..9).map(|i| pod(&format!("p{i}"), 1900, GI)).collect();
     let plan = solve(&snapshot(pods, vec![p]), &SolveOptions::default());
     for c in &plan.new_node_claims {
@@ -151,8 +146,10 @@ fn no_budget_or_an_expired_deadline_keeps_the_greedy_plan() {
 fn tiny_batches_match_brute_force_and_the_bound_stays_below() {
     let mut catalogue = catalogue();
     catalogue.truncate(4);
-    catalogue.push(instance_type("odd", 6, 8, 0.21, false, &[]));
-    catalogue.push(instance_type("memory", 2, 24, 0.13, false, &[]));
+    catalogue.extend(on_demand_types(&[
+        ("odd", 6, 8, 0.21),
+        ("memory", 2, 24, 0.13),
+    ]));
     let cases: [&[(i64, i64)]; 6] = [
         &[(1900, 1), (1900, 1), (1900, 1)],
         &[(3000, 2), (3000, 2), (1000, 20), (500, 1)],
@@ -228,11 +225,11 @@ fn pool_limits_are_respected_by_the_optimised_claims() {
 /// type counts 192 cpu against a limit (Karpenter's `subtractMax`).
 fn pool_with_a_huge_type(limit_cpu: Option<&str>) -> NodePool {
     let mut p = pool("default");
-    p.instance_types = vec![
-        instance_type("huge", 192, 384, 12.0, false, &[]),
-        instance_type("mid", 4, 16, 0.20, false, &[]),
-        instance_type("small", 2, 8, 0.11, false, &[]),
-    ];
+    p.instance_types = on_demand_types(&[
+        ("huge", 192, 384, 12.0),
+        ("mid", 4, 16, 0.20),
+        ("small", 2, 8, 0.11),
+    ]);
     if let Some(cpu) = limit_cpu {
         p.limits = [(
             "cpu".to_string(),

@@ -5,15 +5,13 @@
 //! catalogue JSON named by `KARPENTER_AWS_CATALOGUE` (or `../../shared/data/…` next to the
 //! repository) and is skipped when the file is absent. Real benchmarks live in `benches/`.
 
-mod common;
-
-use common::*;
 use karpenter_scheduling::labels::{ARCH, CAPACITY_TYPE, INSTANCE_TYPE, ZONE};
 use karpenter_scheduling::model::{InstanceType, Offering, Overhead, Pod};
 use karpenter_scheduling::requirements::Operator;
 use karpenter_scheduling::resources::Resources;
 use karpenter_scheduling::solver::OptimizerOptions;
 use karpenter_scheduling::{Plan, Snapshot, SolveOptions, solve};
+use karpenter_testing::*;
 use std::sync::Arc;
 use std::time::Instant;
 

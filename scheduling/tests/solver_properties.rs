@@ -1,67 +1,13 @@
 //! Property tests for `solve`: capacity, constraint satisfaction and determinism on random
 //! pods and pools.
 
-mod common;
-
-use common::*;
 use karpenter_scheduling::labels::ZONE;
 use karpenter_scheduling::model::Pod;
-use karpenter_scheduling::taints::TaintEffect;
 use karpenter_scheduling::{Plan, Snapshot};
+use karpenter_testing::strategies::{SnapshotMix, snapshot_spec};
+use karpenter_testing::*;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
-
-#[derive(Debug, Clone)]
-struct PodSpec {
-    cpu: i64,
-    mem_mi: i64,
-    zone: Option<usize>,
-    app: u8,
-    anti: bool,
-    spread: bool,
-    tolerates: bool,
-}
-
-fn pod_spec() -> impl Strategy<Value = PodSpec> {
-    (
-        100i64..6000,
-        64i64..8192,
-        prop::option::of(0usize..3),
-        0u8..3,
-        any::<bool>(),
-        prop::bool::weighted(0.2),
-        any::<bool>(),
-    )
-        .prop_map(
-            |(cpu, mem_mi, zone, app, anti, spread, tolerates)| PodSpec {
-                cpu,
-                mem_mi,
-                zone,
-                app,
-                anti,
-                spread,
-                tolerates,
-            },
-        )
-}
-
-fn build(specs: &[PodSpec], tainted_first: bool) -> Snapshot {
-    let pods: Vec<Pod> = specs
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let mut p = property_pod(i, s.cpu, s.mem_mi, s.app, s.spread, s.zone, s.anti);
-            if s.tolerates {
-                p.tolerations = vec![toleration("team", "x")];
-            }
-            p
-        })
-        .collect();
-    let mut tainted = pool("tainted");
-    tainted.weight = if tainted_first { 10 } else { 0 };
-    tainted.taints = vec![taint("team", "x", TaintEffect::NoSchedule)];
-    snapshot(pods, vec![pool("default"), tainted])
-}
 
 fn check(s: &Snapshot, plan: &Plan) {
     let by_name: BTreeMap<&str, &Pod> = s
@@ -130,10 +76,10 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
-    fn plans_respect_capacity_and_constraints(specs in prop::collection::vec(pod_spec(), 1..40), tainted_first in any::<bool>()) {
-        let s = build(&specs, tainted_first);
-        let plan = run(&s);
+    fn plans_respect_capacity_and_constraints(spec in snapshot_spec(&SnapshotMix::default())) {
+        let s = spec.snapshot();
+        let plan = solve_default(&s);
         check(&s, &plan);
-        prop_assert_eq!(plan, run(&s));
+        prop_assert_eq!(plan, solve_default(&s));
     }
 }

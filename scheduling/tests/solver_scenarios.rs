@@ -1,8 +1,5 @@
 //! Scenario tests for `solve`, built from upstream Karpenter's scheduling behaviour.
 
-mod common;
-
-use common::*;
 use karpenter_scheduling::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODEPOOL, ZONE};
 use karpenter_scheduling::model::{
     HostPort, NodeState, PreferredSchedulingTerm, WeightedPodAffinityTerm, WhenUnsatisfiable,
@@ -12,10 +9,11 @@ use karpenter_scheduling::requirements::Operator;
 use karpenter_scheduling::solver::{MinValuesPolicy, PreferencePolicy};
 use karpenter_scheduling::taints::TaintEffect;
 use karpenter_scheduling::{SolveOptions, solve};
+use karpenter_testing::*;
 
 #[test]
 fn single_pod_gets_cheapest_claim() {
-    let plan = run(&snapshot(vec![pod("p", 1000, GI)], vec![pool("default")]));
+    let plan = solve_default(&snapshot(vec![pod("p", 1000, GI)], vec![pool("default")]));
     assert!(plan.unschedulable.is_empty());
     assert_eq!(plan.new_node_claims.len(), 1);
     let c = &plan.new_node_claims[0];
@@ -43,7 +41,7 @@ fn single_pod_gets_cheapest_claim() {
 #[test]
 fn pods_pack_largest_first_and_never_exceed_allocatable() {
     let pods: Vec<_> = (0..10).map(|i| pod(&format!("p{i}"), 3000, GI)).collect();
-    let plan = run(&snapshot(pods, vec![pool("default")]));
+    let plan = solve_default(&snapshot(pods, vec![pool("default")]));
     assert!(plan.unschedulable.is_empty());
     assert_eq!(plan.placed_pods(), 10);
     // 5 pods of 3 cpu fit a 16-cpu xlarge; the greedy packer opens 2 claims.
@@ -58,7 +56,7 @@ fn pods_pack_largest_first_and_never_exceed_allocatable() {
 fn node_selector_narrows_zone() {
     let mut p = pod("p", 1000, GI);
     p.node_selector.insert(ZONE.into(), "zone-b".into());
-    let plan = run(&snapshot(vec![p], vec![pool("default")]));
+    let plan = solve_default(&snapshot(vec![p], vec![pool("default")]));
     assert_eq!(pinned(&plan, 0, ZONE).as_deref(), Some("zone-b"));
     assert!(
         plan.new_node_claims[0]
@@ -75,7 +73,7 @@ fn required_affinity_falls_back_to_next_or_term() {
         affinity_terms(&[nsr(ZONE, Operator::In, &["zone-x"])]),
         affinity_terms(&[nsr(ZONE, Operator::In, &["zone-c"])]),
     ];
-    let plan = run(&snapshot(vec![p], vec![pool("default")]));
+    let plan = solve_default(&snapshot(vec![p], vec![pool("default")]));
     assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
     assert_eq!(pinned(&plan, 0, ZONE).as_deref(), Some("zone-c"));
 }
@@ -86,7 +84,7 @@ fn volume_requirements_are_anded() {
     p.volume_requirements = vec![nsr(ZONE, Operator::In, &["zone-a"])];
     p.node_selector
         .insert(CAPACITY_TYPE.into(), "on-demand".into());
-    let plan = run(&snapshot(vec![p], vec![pool("default")]));
+    let plan = solve_default(&snapshot(vec![p], vec![pool("default")]));
     assert_eq!(pinned(&plan, 0, ZONE).as_deref(), Some("zone-a"));
     assert_eq!(
         &*plan.new_node_claims[0].instance_type_options[0].capacity_type,
@@ -98,7 +96,7 @@ fn volume_requirements_are_anded() {
 fn incompatible_requirement_is_explained() {
     let mut p = pod("p", 1000, GI);
     p.node_selector.insert("team".into(), "blue".into());
-    let plan = run(&snapshot(vec![p], vec![pool("default")]));
+    let plan = solve_default(&snapshot(vec![p], vec![pool("default")]));
     let why = reason(&plan, "p").unwrap();
     assert!(why.contains("NodePool \"default\""), "{why}");
     assert!(why.contains("incompatible requirements"), "{why}");
@@ -112,7 +110,7 @@ fn taints_need_tolerations() {
     tainted.startup_taints = vec![taint("startup", "", TaintEffect::NoSchedule)];
     let mut tolerant = pod("tolerant", 1000, GI);
     tolerant.tolerations = vec![toleration("dedicated", "gpu")];
-    let plan = run(&snapshot(
+    let plan = solve_default(&snapshot(
         vec![pod("plain", 1000, GI), tolerant],
         vec![tainted],
     ));
@@ -128,7 +126,7 @@ fn taints_need_tolerations() {
 fn prefer_no_schedule_taint_is_relaxed() {
     let mut p = pool("default");
     p.taints = vec![taint("soft", "x", TaintEffect::PreferNoSchedule)];
-    let plan = run(&snapshot(vec![pod("p", 1000, GI)], vec![p]));
+    let plan = solve_default(&snapshot(vec![pod("p", 1000, GI)], vec![p]));
     assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
 }
 
@@ -137,7 +135,7 @@ fn pools_are_tried_by_weight_then_name() {
     let mut heavy = pool("z-heavy");
     heavy.weight = 10;
     let light = pool("a-light");
-    let plan = run(&snapshot(
+    let plan = solve_default(&snapshot(
         vec![pod("p", 1000, GI)],
         vec![light.clone(), heavy.clone()],
     ));
@@ -146,10 +144,10 @@ fn pools_are_tried_by_weight_then_name() {
     heavy.requirements = reqs(&[nsr(ZONE, Operator::In, &["zone-a"])]);
     let mut p = pod("p", 1000, GI);
     p.node_selector.insert(ZONE.into(), "zone-b".into());
-    let plan = run(&snapshot(vec![p], vec![light, heavy]));
+    let plan = solve_default(&snapshot(vec![p], vec![light, heavy]));
     assert_eq!(plan.new_node_claims[0].node_pool, "a-light");
     // Same weight: by name.
-    let plan = run(&snapshot(
+    let plan = solve_default(&snapshot(
         vec![pod("p", 1000, GI)],
         vec![pool("b"), pool("a")],
     ));
@@ -165,7 +163,7 @@ fn pool_limits_reduce_with_each_claim() {
     );
     // Two 7-cpu pods: the first claim can be at most xlarge? 16 > 10 so large (8); the second
     // would need another 8 cpu: limit reached.
-    let plan = run(&snapshot(
+    let plan = solve_default(&snapshot(
         vec![pod("a", 7000, GI), pod("b", 7000, GI)],
         vec![p],
     ));
@@ -188,13 +186,13 @@ fn pool_usage_counts_against_limits_and_nodes_limit() {
         Quantity::from_value(10, QuantityFormat::DecimalSI),
     );
     p.usage = res(9000, 0);
-    let plan = run(&snapshot(vec![pod("a", 500, GI)], vec![p]));
+    let plan = solve_default(&snapshot(vec![pod("a", 500, GI)], vec![p]));
     assert!(reason(&plan, "a").unwrap().contains("limit of cpu reached"));
 }
 
 #[test]
 fn oversized_pod_names_the_resource() {
-    let plan = run(&snapshot(
+    let plan = solve_default(&snapshot(
         vec![pod("big", 64_000, GI)],
         vec![pool("default")],
     ));
@@ -207,7 +205,7 @@ fn oversized_pod_names_the_resource() {
 fn extended_resources_select_instance_types() {
     let mut p = pod("trainer", 1000, GI);
     p.requests.extended = vec![("nvidia.com/gpu".into(), 1)];
-    let plan = run(&snapshot(vec![p], vec![pool("default")]));
+    let plan = solve_default(&snapshot(vec![p], vec![pool("default")]));
     let c = &plan.new_node_claims[0];
     assert_eq!(c.instance_type_options.len(), 1);
     assert_eq!(&*c.instance_type_options[0].name, "gpu");
@@ -221,7 +219,7 @@ fn existing_nodes_are_used_first_and_deleting_ones_skipped() {
     let full = node("b-full", "zone-a", 2, 4);
     s.nodes = vec![deleting, full, node("c-free", "zone-b", 8, 16)];
     s.bound_pods = vec![bound(pod("hog", 1500, GI), "b-full")];
-    let plan = run(&s);
+    let plan = solve_default(&s);
     assert!(plan.new_node_claims.is_empty());
     assert_eq!(plan.existing.len(), 1);
     assert_eq!(plan.existing[0].node, "c-free");
@@ -233,7 +231,7 @@ fn ready_nodes_before_in_flight() {
     let mut inflight = node("a-inflight", "zone-a", 8, 16);
     inflight.state = NodeState::InFlight;
     s.nodes = vec![inflight, node("z-ready", "zone-a", 8, 16)];
-    let plan = run(&s);
+    let plan = solve_default(&s);
     assert_eq!(plan.existing[0].node, "z-ready");
 }
 
@@ -243,7 +241,7 @@ fn node_taints_keep_pods_off_existing_nodes() {
     let mut n = node("tainted", "zone-a", 8, 16);
     n.taints = vec![taint("maint", "", TaintEffect::NoSchedule)];
     s.nodes = vec![n];
-    let plan = run(&s);
+    let plan = solve_default(&s);
     assert!(plan.existing.is_empty());
     assert_eq!(plan.new_node_claims.len(), 1);
 }
@@ -262,7 +260,7 @@ fn zone_spread_uses_each_zone() {
             p
         })
         .collect();
-    let plan = run(&snapshot(pods, vec![pool("default")]));
+    let plan = solve_default(&snapshot(pods, vec![pool("default")]));
     assert!(plan.unschedulable.is_empty());
     let mut zones: Vec<String> = (0..plan.new_node_claims.len())
         .filter_map(|c| pinned(&plan, c, ZONE))
@@ -291,7 +289,7 @@ fn zone_spread_counts_running_pods() {
         WhenUnsatisfiable::DoNotSchedule,
     )];
     s.pending_pods = vec![p];
-    let plan = run(&s);
+    let plan = solve_default(&s);
     assert_eq!(pinned(&plan, 0, ZONE).as_deref(), Some("zone-c"));
 }
 
@@ -314,7 +312,7 @@ fn unsatisfiable_spread_is_explained() {
     let mut spread_all = p.clone();
     spread_all.node_selector.clear();
     s.pending_pods = vec![p];
-    let plan = run(&s);
+    let plan = solve_default(&s);
     // The pod's own domains are only zone-a, so the minimum is taken over zone-a: allowed.
     assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
 }
@@ -333,7 +331,7 @@ fn hostname_spread_puts_each_pod_on_its_own_node() {
             p
         })
         .collect();
-    let plan = run(&snapshot(pods, vec![pool("default")]));
+    let plan = solve_default(&snapshot(pods, vec![pool("default")]));
     assert!(plan.unschedulable.is_empty());
     assert_eq!(plan.new_node_claims.len(), 4);
 }
@@ -352,7 +350,7 @@ fn capacity_type_spread() {
             p
         })
         .collect();
-    let plan = run(&snapshot(pods, vec![pool("default")]));
+    let plan = solve_default(&snapshot(pods, vec![pool("default")]));
     let mut cts: Vec<String> = (0..plan.new_node_claims.len())
         .filter_map(|c| pinned(&plan, c, CAPACITY_TYPE))
         .collect();
@@ -369,7 +367,7 @@ fn hostname_anti_affinity_separates_pods() {
             p
         })
         .collect();
-    let plan = run(&snapshot(pods, vec![pool("default")]));
+    let plan = solve_default(&snapshot(pods, vec![pool("default")]));
     assert!(plan.unschedulable.is_empty());
     assert_eq!(plan.new_node_claims.len(), 3);
 }
@@ -391,7 +389,7 @@ fn zone_anti_affinity_with_pinned_zones() {
     extra.affinity.pod_anti_affinity.required = vec![term(ZONE, &[("app", "db")])];
     let mut all = pods;
     all.push(extra);
-    let plan = run(&snapshot(all, vec![pool("default")]));
+    let plan = solve_default(&snapshot(all, vec![pool("default")]));
     assert_eq!(plan.placed_pods(), 3);
     assert_eq!(plan.unschedulable.len(), 1);
     assert!(
@@ -411,7 +409,7 @@ fn running_pods_anti_affinity_repels_incoming_pods() {
     let mut guard = pod("guard", 100, MI);
     guard.affinity.pod_anti_affinity.required = vec![term(ZONE, &[("app", "web")])];
     s.bound_pods = vec![bound(guard, "na")];
-    let plan = run(&s);
+    let plan = solve_default(&s);
     assert!(
         plan.existing.is_empty(),
         "the running pod's anti-affinity keeps web off zone-a"
@@ -425,7 +423,7 @@ fn pod_affinity_co_locates_pending_pods() {
     let a = labeled(pod("a", 1000, GI), &[("app", "a")]);
     let mut b = pod("b", 500, GI);
     b.affinity.pod_affinity.required = vec![term(HOSTNAME, &[("app", "a")])];
-    let plan = run(&snapshot(vec![a, b], vec![pool("default")]));
+    let plan = solve_default(&snapshot(vec![a, b], vec![pool("default")]));
     assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
     assert_eq!(plan.new_node_claims.len(), 1);
 }
@@ -440,7 +438,7 @@ fn pod_affinity_follows_running_pod_zone() {
     let mut p = pod("client", 1000, GI);
     p.affinity.pod_affinity.required = vec![term(ZONE, &[("app", "db")])];
     s.pending_pods = vec![p];
-    let plan = run(&s);
+    let plan = solve_default(&s);
     assert_eq!(pinned(&plan, 0, ZONE).as_deref(), Some("zone-b"));
 }
 
@@ -448,7 +446,7 @@ fn pod_affinity_follows_running_pod_zone() {
 fn unsatisfiable_pod_affinity_is_explained() {
     let mut p = pod("client", 1000, GI);
     p.affinity.pod_affinity.required = vec![term(ZONE, &[("app", "missing")])];
-    let plan = run(&snapshot(vec![p], vec![pool("default")]));
+    let plan = solve_default(&snapshot(vec![p], vec![pool("default")]));
     let why = reason(&plan, "client").unwrap();
     assert!(
         why.contains("pod affinity on topology.kubernetes.io/zone cannot be satisfied"),
@@ -467,7 +465,7 @@ fn host_ports_conflict() {
     a.host_ports = vec![port.clone()];
     let mut b = pod("b", 100, MI);
     b.host_ports = vec![port.clone()];
-    let plan = run(&snapshot(vec![a.clone(), b], vec![pool("default")]));
+    let plan = solve_default(&snapshot(vec![a.clone(), b], vec![pool("default")]));
     assert_eq!(plan.new_node_claims.len(), 2);
     // An existing node with the port bound is skipped.
     let mut s = snapshot(vec![a], vec![pool("default")]);
@@ -475,7 +473,7 @@ fn host_ports_conflict() {
     let mut holder = pod("holder", 100, MI);
     holder.host_ports = vec![port];
     s.bound_pods = vec![bound(holder, "n")];
-    let plan = run(&s);
+    let plan = solve_default(&s);
     assert!(plan.existing.is_empty());
     assert_eq!(plan.new_node_claims.len(), 1);
 }
@@ -493,7 +491,7 @@ fn daemon_port_conflict_is_explained() {
     p.host_ports = vec![port];
     let mut s = snapshot(vec![p], vec![pool("default")]);
     s.daemon_sets = vec![ds];
-    let plan = run(&s);
+    let plan = solve_default(&s);
     let why = reason(&plan, "p").unwrap();
     assert!(why.contains("host port 9100/TCP"), "{why}");
 }
@@ -506,14 +504,14 @@ fn daemon_overhead_only_where_daemons_run() {
     p.tolerations = vec![toleration("dedicated", "x")];
     let mut s = snapshot(vec![p.clone()], vec![tainted]);
     s.daemon_sets = vec![daemon("agent", 1500)];
-    let plan = run(&s);
+    let plan = solve_default(&s);
     assert!(
         plan.new_node_claims[0].daemon_overhead.is_zero(),
         "daemon does not tolerate the taint"
     );
     let mut s = snapshot(vec![p], vec![pool("default")]);
     s.daemon_sets = vec![daemon("agent", 1500)];
-    let plan = run(&s);
+    let plan = solve_default(&s);
     let c = &plan.new_node_claims[0];
     assert_eq!(c.daemon_overhead.cpu_millis, 1500);
     assert_eq!(c.requests.cpu_millis, 2500);
@@ -529,7 +527,7 @@ fn daemon_with_incompatible_selector_adds_nothing() {
         .insert("kubernetes.io/arch".into(), "arm64".into());
     let mut s = snapshot(vec![pod("p", 1000, GI)], vec![pool("default")]);
     s.daemon_sets = vec![ds];
-    let plan = run(&s);
+    let plan = solve_default(&s);
     assert!(plan.new_node_claims[0].daemon_overhead.is_zero());
 }
 
@@ -540,7 +538,7 @@ fn preferred_node_affinity_is_respected_then_relaxed() {
         weight: 10,
         preference: affinity_terms(&[nsr(ZONE, Operator::In, &["zone-c"])]),
     }];
-    let plan = run(&snapshot(vec![p.clone()], vec![pool("default")]));
+    let plan = solve_default(&snapshot(vec![p.clone()], vec![pool("default")]));
     assert_eq!(pinned(&plan, 0, ZONE).as_deref(), Some("zone-c"));
     // Ignored: no zone narrowing.
     let opts = SolveOptions {
@@ -552,7 +550,7 @@ fn preferred_node_affinity_is_respected_then_relaxed() {
     // Impossible preference: relaxed.
     p.affinity.node_affinity.preferred[0].preference =
         affinity_terms(&[nsr(ZONE, Operator::In, &["zone-x"])]);
-    let plan = run(&snapshot(vec![p], vec![pool("default")]));
+    let plan = solve_default(&snapshot(vec![p], vec![pool("default")]));
     assert!(plan.unschedulable.is_empty());
 }
 
@@ -578,7 +576,7 @@ fn schedule_anyway_spread_is_relaxed() {
             )
         })
         .collect();
-    let plan = run(&s);
+    let plan = solve_default(&s);
     assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
 }
 
@@ -595,7 +593,7 @@ fn preferred_anti_affinity_is_relaxed() {
             p
         })
         .collect();
-    let plan = run(&snapshot(pods, vec![pool("default")]));
+    let plan = solve_default(&snapshot(pods, vec![pool("default")]));
     assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
 }
 
@@ -606,10 +604,10 @@ fn min_values_strict_and_best_effort() {
     r.min_values = Some(3);
     p.requirements = reqs(&[r]);
     // 7 cpu fits large, xlarge, gpu: 3 types — fine.
-    let plan = run(&snapshot(vec![pod("ok", 7000, GI)], vec![p.clone()]));
+    let plan = solve_default(&snapshot(vec![pod("ok", 7000, GI)], vec![p.clone()]));
     assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
     // 12 cpu fits only xlarge.
-    let plan = run(&snapshot(vec![pod("big", 12_000, GI)], vec![p.clone()]));
+    let plan = solve_default(&snapshot(vec![pod("big", 12_000, GI)], vec![p.clone()]));
     let why = reason(&plan, "big").unwrap();
     assert!(why.contains("minValues"), "{why}");
     let opts = SolveOptions {
@@ -636,7 +634,7 @@ fn unschedulable_reason_names_every_pool() {
     b.requirements = reqs(&[nsr(ZONE, Operator::In, &["zone-a"])]);
     let mut p = pod("p", 1000, GI);
     p.node_selector.insert(ZONE.into(), "zone-b".into());
-    let plan = run(&snapshot(vec![p], vec![a, b]));
+    let plan = solve_default(&snapshot(vec![p], vec![a, b]));
     let why = reason(&plan, "p").unwrap();
     assert!(
         why.contains("NodePool \"a\": did not tolerate taint t=v:NoSchedule"),
@@ -652,7 +650,7 @@ fn unschedulable_reason_names_every_pool() {
 fn pending_daemon_pods_are_left_alone() {
     let mut d = daemon("agent", 100).pod;
     d.name = "agent-xyz".into();
-    let plan = run(&snapshot(vec![d], vec![pool("default")]));
+    let plan = solve_default(&snapshot(vec![d], vec![pool("default")]));
     assert_eq!(plan.placed_pods(), 0);
     assert!(plan.unschedulable.is_empty());
 }
@@ -676,5 +674,5 @@ fn solving_twice_gives_the_same_plan() {
         pods.push(p);
     }
     let s = snapshot(pods, vec![pool("default"), pool("other")]);
-    assert_eq!(run(&s), run(&s));
+    assert_eq!(solve_default(&s), solve_default(&s));
 }

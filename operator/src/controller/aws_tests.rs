@@ -4,7 +4,7 @@
 
 use super::aws::{AwsHooks, InterruptionHandler, NODE_CLASS_FINALIZER, ca_bundle_from_der};
 use super::provider::ProviderHooks;
-use super::testing::{Seen, claim, ctx, mock_client, node, put, status};
+use super::testing::{Seen, ctx, mock_client, node, put, status};
 use crate::metrics::Metrics;
 use karpenter_cloudprovider::v1::labels as v1labels;
 use karpenter_cloudprovider::{CloudProvider, NodeClaim};
@@ -14,6 +14,7 @@ use karpenter_cloudprovider_aws::{
     AwsClients, AwsCloudProvider, AwsSettings, InterruptionEvent, InterruptionKind,
     InterruptionPoller, NodeClaimInterruption, SystemClock, UnavailableOfferings,
 };
+use karpenter_testing::api::node_claim;
 use kube::runtime::reflector;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -38,7 +39,7 @@ fn emulator(test: &str) -> Option<String> {
 
 /// A launched spot claim on `INSTANCE` with its labels.
 fn spot_claim(name: &str) -> NodeClaim {
-    let mut c = claim(name);
+    let mut c = node_claim(name);
     c.status.get_or_insert_with(Default::default).provider_id =
         format!("aws:///us-east-1a/{INSTANCE}");
     let labels = c.metadata.labels.get_or_insert_with(Default::default);
@@ -360,14 +361,16 @@ async fn a_deleted_node_class_waits_for_its_nodeclaims() {
     provider.apply_node_class(nc.clone());
     let (hooks, client, api) = hooks_over(&provider, &nc, clients);
     let (ctx, mut w, _events) = ctx(client, provider_stub(), 60_000);
-    // `claim()` references EC2NodeClass "default".
-    put(&mut w.node_claims, claim("default-x"));
+    // `node_claim()` references EC2NodeClass "default".
+    put(&mut w.node_claims, node_claim("default-x"));
     hooks.reconcile(&ctx).await;
     assert!(api.requests().is_empty(), "{:?}", api.requests());
     assert!(provider.node_class("default").is_some());
 
     w.node_claims
-        .apply_watcher_event(&kube::runtime::watcher::Event::Delete(claim("default-x")));
+        .apply_watcher_event(&kube::runtime::watcher::Event::Delete(node_claim(
+            "default-x",
+        )));
     hooks.reconcile(&ctx).await;
     let reqs = api.requests();
     assert_eq!(reqs.len(), 1, "{reqs:?}");

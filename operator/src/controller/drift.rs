@@ -57,11 +57,11 @@ pub async fn record(ctx: &Ctx, drifted: &BTreeMap<String, String>) {
 mod tests {
     use super::*;
     use crate::cluster::provisioner::time;
-    use crate::controller::testing::claim;
+    use karpenter_testing::api::node_claim;
 
     #[test]
     fn launched_claims_get_the_condition_with_its_reason_and_lose_it_when_not_drifted() {
-        let mut c = claim("default-abcde");
+        let mut c = node_claim("default-abcde");
         let drifted = BTreeMap::from([(c.name().to_owned(), "NodePoolDrifted".to_owned())]);
         // Not launched yet: nothing to record.
         assert!(desired(&c, &drifted, time(0)).is_none());

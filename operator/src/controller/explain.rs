@@ -71,9 +71,10 @@ impl Explainer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::testing::{claim, ctx, mock_client, node, put, status};
+    use crate::controller::testing::{ctx, mock_client, node, put, status};
     use karpenter_disruption::Reason;
     use karpenter_scheduling::model::PodKey;
+    use karpenter_testing::api::node_claim;
 
     #[test]
     fn only_telling_holds_make_events() {
@@ -105,7 +106,7 @@ mod tests {
             std::sync::Arc::new(karpenter_cloudprovider_fake::FakeCloudProvider::default());
         let (ctx, mut w, mut events) = ctx(client, provider, 0);
         put(&mut w.nodes, node("n1", "fake://us-east-1a/n1"));
-        let mut c = claim("n1");
+        let mut c = node_claim("n1");
         c.status.get_or_insert_with(Default::default).provider_id = "fake://us-east-1a/n1".into();
         put(&mut w.node_claims, c);
         let blocked = vec![NodeExplanation {

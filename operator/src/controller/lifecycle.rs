@@ -444,11 +444,12 @@ async fn register(ctx: &Ctx, claim: &NodeClaim, node: &Node) -> Result<(), Recon
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::testing::{claim, node, ready};
+    use crate::controller::testing::node;
+    use karpenter_testing::api::{node_claim, ready};
 
     #[test]
     fn steps_follow_the_lifecycle() {
-        let mut c = claim("default-abcde");
+        let mut c = node_claim("default-abcde");
         c.metadata.finalizers = None;
         assert_eq!(next_step(&c, None, 0), Step::AddFinalizer);
         c.metadata.finalizers = Some(vec![v1labels::TERMINATION_FINALIZER.into()]);
@@ -477,7 +478,7 @@ mod tests {
 
     #[test]
     fn registration_timeout_deletes() {
-        let mut c = claim("x");
+        let mut c = node_claim("x");
         c.set_true("Launched", crate::cluster::provisioner::time(0));
         assert_eq!(next_step(&c, None, REGISTRATION_TIMEOUT_MS - 1), Step::Wait);
         assert!(matches!(
@@ -491,7 +492,7 @@ mod tests {
 
     #[test]
     fn startup_taints_block_initialization() {
-        let mut c = claim("x");
+        let mut c = node_claim("x");
         c.spec.startup_taints = vec![karpenter_cloudprovider::v1::Taint::new(
             "example.com/agent",
             "",
@@ -524,7 +525,7 @@ mod tests {
 
     #[test]
     fn registration_patch_syncs_claim_onto_node() {
-        let mut c = claim("x");
+        let mut c = node_claim("x");
         c.metadata.uid = Some("uid-1".into());
         c.spec.taints = vec![karpenter_cloudprovider::v1::Taint::new(
             "dedicated",

@@ -245,8 +245,9 @@ pub async fn reconcile(ctx: &Ctx, now: Millis, blocked_reported: &mut BTreeMap<S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::testing::{claim, node, ready};
+    use crate::controller::testing::node;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use karpenter_testing::api::{node_claim, ready};
     use std::time::Duration;
 
     const MIN: Millis = 60_000;
@@ -288,7 +289,7 @@ mod tests {
                 ..NodeCondition::default()
             });
         }
-        let mut c = claim(name);
+        let mut c = node_claim(name);
         c.status.get_or_insert_with(Default::default).provider_id = pid;
         (Arc::new(n), Arc::new(c))
     }

@@ -1,4 +1,5 @@
-//! Test helpers: objects, and a scripted API server behind a `tower-test` mock service.
+//! Test helpers: the controller's own objects (API objects in general come from
+//! `karpenter_testing::api`), and a scripted API server behind a `tower-test` mock service.
 
 use super::events::{EventSink, Published};
 use super::state::{Stores, Writers, stores};
@@ -6,81 +7,20 @@ use super::{Clock, Ctx};
 use crate::metrics::Metrics;
 use crate::settings::Settings;
 use http::{Request, Response};
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Taint as K8sTaint};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use karpenter_cloudprovider::v1::{
-    NodeClaimSpec, NodeClassReference, NodeSelectorOperator, NodeSelectorRequirementWithMinValues,
-    labels as v1labels,
-};
-use karpenter_cloudprovider::{CloudProvider, NodeClaim};
+use k8s_openapi::api::core::v1::Node;
+use karpenter_cloudprovider::CloudProvider;
+use karpenter_testing::api::registering_node;
 use kube::client::Body;
 use kube::runtime::watcher::Event;
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 
-/// A NodeClaim of pool `default` with the termination finalizer.
-pub fn claim(name: &str) -> NodeClaim {
-    let mut c = NodeClaim::new(
-        name,
-        NodeClaimSpec {
-            taints: Vec::new(),
-            startup_taints: Vec::new(),
-            requirements: vec![NodeSelectorRequirementWithMinValues::new(
-                v1labels::INSTANCE_TYPE,
-                NodeSelectorOperator::In,
-                ["m5.large"],
-            )],
-            resources: Default::default(),
-            node_class_ref: NodeClassReference {
-                group: "karpenter.k8s.aws".into(),
-                kind: "EC2NodeClass".into(),
-                name: "default".into(),
-            },
-            termination_grace_period: None,
-            expire_after: karpenter_cloudprovider::v1::default_expire_after(),
-        },
-    );
-    c.metadata.labels = Some([(v1labels::NODEPOOL.to_owned(), "default".to_owned())].into());
-    c.metadata.finalizers = Some(vec![v1labels::TERMINATION_FINALIZER.into()]);
-    c.metadata.resource_version = Some("1".into());
-    c.metadata.uid = Some(format!("uid-{name}"));
-    c.metadata.creation_timestamp = Some(crate::cluster::provisioner::time(0));
-    c
-}
-
-/// A fresh Node as a kubelet registers it: unregistered taint, no conditions.
+/// A fresh Node as a kubelet registers it ([`registering_node`]), labelled as one of the fake
+/// provider's nodes so that the fake kubelet manages it.
 pub fn node(name: &str, provider_id: &str) -> Node {
-    Node {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            resource_version: Some("1".into()),
-            uid: Some(format!("uid-node-{name}")),
-            labels: Some([(super::fake::FAKE_NODE_LABEL.to_owned(), "true".to_owned())].into()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(NodeSpec {
-            provider_id: Some(provider_id.into()),
-            taints: Some(vec![K8sTaint {
-                key: v1labels::UNREGISTERED_TAINT_KEY.into(),
-                effect: "NoExecute".into(),
-                ..K8sTaint::default()
-            }]),
-            ..NodeSpec::default()
-        }),
-        status: Some(NodeStatus::default()),
-    }
-}
-
-/// `node` with `Ready=True`.
-pub fn ready(mut node: Node) -> Node {
-    node.status
-        .get_or_insert_with(NodeStatus::default)
-        .conditions = Some(vec![NodeCondition {
-        type_: "Ready".into(),
-        status: "True".into(),
-        ..NodeCondition::default()
-    }]);
-    node
+    let mut n = registering_node(name, provider_id);
+    n.metadata.labels = Some([(super::fake::FAKE_NODE_LABEL.to_owned(), "true".to_owned())].into());
+    n
 }
 
 /// One request the mock API server received.

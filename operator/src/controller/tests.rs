@@ -6,12 +6,13 @@ use super::fake::ClusterFakeProvider;
 use super::leader::LeaderGate;
 use super::lifecycle::{self, Step};
 use super::run::{Controller, run_leader};
-use super::testing::{claim, ctx, mock_client, node, put, ready, status};
+use super::testing::{ctx, mock_client, node, put, status};
 use crate::cluster::Action;
 use karpenter_cloudprovider::v1::{ConditionType, StatusConditions, labels as v1labels};
 use karpenter_cloudprovider::{CloudProvider, NodeClaim};
 use karpenter_cloudprovider_fake::FakeCloudProvider;
 use karpenter_scheduling::model::PodKey;
+use karpenter_testing::api::{node_claim, ready};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -28,7 +29,7 @@ fn json<T: serde::Serialize>(v: &T) -> serde_json::Value {
 
 #[tokio::test]
 async fn launch_register_initialize() {
-    let c = claim("default-abcde");
+    let c = node_claim("default-abcde");
     let answer = json(&c);
     let created_node: Arc<Mutex<Option<serde_json::Value>>> = Arc::default();
     let cn = created_node.clone();
@@ -149,13 +150,13 @@ async fn launch_register_initialize() {
 
 #[tokio::test]
 async fn insufficient_capacity_deletes_the_claim() {
-    let mut c = claim("default-ice");
+    let mut c = node_claim("default-ice");
     // No instance type satisfies this requirement.
     c.spec.requirements[0].values = vec!["no-such-type".into()];
     let (client, api) = mock_client(move |req| match req.method.as_str() {
         "GET" => status(404, "NotFound"),
-        "PATCH" => (200, json(&claim("default-ice"))),
-        "DELETE" => (200, json(&claim("default-ice"))),
+        "PATCH" => (200, json(&node_claim("default-ice"))),
+        "DELETE" => (200, json(&node_claim("default-ice"))),
         _ => status(500, "unexpected"),
     });
     let provider = fake_provider(&client);
@@ -239,7 +240,7 @@ fn deleting(mut c: NodeClaim) -> NodeClaim {
 #[tokio::test]
 async fn termination_drains_then_terminates_and_removes_finalizers() {
     let provider_id = "fake://us-east-1a/default-term";
-    let mut c = claim("default-term");
+    let mut c = node_claim("default-term");
     c.status.get_or_insert_with(Default::default).provider_id = provider_id.into();
     c.set_true("Launched", crate::cluster::provisioner::time(0));
     c.set_true("Registered", crate::cluster::provisioner::time(0));
@@ -291,7 +292,7 @@ async fn volume_attachments_hold_termination() {
         VolumeAttachment, VolumeAttachmentSource, VolumeAttachmentSpec,
     };
     let provider_id = "fake://us-east-1a/default-vol";
-    let mut c = claim("default-vol");
+    let mut c = node_claim("default-vol");
     c.status.get_or_insert_with(Default::default).provider_id = provider_id.into();
     let c = deleting(c);
     let (client, api) = mock_client(|_| status(500, "unexpected"));
@@ -334,7 +335,7 @@ async fn conflicts_and_server_errors_are_retried_without_loss() {
             ("PATCH", _) => (200, json(&node("n1", "fake://z/n1"))),
             ("DELETE", 2) => status(500, "InternalError"),
             ("DELETE", 3) => status(429, "TooManyRequests"),
-            ("DELETE", _) => (200, json(&claim("c1"))),
+            ("DELETE", _) => (200, json(&node_claim("c1"))),
             _ => status(500, "unexpected"),
         }
     });
@@ -382,7 +383,7 @@ async fn a_replica_that_is_not_leader_writes_nothing_and_leadership_loss_stops_i
     let provider = fake_provider(&client);
     let (ctx, mut w, _events) = ctx(client, provider, 0);
     // A claim that would need a finalizer: a leader would patch it.
-    let mut c = claim("default-x");
+    let mut c = node_claim("default-x");
     c.metadata.finalizers = None;
     put(&mut w.node_claims, c);
     let (tx, rx) = tokio::sync::watch::channel(true);
@@ -406,7 +407,7 @@ async fn a_replica_that_is_not_leader_writes_nothing_and_leadership_loss_stops_i
 #[tokio::test]
 async fn leader_pass_adds_missing_finalizer() {
     let (client, api) = mock_client(|req| match req.method.as_str() {
-        "PATCH" => (200, json(&claim("default-x"))),
+        "PATCH" => (200, json(&node_claim("default-x"))),
         "GET" => (
             200,
             serde_json::json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": []}),
@@ -415,7 +416,7 @@ async fn leader_pass_adds_missing_finalizer() {
     });
     let provider = fake_provider(&client);
     let (ctx, mut w, _events) = ctx(client, provider, 0);
-    let mut c = claim("default-x");
+    let mut c = node_claim("default-x");
     c.metadata.finalizers = None;
     put(&mut w.node_claims, c);
     let metrics = ctx.metrics.clone();
@@ -449,7 +450,7 @@ async fn node_repair_annotates_and_deletes_the_unhealthy_claim() {
     use super::repair;
     use k8s_openapi::api::core::v1::NodeCondition;
     let (client, api) = mock_client(|req| match req.method.as_str() {
-        "PATCH" | "DELETE" => (200, json(&claim("sick"))),
+        "PATCH" | "DELETE" => (200, json(&node_claim("sick"))),
         _ => status(500, "unexpected"),
     });
     let provider = fake_provider(&client);
@@ -457,7 +458,7 @@ async fn node_repair_annotates_and_deletes_the_unhealthy_claim() {
     let (ctx, mut w, _events) = ctx(client, provider, 31 * 60_000);
     for (name, ready_status) in [("sick", "False"), ("ok-1", "True"), ("ok-2", "True")] {
         let pid = format!("fake://us-east-1a/{name}");
-        let mut c = claim(name);
+        let mut c = node_claim(name);
         c.status.get_or_insert_with(Default::default).provider_id = pid.clone();
         put(&mut w.node_claims, c);
         let mut n = node(name, &pid);

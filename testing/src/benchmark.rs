@@ -6,6 +6,7 @@ use karpenter_scheduling::labels;
 use karpenter_scheduling::model::{InstanceType, Offering, Overhead};
 use karpenter_scheduling::requirements::{Operator, Requirement, Requirements};
 use karpenter_scheduling::resources::Resources;
+use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
 
 /// Upstream's fake `size` label: `large` above 4 cpu and 8 GiB, else `small`.
@@ -34,6 +35,16 @@ fn req(key: &str, op: Operator, values: &[&str]) -> Requirement {
         .unwrap_or_else(|e| panic!("synthetic requirement on {key}: {e}"))
 }
 
+/// The distinct values of `field` over the available offerings, sorted.
+fn available(offerings: &[Offering], field: fn(&Offering) -> &String) -> Vec<&str> {
+    let set: BTreeSet<&str> = offerings
+        .iter()
+        .filter(|o| o.available)
+        .map(|o| field(o).as_str())
+        .collect();
+    set.into_iter().collect()
+}
+
 /// Upstream's `NewInstanceType`: the given offerings, arch, operating systems and resources,
 /// and a kube-reserved overhead of 100m cpu and 10Mi memory.
 fn synthetic(
@@ -45,20 +56,8 @@ fn synthetic(
     pods: i64,
     offerings: Vec<Offering>,
 ) -> InstanceType {
-    let mut zones: Vec<&str> = offerings
-        .iter()
-        .filter(|o| o.available)
-        .map(|o| o.zone.as_str())
-        .collect();
-    zones.sort_unstable();
-    zones.dedup();
-    let mut cts: Vec<&str> = offerings
-        .iter()
-        .filter(|o| o.available)
-        .map(|o| o.capacity_type.as_str())
-        .collect();
-    cts.sort_unstable();
-    cts.dedup();
+    let zones = available(&offerings, |o| &o.zone);
+    let cts = available(&offerings, |o| &o.capacity_type);
     let large = cpu_millis > 4000 && memory > 8 * GIB;
     let cpu_value = (cpu_millis + 999) / 1000;
     let mut r = Requirements::new();
