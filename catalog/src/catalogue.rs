@@ -154,41 +154,16 @@ impl Catalogue {
     /// Parses and validates a catalogue in the documented JSON format. Errors name the entry
     /// (index and name) and the field.
     pub fn from_json(text: &str) -> Result<Catalogue, CatalogueError> {
-        let top: Value = serde_json::from_str(text).map_err(|e| CatalogueError::Syntax {
-            message: e.to_string(),
-        })?;
-        let Value::Object(top) = top else {
-            return Err(syntax("the top level must be an object"));
-        };
-        let region = match top.get("region") {
-            Some(Value::String(r)) if !r.is_empty() => r.clone(),
-            Some(_) => return Err(syntax("\"region\" must be a non-empty string")),
-            None => return Err(syntax("missing \"region\"")),
-        };
-        let items = match top.get("instance_types") {
-            Some(Value::Array(items)) => items,
-            Some(_) => return Err(syntax("\"instance_types\" must be an array")),
-            None => return Err(syntax("missing \"instance_types\"")),
-        };
-        let mut instance_types = Vec::with_capacity(items.len());
-        let mut seen = BTreeSet::new();
-        for (index, item) in items.iter().enumerate() {
-            let entry = parse_entry(index, item)?;
-            if !seen.insert(entry.name.clone()) {
-                return Err(CatalogueError::Entry {
-                    index,
-                    name: entry.name,
-                    field: "name".into(),
-                    reason: "duplicate instance type name".into(),
-                });
-            }
-            instance_types.push(entry);
+        // A valid file reads straight into typed entries, several times faster than field by
+        // field from a `Value` (the embedded catalogue is read on every start). Anything the
+        // typed read or the checks refuse is read again field by field, so that the error
+        // names the entry and the field.
+        if let Ok(fast) = serde_json::from_str::<TypedCatalogue>(text)
+            && let Ok(catalogue) = fast.into_catalogue()
+        {
+            return Ok(catalogue);
         }
-        instance_types.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(Catalogue {
-            region,
-            instance_types,
-        })
+        read_fields(text)
     }
 
     /// The entry named `name`.
@@ -198,6 +173,37 @@ impl Catalogue {
             .ok()
             .map(|i| &self.instance_types[i])
     }
+}
+
+/// [`Catalogue::from_json`]'s slow path: every field read from a `serde_json::Value`, so that
+/// any error names the entry and the field.
+fn read_fields(text: &str) -> Result<Catalogue, CatalogueError> {
+    let top: Value = serde_json::from_str(text).map_err(|e| CatalogueError::Syntax {
+        message: e.to_string(),
+    })?;
+    let Value::Object(top) = top else {
+        return Err(syntax("the top level must be an object"));
+    };
+    let region = match top.get("region") {
+        Some(Value::String(r)) if !r.is_empty() => r.clone(),
+        Some(_) => return Err(syntax("\"region\" must be a non-empty string")),
+        None => return Err(syntax("missing \"region\"")),
+    };
+    let items = match top.get("instance_types") {
+        Some(Value::Array(items)) => items,
+        Some(_) => return Err(syntax("\"instance_types\" must be an array")),
+        None => return Err(syntax("missing \"instance_types\"")),
+    };
+    let entries = items
+        .iter()
+        .enumerate()
+        .map(|(index, item)| read_entry(index, item))
+        .collect::<Result<Vec<_>, _>>()?;
+    TypedCatalogue {
+        region,
+        instance_types: entries,
+    }
+    .into_catalogue()
 }
 
 fn syntax(message: &str) -> CatalogueError {
@@ -270,7 +276,180 @@ impl EntryReader<'_> {
     }
 }
 
-fn parse_entry(index: usize, item: &Value) -> Result<CatalogueEntry, CatalogueError> {
+/// The documented format, typed: the fast path of [`Catalogue::from_json`], and what the
+/// field-by-field reader produces before the checks both share.
+#[derive(Deserialize)]
+struct TypedCatalogue {
+    region: String,
+    instance_types: Vec<RawEntry>,
+}
+
+impl TypedCatalogue {
+    /// Checks every entry and the region, fills defaults and sorts by name.
+    fn into_catalogue(self) -> Result<Catalogue, CatalogueError> {
+        if self.region.is_empty() {
+            return Err(syntax("\"region\" must be a non-empty string"));
+        }
+        let mut instance_types = Vec::with_capacity(self.instance_types.len());
+        let mut seen = BTreeSet::new();
+        for (index, raw) in self.instance_types.into_iter().enumerate() {
+            let entry = raw.check(index)?;
+            if !seen.insert(entry.name.clone()) {
+                return Err(CatalogueError::Entry {
+                    index,
+                    name: entry.name,
+                    field: "name".into(),
+                    reason: "duplicate instance type name".into(),
+                });
+            }
+            instance_types.push(entry);
+        }
+        instance_types.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(Catalogue {
+            region: self.region,
+            instance_types,
+        })
+    }
+}
+
+/// One entry as written, before its values are checked and defaults filled. Its fields are
+/// [`ENTRY_FIELDS`].
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEntry {
+    name: String,
+    family: Option<String>,
+    size: Option<String>,
+    vcpu: u32,
+    memory_mib: u64,
+    architecture: String,
+    cpu_manufacturer: Option<String>,
+    hypervisor: Option<String>,
+    bare_metal: Option<bool>,
+    burstable: Option<bool>,
+    current_generation: Option<bool>,
+    max_network_interfaces: u32,
+    ipv4_per_interface: u32,
+    efa_supported: Option<bool>,
+    max_efa_interfaces: Option<u32>,
+    network_performance: Option<String>,
+    local_storage_gb: Option<u64>,
+    gpu: Option<GpuInfo>,
+    neuron_devices: Option<u32>,
+    usage_classes: Vec<String>,
+    on_demand_price_per_hour_usd: f64,
+    zones: Vec<String>,
+    #[serde(default, rename = "source")]
+    _source: Option<serde::de::IgnoredAny>,
+}
+
+impl RawEntry {
+    /// The entry at `index` with its values checked and defaults filled in.
+    fn check(self, index: usize) -> Result<CatalogueEntry, CatalogueError> {
+        let err = |field: &str, reason: String| CatalogueError::Entry {
+            index,
+            name: if self.name.is_empty() {
+                "<unnamed>".to_string()
+            } else {
+                self.name.clone()
+            },
+            field: field.to_string(),
+            reason,
+        };
+        let at_least_one = |field: &str, n: u64| {
+            if n == 0 {
+                Err(err(field, "must be at least 1".into()))
+            } else {
+                Ok(())
+            }
+        };
+        if self.name.is_empty() {
+            return Err(err("name", "must not be empty".into()));
+        }
+        at_least_one("vcpu", self.vcpu.into())?;
+        at_least_one("memory_mib", self.memory_mib)?;
+        if !KNOWN_ARCHITECTURES.contains(&self.architecture.as_str()) {
+            return Err(err(
+                "architecture",
+                format!(
+                    "{:?} is not one of {KNOWN_ARCHITECTURES:?}",
+                    self.architecture
+                ),
+            ));
+        }
+        at_least_one("max_network_interfaces", self.max_network_interfaces.into())?;
+        at_least_one("ipv4_per_interface", self.ipv4_per_interface.into())?;
+        if self.usage_classes.is_empty() {
+            return Err(err(
+                "usage_classes",
+                "must list at least one capacity type".into(),
+            ));
+        }
+        if let Some(bad) = self
+            .usage_classes
+            .iter()
+            .find(|c| !KNOWN_USAGE_CLASSES.contains(&c.as_str()))
+        {
+            return Err(err(
+                "usage_classes",
+                format!("{bad:?} is not one of {KNOWN_USAGE_CLASSES:?}"),
+            ));
+        }
+        let price = self.on_demand_price_per_hour_usd;
+        if !price.is_finite() || price < 0.0 {
+            return Err(err(
+                "on_demand_price_per_hour_usd",
+                "must be a non-negative number".into(),
+            ));
+        }
+        if self.zones.is_empty() {
+            return Err(err("zones", "must list at least one zone".into()));
+        }
+        if self.zones.iter().any(String::is_empty) {
+            return Err(err("zones", "zone names must not be empty".into()));
+        }
+        if self
+            .gpu
+            .as_ref()
+            .is_some_and(|g| g.name.is_empty() || g.manufacturer.is_empty())
+        {
+            return Err(err("gpu", "name and manufacturer must not be empty".into()));
+        }
+        let (name_family, name_size) = match self.name.split_once('.') {
+            Some((f, s)) => (f.to_string(), s.to_string()),
+            None => (self.name.clone(), String::new()),
+        };
+        Ok(CatalogueEntry {
+            family: self.family.unwrap_or(name_family),
+            size: self.size.unwrap_or(name_size),
+            vcpu: self.vcpu,
+            memory_mib: self.memory_mib,
+            architecture: self.architecture,
+            cpu_manufacturer: self.cpu_manufacturer,
+            hypervisor: self.hypervisor,
+            bare_metal: self.bare_metal.unwrap_or(false),
+            burstable: self.burstable.unwrap_or(false),
+            current_generation: self.current_generation.unwrap_or(false),
+            max_network_interfaces: self.max_network_interfaces,
+            ipv4_per_interface: self.ipv4_per_interface,
+            efa_supported: self.efa_supported.unwrap_or(false),
+            max_efa_interfaces: self.max_efa_interfaces,
+            network_performance: self.network_performance,
+            local_storage_gb: self.local_storage_gb.unwrap_or(0),
+            gpu: self.gpu,
+            neuron_devices: self.neuron_devices.unwrap_or(0),
+            usage_classes: self.usage_classes,
+            on_demand_price_per_hour_usd: price,
+            zones: self.zones,
+            name: self.name,
+        })
+    }
+}
+
+/// Reads one entry field by field, so that a type error names its field (which a derived
+/// `Deserialize` of the whole entry cannot do); its values are checked afterwards by
+/// [`RawEntry::check`].
+fn read_entry(index: usize, item: &Value) -> Result<RawEntry, CatalogueError> {
     let unnamed = || "<unnamed>".to_string();
     let Value::Object(obj) = item else {
         return Err(CatalogueError::Entry {
@@ -286,100 +465,39 @@ fn parse_entry(index: usize, item: &Value) -> Result<CatalogueEntry, CatalogueEr
         obj,
     };
     let name: String = r.required("name")?;
-    if name.is_empty() {
-        return Err(r.err("name", "must not be empty"));
+    if !name.is_empty() {
+        r.name.clone_from(&name);
     }
-    r.name.clone_from(&name);
     if let Some(unknown) = obj.keys().find(|k| !ENTRY_FIELDS.contains(&k.as_str())) {
         return Err(r.err(
             unknown,
             "unknown field (a typo would otherwise be ignored silently)",
         ));
     }
-    let (name_family, name_size) = match name.split_once('.') {
-        Some((f, s)) => (f.to_string(), s.to_string()),
-        None => (name.clone(), String::new()),
-    };
-    let vcpu: u32 = r.required("vcpu")?;
-    if vcpu == 0 {
-        return Err(r.err("vcpu", "must be at least 1"));
-    }
-    let memory_mib: u64 = r.required("memory_mib")?;
-    if memory_mib == 0 {
-        return Err(r.err("memory_mib", "must be at least 1"));
-    }
-    let architecture: String = r.required("architecture")?;
-    if !KNOWN_ARCHITECTURES.contains(&architecture.as_str()) {
-        return Err(r.err(
-            "architecture",
-            format!("{architecture:?} is not one of {KNOWN_ARCHITECTURES:?}"),
-        ));
-    }
-    let max_network_interfaces: u32 = r.required("max_network_interfaces")?;
-    if max_network_interfaces == 0 {
-        return Err(r.err("max_network_interfaces", "must be at least 1"));
-    }
-    let ipv4_per_interface: u32 = r.required("ipv4_per_interface")?;
-    if ipv4_per_interface == 0 {
-        return Err(r.err("ipv4_per_interface", "must be at least 1"));
-    }
-    let usage_classes: Vec<String> = r.required("usage_classes")?;
-    if usage_classes.is_empty() {
-        return Err(r.err("usage_classes", "must list at least one capacity type"));
-    }
-    if let Some(bad) = usage_classes
-        .iter()
-        .find(|c| !KNOWN_USAGE_CLASSES.contains(&c.as_str()))
-    {
-        return Err(r.err(
-            "usage_classes",
-            format!("{bad:?} is not one of {KNOWN_USAGE_CLASSES:?}"),
-        ));
-    }
-    let price: f64 = r.required("on_demand_price_per_hour_usd")?;
-    if !price.is_finite() || price < 0.0 {
-        return Err(r.err(
-            "on_demand_price_per_hour_usd",
-            "must be a non-negative number",
-        ));
-    }
-    let zones: Vec<String> = r.required("zones")?;
-    if zones.is_empty() {
-        return Err(r.err("zones", "must list at least one zone"));
-    }
-    if zones.iter().any(String::is_empty) {
-        return Err(r.err("zones", "zone names must not be empty"));
-    }
-    let gpu: Option<GpuInfo> = r.optional("gpu")?;
-    if gpu
-        .as_ref()
-        .is_some_and(|g| g.name.is_empty() || g.manufacturer.is_empty())
-    {
-        return Err(r.err("gpu", "name and manufacturer must not be empty"));
-    }
-    Ok(CatalogueEntry {
-        family: r.optional("family")?.unwrap_or(name_family),
-        size: r.optional("size")?.unwrap_or(name_size),
-        vcpu,
-        memory_mib,
-        architecture,
+    Ok(RawEntry {
+        family: r.optional("family")?,
+        size: r.optional("size")?,
+        vcpu: r.required("vcpu")?,
+        memory_mib: r.required("memory_mib")?,
+        architecture: r.required("architecture")?,
         cpu_manufacturer: r.optional("cpu_manufacturer")?,
         hypervisor: r.optional("hypervisor")?,
-        bare_metal: r.optional("bare_metal")?.unwrap_or(false),
-        burstable: r.optional("burstable")?.unwrap_or(false),
-        current_generation: r.optional("current_generation")?.unwrap_or(false),
-        max_network_interfaces,
-        ipv4_per_interface,
-        efa_supported: r.optional("efa_supported")?.unwrap_or(false),
+        bare_metal: r.optional("bare_metal")?,
+        burstable: r.optional("burstable")?,
+        current_generation: r.optional("current_generation")?,
+        max_network_interfaces: r.required("max_network_interfaces")?,
+        ipv4_per_interface: r.required("ipv4_per_interface")?,
+        efa_supported: r.optional("efa_supported")?,
         max_efa_interfaces: r.optional("max_efa_interfaces")?,
         network_performance: r.optional("network_performance")?,
-        local_storage_gb: r.optional("local_storage_gb")?.unwrap_or(0),
-        gpu,
-        neuron_devices: r.optional("neuron_devices")?.unwrap_or(0),
-        usage_classes,
-        on_demand_price_per_hour_usd: price,
-        zones,
+        local_storage_gb: r.optional("local_storage_gb")?,
+        gpu: r.optional("gpu")?,
+        neuron_devices: r.optional("neuron_devices")?,
+        usage_classes: r.required("usage_classes")?,
+        on_demand_price_per_hour_usd: r.required("on_demand_price_per_hour_usd")?,
+        zones: r.required("zones")?,
         name,
+        _source: None,
     })
 }
 
@@ -418,6 +536,21 @@ mod tests {
         assert_eq!(e.gpu, None);
         assert_eq!(e.efa_interfaces(), 0);
         assert!(!e.supports_spot());
+    }
+
+    #[test]
+    fn typed_and_field_by_field_reads_agree() {
+        // The embedded file takes the typed path; the field-by-field reader must give the
+        // same catalogue, defaults included (the minimal entry omits every optional field).
+        let fast = Catalogue::from_json(EMBEDDED_CATALOGUE_JSON).unwrap();
+        assert!(serde_json::from_str::<TypedCatalogue>(EMBEDDED_CATALOGUE_JSON).is_ok());
+        assert_eq!(read_fields(EMBEDDED_CATALOGUE_JSON).unwrap(), fast);
+        let text = minimal(r#","source":"moto""#);
+        assert!(serde_json::from_str::<TypedCatalogue>(&text).is_ok());
+        assert_eq!(
+            read_fields(&text).unwrap(),
+            Catalogue::from_json(&text).unwrap()
+        );
     }
 
     #[test]
