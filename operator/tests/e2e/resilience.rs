@@ -179,9 +179,15 @@ async fn two_replicas_only_the_leader_acts_and_hands_over_fast() {
         "replica-a logged errors on shutdown:\n{}",
         harness::tail(&a.log_text(), 30)
     );
+    // What this checks is that the Lease was released, not left to expire: a standby takes
+    // an unreleased Lease only once it has seen no renewal for the 15 s lease duration, at
+    // least 13 s after SIGTERM with renewals every 2 s. A release is taken within about a
+    // second on a quiet machine (the recorded timing); the margin is for the other tests
+    // sharing two cores.
     assert!(
-        handover <= 2.0,
-        "hand-over after SIGTERM took {handover:.1} s (at most 2 s)"
+        handover <= 8.0,
+        "hand-over after SIGTERM took {handover:.1} s: the Lease was not released (a released \
+         Lease is taken at once, an expired one only after 13 s)"
     );
 
     // Work arrives while a new standby starts; then SIGKILL on the leader.
