@@ -185,7 +185,8 @@ fn read_fields(text: &str) -> Result<Catalogue, CatalogueError> {
         return Err(syntax("the top level must be an object"));
     };
     let region = match top.get("region") {
-        Some(Value::String(r)) if !r.is_empty() => r.clone(),
+        // Emptiness is checked with the entries, on both paths.
+        Some(Value::String(r)) => r.clone(),
         Some(_) => return Err(syntax("\"region\" must be a non-empty string")),
         None => return Err(syntax("missing \"region\"")),
     };
@@ -614,6 +615,11 @@ mod tests {
         assert!(matches!(
             Catalogue::from_json("[]"),
             Err(CatalogueError::Syntax { .. })
+        ));
+        // An empty region is refused by the typed read's checks and the field reader alike.
+        assert!(matches!(
+            Catalogue::from_json(&minimal("").replace("eu-west-1\"", "\"")),
+            Err(CatalogueError::Syntax { ref message }) if message.contains("region")
         ));
         let err =
             Catalogue::from_json(r#"{"region":"r","instance_types":[{"vcpu":1}]}"#).unwrap_err();

@@ -62,6 +62,7 @@ pub(crate) fn max(a: &Resources, b: &Resources) -> Resources {
 
 /// `a = max(a, b)` element-wise (absent counts as 0), merging extended names in place so a
 /// running maximum over many types allocates only when a new name appears.
+#[inline]
 pub(crate) fn max_into(a: &mut Resources, b: &Resources) {
     a.cpu_millis = a.cpu_millis.max(b.cpu_millis);
     a.memory = a.memory.max(b.memory);

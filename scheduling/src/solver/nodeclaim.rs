@@ -344,20 +344,11 @@ impl Claim {
     }
 
     fn refresh_max(&mut self, t: &Template<'_>) {
-        // This runs for every claim the scheduler tries to open or narrows. The four scalar
-        // maxima are plain comparisons; only the few types with extended resources (GPUs,
-        // EFA) go through the general merge by name.
+        // This runs for every claim the scheduler tries to open or narrows, over every option:
+        // one pass, where the merge by name only runs for types with extended resources.
         let mut max = Resources::default();
         for &i in &self.options {
-            let a = &t.allocs[i as usize];
-            if a.extended.is_empty() {
-                max.cpu_millis = max.cpu_millis.max(a.cpu_millis);
-                max.memory = max.memory.max(a.memory);
-                max.ephemeral_storage = max.ephemeral_storage.max(a.ephemeral_storage);
-                max.pods = max.pods.max(a.pods);
-            } else {
-                arith::max_into(&mut max, a);
-            }
+            arith::max_into(&mut max, &t.allocs[i as usize]);
         }
         self.max_alloc = max;
     }
