@@ -55,20 +55,31 @@ async fn an_underused_node_is_replaced_and_its_drain_respects_the_pdb() {
         return;
     };
     cluster.apply(NODE_POOL).await;
-    let mut controller = cluster.controller("karpenter-a", &[]);
-    // 4 web pods and 10 filler pods of 1 cpu arrive in one batch: one big node.
     cluster
         .apply(&format!(
             "{}\n---\n{}\n---\n{PDB}",
             deployment("web", 4, "1", "default"),
-            deployment("filler", 10, "1", "default")
+            deployment("filler", 1, "10", "default")
         ))
         .await;
+    // One 10-cpu filler pod and 4 web pods of 1 cpu: the cheapest plan is one 16-vCPU node
+    // for all five (two 8-vCPU nodes of 7 one-cpu pods each, the earlier shape, left the
+    // kube-scheduler free to put every web pod on one node, and the other was then removed as
+    // empty, not underused). The controller starts only once all five are pending, so they
+    // form one batch: started earlier, it could batch the web pods apart from the filler (the
+    // ReplicaSet controller creates pods in waves, seconds apart on a loaded machine).
+    cluster
+        .wait_unschedulable("web", 4, Duration::from_secs(60))
+        .await;
+    cluster
+        .wait_unschedulable("filler", 1, Duration::from_secs(60))
+        .await;
+    let mut controller = cluster.controller("karpenter-a", &[]);
     cluster
         .wait_running("web", 4, Duration::from_secs(120))
         .await;
     cluster
-        .wait_running("filler", 10, Duration::from_secs(60))
+        .wait_running("filler", 1, Duration::from_secs(60))
         .await;
     let before = cluster
         .node_claims()
@@ -76,6 +87,11 @@ async fn an_underused_node_is_replaced_and_its_drain_respects_the_pdb() {
         .await
         .unwrap();
     let before = claim_names(&before.items);
+    assert_eq!(
+        before.len(),
+        1,
+        "the five pods should share one node, got NodeClaims {before:?}"
+    );
 
     // The filler goes: the web pods alone leave the node(s) underused.
     let start = Instant::now();
@@ -130,9 +146,14 @@ async fn an_underused_node_is_replaced_and_its_drain_respects_the_pdb() {
         "the PDB allows 1 unavailable of 4, yet only {min_ready} were Ready at one point"
     );
     let log = controller.log_text();
+    let decisions: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("disrupting nodes"))
+        .collect();
     assert!(
-        log.contains("Underutilized") || log.contains("underutilized"),
-        "no consolidation decision in the controller log"
+        decisions.iter().any(|l| l.contains("nderutilized")),
+        "no consolidation decision for an underutilized node in the controller log; \
+         decisions: {decisions:#?}"
     );
     assert!(
         eligible_seen.get(),

@@ -360,6 +360,20 @@ impl Cluster {
         .await
     }
 
+    /// Waits until `n` pods of `app` exist and the kube-scheduler has marked every one
+    /// `PodScheduled=False` with reason `Unschedulable`, the signal Karpenter batches on.
+    pub async fn wait_unschedulable(&self, app: &str, n: usize, timeout: Duration) {
+        wait_for(
+            &format!("{n} unschedulable pod(s) of {app}"),
+            timeout,
+            || async {
+                let pods = self.app_pods(app).await;
+                (pods.len() == n && pods.iter().all(unschedulable)).then_some(())
+            },
+        )
+        .await
+    }
+
     /// Scales Deployment `name` in the test namespace.
     pub async fn scale(&self, name: &str, replicas: i32) {
         let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
@@ -412,6 +426,21 @@ pub fn running_ready(pod: &Pod) -> bool {
             .iter()
             .flatten()
             .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+/// Whether the kube-scheduler has given up on `pod` for now (`PodScheduled=False`,
+/// reason `Unschedulable`).
+pub fn unschedulable(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c.type_ == "PodScheduled"
+                && c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable")
+        })
 }
 
 /// Whether NodeClaim `claim` has condition `type_` True.
