@@ -312,3 +312,53 @@ fn a_binding_limit_narrows_options_to_the_type_each_claim_is_priced_at() {
         .count();
     assert!(with_huge <= 1, "{with_huge}");
 }
+
+/// Two pods that repel each other per hostname and six big unconstrained pods: the greedy
+/// puts the big pods and one of the small ones on a 16-cpu node. The big pods may move (no
+/// constraint counts them) while the small one is pinned, so the optimiser leaves the small
+/// pod alone on that claim, now a 1-cpu type, and packs the big pods onto 4-cpu nodes.
+#[test]
+fn unconstrained_pods_leave_a_node_pinned_by_anti_affinity() {
+    let mut p = pool("default");
+    p.instance_types = on_demand_types(&[
+        ("big", 16, 64, 1.00),
+        ("mid", 4, 16, 0.20),
+        ("tiny", 1, 4, 0.03),
+    ]);
+    let mut pods: Vec<_> = (0..6)
+        .map(|i| labeled(pod(&format!("big{i}"), 1900, GI), &[("app", "batch")]))
+        .collect();
+    for i in 0..2 {
+        let mut web = labeled(pod(&format!("web{i}"), 200, GI / 4), &[("app", "web")]);
+        web.affinity.pod_anti_affinity.required = vec![term(HOSTNAME, &[("app", "web")])];
+        pods.push(web);
+    }
+    let s = snapshot(pods, vec![p]);
+    let greedy = solve(&s, &greedy_options());
+    assert!(
+        (greedy.total_price - 1.03).abs() < 1e-9,
+        "{:?}",
+        claims_of(&greedy)
+    );
+    let plan = solve(&s, &SolveOptions::default());
+    assert!(
+        (plan.total_price - 0.66).abs() < 1e-9,
+        "{:?}",
+        claims_of(&plan)
+    );
+    // Each web pod is still alone among web pods, on the claim the greedy gave it.
+    let web_claims: Vec<_> = plan
+        .new_node_claims
+        .iter()
+        .filter(|c| c.pods.iter().any(|k| k.name.starts_with("web")))
+        .collect();
+    assert_eq!(web_claims.len(), 2);
+    for c in &web_claims {
+        assert_eq!(c.pods.len(), 1, "{:?}", claims_of(&plan));
+        assert_eq!(&*c.instance_type_options[0].name, "tiny");
+    }
+    let stats = plan.optimizer.unwrap();
+    assert_eq!(stats.pods_fixed, 2);
+    assert_eq!(stats.pods_repacked, 6);
+    assert_eq!(stats.groups_proven_optimal, 0);
+}

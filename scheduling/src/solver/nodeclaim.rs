@@ -336,6 +336,24 @@ impl Claim {
         c
     }
 
+    /// This claim with only `pods` (whose requests sum to `requests`) and `options`: same
+    /// hostname, requirements and host ports, for the optimiser once it moved the claim's
+    /// other pods (none of which bound a host port) elsewhere.
+    pub(crate) fn shrunk(
+        &self,
+        t: &Template<'_>,
+        pods: Vec<usize>,
+        requests: Resources,
+        options: Vec<u32>,
+    ) -> Self {
+        let mut c = self.clone();
+        c.pods = pods;
+        c.requests = requests;
+        c.options = options;
+        c.refresh_max(t);
+        c
+    }
+
     /// Keeps only the options `keep` accepts (in their order), refreshing what depends on
     /// them.
     pub(crate) fn retain_options(&mut self, t: &Template<'_>, keep: impl FnMut(&u32) -> bool) {

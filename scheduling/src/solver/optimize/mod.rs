@@ -6,9 +6,12 @@
 //! re-packable when none of its pods binds host ports and every topology group that owns
 //! or could count one of its pods is keyed on a label the claim pins to a single value
 //! (never the hostname). Re-packable claims with the same NodePool and the same
-//! requirements form a group; any packing of a group's pods onto nodes with those
-//! requirements satisfies every constraint the greedy checked (taints, requirements,
-//! volume and topology domains), so only capacity, DaemonSet overhead, offerings, NodePool
+//! requirements form a group. A claim pinned by some of its pods (hostname anti-affinity or
+//! spread, host ports) joins the group with its other pods, which no hostname-keyed
+//! constraint counts: they leave it when what stays fits a cheaper type, so the pinned pods
+//! keep their node and the rest is packed with the group. Any packing of a group's pods
+//! onto nodes with those requirements satisfies every constraint the greedy checked
+//! (taints, requirements, volume and topology domains), so only capacity, DaemonSet overhead, offerings, NodePool
 //! limits and minValues need re-checking — which is done on the final claims with the
 //! solver's own arithmetic, falling back to the greedy claims of a group on any failure.
 //! Under NodePool limits each re-packed claim's options are narrowed to what the remaining
@@ -151,7 +154,11 @@ fn claim_price(t: &Template<'_>, options: &[u32], reqs: &Requirements) -> f64 {
 struct Group {
     template: usize,
     reqs: Requirements,
+    /// Greedy claims whose every pod may move.
     claims: Vec<usize>,
+    /// Greedy claims pinned by some of their pods (hostname-keyed constraints, host ports),
+    /// with the pods on them that may move: see [`peel`].
+    partial: Vec<(usize, Vec<usize>)>,
 }
 
 /// An instance type a group may use.
@@ -173,12 +180,17 @@ pub(crate) fn optimize(
     let mut index: HashMap<(usize, Requirements), usize> = HashMap::new();
     for (c, claim) in s.claims.iter().enumerate() {
         let reqs = without_hostname(&claim.reqs);
-        let movable = claim.pods.iter().all(|&p| {
-            let pod = &s.pods[p];
-            pod.host_ports.is_empty() && s.topology.movable(p, pod, &reqs)
-        });
-        if !movable {
-            stats.pods_fixed += claim.pods.len();
+        let movable: Vec<usize> = claim
+            .pods
+            .iter()
+            .copied()
+            .filter(|&p| {
+                let pod = &s.pods[p];
+                pod.host_ports.is_empty() && s.topology.movable(p, pod, &reqs)
+            })
+            .collect();
+        stats.pods_fixed += claim.pods.len() - movable.len();
+        if movable.is_empty() {
             continue;
         }
         let key = (claim.template, reqs);
@@ -187,20 +199,26 @@ pub(crate) fn optimize(
                 template: key.0,
                 reqs: key.1,
                 claims: Vec::new(),
+                partial: Vec::new(),
             });
             groups.len() - 1
         });
-        groups[g].claims.push(c);
+        if movable.len() == claim.pods.len() {
+            groups[g].claims.push(c);
+        } else {
+            groups[g].partial.push((c, movable));
+        }
     }
     stats.groups = groups.len();
 
     // The bound only reports; it gets at most a third of the work so the packing, which
-    // changes the plan, always has the rest. With nothing to re-pack the bound is all the
-    // optimiser would do, so its column generation gets work in proportion to the pods
-    // placed instead: it stops with its best valid bound so far, and on plans whose every
-    // claim is pinned by hostname constraints it would otherwise dominate the solve time.
-    let bound_units = if groups.is_empty() {
-        let placed: usize = s.claims.iter().map(|c| c.pods.len()).sum();
+    // changes the plan, always has the rest. When most pods are pinned to their claims the
+    // re-packing has little to do and the bound is most of what the optimiser would spend,
+    // so its column generation gets work in proportion to the pods placed instead: it
+    // stops with its best valid bound so far, and on plans whose claims are mostly pinned
+    // by hostname constraints it would otherwise dominate the solve time.
+    let placed: usize = s.claims.iter().map(|c| c.pods.len()).sum();
+    let bound_units = if 2 * stats.pods_fixed >= placed {
         (options.max_work / 3).min(
             (placed as u64)
                 .saturating_mul(BOUND_WORK_PER_FIXED_POD)
@@ -222,17 +240,20 @@ pub(crate) fn optimize(
     );
 
     let mut replaced: Vec<Option<Vec<Claim>>> = Vec::with_capacity(groups.len());
+    let mut shrunk: Vec<Vec<(usize, Claim)>> = Vec::with_capacity(groups.len());
     let mut proven: Vec<bool> = Vec::with_capacity(groups.len());
     let mut next_host = 0u32;
     for g in &groups {
         if budget.exhausted() {
             replaced.push(None);
+            shrunk.push(Vec::new());
             proven.push(false);
             continue;
         }
         let outcome = repack(s, g, &mut budget, &mut next_host);
         proven.push(outcome.proven_optimal);
         replaced.push(outcome.claims);
+        shrunk.push(outcome.shrunk);
     }
 
     // NodePool limits (see [`fit_limits`]): a re-packed group is proven optimal only if it
@@ -266,19 +287,21 @@ pub(crate) fn optimize(
         };
     }
     let mut dropped = vec![false; s.claims.len()];
-    for (g, r) in groups.iter().zip(&replaced) {
+    let mut smaller: HashMap<usize, Claim> = HashMap::new();
+    for ((g, r), sh) in groups.iter().zip(&replaced).zip(shrunk) {
         if r.is_some() {
             for &c in &g.claims {
                 dropped[c] = true;
             }
+            smaller.extend(sh);
         }
     }
     let mut claims: Vec<Claim> = s
         .claims
         .iter()
-        .zip(&dropped)
-        .filter(|(_, d)| !**d)
-        .map(|(c, _)| c.clone())
+        .enumerate()
+        .filter(|(c, _)| !dropped[*c])
+        .map(|(c, claim)| smaller.remove(&c).unwrap_or_else(|| claim.clone()))
         .collect();
     for r in replaced.into_iter().flatten() {
         stats.pods_repacked += r.iter().map(|c| c.pods.len()).sum::<usize>();
@@ -442,26 +465,35 @@ fn greedy_cost(s: &Scheduler<'_>, g: &Group) -> f64 {
 
 struct Repacked {
     claims: Option<Vec<Claim>>,
+    /// The group's partial claims that gave up pods, by claim index, with what is left on
+    /// them; meaningful only when `claims` is `Some`.
+    shrunk: Vec<(usize, Claim)>,
     proven_optimal: bool,
 }
 
 /// Re-packs one group; `claims` is `Some` only when strictly cheaper and fully valid.
+///
+/// The group's partial claims (see [`Group::partial`]) give up their movable pods when what
+/// stays on them fits a cheaper instance type: the claim keeps its hostname, requirements and
+/// pinned pods (whose constraints counted none of the pods that leave), and the pods that
+/// leave are packed with the rest of the group. The packing then has to beat the greedy
+/// price of the group's whole claims plus what shrinking the partial ones saves.
 fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut u32) -> Repacked {
     let none = Repacked {
         claims: None,
+        shrunk: Vec::new(),
         proven_optimal: false,
     };
     let t = &s.templates[g.template];
     let reqs = &g.reqs;
-    let pods: Vec<usize> = g
+    let mut pods: Vec<usize> = g
         .claims
         .iter()
         .flat_map(|&c| s.claims[c].pods.iter().copied())
         .collect();
-    if pods.is_empty() {
+    if pods.is_empty() && g.partial.is_empty() {
         return none;
     }
-    let requests: Vec<Resources> = pods.iter().map(|&p| pod_requests(&s.pods[p])).collect();
     let initial = Remaining::new(t.pool);
     let mut candidates = Vec::new();
     for (i, it) in t.its.iter().enumerate() {
@@ -481,8 +513,15 @@ fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut
             });
         }
     }
+    // Every pod of the group's claims, pinned ones included, so a shrunk claim's load has
+    // every resource its pods request.
+    let everything: Vec<Resources> = pods
+        .iter()
+        .chain(g.partial.iter().flat_map(|(c, _)| &s.claims[*c].pods))
+        .map(|&p| pod_requests(&s.pods[p]))
+        .collect();
     let dims = Dims::new(
-        requests.iter().chain(
+        everything.iter().chain(
             candidates
                 .iter()
                 .map(|c| &t.groups[t.group_of[c.it as usize]].overhead),
@@ -500,6 +539,20 @@ fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut
             }
         })
         .collect();
+    let mut price_of = vec![f64::INFINITY; t.its.len()];
+    for c in &candidates {
+        price_of[c.it as usize] = c.price;
+    }
+    let (shrunk, saving) = shrink_partial(s, g, &candidates, &types, &dims, &price_of);
+    for (c, _) in &shrunk {
+        if let Some((_, movable)) = g.partial.iter().find(|(p, _)| p == c) {
+            pods.extend(movable.iter().copied());
+        }
+    }
+    if pods.is_empty() {
+        return none;
+    }
+    let requests: Vec<Resources> = pods.iter().map(|&p| pod_requests(&s.pods[p])).collect();
 
     // Identical pods form a class, in first-seen order.
     let mut class_of: HashMap<Vec<i64>, usize> = HashMap::new();
@@ -519,7 +572,8 @@ fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut
         return none;
     }
 
-    let greedy = greedy_cost(s, g);
+    // What the packing must beat: the whole claims' price, less what shrinking saves.
+    let greedy = greedy_cost(s, g) + saving;
     let (weights, fluid) = weights(&dims, &classes, &types, greedy, budget);
     let values = values(&classes, &weights);
     let inst = Instance {
@@ -582,24 +636,23 @@ fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut
         }
         p
     });
+    // A proof that nothing beats the greedy claims holds only when no claim was shrunk:
+    // otherwise it was against a target that assumed the shrinking.
+    let proven_optimal = proven_optimal && shrunk.is_empty();
     let Some(packing) = packing else {
         return Repacked {
-            claims: None,
             proven_optimal,
+            ..none
         };
     };
     if packing.cost >= greedy - price_epsilon(greedy) {
         return Repacked {
-            claims: None,
             proven_optimal,
+            ..none
         };
     }
 
     // Materialise and re-check every claim against every candidate.
-    let mut price_of = vec![f64::INFINITY; t.its.len()];
-    for c in &candidates {
-        price_of[c.it as usize] = c.price;
-    }
     let mut next_member = vec![0usize; classes.len()];
     let mut claims = Vec::new();
     let mut total = 0.0;
@@ -654,8 +707,75 @@ fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut
     }
     Repacked {
         claims: Some(claims),
-        proven_optimal: packing.optimal,
+        // The proof covers the moved pods on new nodes only, not the room they might have
+        // taken on the shrunk claims.
+        proven_optimal: packing.optimal && shrunk.is_empty(),
+        shrunk,
     }
+}
+
+/// Which of the group's partial claims give up their movable pods, each with what stays
+/// on it, and the total saved: a claim shrinks when what stays fits a strictly cheaper set
+/// of options among `candidates`. Under NodePool limits a shrunk claim keeps only options
+/// no larger than its largest one before, so the pool's count (each claim charged its
+/// largest option) never grows.
+fn shrink_partial(
+    s: &Scheduler<'_>,
+    g: &Group,
+    candidates: &[Candidate],
+    types: &[BinType],
+    dims: &Dims,
+    price_of: &[f64],
+) -> (Vec<(usize, Claim)>, f64) {
+    let t = &s.templates[g.template];
+    let limits = Remaining::new(t.pool);
+    let mut shrunk = Vec::new();
+    let mut saving = 0.0;
+    for (c, movable) in &g.partial {
+        let claim = &s.claims[*c];
+        let stays: Vec<usize> = claim
+            .pods
+            .iter()
+            .copied()
+            .filter(|p| !movable.contains(p))
+            .collect();
+        let mut load = Resources::default();
+        for &p in &stays {
+            arith::add_into(&mut load, &pod_requests(&s.pods[p]));
+        }
+        let Some(mut options) =
+            claim_options(s, t, candidates, types, &g.reqs, &dims.vector(&load))
+        else {
+            continue;
+        };
+        if limits.is_limited() {
+            let most = claim
+                .options
+                .iter()
+                .map(|&i| limits.charge(t.its[i as usize]))
+                .reduce(|a, b| a.iter().zip(&b).map(|(x, y)| *x.max(y)).collect());
+            let Some(most) = most else {
+                continue;
+            };
+            options.retain(|&i| {
+                limits
+                    .charge(t.its[i as usize])
+                    .iter()
+                    .zip(&most)
+                    .all(|(c, m)| c <= m)
+            });
+        }
+        let before = claim_price(t, &claim.options, &g.reqs);
+        let after = options
+            .iter()
+            .map(|&i| price_of[i as usize])
+            .fold(f64::INFINITY, f64::min);
+        if after < before - price_epsilon(before) {
+            saving += before - after;
+            shrunk.push((*c, claim.shrunk(t, stays, load, options)));
+        }
+    }
+    (shrunk, saving)
 }
 
 /// Every candidate that holds `load` (the claim's requests as a vector over the group's
