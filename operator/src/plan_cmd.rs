@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use karpenter_catalog::{Catalogue, CatalogueOptions, default_instance_types};
 use karpenter_scheduling::model::InstanceType;
 use karpenter_scheduling::solver::{MinValuesPolicy, PreferencePolicy};
-use karpenter_scheduling::{Plan, SolveOptions, solve};
+use karpenter_scheduling::{BoundGap, Plan, SolveOptions, solve};
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -208,13 +208,15 @@ pub fn render(plan: &Plan) -> String {
         plan.placed_pods(),
         plan.unschedulable.len()
     ));
-    if let Some(bound) = plan.lower_bound {
-        let gap = if bound > 0.0 {
-            (plan.total_price - bound) / bound * 100.0
-        } else {
-            0.0
-        };
-        out.push_str(&format!("; lower bound {bound:.4} $/hour (gap {gap:.1}%)"));
+    if let (Some(bound), Some(gap)) = (plan.lower_bound, plan.bound_gap()) {
+        out.push_str(&format!("; lower bound {bound:.4} $/hour"));
+        match gap {
+            BoundGap::Relative(gap) => out.push_str(&format!(" (gap {:.1}%)", gap * 100.0)),
+            BoundGap::Loose { pods } => out.push_str(&format!(
+                " counting resources only: it leaves out the per-node constraints of {pods} \
+                 pod(s), so no gap is given"
+            )),
+        }
     }
     out.push('\n');
     out

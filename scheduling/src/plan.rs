@@ -79,7 +79,8 @@ pub struct Plan {
     /// Sum of the new claims' prices per hour.
     pub total_price: f64,
     /// A lower bound on the price of any plan that places the same pods on new capacity, when
-    /// the optimiser computed one.
+    /// the optimiser computed one. It models resources, DaemonSet overhead, node selectors,
+    /// volume zones and tolerations, not per-node constraints: see [`Plan::bound_gap`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lower_bound: Option<f64>,
     /// Price per hour of the greedy (Karpenter-equivalent) plan for the same pods, when the
@@ -112,7 +113,36 @@ pub struct OptimizerStats {
     pub budget_exhausted: bool,
 }
 
+/// How the plan's price compares with its lower bound.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BoundGap {
+    /// `(price − bound) / bound`: the bound models every constraint of the pods on new
+    /// capacity that decides how they may be packed.
+    Relative(f64),
+    /// The bound treats `pods` pods as free to share any node, although per-node
+    /// constraints (hostname anti-affinity or spread, host ports, topology on a label the
+    /// claim does not pin) decide where they go; a gap would overstate what any plan could
+    /// save, so none is given.
+    Loose {
+        /// Pods placed under constraints the bound leaves out.
+        pods: usize,
+    },
+}
+
 impl Plan {
+    /// The gap to [`Plan::lower_bound`], or `None` when there is no bound.
+    pub fn bound_gap(&self) -> Option<BoundGap> {
+        let bound = self.lower_bound?;
+        let pinned = self.optimizer.as_ref().map_or(0, |o| o.pods_fixed);
+        Some(if pinned > 0 {
+            BoundGap::Loose { pods: pinned }
+        } else if bound > 0.0 {
+            BoundGap::Relative((self.total_price - bound) / bound)
+        } else {
+            BoundGap::Relative(0.0)
+        })
+    }
+
     /// Number of pods the plan places (on existing or new capacity).
     pub fn placed_pods(&self) -> usize {
         self.existing.iter().map(|p| p.pods.len()).sum::<usize>()

@@ -5,7 +5,7 @@
 use karpenter_scheduling::labels::HOSTNAME;
 use karpenter_scheduling::model::NodePool;
 use karpenter_scheduling::solver::{OptimizerOptions, solve_with_deadline};
-use karpenter_scheduling::{Plan, Snapshot, SolveOptions, solve};
+use karpenter_scheduling::{BoundGap, Plan, Snapshot, SolveOptions, solve};
 use karpenter_testing::*;
 
 fn greedy_options() -> SolveOptions {
@@ -59,6 +59,13 @@ fn beats_the_greedy_on_a_mis_sized_node() {
     assert_eq!(stats.pods_repacked, 9);
     let bound = plan.lower_bound.unwrap();
     assert!(bound <= plan.total_price + 1e-9 && bound > 0.85, "{bound}");
+    let Some(BoundGap::Relative(gap)) = plan.bound_gap() else {
+        panic!(
+            "no pod is pinned, so the gap is meaningful: {:?}",
+            plan.bound_gap()
+        );
+    };
+    assert!((gap - (1.0 - bound) / bound).abs() < 1e-9);
 }
 
 #[test]
@@ -110,6 +117,8 @@ fn hostname_anti_affinity_pods_stay_where_the_greedy_put_them() {
     let greedy = solve(&s, &greedy_options());
     let plan = solve(&s, &SolveOptions::default());
     assert_eq!(claims_of(&plan), claims_of(&greedy));
+    // The bound counts resources only; with every pod pinned per node no gap is claimed.
+    assert_eq!(plan.bound_gap(), Some(BoundGap::Loose { pods: 10 }));
     let stats = plan.optimizer.unwrap();
     assert_eq!(stats.pods_fixed, 10);
     assert_eq!(stats.groups, 0);
