@@ -2,10 +2,8 @@
 //! (the CustomResourceDefinitions).
 #![forbid(unsafe_code)]
 
-mod cluster;
 mod controller;
 mod http;
-mod inputs;
 mod manifests;
 mod metrics;
 mod plan_cmd;

@@ -1,5 +1,5 @@
 //! `karpenter simulate SCENARIO.yaml`: the real provisioning and disruption logic on an
-//! embedded cluster (the [`crate::cluster`] index and the fake cloud provider) with a virtual
+//! embedded cluster (the [`karpenter_cluster`] index and the fake cloud provider) with a virtual
 //! clock. Prints one log line per decision and a final report; `--compare` runs the scenario
 //! with and without the packing optimiser. See docs/simulator.md.
 

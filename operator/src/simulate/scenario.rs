@@ -2,9 +2,10 @@
 //! manifests (inline or files) and a timeline of events. Unknown fields and bad values are
 //! errors naming the file, the document and the field. See docs/simulator.md.
 
-use crate::cluster::provisioner::{DEFAULT_BATCH_IDLE_MS, DEFAULT_BATCH_MAX_MS};
-use crate::manifests::{self, Document, ManifestError};
+use crate::manifests;
 use karpenter_cloudprovider::duration::parse_go_duration;
+use karpenter_cluster::manifests::{Document, ManifestError};
+use karpenter_cluster::provisioner::{DEFAULT_BATCH_IDLE_MS, DEFAULT_BATCH_MAX_MS};
 use karpenter_scheduling::model::Millis;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
