@@ -9,7 +9,6 @@ mod metrics;
 mod plan_cmd;
 mod settings;
 mod simulate;
-mod table;
 
 use clap::{Parser, Subcommand};
 use std::io::Write;

@@ -7,8 +7,9 @@
 //! simulated day costs only as many steps as things happen. Everything is deterministic:
 //! maps are ordered, names come from counters, and the provider has no clock.
 
-use super::metrics::Metrics;
-use super::scenario::{self, Action as Event, Scenario, Settings};
+use crate::Files;
+use crate::metrics::Metrics;
+use crate::scenario::{self, Action as Event, Scenario, Settings};
 use k8s_openapi::api::{
     apps::v1 as apps, batch::v1 as batch, core::v1 as core, policy::v1 as policy,
 };
@@ -172,10 +173,13 @@ pub struct Engine<'a> {
 }
 
 impl<'a> Engine<'a> {
-    /// Sets up the cluster at time 0 from the scenario's manifests.
+    /// Sets up the cluster at time 0 from the scenario's manifests, offering the instance
+    /// types of the catalogue the scenario names (read through `files`) or the embedded one.
+    /// Log lines go to `log`.
     pub fn new(
         scenario: &'a Scenario,
         options: RunOptions,
+        files: &dyn Files,
         log: &'a mut dyn FnMut(&LogLine),
     ) -> Result<Self, SimulationError> {
         let settings = scenario.settings.clone();
@@ -186,7 +190,7 @@ impl<'a> Engine<'a> {
                     path: path.display().to_string(),
                     message,
                 };
-                let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+                let text = files.read_to_string(path).map_err(|e| err(e.to_string()))?;
                 let cat = karpenter_catalog::Catalogue::from_json(&text)
                     .map_err(|e| err(e.to_string()))?;
                 cat.instance_types(&karpenter_catalog::CatalogueOptions::default())
