@@ -2,16 +2,13 @@
 //! (the CustomResourceDefinitions).
 #![forbid(unsafe_code)]
 
-mod cluster;
 mod controller;
 mod http;
-mod inputs;
 mod manifests;
 mod metrics;
 mod plan_cmd;
 mod settings;
 mod simulate;
-mod table;
 
 use clap::{Parser, Subcommand};
 use std::io::Write;

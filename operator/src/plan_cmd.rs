@@ -1,14 +1,14 @@
 //! `karpenter plan`: what would karpenter-rs launch for these pods and NodePools, and at
 //! what price — without a cluster.
 
-use crate::inputs::Inputs;
 use crate::manifests;
-use crate::table::Table;
 use anyhow::{Context, Result, bail};
 use karpenter_catalog::{Catalogue, CatalogueOptions, default_instance_types};
+use karpenter_cluster::inputs::Inputs;
 use karpenter_scheduling::model::InstanceType;
 use karpenter_scheduling::solver::{MinValuesPolicy, PreferencePolicy};
 use karpenter_scheduling::{BoundGap, Plan, SolveOptions, solve};
+use karpenter_simulator::table::Table;
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

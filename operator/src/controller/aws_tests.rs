@@ -160,7 +160,7 @@ async fn claims_already_deleting_are_left_alone() {
     let (client, api) = mock_client(|_| status(500, "unexpected"));
     let (ctx, mut w, _events) = ctx(client, provider_stub(), 60_000);
     let mut c = spot_claim("spot-a");
-    c.metadata.deletion_timestamp = Some(crate::cluster::provisioner::time(1_000));
+    c.metadata.deletion_timestamp = Some(karpenter_cluster::provisioner::time(1_000));
     put(&mut w.node_claims, c);
     let handler = InterruptionHandler::new(ctx, unavailable());
     handler
@@ -357,7 +357,7 @@ async fn a_deleted_node_class_waits_for_its_nodeclaims() {
     ));
     let mut nc = from_yaml(NODE_CLASS).expect("valid");
     nc.metadata.finalizers = Some(vec![NODE_CLASS_FINALIZER.into()]);
-    nc.metadata.deletion_timestamp = Some(crate::cluster::provisioner::time(1_000));
+    nc.metadata.deletion_timestamp = Some(karpenter_cluster::provisioner::time(1_000));
     provider.apply_node_class(nc.clone());
     let (hooks, client, api) = hooks_over(&provider, &nc, clients);
     let (ctx, mut w, _events) = ctx(client, provider_stub(), 60_000);

@@ -56,7 +56,7 @@ pub async fn record(ctx: &Ctx, drifted: &BTreeMap<String, String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::provisioner::time;
+    use karpenter_cluster::provisioner::time;
     use karpenter_testing::api::node_claim;
 
     #[test]

@@ -9,12 +9,12 @@
 
 use super::api::{ErrorClass, classify, merge_patch, set_finalizers};
 use super::{Ctx, ReconcileError};
-use crate::cluster::Action;
 use crate::metrics::{
     CodeLabels, CreatedLabels, DisruptedLabels, NodePoolLabels, TerminatedLabels,
 };
 use k8s_openapi::api::core::v1::{Node, Taint as K8sTaint};
 use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, StatusConditions, labels as v1labels};
+use karpenter_cluster::Action;
 use karpenter_scheduling::model::PodKey;
 use kube::api::{DeleteParams, EvictParams, PostParams};
 use std::sync::Arc;
@@ -301,7 +301,7 @@ pub async fn terminate_instance(ctx: &Ctx, name: &str) -> Result<(), ReconcileEr
     if let Some(node) = &node {
         let node_name = node.metadata.name.clone().unwrap_or_default();
         if has_volume_attachments(ctx, &node_name)
-            && !crate::cluster::termination::deadline_passed(&claim, now)
+            && !karpenter_cluster::termination::deadline_passed(&claim, now)
         {
             tracing::debug!(nodeclaim = name, node = %node_name, "waiting for volume attachments");
             return Ok(());

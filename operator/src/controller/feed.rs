@@ -5,11 +5,11 @@
 //! call the same `cluster::*` decision functions. They are pure (no I/O) so tests can build
 //! an index from plain objects.
 
-use crate::cluster::{ClusterState, NodeRecord, Object, PdbRecord, PodRecord};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use karpenter_cloudprovider::v1::{ConditionType, labels as v1labels};
 use karpenter_cloudprovider::{NodeClaim, NodePool};
+use karpenter_cluster::{ClusterState, NodeRecord, Object, PdbRecord, PodRecord};
 use karpenter_scheduling::k8s::{daemonset_from_k8s, node_from_k8s, pdb_from_k8s, pod_from_k8s};
 use karpenter_scheduling::model::{self, InstanceType, Millis, NodeState};
 use karpenter_scheduling::{Quantity, Resources};

@@ -454,7 +454,7 @@ mod tests {
         assert_eq!(next_step(&c, None, 0), Step::AddFinalizer);
         c.metadata.finalizers = Some(vec![v1labels::TERMINATION_FINALIZER.into()]);
         assert_eq!(next_step(&c, None, 0), Step::Launch);
-        c.set_true("Launched", crate::cluster::provisioner::time(1_000));
+        c.set_true("Launched", karpenter_cluster::provisioner::time(1_000));
         assert_eq!(next_step(&c, None, 2_000), Step::Wait);
         let n = node("default-abcde", "fake://us-east-1a/default-abcde");
         assert_eq!(
@@ -463,7 +463,7 @@ mod tests {
                 node: "default-abcde".into()
             }
         );
-        c.set_true("Registered", crate::cluster::provisioner::time(2_000));
+        c.set_true("Registered", karpenter_cluster::provisioner::time(2_000));
         // Not Ready and still tainted unregistered: not initialized.
         assert_eq!(next_step(&c, Some(&n), 3_000), Step::Wait);
         let mut n = ready(n);
@@ -479,7 +479,7 @@ mod tests {
     #[test]
     fn registration_timeout_deletes() {
         let mut c = node_claim("x");
-        c.set_true("Launched", crate::cluster::provisioner::time(0));
+        c.set_true("Launched", karpenter_cluster::provisioner::time(0));
         assert_eq!(next_step(&c, None, REGISTRATION_TIMEOUT_MS - 1), Step::Wait);
         assert!(matches!(
             next_step(&c, None, REGISTRATION_TIMEOUT_MS),

@@ -1,7 +1,7 @@
 //! `karpenter controller`: the operator on a real cluster.
 //!
 //! Watches feed reflector stores ([`state`]); every pass the leader rebuilds the shared
-//! [`ClusterState`](crate::cluster::ClusterState) index from them ([`feed`]), asks the
+//! [`ClusterState`](karpenter_cluster::ClusterState) index from them ([`feed`]), asks the
 //! shared decision modules (`cluster::provisioner`, `cluster::orchestration`,
 //! `cluster::termination`, `karpenter_scheduling::solve`, `karpenter_disruption`) what to do,
 //! and carries the resulting actions out against the API server and the cloud provider

@@ -191,7 +191,7 @@ mod tests {
     #[test]
     fn resources_of_claims_that_are_gone_drop_to_zero() {
         let pool = pool(Some("2"));
-        let now = crate::cluster::provisioner::time(0);
+        let now = karpenter_cluster::provisioner::time(0);
         let status = desired_status(&pool, &[], now).status.unwrap();
         assert_eq!(status.resources["cpu"].0, "0");
         assert_eq!(status.resources["nodes"].0, "0");

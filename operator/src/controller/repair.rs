@@ -348,7 +348,7 @@ mod tests {
         // A node without a NodeClaim is not Karpenter's.
         assert!(decide(&nodes, &claims[1..], &policies(), 60 * MIN).is_empty());
         let mut deleting = (*claims[0]).clone();
-        deleting.metadata.deletion_timestamp = Some(crate::cluster::provisioner::time(1));
+        deleting.metadata.deletion_timestamp = Some(karpenter_cluster::provisioner::time(1));
         claims[0] = Arc::new(deleting);
         assert!(decide(&nodes, &claims, &policies(), 60 * MIN).is_empty());
         nodes.clear();

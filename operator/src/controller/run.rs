@@ -10,9 +10,6 @@ use super::provider::ProviderHooks;
 use super::{
     Ctx, drift, feed, kubelet, lifecycle, logging, nodepool, provider, repair, state, system_clock,
 };
-use crate::cluster::orchestration::{Orchestrator, Outcome};
-use crate::cluster::provisioner::{Batcher, NameGenerator, ProvisionQueue, launch_actions};
-use crate::cluster::{Action, ClusterState, Scope, termination};
 use crate::http::{self, Health};
 use crate::metrics::{
     ControllerLabels, DecisionLabels, Metrics, PodStateLabels, ReasonLabels, ResourceTypeLabels,
@@ -21,6 +18,9 @@ use crate::settings::{ControllerArgs, ProviderKind, Settings};
 use anyhow::Context as _;
 use k8s_openapi::api::core::v1::Pod;
 use karpenter_cloudprovider::v1::{ConditionType, labels as v1labels};
+use karpenter_cluster::orchestration::{Orchestrator, Outcome};
+use karpenter_cluster::provisioner::{Batcher, NameGenerator, ProvisionQueue, launch_actions};
+use karpenter_cluster::{Action, ClusterState, Scope, termination};
 use karpenter_disruption::{DisruptionOptions, compute_pass};
 use karpenter_scheduling::model::{InstanceType, Millis, PodKey};
 use karpenter_scheduling::{SolveOptions, solve};

@@ -7,10 +7,10 @@ use super::leader::LeaderGate;
 use super::lifecycle::{self, Step};
 use super::run::{Controller, run_leader};
 use super::testing::{ctx, mock_client, node, put, status};
-use crate::cluster::Action;
 use karpenter_cloudprovider::v1::{ConditionType, StatusConditions, labels as v1labels};
 use karpenter_cloudprovider::{CloudProvider, NodeClaim};
 use karpenter_cloudprovider_fake::FakeCloudProvider;
+use karpenter_cluster::Action;
 use karpenter_scheduling::model::PodKey;
 use karpenter_testing::api::{node_claim, ready};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -94,7 +94,7 @@ async fn launch_register_initialize() {
         .status
         .get_or_insert_with(Default::default)
         .provider_id = provider_id.clone();
-    launched.set_true("Launched", crate::cluster::provisioner::time(60_000));
+    launched.set_true("Launched", karpenter_cluster::provisioner::time(60_000));
     put(&mut w.node_claims, launched.clone());
     put(&mut w.nodes, node("default-abcde", &provider_id));
     let before = api.requests().len();
@@ -121,7 +121,7 @@ async fn launch_register_initialize() {
 
     // Initialize: Ready, taints gone, resources reported.
     let mut registered = launched.clone();
-    registered.set_true("Registered", crate::cluster::provisioner::time(60_000));
+    registered.set_true("Registered", karpenter_cluster::provisioner::time(60_000));
     let mut n = ready(node("default-abcde", &provider_id));
     n.spec.as_mut().unwrap().taints = None;
     n.status.as_mut().unwrap().allocatable =
@@ -233,7 +233,7 @@ async fn pdb_blocked_eviction_is_retried_until_allowed() {
 }
 
 fn deleting(mut c: NodeClaim) -> NodeClaim {
-    c.metadata.deletion_timestamp = Some(crate::cluster::provisioner::time(1_000));
+    c.metadata.deletion_timestamp = Some(karpenter_cluster::provisioner::time(1_000));
     c
 }
 
@@ -242,12 +242,12 @@ async fn termination_drains_then_terminates_and_removes_finalizers() {
     let provider_id = "fake://us-east-1a/default-term";
     let mut c = node_claim("default-term");
     c.status.get_or_insert_with(Default::default).provider_id = provider_id.into();
-    c.set_true("Launched", crate::cluster::provisioner::time(0));
-    c.set_true("Registered", crate::cluster::provisioner::time(0));
+    c.set_true("Launched", karpenter_cluster::provisioner::time(0));
+    c.set_true("Registered", karpenter_cluster::provisioner::time(0));
     let c = deleting(c);
     let mut n = ready(node("default-term", provider_id));
     n.metadata.finalizers = Some(vec![v1labels::TERMINATION_FINALIZER.into()]);
-    n.metadata.deletion_timestamp = Some(crate::cluster::provisioner::time(1_500));
+    n.metadata.deletion_timestamp = Some(karpenter_cluster::provisioner::time(1_500));
     let node_json = json(&n);
     let claim_json = json(&c);
     let (client, api) = mock_client(move |req| match (req.method.as_str(), req.uri.as_str()) {
@@ -465,7 +465,7 @@ async fn node_repair_annotates_and_deletes_the_unhealthy_claim() {
         n.status.get_or_insert_with(Default::default).conditions = Some(vec![NodeCondition {
             type_: "Ready".into(),
             status: ready_status.into(),
-            last_transition_time: Some(crate::cluster::provisioner::time(0)),
+            last_transition_time: Some(karpenter_cluster::provisioner::time(0)),
             ..NodeCondition::default()
         }]);
         put(&mut w.nodes, n);

@@ -1,5 +1,9 @@
+//! # karpenter-cluster
+//!
 //! Cluster state and the controller logic shared by `karpenter simulate` and
-//! `karpenter controller`.
+//! `karpenter controller`, plus the decoding of Kubernetes manifests into the solver's inputs.
+//! Sans-IO: no API client, no async runtime, no file or network access and no clock; time is
+//! an argument (`now`) and text is handed in by the caller.
 //!
 //! # Contract
 //!
@@ -18,8 +22,15 @@
 //! to the API server and the real provider, and the index catches up through its watches.
 //! Every decision comes from `karpenter_scheduling::solve` and `karpenter_disruption`; the
 //! modules here only batch, sequence and carry out.
+//!
+//! [`manifests`] parses manifest text (YAML or JSON, many documents, `kind: List`) into
+//! [`manifests::Document`]s, and [`inputs`] turns documents into the solver's inputs; reading
+//! the files is the caller's job.
+#![forbid(unsafe_code)]
 
+pub mod inputs;
 pub mod lifecycle;
+pub mod manifests;
 pub mod orchestration;
 pub mod provisioner;
 pub mod termination;

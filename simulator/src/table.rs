@@ -1,4 +1,5 @@
-//! Plain-text tables for terminal output: left-aligned columns separated by two spaces.
+//! Plain-text tables for terminal output: left-aligned columns separated by two spaces. The
+//! report ([`crate::render`]) and `karpenter plan` print with them.
 
 /// A table under construction.
 pub struct Table {

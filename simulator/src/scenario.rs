@@ -2,9 +2,10 @@
 //! manifests (inline or files) and a timeline of events. Unknown fields and bad values are
 //! errors naming the file, the document and the field. See docs/simulator.md.
 
-use crate::cluster::provisioner::{DEFAULT_BATCH_IDLE_MS, DEFAULT_BATCH_MAX_MS};
-use crate::manifests::{self, Document, ManifestError};
+use crate::Files;
 use karpenter_cloudprovider::duration::parse_go_duration;
+use karpenter_cluster::manifests::{Document, ManifestError};
+use karpenter_cluster::provisioner::{DEFAULT_BATCH_IDLE_MS, DEFAULT_BATCH_MAX_MS};
 use karpenter_scheduling::model::Millis;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
@@ -366,6 +367,7 @@ fn base_dir(path: &Path) -> PathBuf {
 
 /// Resolves an inline object or a `{file: path}` reference found at `field`.
 fn documents(
+    files: &dyn Files,
     scenario: &Document,
     field: &str,
     value: &Value,
@@ -384,7 +386,7 @@ fn documents(
                 return Err(scenario.invalid(format!("{field}.file"), "expected a path string"));
             };
             let path = base_dir(&scenario.file).join(file);
-            manifests::load_paths(&[path])
+            files.manifests(&path)
         }
         _ => Err(scenario.invalid(
             field,
@@ -394,9 +396,17 @@ fn documents(
 }
 
 impl Scenario {
-    /// Reads and validates a scenario file, with its manifest files.
-    pub fn load(path: &Path) -> Result<Self, ScenarioError> {
-        let docs = manifests::load_file(path)?;
+    /// Reads and validates the scenario file at `path`, with the manifest files it names,
+    /// through `files` (`{file: path}` references and the catalogue are resolved against the
+    /// scenario's directory). A scenario that loads has one action per timeline entry, in
+    /// time order, a positive duration and positive batch and disruption intervals.
+    ///
+    /// # Errors
+    ///
+    /// A file that cannot be read or parsed, a field with a bad value (naming the file, the
+    /// document and the field), or a file that is not exactly one Scenario document.
+    pub fn load(path: &Path, files: &dyn Files) -> Result<Self, ScenarioError> {
+        let docs = crate::manifest_file(files, path)?;
         if docs.len() != 1 {
             return Err(ScenarioError::NotOneScenario {
                 path: path.display().to_string(),
@@ -424,7 +434,7 @@ impl Scenario {
         let spec = file.spec;
         let mut manifests = Vec::new();
         for (i, m) in spec.manifests.iter().enumerate() {
-            manifests.extend(documents(doc, &format!("spec.manifests[{i}]"), m)?);
+            manifests.extend(documents(files, doc, &format!("spec.manifests[{i}]"), m)?);
         }
         let mut timeline = Vec::new();
         let mut previous: Millis = 0;
@@ -450,7 +460,12 @@ impl Scenario {
             previous = at;
             let mut actions = Vec::new();
             if let Some(v) = &e.apply {
-                actions.push(Action::Apply(documents(doc, &format!("{field}.apply"), v)?));
+                actions.push(Action::Apply(documents(
+                    files,
+                    doc,
+                    &format!("{field}.apply"),
+                    v,
+                )?));
             }
             if let Some(r) = &e.delete {
                 actions.push(Action::Delete(r.clone()));
@@ -572,11 +587,20 @@ fn scale(doc: &Document, field: &str, s: &Scale) -> Result<Action, ManifestError
 mod tests {
     use super::*;
 
+    /// The disk, for scenarios written to a temporary directory.
+    struct Disk;
+
+    impl Files for Disk {
+        fn read_to_string(&self, path: &Path) -> std::io::Result<String> {
+            std::fs::read_to_string(path)
+        }
+    }
+
     fn load(text: &str) -> Result<Scenario, ScenarioError> {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.yaml");
         std::fs::write(&path, text).unwrap();
-        Scenario::load(&path)
+        Scenario::load(&path, &Disk)
     }
 
     const HEAD: &str = "apiVersion: karpenter-rs/v1alpha1\nkind: Scenario\nmetadata: {name: t}\n";
@@ -647,14 +671,14 @@ mod tests {
             format!("{HEAD}spec:\n  manifests:\n  - file: pods.yaml\n  - {{kind: Pod, metadata: {{name: c}}}}\n  - {{nope: 1}}\n"),
         )
         .unwrap();
-        let err = Scenario::load(&path).unwrap_err().to_string();
+        let err = Scenario::load(&path, &Disk).unwrap_err().to_string();
         assert!(err.contains("field spec.manifests[2]"), "{err}");
         std::fs::write(
             &path,
             format!("{HEAD}spec:\n  manifests:\n  - file: pods.yaml\n  - {{kind: Pod, metadata: {{name: c}}}}\n"),
         )
         .unwrap();
-        let s = Scenario::load(&path).unwrap();
+        let s = Scenario::load(&path, &Disk).unwrap();
         let names: Vec<_> = s.manifests.iter().map(|d| d.name().unwrap()).collect();
         assert_eq!(names, ["a", "b", "c"]);
         assert!(

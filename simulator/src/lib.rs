@@ -1,44 +1,68 @@
-//! `karpenter simulate SCENARIO.yaml`: the real provisioning and disruption logic on an
-//! embedded cluster (the [`crate::cluster`] index and the fake cloud provider) with a virtual
-//! clock. Prints one log line per decision and a final report; `--compare` runs the scenario
-//! with and without the packing optimiser. See docs/simulator.md.
+//! # karpenter-simulator
+//!
+//! The real provisioning and disruption logic of karpenter-rs on an embedded cluster (the
+//! [`karpenter_cluster`] index and the fake cloud provider) with a virtual clock: the
+//! scenario format ([`scenario`]), the engine that runs one ([`engine`]) and what a run
+//! measures ([`metrics::Report`], rendered as text by [`render`] and
+//! [`render_comparison`]). `karpenter simulate` is a thin command around this crate; see
+//! docs/simulator.md.
+//!
+//! Deterministic and without I/O of its own: time is virtual, maps are ordered, names come
+//! from counters, and every file a scenario names is read through the caller's [`Files`].
+//! The same scenario and [`RunOptions`] always give the same log and the same report.
+#![forbid(unsafe_code)]
 
 pub mod engine;
 pub mod metrics;
 pub mod scenario;
+pub mod table;
 
-use crate::table::Table;
-use anyhow::Result;
-use engine::{Engine, LogLine, RunOptions};
-use metrics::Report;
-use scenario::Scenario;
-use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+pub use engine::{Engine, LogLine, RunOptions, SimulationError};
+pub use metrics::Report;
+pub use scenario::{Scenario, ScenarioError};
 
-/// Arguments of `karpenter simulate`.
-#[derive(Debug, clap::Args)]
-pub struct SimulateArgs {
-    /// The scenario file (`apiVersion: karpenter-rs/v1alpha1`, `kind: Scenario`).
-    pub scenario: PathBuf,
-    /// Output format of the report.
-    #[arg(long, short = 'o', value_enum, default_value_t = Output::Text)]
-    pub output: Output,
-    /// Print only the report, not the decision log.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
-    /// Run twice — with the packing optimiser and as Karpenter's greedy first fit — and
-    /// show both reports side by side.
-    #[arg(long)]
-    pub compare: bool,
+use karpenter_cluster::manifests::{Document, ManifestError, parse_str};
+use std::path::Path;
+use table::Table;
+
+/// The files a scenario names — the scenario itself, its `{file: path}` manifests and its
+/// `settings.catalogue` — as the simulator sees them. The crate reads nothing by itself:
+/// `karpenter simulate` passes an implementation that reads the disk, a test may serve text
+/// from memory.
+pub trait Files {
+    /// The text of the file at `path`.
+    ///
+    /// # Errors
+    ///
+    /// Why the file cannot be read; the simulator reports it with the path.
+    fn read_to_string(&self, path: &Path) -> std::io::Result<String>;
+
+    /// The manifest documents at `path`, for a scenario's `{file: path}` reference. The
+    /// default reads the one file through [`Files::read_to_string`] and parses it with
+    /// [`parse_str`]; an implementation may also accept directories.
+    ///
+    /// # Errors
+    ///
+    /// [`ManifestError::Io`] naming `path` when it cannot be read, or the parser's error
+    /// naming the file and document.
+    fn manifests(&self, path: &Path) -> Result<Vec<Document>, ManifestError> {
+        manifest_file(self, path)
+    }
 }
 
-/// Report formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Output {
-    /// Log lines and tables.
-    Text,
-    /// The report as JSON on stdout (log lines, unless `--quiet`, go to stderr).
-    Json,
+/// The documents of the one file at `path`, read through `files`; a read error becomes
+/// [`ManifestError::Io`] naming `path`.
+fn manifest_file<F: Files + ?Sized>(
+    files: &F,
+    path: &Path,
+) -> Result<Vec<Document>, ManifestError> {
+    let text = files
+        .read_to_string(path)
+        .map_err(|source| ManifestError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+    parse_str(path, &text)
 }
 
 /// Formats virtual time as `HH:MM:SS` (days add to the hours).
@@ -47,14 +71,22 @@ pub fn clock(ms: i64) -> String {
     format!("{:02}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)
 }
 
-/// Runs one scenario with `options`, sending every log line to `log`.
+/// Runs one scenario with `options` to its end and returns its report (named and described
+/// as the scenario is). Every decision is sent to `log` as it is made, and `progress` gets
+/// the virtual time after each step; `files` serves the catalogue the scenario names.
+///
+/// # Errors
+///
+/// A manifest or timeline event the simulator cannot apply, or a catalogue that cannot be
+/// read; each names the file, document or event and the field.
 pub fn run_scenario(
     scenario: &Scenario,
     options: RunOptions,
+    files: &dyn Files,
     log: &mut dyn FnMut(&LogLine),
     progress: &mut dyn FnMut(i64),
-) -> Result<Report> {
-    let mut engine = Engine::new(scenario, options, log)?;
+) -> Result<Report, SimulationError> {
+    let mut engine = Engine::new(scenario, options, files, log)?;
     engine.run(progress)?;
     let mut report = engine.metrics.report.take().unwrap_or_default();
     report.scenario = scenario.name.clone();
@@ -62,119 +94,12 @@ pub fn run_scenario(
     Ok(report)
 }
 
-/// Runs the subcommand.
-pub fn run(args: &SimulateArgs, out: &mut dyn Write) -> Result<()> {
-    let scenario = Scenario::load(&args.scenario)?;
-    let json = args.output == Output::Json;
-    let bar = (!args.quiet && std::io::stderr().is_terminal() && scenario.duration >= 3_600_000)
-        .then(|| {
-            let bar = indicatif::ProgressBar::new((scenario.duration / 1000).unsigned_abs());
-            bar.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{spinner} simulating [{bar:40}] {msg} ({elapsed})",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
-            bar
-        });
-    let runs: &[bool] = if args.compare {
-        &[true, false]
-    } else {
-        &[scenario.settings.optimizer]
-    };
-    let mut reports = Vec::new();
-    let mut failure: Option<std::io::Error> = None;
-    for &optimizer in runs {
-        if args.compare && !args.quiet {
-            let title = if optimizer {
-                "karpenter-rs (optimiser on)"
-            } else {
-                "greedy first fit (Karpenter-equivalent)"
-            };
-            let line = format!("=== run: {title} ===");
-            emit(&bar, json, out, &line, &mut failure);
-        }
-        let mut log = |line: &LogLine| {
-            if args.quiet {
-                return;
-            }
-            let text = format!("{} {}", clock(line.at), line.message);
-            emit(&bar, json, out, &text, &mut failure);
-        };
-        let mut progress = |t: i64| {
-            if let Some(b) = &bar {
-                b.set_position((t / 1000).unsigned_abs());
-                b.set_message(clock(t));
-            }
-        };
-        let report = run_scenario(&scenario, RunOptions { optimizer }, &mut log, &mut progress)?;
-        if let Some(e) = failure.take() {
-            return Err(e.into());
-        }
-        if let Some(b) = &bar {
-            b.reset();
-        }
-        reports.push(report);
-    }
-    if let Some(b) = &bar {
-        b.finish_and_clear();
-    }
-    if json {
-        if args.compare {
-            let value = serde_json::json!({
-                "optimized": reports[0],
-                "greedy": reports[1],
-            });
-            serde_json::to_writer_pretty(&mut *out, &value)?;
-        } else {
-            serde_json::to_writer_pretty(&mut *out, &reports[0])?;
-        }
-        writeln!(out)?;
-    } else if args.compare {
-        if !args.quiet {
-            writeln!(out)?;
-        }
-        write!(out, "{}", render_comparison(&reports[0], &reports[1]))?;
-    } else {
-        if !args.quiet {
-            writeln!(out)?;
-        }
-        write!(out, "{}", render(&reports[0]))?;
-    }
-    Ok(())
-}
-
-fn emit(
-    bar: &Option<indicatif::ProgressBar>,
-    to_stderr: bool,
-    out: &mut dyn Write,
-    text: &str,
-    failure: &mut Option<std::io::Error>,
-) {
-    if failure.is_some() {
-        return;
-    }
-    let mut write = || -> std::io::Result<()> {
-        if to_stderr {
-            writeln!(std::io::stderr(), "{text}")
-        } else {
-            writeln!(out, "{text}")
-        }
-    };
-    let result = match bar {
-        Some(b) => b.suspend(write),
-        None => write(),
-    };
-    if let Err(e) = result {
-        *failure = Some(e);
-    }
-}
-
 fn pct(x: f64) -> String {
     format!("{:.1}%", x * 100.0)
 }
 
-/// The report as text tables.
+/// The report as text: a header, a table of instance types, then one line per measure
+/// (what `karpenter simulate` prints after the log).
 pub fn render(r: &Report) -> String {
     let mut out = String::new();
     out.push_str(&format!(
@@ -298,7 +223,8 @@ pub fn render(r: &Report) -> String {
     out
 }
 
-/// Two reports side by side.
+/// Two reports of the same scenario side by side — the optimiser's and the greedy first
+/// fit's — and the share of the greedy cost the optimiser saves.
 pub fn render_comparison(optimized: &Report, greedy: &Report) -> String {
     let mut t = Table::new(&["", "KARPENTER-RS", "GREEDY FIRST FIT"]);
     let both = |f: &dyn Fn(&Report) -> String| (f(optimized), f(greedy));

@@ -1,6 +1,6 @@
 //! What a run measures, accumulated step by step, and the final [`Report`].
 
-use crate::cluster::ClusterState;
+use karpenter_cluster::ClusterState;
 use karpenter_scheduling::model::{Millis, PodKey};
 use karpenter_scheduling::{Node, Resources};
 use serde::Serialize;

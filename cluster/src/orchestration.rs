@@ -1,7 +1,7 @@
 //! Disruption orchestration: carrying out the commands `karpenter_disruption` computes.
 //!
 //! Graceful commands (emptiness, drift, consolidation) are re-checked with
-//! [`karpenter_disruption::validate`] against fresh state (emptiness and consolidation only
+//! [`karpenter_disruption::validate()`] against fresh state (emptiness and consolidation only
 //! after the validation delay), then their candidates are tainted
 //! `karpenter.sh/disrupted:NoSchedule` and their replacements launched; once every
 //! replacement has initialized the candidates' NodeClaims are deleted

@@ -1,5 +1,5 @@
 //! The simulation engine: a virtual clock driving the cluster index, the fake cloud provider
-//! and the controller logic of [`crate::cluster`], plus the parts of Kubernetes a cluster
+//! and the controller logic of [`karpenter_cluster`], plus the parts of Kubernetes a cluster
 //! would supply (kube-scheduler, workload and DaemonSet controllers, kubelet timings).
 //!
 //! Time advances from one instant of interest to the next (timeline events, batch windows,
@@ -7,21 +7,22 @@
 //! simulated day costs only as many steps as things happen. Everything is deterministic:
 //! maps are ordered, names come from counters, and the provider has no clock.
 
-use super::metrics::Metrics;
-use super::scenario::{self, Action as Event, Scenario, Settings};
-use crate::cluster::orchestration::{Orchestrator, Outcome};
-use crate::cluster::provisioner::{Batcher, NameGenerator, launch_actions, time};
-use crate::cluster::{
-    Action, ClusterState, NodeRecord, Object, ObjectKey, PdbRecord, PodRecord, Scope, lifecycle,
-    termination,
-};
-use crate::manifests::{Document, ManifestError};
+use crate::Files;
+use crate::metrics::Metrics;
+use crate::scenario::{self, Action as Event, Scenario, Settings};
 use k8s_openapi::api::{
     apps::v1 as apps, batch::v1 as batch, core::v1 as core, policy::v1 as policy,
 };
 use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, NodePool, StatusConditions};
 use karpenter_cloudprovider::{CloudProvider, DriftReason, OfferingRef};
 use karpenter_cloudprovider_fake::FakeCloudProvider;
+use karpenter_cluster::manifests::{Document, ManifestError};
+use karpenter_cluster::orchestration::{Orchestrator, Outcome};
+use karpenter_cluster::provisioner::{Batcher, NameGenerator, launch_actions, time};
+use karpenter_cluster::{
+    Action, ClusterState, NodeRecord, Object, ObjectKey, PdbRecord, PodRecord, Scope, lifecycle,
+    termination,
+};
 use karpenter_disruption::{
     Command, Decision, DisruptionInput, DisruptionOptions, Hold, compute_pass,
 };
@@ -172,10 +173,13 @@ pub struct Engine<'a> {
 }
 
 impl<'a> Engine<'a> {
-    /// Sets up the cluster at time 0 from the scenario's manifests.
+    /// Sets up the cluster at time 0 from the scenario's manifests, offering the instance
+    /// types of the catalogue the scenario names (read through `files`) or the embedded one.
+    /// Log lines go to `log`.
     pub fn new(
         scenario: &'a Scenario,
         options: RunOptions,
+        files: &dyn Files,
         log: &'a mut dyn FnMut(&LogLine),
     ) -> Result<Self, SimulationError> {
         let settings = scenario.settings.clone();
@@ -186,7 +190,7 @@ impl<'a> Engine<'a> {
                     path: path.display().to_string(),
                     message,
                 };
-                let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+                let text = files.read_to_string(path).map_err(|e| err(e.to_string()))?;
                 let cat = karpenter_catalog::Catalogue::from_json(&text)
                     .map_err(|e| err(e.to_string()))?;
                 cat.instance_types(&karpenter_catalog::CatalogueOptions::default())
@@ -1384,7 +1388,10 @@ impl<'a> Engine<'a> {
                 if let Some(mut record) = self.state.nodes().get(&node).cloned()
                     && !record.is_disrupted()
                 {
-                    record.node.taints.push(crate::cluster::disrupted_taint());
+                    record
+                        .node
+                        .taints
+                        .push(karpenter_cluster::disrupted_taint());
                     self.state.apply(Object::Node(Box::new(record)));
                     self.log(format!(
                         "tainted node {node} karpenter.sh/disrupted:NoSchedule"
@@ -1393,7 +1400,7 @@ impl<'a> Engine<'a> {
             }
             Action::UntaintDisrupted { node } => {
                 if let Some(mut record) = self.state.nodes().get(&node).cloned() {
-                    let t = crate::cluster::disrupted_taint();
+                    let t = karpenter_cluster::disrupted_taint();
                     record
                         .node
                         .taints
@@ -1531,7 +1538,7 @@ impl<'a> Engine<'a> {
             requests.join(", "),
             plan.instance_type_options
                 .len()
-                .min(crate::cluster::provisioner::MAX_INSTANCE_TYPES)
+                .min(karpenter_cluster::provisioner::MAX_INSTANCE_TYPES)
         ));
         self.metrics.node_claims_created += 1;
         match block_on(self.provider.create(&claim)) {

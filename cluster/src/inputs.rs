@@ -1,6 +1,7 @@
 //! Turning manifests into the solver's inputs: workloads and pods become pending pods,
 //! NodePools are validated and converted, DaemonSets become overhead, PDBs are kept for
-//! disruption. Shared by `karpenter plan` and the simulator.
+//! disruption. Shared by `karpenter plan` and the simulator. Pure: documents in, typed
+//! objects out.
 
 use crate::manifests::{Document, ManifestError, Origin};
 use k8s_openapi::api::{
