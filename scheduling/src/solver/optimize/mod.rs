@@ -52,6 +52,13 @@ const BOUND_WORK_PER_FIXED_POD: u64 = 2_000;
 /// per-pod allowance would be a few thousand units) still get their bound; about 10 ms.
 const MIN_FIXED_BOUND_WORK: u64 = 2_000_000;
 
+/// Re-packing work per pod the optimiser may move: 1,000 free pods get about the whole
+/// default budget, which is what the AWS catalogue needs to find its best packings.
+const REPACK_WORK_PER_POD: u64 = 120_000;
+
+/// The least re-packing work, so a handful of free pods still get an exact search.
+const MIN_REPACK_WORK: u64 = 40_000_000;
+
 /// The share of the work left that covering one group may use, so the packers after it
 /// always get the rest.
 const COVER_SHARE: f64 = 0.1;
@@ -234,8 +241,27 @@ pub(crate) fn optimize(
         .map(|c| claim_price(&s.templates[c.template], &c.options, &c.reqs))
         .sum();
     let lower_bound = global_bound(s, greedy_price, &mut bound_budget);
+    // Re-packing gets work in proportion to the pods it may move, so a plan whose claims are
+    // mostly pinned (a few free pods beside each anti-affinity pod) is not charged the time
+    // of a free batch of a thousand pods for a few percent.
+    let movable: usize = groups
+        .iter()
+        .map(|g| {
+            g.claims
+                .iter()
+                .map(|&c| s.claims[c].pods.len())
+                .chain(g.partial.iter().map(|(_, pods)| pods.len()))
+                .sum::<usize>()
+        })
+        .sum();
+    let repack_units = (movable as u64)
+        .saturating_mul(REPACK_WORK_PER_POD)
+        .max(MIN_REPACK_WORK);
     let mut budget = Budget::new(
-        options.max_work.saturating_sub(bound_budget.spent()),
+        options
+            .max_work
+            .saturating_sub(bound_budget.spent())
+            .min(repack_units),
         deadline,
     );
 
