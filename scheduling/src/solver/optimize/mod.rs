@@ -11,8 +11,8 @@
 //! constraint counts: they leave it when what stays fits a cheaper type, so the pinned pods
 //! keep their node and the rest is packed with the group. Any packing of a group's pods
 //! onto nodes with those requirements satisfies every constraint the greedy checked
-//! (taints, requirements, volume and topology domains), so only capacity, DaemonSet overhead, offerings, NodePool
-//! limits and minValues need re-checking — which is done on the final claims with the
+//! (taints, requirements, volume and topology domains), so only capacity, DaemonSet
+//! overhead, offerings, NodePool limits and minValues need re-checking — which is done on the final claims with the
 //! solver's own arithmetic, falling back to the greedy claims of a group on any failure.
 //! Under NodePool limits each re-packed claim's options are narrowed to what the remaining
 //! limit allows (see `fit_limits`), so launching any option of every claim stays within it.
@@ -164,7 +164,7 @@ struct Group {
     /// Greedy claims whose every pod may move.
     claims: Vec<usize>,
     /// Greedy claims pinned by some of their pods (hostname-keyed constraints, host ports),
-    /// with the pods on them that may move: see [`peel`].
+    /// with the pods on them that may move: see [`shrink_partial`].
     partial: Vec<(usize, Vec<usize>)>,
 }
 
@@ -244,16 +244,7 @@ pub(crate) fn optimize(
     // Re-packing gets work in proportion to the pods it may move, so a plan whose claims are
     // mostly pinned (a few free pods beside each anti-affinity pod) is not charged the time
     // of a free batch of a thousand pods for a few percent.
-    let movable: usize = groups
-        .iter()
-        .map(|g| {
-            g.claims
-                .iter()
-                .map(|&c| s.claims[c].pods.len())
-                .chain(g.partial.iter().map(|(_, pods)| pods.len()))
-                .sum::<usize>()
-        })
-        .sum();
+    let movable = placed - stats.pods_fixed;
     let repack_units = (movable as u64)
         .saturating_mul(REPACK_WORK_PER_POD)
         .max(MIN_REPACK_WORK);
@@ -569,12 +560,7 @@ fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut
     for c in &candidates {
         price_of[c.it as usize] = c.price;
     }
-    let (shrunk, saving) = shrink_partial(s, g, &candidates, &types, &dims, &price_of);
-    for (c, _) in &shrunk {
-        if let Some((_, movable)) = g.partial.iter().find(|(p, _)| p == c) {
-            pods.extend(movable.iter().copied());
-        }
-    }
+    let (shrunk, saving) = shrink_partial(s, g, &candidates, &types, &dims, &price_of, &mut pods);
     if pods.is_empty() {
         return none;
     }
@@ -741,8 +727,8 @@ fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut
 }
 
 /// Which of the group's partial claims give up their movable pods, each with what stays
-/// on it, and the total saved: a claim shrinks when what stays fits a strictly cheaper set
-/// of options among `candidates`. Under NodePool limits a shrunk claim keeps only options
+/// on it, and the total saved; the pods that leave are added to `moved`. A claim shrinks
+/// when what stays fits a strictly cheaper set of options among `candidates`. Under NodePool limits a shrunk claim keeps only options
 /// no larger than its largest one before, so the pool's count (each claim charged its
 /// largest option) never grows.
 fn shrink_partial(
@@ -752,6 +738,7 @@ fn shrink_partial(
     types: &[BinType],
     dims: &Dims,
     price_of: &[f64],
+    moved: &mut Vec<usize>,
 ) -> (Vec<(usize, Claim)>, f64) {
     let t = &s.templates[g.template];
     let limits = Remaining::new(t.pool);
@@ -798,6 +785,7 @@ fn shrink_partial(
             .fold(f64::INFINITY, f64::min);
         if after < before - price_epsilon(before) {
             saving += before - after;
+            moved.extend(movable.iter().copied());
             shrunk.push((*c, claim.shrunk(t, stays, load, options)));
         }
     }
