@@ -95,16 +95,7 @@ impl Inputs {
                         .insert(name, ns.metadata.labels.clone().unwrap_or_default());
                 }
                 "NodePool" => {
-                    if doc.api_version() != Some("karpenter.sh/v1") {
-                        return Err(doc.invalid(
-                            "apiVersion",
-                            format!(
-                                "NodePool must be karpenter.sh/v1, found {:?}",
-                                doc.api_version().unwrap_or_default()
-                            ),
-                        ));
-                    }
-                    let pool: NodePool = doc.decode()?;
+                    let pool: NodePool = doc.decode_node_pool()?;
                     pool.validate()
                         .map_err(|e| doc.invalid("spec", e.to_string()))?;
                     let name = pool.metadata.name.clone().unwrap_or_default();

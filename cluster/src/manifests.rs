@@ -78,6 +78,21 @@ impl Document {
         })
     }
 
+    /// Decodes the document as a `karpenter.sh/v1` NodePool; any other apiVersion is an
+    /// error on `apiVersion` naming the one found.
+    pub fn decode_node_pool(&self) -> Result<karpenter_cloudprovider::NodePool, ManifestError> {
+        if self.api_version() != Some("karpenter.sh/v1") {
+            return Err(self.invalid(
+                "apiVersion",
+                format!(
+                    "NodePool must be karpenter.sh/v1, found {:?}",
+                    self.api_version().unwrap_or_default()
+                ),
+            ));
+        }
+        self.decode()
+    }
+
     /// An error about this document's content that decoding cannot see.
     pub fn invalid(&self, field: impl Into<String>, message: impl Into<String>) -> ManifestError {
         ManifestError::Field {

@@ -361,16 +361,7 @@ impl<'a> Engine<'a> {
         let kind = doc.kind().unwrap_or_default().to_owned();
         match kind.as_str() {
             "NodePool" => {
-                if doc.api_version() != Some("karpenter.sh/v1") {
-                    return Err(doc.invalid(
-                        "apiVersion",
-                        format!(
-                            "NodePool must be karpenter.sh/v1, found {:?}",
-                            doc.api_version().unwrap_or_default()
-                        ),
-                    ));
-                }
-                let pool: NodePool = doc.decode()?;
+                let pool: NodePool = doc.decode_node_pool()?;
                 self.apply_node_pool(pool)
                     .map_err(|e| doc.invalid("spec", e))?;
             }
