@@ -22,6 +22,7 @@
 
 pub mod consolidation;
 pub mod covering;
+pub mod reconcile;
 
 pub use covering::{CoveringSolution, INTEGER_BOUND_MAX_NODES, integer_covering_bound};
 

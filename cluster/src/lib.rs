@@ -33,6 +33,7 @@ pub mod lifecycle;
 pub mod manifests;
 pub mod orchestration;
 pub mod provisioner;
+pub mod reconciler;
 pub mod termination;
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -47,6 +48,15 @@ use karpenter_scheduling::plan::NewNodeClaim;
 use karpenter_scheduling::taints::{Taint, TaintEffect};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+
+/// Whether the index lists `record` among the provisionable pods: pending (unbound, not a
+/// DaemonSet pod, not terminating) and marked unschedulable by the kube-scheduler.
+fn is_provisionable(record: &PodRecord) -> bool {
+    record.unschedulable
+        && record.pod.node_name.is_none()
+        && !record.pod.is_daemon()
+        && !record.pod.terminating
+}
 
 /// Karpenter's `karpenter.sh/disrupted:NoSchedule` taint, in the scheduler's model.
 pub fn disrupted_taint() -> Taint {
@@ -93,6 +103,9 @@ pub struct PodRecord {
     /// kubelet should have removed it. `None` when not terminating, or when the pod is
     /// removed the moment it is deleted (the simulator's pods).
     pub deleting_at: Option<Millis>,
+    /// The kube-scheduler tried and failed to place it (`PodScheduled=False`, reason
+    /// `Unschedulable`): only such pods start Karpenter's provisioning, as upstream.
+    pub unschedulable: bool,
 }
 
 /// Upstream's `IsStuckTerminating` margin: a terminating pod still present this long after
@@ -190,6 +203,15 @@ pub struct ClusterState {
     node_claims: BTreeMap<String, NodeClaim>,
     nodes: BTreeMap<String, NodeRecord>,
     pods: BTreeMap<PodKey, PodRecord>,
+    /// Pods by the node they are bound to, so a node's pods are found without a scan.
+    pods_by_node: BTreeMap<String, BTreeSet<PodKey>>,
+    /// Pods [`provisionable_pods`](Self::provisionable_pods) returns, kept as they change so
+    /// a reconcile costs what changed, not the cluster's size.
+    provisionable: BTreeSet<PodKey>,
+    /// Nodes with a deletion timestamp.
+    deleting_nodes: BTreeSet<String>,
+    /// How many times a NodeClaim was seen becoming `Initialized`.
+    initializations: u64,
     daemon_sets: BTreeMap<(String, String), DaemonSet>,
     pdbs: BTreeMap<(String, String), PdbRecord>,
     namespaces: BTreeMap<String, Labels>,
@@ -211,14 +233,40 @@ impl ClusterState {
                 self.node_pools.insert(p.name().to_owned(), *p);
             }
             Object::NodeClaim(c) => {
-                self.node_claims.insert(c.name().to_owned(), *c);
+                let initialized = c.is(ConditionType::Initialized);
+                let was = self
+                    .node_claims
+                    .insert(c.name().to_owned(), *c)
+                    .is_some_and(|old| old.is(ConditionType::Initialized));
+                if initialized && !was {
+                    self.initializations += 1;
+                }
             }
             Object::Node(n) => {
+                if n.deleting {
+                    self.deleting_nodes.insert(n.node.name.clone());
+                } else {
+                    self.deleting_nodes.remove(&n.node.name);
+                }
                 self.nodes.insert(n.node.name.clone(), *n);
             }
             Object::Pod(p) => {
                 self.namespaces.entry(p.pod.namespace.clone()).or_default();
-                self.pods.insert(p.pod.key(), *p);
+                let key = p.pod.key();
+                if is_provisionable(&p) {
+                    self.provisionable.insert(key.clone());
+                } else {
+                    self.provisionable.remove(&key);
+                }
+                if let Some(node) = &p.pod.node_name {
+                    self.pods_by_node
+                        .entry(node.clone())
+                        .or_default()
+                        .insert(key.clone());
+                }
+                if let Some(old) = self.pods.insert(key.clone(), *p) {
+                    self.unindex_pod(&old, &key);
+                }
             }
             Object::DaemonSet(d) => {
                 self.daemon_sets
@@ -239,8 +287,18 @@ impl ClusterState {
         let existed = match key {
             ObjectKey::NodePool(n) => self.node_pools.remove(n).is_some(),
             ObjectKey::NodeClaim(n) => self.node_claims.remove(n).is_some(),
-            ObjectKey::Node(n) => self.nodes.remove(n).is_some(),
-            ObjectKey::Pod(k) => self.pods.remove(k).is_some(),
+            ObjectKey::Node(n) => {
+                self.deleting_nodes.remove(n);
+                self.nodes.remove(n).is_some()
+            }
+            ObjectKey::Pod(k) => match self.pods.remove(k) {
+                Some(old) => {
+                    self.provisionable.remove(k);
+                    self.unindex_pod(&old, k);
+                    true
+                }
+                None => false,
+            },
             ObjectKey::DaemonSet(ns, n) => {
                 self.daemon_sets.remove(&(ns.clone(), n.clone())).is_some()
             }
@@ -251,6 +309,22 @@ impl ClusterState {
             self.generation += 1;
         }
         existed
+    }
+
+    /// Drops `key` from the node index of `old`'s node, unless the pod is still bound there.
+    fn unindex_pod(&mut self, old: &PodRecord, key: &PodKey) {
+        let Some(node) = &old.pod.node_name else {
+            return;
+        };
+        if self.pods.get(key).and_then(|p| p.pod.node_name.as_ref()) == Some(node) {
+            return;
+        }
+        if let Some(keys) = self.pods_by_node.get_mut(node) {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.pods_by_node.remove(node);
+            }
+        }
     }
 
     /// Forgets everything (a watch stream re-listing starts from here).
@@ -298,9 +372,11 @@ impl ClusterState {
 
     /// Pods bound to `node`, in key order.
     pub fn pods_on<'a>(&'a self, node: &'a str) -> impl Iterator<Item = &'a PodRecord> + 'a {
-        self.pods
-            .values()
-            .filter(move |p| p.pod.node_name.as_deref() == Some(node))
+        self.pods_by_node
+            .get(node)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| self.pods.get(k))
     }
 
     /// Pods that must move because their node is being deleted: reschedulable pods
@@ -309,9 +385,7 @@ impl ClusterState {
     /// upstream's provisioner, the caller plans them with the pending pods, so their new
     /// capacity launches while the old node is still draining.
     pub fn displaced_pods(&self) -> Vec<Pod> {
-        self.nodes
-            .iter()
-            .filter(|(_, record)| record.deleting)
+        self.deleting_nodes()
             .flat_map(|(name, _)| self.pods_on(name))
             .filter(|p| karpenter_disruption::candidate::is_reschedulable(&p.pod))
             .map(|p| {
@@ -327,6 +401,25 @@ impl ClusterState {
         self.pods
             .values()
             .filter(|p| p.pod.node_name.is_none() && !p.pod.is_daemon() && !p.pod.terminating)
+    }
+
+    /// Pending pods the kube-scheduler marked unschedulable: what the provisioner plans, in
+    /// key order. Costs what it returns, not a scan of every pod.
+    pub fn provisionable_pods(&self) -> impl Iterator<Item = &PodRecord> {
+        self.provisionable.iter().filter_map(|k| self.pods.get(k))
+    }
+
+    /// Nodes with a deletion timestamp, by name; costs what it returns.
+    pub fn deleting_nodes(&self) -> impl Iterator<Item = (&String, &NodeRecord)> {
+        self.deleting_nodes
+            .iter()
+            .filter_map(|n| self.nodes.get_key_value(n))
+    }
+
+    /// A counter bumped whenever a NodeClaim becomes `Initialized`: a new node the
+    /// kube-scheduler can place pending pods on.
+    pub fn initializations(&self) -> u64 {
+        self.initializations
     }
 
     /// The node's lifecycle state as the solver sees it: `Deleting` when it is terminating

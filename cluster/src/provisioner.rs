@@ -112,6 +112,22 @@ impl ProvisionQueue {
         self.last_solve = Some(now);
         true
     }
+
+    /// Opens (or extends) a batch at `now` for every provisionable pod, as when capacity
+    /// changed under them: a launch failed or a node initialized with pods still pending.
+    pub fn trigger(&mut self, now: Millis) {
+        self.batcher.trigger(now);
+    }
+
+    /// When [`ready`](Self::ready) next has something to do for `pending` provisionable
+    /// pods: the open batch's deadline, or the re-plan of pods left pending.
+    pub fn next_due(&self, pending: bool) -> Option<Millis> {
+        self.batcher.deadline().or_else(|| {
+            pending
+                .then_some(self.last_solve.map(|t| t + self.resolve_after))
+                .flatten()
+        })
+    }
 }
 
 /// Names NodeClaims the way Karpenter does (`<nodepool>-<5 characters>`), deterministically:

@@ -46,16 +46,16 @@ pub fn deadline_passed(claim: &NodeClaim, now: Millis) -> bool {
 pub fn step(state: &ClusterState, now: Millis) -> (Vec<Action>, bool) {
     let mut actions = Vec::new();
     let mut draining = false;
+    if state.deleting_nodes().next().is_none() {
+        return (actions, draining);
+    }
     // PDB allowances are shared by every node drained in this reconcile.
     let mut allowed: BTreeMap<String, i32> = BTreeMap::new();
     let budgets = state.pdb_budgets(now);
     for budget in &budgets {
         allowed.insert(budget.key(), budget.disruptions_allowed);
     }
-    for (name, record) in state.nodes() {
-        if !record.deleting {
-            continue;
-        }
+    for (name, record) in state.deleting_nodes() {
         if !record.is_disrupted() {
             actions.push(Action::TaintDisrupted { node: name.clone() });
         }

@@ -62,6 +62,7 @@ fn pod(name: &str, node: Option<&str>, ready_at: Option<Millis>) -> PodRecord {
         },
         ready_at,
         deleting_at: None,
+        unschedulable: node.is_none(),
     }
 }
 
@@ -426,4 +427,74 @@ fn pods_of_deleting_nodes_are_displaced_and_hold_termination_through_their_grace
     assert!(!terminates(&s, 21_000 + STUCK_TERMINATING_MS - 1));
     // Stuck past its grace period plus a minute: no longer waited for.
     assert!(terminates(&s, 21_000 + STUCK_TERMINATING_MS));
+}
+
+#[test]
+fn pods_on_follows_binding_rebinding_and_deletion() {
+    let mut s = ClusterState::new();
+    let names = |s: &ClusterState, n: &str| -> Vec<String> {
+        s.pods_on(n).map(|p| p.pod.name.clone()).collect()
+    };
+    s.apply(Object::Pod(Box::new(pod("a", Some("n1"), None))));
+    s.apply(Object::Pod(Box::new(pod("b", Some("n1"), None))));
+    s.apply(Object::Pod(Box::new(pod("c", None, None))));
+    assert_eq!(names(&s, "n1"), ["a", "b"]);
+    // Re-applied bound elsewhere, the pod leaves its old node.
+    s.apply(Object::Pod(Box::new(pod("a", Some("n2"), None))));
+    assert_eq!(names(&s, "n1"), ["b"]);
+    assert_eq!(names(&s, "n2"), ["a"]);
+    // Re-applied on the same node (a status change), it stays.
+    s.apply(Object::Pod(Box::new(pod("b", Some("n1"), Some(5)))));
+    assert_eq!(names(&s, "n1"), ["b"]);
+    s.delete(&ObjectKey::Pod(PodKey::new("default", "b")));
+    assert!(names(&s, "n1").is_empty());
+    s.reset();
+    assert!(names(&s, "n2").is_empty());
+}
+
+#[test]
+fn provisionable_deleting_and_initialized_are_kept_as_objects_change() {
+    let mut s = ClusterState::new();
+    let provisionable = |s: &ClusterState| -> Vec<String> {
+        s.provisionable_pods().map(|p| p.pod.name.clone()).collect()
+    };
+    // `pod` marks unbound pods unschedulable.
+    s.apply(Object::Pod(Box::new(pod("a", None, None))));
+    s.apply(Object::Pod(Box::new(pod("b", None, None))));
+    assert_eq!(provisionable(&s), ["a", "b"]);
+    s.apply(Object::Pod(Box::new(pod("a", Some("n1"), None))));
+    assert_eq!(provisionable(&s), ["b"], "bound");
+    let mut terminating = pod("b", None, None);
+    terminating.pod.terminating = true;
+    s.apply(Object::Pod(Box::new(terminating)));
+    assert!(provisionable(&s).is_empty(), "terminating");
+    s.apply(Object::Pod(Box::new(pod("c", None, None))));
+    s.delete(&ObjectKey::Pod(PodKey::new("default", "c")));
+    assert!(provisionable(&s).is_empty(), "deleted");
+
+    let mut n1 = node("n1", Some("c1"));
+    s.apply(Object::Node(Box::new(n1.clone())));
+    assert_eq!(s.deleting_nodes().count(), 0);
+    n1.deleting = true;
+    s.apply(Object::Node(Box::new(n1.clone())));
+    assert_eq!(
+        s.deleting_nodes()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>(),
+        ["n1"]
+    );
+    assert_eq!(s.displaced_pods().len(), 1, "pod a must move");
+    s.delete(&ObjectKey::Node("n1".into()));
+    assert_eq!(s.deleting_nodes().count(), 0);
+
+    let before = s.initializations();
+    s.apply(Object::NodeClaim(Box::new(claim(
+        "c1",
+        &[(ConditionType::Launched, 0)],
+    ))));
+    assert_eq!(s.initializations(), before);
+    let ready = claim("c1", &[(ConditionType::Initialized, 5)]);
+    s.apply(Object::NodeClaim(Box::new(ready.clone())));
+    s.apply(Object::NodeClaim(Box::new(ready)));
+    assert_eq!(s.initializations(), before + 1, "counted once");
 }

@@ -17,15 +17,16 @@ use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, NodePool, StatusCond
 use karpenter_cloudprovider::{CloudProvider, DriftReason, OfferingRef};
 use karpenter_cloudprovider_fake::FakeCloudProvider;
 use karpenter_cluster::manifests::{Document, ManifestError};
-use karpenter_cluster::orchestration::{Orchestrator, Outcome};
-use karpenter_cluster::provisioner::{Batcher, NameGenerator, launch_actions, time};
+use karpenter_cluster::orchestration::Outcome;
+use karpenter_cluster::provisioner::{NameGenerator, time};
+use karpenter_cluster::reconciler::{
+    Event as Decided, PlanSummary, ProviderFacts, Reconciler, ReconcilerSettings,
+};
 use karpenter_cluster::{
     Action, ClusterState, NodeRecord, Object, ObjectKey, PdbRecord, PodRecord, Scope, lifecycle,
     termination,
 };
-use karpenter_disruption::{
-    Command, Decision, DisruptionInput, DisruptionOptions, Hold, compute_pass,
-};
+use karpenter_disruption::{Command, Decision, DisruptionOptions};
 use karpenter_scheduling::k8s::{
     daemonset_from_k8s, node_from_k8s, pdb_from_k8s, pod_from_k8s, pods_from_workload,
 };
@@ -40,12 +41,6 @@ use std::task::{Context, Poll, Waker};
 
 /// The annotation that sets how long a Job's pods run once Ready.
 pub const JOB_RUN_TIME_ANNOTATION: &str = "karpenter-rs/simulated-run-time";
-
-/// How long a disruption pass may be skipped while nothing changes.
-const MAX_PASS_SKIP_MS: Millis = 5 * 60_000;
-
-/// How long a node stays nominated after the provisioner placed pending pods on it.
-const NOMINATION_MS: Millis = 20_000;
 
 /// Drives a future that never waits on I/O (the fake provider's) to completion.
 fn block_on<F: Future>(future: F) -> F::Output {
@@ -152,21 +147,19 @@ pub struct Engine<'a> {
     now: Millis,
     next_event: usize,
     workloads: BTreeMap<WorkloadKey, Workload>,
-    batcher: Batcher,
-    names: NameGenerator,
-    orchestrator: Orchestrator,
-    seen_pending: BTreeSet<String>,
+    /// The controller logic, exactly as `karpenter controller` runs it.
+    reconciler: Reconciler,
+    /// When the reconciler asked to run again.
+    reconcile_at: Option<Millis>,
+    /// Bumped whenever something only the provider knows may have changed (timeline events,
+    /// failed launches): the reconciler then evaluates disruption afresh.
+    facts_version: u64,
+    /// The `facts_version` the index's instance types were last refreshed at.
+    types_version: Option<u64>,
     pod_counter: u64,
     scheduled_generation: Option<u64>,
-    retrigger_after_schedule: bool,
-    next_disruption: Millis,
-    pass_generation: Option<u64>,
-    pass_deadline: Millis,
-    nominated: BTreeMap<String, Millis>,
     interruptions: BTreeMap<String, Millis>,
-    unschedulable: BTreeMap<PodKey, String>,
     solve_options: SolveOptions,
-    disruption_options: DisruptionOptions,
     /// What the report is built from.
     pub metrics: Metrics,
     log: &'a mut dyn FnMut(&LogLine),
@@ -204,19 +197,28 @@ impl<'a> Engine<'a> {
             ));
         let mut solve_options = SolveOptions::default();
         solve_options.optimizer.enabled = options.optimizer;
-        let disruption_options = DisruptionOptions {
-            spot_to_spot_consolidation: settings.spot_to_spot_consolidation,
-            validation_delay_ms: settings.validation_delay.0,
-            solve: solve_options.clone(),
-            ..DisruptionOptions::default()
-        };
+        let reconciler = Reconciler::new(
+            ReconcilerSettings {
+                batch_idle: settings.batch_idle_duration.0,
+                batch_max: settings.batch_max_duration.0,
+                disruption_interval: settings.disruption_interval.0,
+                solve: solve_options.clone(),
+                disruption: DisruptionOptions {
+                    spot_to_spot_consolidation: settings.spot_to_spot_consolidation,
+                    validation_delay_ms: settings.validation_delay.0,
+                    solve: solve_options.clone(),
+                    ..DisruptionOptions::default()
+                },
+                ..ReconcilerSettings::default()
+            },
+            NameGenerator::default(),
+        );
         let mut engine = Self {
             scenario,
-            batcher: Batcher::new(
-                settings.batch_idle_duration.0,
-                settings.batch_max_duration.0,
-            ),
-            orchestrator: Orchestrator::new(settings.validation_delay.0),
+            reconciler,
+            reconcile_at: None,
+            facts_version: 0,
+            types_version: None,
             settings,
             provider,
             catalogue,
@@ -224,19 +226,10 @@ impl<'a> Engine<'a> {
             now: 0,
             next_event: 0,
             workloads: BTreeMap::new(),
-            names: NameGenerator::default(),
-            seen_pending: BTreeSet::new(),
             pod_counter: 0,
             scheduled_generation: None,
-            retrigger_after_schedule: false,
-            next_disruption: 0,
-            pass_generation: None,
-            pass_deadline: 0,
-            nominated: BTreeMap::new(),
             interruptions: BTreeMap::new(),
-            unschedulable: BTreeMap::new(),
             solve_options,
-            disruption_options,
             metrics: Metrics::new(scenario.duration, options.optimizer),
             log,
         };
@@ -261,7 +254,7 @@ impl<'a> Engine<'a> {
         loop {
             self.step()?;
             self.metrics.sample(self.now, &self.state);
-            let mut disrupting = self.orchestrator.disrupting();
+            let mut disrupting = self.reconciler.disrupting();
             disrupting.extend(
                 self.state
                     .nodes()
@@ -278,25 +271,34 @@ impl<'a> Engine<'a> {
             self.metrics.integrate(self.now, next);
             self.now = next;
         }
-        self.metrics
-            .finish(self.now, &self.state, &self.unschedulable);
+        // Only pods still pending at the end count as never scheduled.
+        let unschedulable: BTreeMap<PodKey, String> = self
+            .reconciler
+            .unschedulable()
+            .iter()
+            .filter(|(k, _)| {
+                self.state
+                    .pods()
+                    .get(*k)
+                    .is_some_and(|p| p.pod.node_name.is_none())
+            })
+            .map(|(k, r)| (k.clone(), r.clone()))
+            .collect();
+        self.metrics.finish(self.now, &self.state, &unschedulable);
         Ok(())
     }
 
     fn next_wakeup(&self) -> Millis {
         let now = self.now;
-        let mut candidates: Vec<Millis> = vec![self.next_disruption];
+        let mut candidates: Vec<Millis> = self.reconcile_at.into_iter().collect();
         if let Some(e) = self.scenario.timeline.get(self.next_event) {
             candidates.push(e.at);
         }
-        candidates.extend(self.batcher.deadline());
-        candidates.extend(self.orchestrator.next_due());
         candidates.extend(lifecycle::step(&self.state, self.timings(), now).1);
         candidates.extend(self.interruptions.values().copied());
-        if self.orchestrator.is_busy()
-            || self.state.nodes().values().any(|n| n.deleting)
-            || (self.state.pending_pods().next().is_some()
-                && self.scheduled_generation != Some(self.state.generation()))
+        // The kube-scheduler retries pods it could not place when the cluster changed.
+        if self.state.pending_pods().next().is_some()
+            && self.scheduled_generation != Some(self.state.generation())
         {
             candidates.push(now + termination::RECONCILE_INTERVAL_MS);
         }
@@ -335,8 +337,8 @@ impl<'a> Engine<'a> {
             }
             let e = e.clone();
             // Some events change what only the provider knows (drift, capacity), which the
-            // index's generation does not see: evaluate disruption afresh.
-            self.pass_generation = None;
+            // index's generation does not see.
+            self.facts_version += 1;
             self.event(&e)?;
         }
         self.reclaim_interrupted();
@@ -344,13 +346,60 @@ impl<'a> Engine<'a> {
         self.apply_all(actions);
         self.complete_job_pods();
         self.reconcile_workloads();
-        let (actions, _) = termination::step(&self.state, self.now);
-        self.apply_all(actions);
+        self.schedule();
+        self.reconcile();
+        // What the controller did (evictions, launches) shows in the cluster at once: the
+        // workload controllers replace evicted pods and the kube-scheduler places them.
         self.reconcile_workloads();
         self.schedule();
-        self.provision();
-        self.disrupt();
         Ok(())
+    }
+
+    /// One pass of the shared reconciler, with the provider's current facts.
+    fn reconcile(&mut self) {
+        if self.types_version != Some(self.facts_version) {
+            self.refresh_instance_types();
+            self.types_version = Some(self.facts_version);
+        }
+        let drift = self.drift_map();
+        let facts = ProviderFacts {
+            drift: &drift,
+            version: self.facts_version,
+            seconds: &|| 0.0,
+        };
+        let tick = self.reconciler.tick(&self.state, &facts, self.now);
+        self.reconcile_at = tick.next_wakeup;
+        for event in tick.events {
+            self.record(event);
+        }
+        self.apply_all(tick.actions);
+    }
+
+    /// Logs and counts what the reconciler reports.
+    fn record(&mut self, event: Decided) {
+        match event {
+            Decided::Planned { pods, plan, .. } => {
+                self.metrics.solves += 1;
+                self.log_plan(&plan, pods);
+            }
+            Decided::Nominated { .. } => {}
+            Decided::FailedScheduling { pod, reason } => {
+                self.log(format!("could not schedule pod {pod}: {reason}"));
+            }
+            Decided::DisruptionPass { .. } => self.metrics.disruption_passes += 1,
+            Decided::DisruptionDecided(command) => {
+                if command.forceful {
+                    self.log(describe(&command, "disrupting node(s)"));
+                    self.count_disruption(&command);
+                }
+            }
+            Decided::Disruption(outcome) => self.log_outcome(&outcome),
+            Decided::OrphanTaint { node } => {
+                self.log(format!(
+                    "node {node} is tainted disrupted with no command; untainting"
+                ));
+            }
+        }
     }
 
     // ----- manifests and events -------------------------------------------------------
@@ -451,6 +500,7 @@ impl<'a> Engine<'a> {
                     pod: converted,
                     ready_at,
                     deleting_at: None,
+                    unschedulable: false,
                 })));
             }
             "DaemonSet" => {
@@ -885,6 +935,7 @@ impl<'a> Engine<'a> {
             pod,
             ready_at: Some(self.now + self.settings.pod_startup_time.0),
             deleting_at: None,
+            unschedulable: false,
         })));
     }
 
@@ -1005,6 +1056,7 @@ impl<'a> Engine<'a> {
                 pod,
                 ready_at: None,
                 deleting_at: None,
+                unschedulable: false,
             })));
         }
     }
@@ -1021,10 +1073,26 @@ impl<'a> Engine<'a> {
             return;
         }
         let snapshot = self.state.snapshot(self.now, Scope::Scheduler);
-        if !snapshot.nodes.iter().any(|n| n.state == NodeState::Ready) {
-            return;
+        if snapshot.nodes.iter().any(|n| n.state == NodeState::Ready) {
+            self.bind(&snapshot);
         }
-        let plan = solve(&snapshot, &self.solve_options);
+        // What it could not place it marks `PodScheduled=False` / `Unschedulable`.
+        let unmarked: Vec<PodRecord> = self
+            .state
+            .pending_pods()
+            .filter(|p| !p.unschedulable)
+            .cloned()
+            .collect();
+        for mut record in unmarked {
+            record.unschedulable = true;
+            self.state.apply(Object::Pod(Box::new(record)));
+        }
+        self.scheduled_generation = Some(self.state.generation());
+    }
+
+    /// Binds the pending pods of `snapshot` that fit its Ready nodes.
+    fn bind(&mut self, snapshot: &karpenter_scheduling::Snapshot) {
+        let plan = solve(snapshot, &self.solve_options);
         for placement in &plan.existing {
             for key in &placement.pods {
                 let Some(record) = self.state.pods().get(key).cloned() else {
@@ -1034,96 +1102,24 @@ impl<'a> Engine<'a> {
                 record.pod.node_name = Some(placement.node.clone());
                 record.pod.started_at = Some(self.now);
                 record.ready_at = Some(self.now + self.settings.pod_startup_time.0);
+                record.unschedulable = false;
                 self.metrics.pod_bound(self.now - record.pod.created_at);
-                self.unschedulable.remove(key);
                 self.state.apply(Object::Pod(Box::new(record)));
                 self.touch(&placement.node);
             }
         }
-        self.scheduled_generation = Some(self.state.generation());
-        if self.retrigger_after_schedule {
-            self.retrigger_after_schedule = false;
-            if self.state.pending_pods().next().is_some() {
-                self.batcher.trigger(self.now);
-            }
-        }
     }
 
-    // ----- provisioning ---------------------------------------------------------------
-
-    fn provision(&mut self) {
-        let mut fresh = false;
-        for p in self.state.pending_pods() {
-            if !self.seen_pending.contains(&p.pod.uid) {
-                fresh = true;
-                break;
-            }
-        }
-        if fresh {
-            self.batcher.trigger(self.now);
-            let uids: Vec<String> = self
-                .state
-                .pending_pods()
-                .map(|p| p.pod.uid.clone())
-                .collect();
-            self.seen_pending.extend(uids);
-        }
-        if !self.batcher.take_ready(self.now) {
-            return;
-        }
-        self.refresh_instance_types();
-        let snapshot = self.state.snapshot(self.now, Scope::Provisioner);
-        if snapshot.pending_pods.is_empty() {
-            return;
-        }
-        let plan = solve(&snapshot, &self.solve_options);
-        self.metrics.solves += 1;
-        self.log_plan(&plan, snapshot.pending_pods.len());
-        self.nominated.retain(|_, until| *until > self.now);
-        for placement in &plan.existing {
-            self.nominated
-                .insert(placement.node.clone(), self.now + NOMINATION_MS);
-        }
-        for u in &plan.unschedulable {
-            let first = self
-                .unschedulable
-                .insert(u.pod.clone(), u.reason.clone())
-                .is_none();
-            if first {
-                self.log(format!("could not schedule pod {}: {}", u.pod, u.reason));
-            }
-        }
-        let state = &self.state;
-        let actions = launch_actions(
-            &plan,
-            state.node_pools(),
-            &mut self.names,
-            &|n| state.node_claims().contains_key(n),
-            self.now,
-        );
-        self.apply_all(actions);
-    }
+    // ----- provisioning and disruption, as the reconciler reports them ---------------
 
     fn log_plan(&mut self, plan: &Plan, pending: usize) {
         if plan.new_node_claims.is_empty() {
             return;
         }
-        let pods: usize = plan.new_node_claims.iter().map(|c| c.pods.len()).sum();
-        // First-seen order; the set keeps this linear (claims list about a thousand options
-        // each on a full catalogue).
-        let mut options: Vec<&str> = Vec::new();
-        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
-        for c in &plan.new_node_claims {
-            for o in c.instance_type_options.iter() {
-                if seen.insert(&o.name) {
-                    options.push(&o.name);
-                }
-            }
-        }
-        let shown = options.len().min(5);
-        let mut list = options[..shown].join(", ");
-        if options.len() > shown {
-            list.push_str(&format!(" and {} other(s)", options.len() - shown));
+        let summary = PlanSummary::of(plan, 5);
+        let mut list = summary.options.join(", ");
+        if summary.more_options > 0 {
+            list.push_str(&format!(" and {} other(s)", summary.more_options));
         }
         let bound = match (plan.lower_bound, plan.greedy_price) {
             (Some(lb), Some(g)) if g > plan.total_price + 1e-9 => format!(
@@ -1133,8 +1129,8 @@ impl<'a> Engine<'a> {
             _ => format!("; ${:.4}/h", plan.total_price),
         };
         self.log(format!(
-            "found {pending} provisionable pod(s); computed {} new node(s) will fit {pods} pod(s) with instance type option(s) [{list}]{bound}",
-            plan.new_node_claims.len()
+            "found {pending} provisionable pod(s); computed {} new node(s) will fit {} pod(s) with instance type option(s) [{list}]{bound}",
+            summary.node_claims, summary.pods
         ));
     }
 
@@ -1151,97 +1147,6 @@ impl<'a> Engine<'a> {
                     .map(|r| (c.name().to_owned(), r.0))
             })
             .collect()
-    }
-
-    fn input(&self, disrupting: &BTreeSet<String>) -> DisruptionInput {
-        let nominated: BTreeSet<String> = self
-            .nominated
-            .iter()
-            .filter(|(_, until)| **until > self.now)
-            .map(|(n, _)| n.clone())
-            .collect();
-        self.state.disruption_input(
-            self.now,
-            &self.disruption_options,
-            disrupting,
-            &self.drift_map(),
-            &nominated,
-        )
-    }
-
-    fn disrupt(&mut self) {
-        if self.orchestrator.is_busy() {
-            let mut orchestrator = std::mem::take(&mut self.orchestrator);
-            let mut names = std::mem::take(&mut self.names);
-            let (actions, outcomes) = {
-                let fresh = |d: &BTreeSet<String>| self.input(d);
-                orchestrator.step(&self.state, &fresh, &mut names, self.now)
-            };
-            self.orchestrator = orchestrator;
-            self.names = names;
-            for o in outcomes {
-                self.log_outcome(&o);
-            }
-            self.apply_all(actions);
-        }
-        if self.now < self.next_disruption {
-            return;
-        }
-        self.next_disruption = self.now + self.settings.disruption_interval.0;
-        let generation = self.state.generation();
-        if self.pass_generation == Some(generation) && self.now < self.pass_deadline {
-            return;
-        }
-        let input = self.input(&self.orchestrator.disrupting());
-        let result = compute_pass(&input, self.now);
-        self.metrics.disruption_passes += 1;
-        self.pass_generation = Some(generation);
-        // Without state changes a pass can only decide differently once a timer runs out:
-        // consolidateAfter, expiry, a budget's cron window or a pod's do-not-disrupt
-        // duration. The first two are tracked exactly; the others are re-checked every
-        // few minutes when present.
-        let timers = self.state.node_pools().values().any(|p| {
-            p.spec
-                .disruption
-                .budgets
-                .iter()
-                .any(|b| b.schedule.is_some())
-        }) || self.state.pods().values().any(|p| {
-            p.pod
-                .annotations
-                .get(labels::DO_NOT_DISRUPT)
-                .is_some_and(|v| v != "true")
-        });
-        let mut deadline = if timers {
-            self.now + MAX_PASS_SKIP_MS
-        } else {
-            self.scenario.duration + 1
-        };
-        for e in &result.explanations {
-            for h in &e.holds {
-                if let Hold::ConsolidateAfter { remaining_ms } = h {
-                    deadline = deadline.min(self.now + remaining_ms);
-                }
-            }
-        }
-        for (name, info) in &input.nodes {
-            let _ = name;
-            if let Some(exp) = info.expire_after {
-                let at = info.created_at + exp;
-                if at > self.now {
-                    deadline = deadline.min(at);
-                }
-            }
-        }
-        self.pass_deadline = deadline;
-        for command in result.commands {
-            if command.forceful {
-                self.log(describe(&command, "disrupting node(s)"));
-                self.count_disruption(&command);
-            }
-            let actions = self.orchestrator.submit(command);
-            self.apply_all(actions);
-        }
     }
 
     fn count_disruption(&mut self, command: &Command) {
@@ -1373,7 +1278,6 @@ impl<'a> Engine<'a> {
                     };
                     self.log(format!("initialized nodeclaim {node_claim}{extra}"));
                 }
-                self.retrigger_after_schedule = true;
             }
             Action::TaintDisrupted { node } => {
                 if let Some(mut record) = self.state.nodes().get(&node).cloned()
@@ -1507,7 +1411,6 @@ impl<'a> Engine<'a> {
         for p in pods {
             self.delete_pod(p);
         }
-        self.nominated.remove(node);
         self.metrics.node_stopped(node, self.now);
         self.state.delete(&ObjectKey::Node(node.to_owned()));
     }
@@ -1584,7 +1487,8 @@ impl<'a> Engine<'a> {
                 self.metrics.launch_failures += 1;
                 self.log(format!("failed launching nodeclaim {name}: {e}"));
                 // The offerings tried are now known unavailable; re-plan the pods.
-                self.batcher.trigger(self.now);
+                self.facts_version += 1;
+                self.reconciler.replan(self.now);
             }
         }
     }

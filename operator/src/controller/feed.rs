@@ -9,9 +9,9 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use karpenter_cloudprovider::v1::{ConditionType, labels as v1labels};
 use karpenter_cloudprovider::{NodeClaim, NodePool};
-use karpenter_cluster::{ClusterState, NodeRecord, Object, PdbRecord, PodRecord};
+use karpenter_cluster::{ClusterState, NodeRecord, Object, ObjectKey, PdbRecord, PodRecord};
 use karpenter_scheduling::k8s::{daemonset_from_k8s, node_from_k8s, pdb_from_k8s, pod_from_k8s};
-use karpenter_scheduling::model::{self, InstanceType, Millis, NodeState};
+use karpenter_scheduling::model::{self, InstanceType, Millis, NodeState, PodKey};
 use karpenter_scheduling::{Quantity, Resources};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -41,6 +41,56 @@ pub fn is_terminal(pod: &Pod) -> bool {
     )
 }
 
+/// Whether Karpenter should provision for `pod`: not bound, not being deleted, not
+/// finished, marked `PodScheduled=False` with reason `Unschedulable` by the kube-scheduler,
+/// not owned by a DaemonSet (its controller places it) and not a static (mirror) pod.
+pub fn is_provisionable(pod: &Pod) -> bool {
+    let spec = pod.spec.as_ref();
+    if spec
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty())
+    {
+        return false;
+    }
+    if pod.metadata.deletion_timestamp.is_some() || is_terminal(pod) {
+        return false;
+    }
+    if pod
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"))
+    {
+        return false;
+    }
+    if pod
+        .metadata
+        .owner_references
+        .as_ref()
+        .is_some_and(|o| o.iter().any(|r| r.kind == "DaemonSet"))
+    {
+        return false;
+    }
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c.type_ == "PodScheduled"
+                && c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable")
+        })
+}
+
+/// The pod's key in the index.
+pub fn pod_key(pod: &Pod) -> PodKey {
+    PodKey::new(
+        pod.metadata.namespace.clone().unwrap_or_default(),
+        pod.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
 /// A pod as the index keeps it, or `None` for pods that take no capacity (terminal pods).
 ///
 /// # Errors
@@ -59,6 +109,7 @@ pub fn pod_record(
             .deletion_timestamp
             .as_ref()
             .map(|t| t.0.as_millisecond()),
+        unschedulable: is_provisionable(pod),
     }))
 }
 
@@ -183,78 +234,199 @@ pub fn offering_price(
         .unwrap_or(0.0)
 }
 
-/// Rebuilds `state` from the watch stores. Objects the scheduling model cannot represent are
-/// skipped and logged at debug level (a rebuild runs every pass; the provisioner reports
-/// unschedulable pods itself). `instance_types` are the provider's offerings per pool.
-pub fn rebuild(
-    state: &mut ClusterState,
-    stores: &Stores,
-    instance_types: &BTreeMap<String, Vec<Arc<InstanceType>>>,
-) {
-    state.reset();
-    for (pool, types) in instance_types {
-        state.set_instance_types(pool, types.clone());
+/// What an indexed object was built from: its kind of source and the resource versions
+/// (and the instance-type version, for prices) of every API object that went into it.
+/// `None` when an input has no resource version: then it is rebuilt every time.
+type Fingerprint = Option<String>;
+
+fn fingerprint(parts: &[Option<&str>]) -> Fingerprint {
+    let mut out = String::new();
+    for p in parts {
+        out.push_str(p.filter(|v| !v.is_empty())?);
+        out.push('/');
     }
-    let claims = stores.node_claims_sorted();
-    let by_provider: BTreeMap<&str, &NodeClaim> = claims
-        .iter()
-        .filter(|c| !c.provider_id().is_empty())
-        .map(|c| (c.provider_id(), c.as_ref()))
-        .collect();
-    let mut pools: Vec<_> = stores.node_pools.state();
-    pools.sort_by(|a, b| a.name().cmp(b.name()));
-    for pool in pools {
-        state.apply(Object::NodePool(Box::new(NodePool::clone(&pool))));
-    }
-    let mut with_node: BTreeSet<String> = BTreeSet::new();
-    for node in stores.nodes.state() {
-        let claim = by_provider
-            .get(super::state::node_provider_id(&node))
-            .copied();
-        match node_record(&node, claim) {
-            Ok(mut record) => {
-                record.node.price = offering_price(&record.node, instance_types);
-                if let Some(c) = claim {
-                    with_node.insert(c.name().to_owned());
-                }
-                state.apply(Object::Node(Box::new(record)));
+    Some(out)
+}
+
+/// Feeds the index from the watch stores incrementally: each pass converts and applies only
+/// the objects whose resource version (or whose joined NodeClaim, or the instance types
+/// pricing it) changed since the last pass, and deletes what is gone. A pass over an
+/// unchanged cluster leaves the index, and its generation, untouched, so the reconciler
+/// skips work that cannot decide differently. Objects the scheduling model cannot
+/// represent are skipped and logged at debug level (the provisioner reports unschedulable
+/// pods itself).
+#[derive(Debug, Default)]
+pub struct Feed {
+    seen: BTreeMap<ObjectKey, Fingerprint>,
+    types_version: Option<u64>,
+}
+
+impl Feed {
+    /// Brings `state` in line with `stores`. `instance_types` are the provider's offerings
+    /// per pool, `types_version` changes whenever they do. Returns how many objects were
+    /// applied or deleted.
+    pub fn sync(
+        &mut self,
+        state: &mut ClusterState,
+        stores: &Stores,
+        instance_types: &BTreeMap<String, Vec<Arc<InstanceType>>>,
+        types_version: u64,
+    ) -> usize {
+        let types_changed = self.types_version != Some(types_version);
+        if types_changed {
+            for (pool, types) in instance_types {
+                state.set_instance_types(pool, types.clone());
             }
-            Err(e) => tracing::debug!(error = %e, "skipping node"),
+            self.types_version = Some(types_version);
         }
-    }
-    for claim in &claims {
-        state.apply(Object::NodeClaim(Box::new(NodeClaim::clone(claim))));
-        if !with_node.contains(claim.name()) && !claim.is(ConditionType::Registered) {
-            let mut record = in_flight_record(claim);
-            record.node.price = offering_price(&record.node, instance_types);
-            state.apply(Object::Node(Box::new(record)));
+        let types = types_version.to_string();
+        let mut visited: BTreeMap<ObjectKey, Fingerprint> = BTreeMap::new();
+        let mut changes = 0;
+        let mut put = |state: &mut ClusterState,
+                       key: ObjectKey,
+                       print: Fingerprint,
+                       build: &mut dyn FnMut() -> Option<Object>| {
+            if print.is_some() && self.seen.get(&key) == Some(&print) {
+                visited.insert(key, print);
+                return;
+            }
+            if let Some(object) = build() {
+                state.apply(object);
+                changes += 1;
+                visited.insert(key, print);
+            }
+        };
+
+        let claims = stores.node_claims_sorted();
+        let by_provider: BTreeMap<&str, &NodeClaim> = claims
+            .iter()
+            .filter(|c| !c.provider_id().is_empty())
+            .map(|c| (c.provider_id(), c.as_ref()))
+            .collect();
+        for pool in stores.node_pools.state() {
+            let print = fingerprint(&[pool.metadata.resource_version.as_deref()]);
+            put(
+                state,
+                ObjectKey::NodePool(pool.name().to_owned()),
+                print,
+                &mut || Some(Object::NodePool(Box::new(NodePool::clone(&pool)))),
+            );
         }
-    }
-    for pod in stores.pods.state() {
-        match pod_record(&pod) {
-            Ok(Some(record)) => state.apply(Object::Pod(Box::new(record))),
-            Ok(None) => {}
-            Err(e) => tracing::debug!(error = %e, "skipping pod"),
+        let mut with_node: BTreeSet<String> = BTreeSet::new();
+        for node in stores.nodes.state() {
+            let claim = by_provider
+                .get(super::state::node_provider_id(&node))
+                .copied();
+            if let Some(c) = claim {
+                with_node.insert(c.name().to_owned());
+            }
+            let name = node.metadata.name.clone().unwrap_or_default();
+            let print = fingerprint(&[
+                Some("node"),
+                node.metadata.resource_version.as_deref(),
+                Some(claim.map_or("-", |c| {
+                    c.metadata.resource_version.as_deref().unwrap_or("")
+                })),
+                Some(&types),
+            ]);
+            put(
+                state,
+                ObjectKey::Node(name),
+                print,
+                &mut || match node_record(&node, claim) {
+                    Ok(mut record) => {
+                        record.node.price = offering_price(&record.node, instance_types);
+                        Some(Object::Node(Box::new(record)))
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "skipping node");
+                        None
+                    }
+                },
+            );
         }
-    }
-    for ds in stores.daemon_sets.state() {
-        match daemonset_from_k8s(&ds) {
-            Ok(d) => state.apply(Object::DaemonSet(Box::new(d))),
-            Err(e) => tracing::debug!(error = %e, "skipping daemonset"),
+        for claim in &claims {
+            let rv = claim.metadata.resource_version.as_deref();
+            put(
+                state,
+                ObjectKey::NodeClaim(claim.name().to_owned()),
+                fingerprint(&[rv]),
+                &mut || Some(Object::NodeClaim(Box::new(NodeClaim::clone(claim)))),
+            );
+            if !with_node.contains(claim.name()) && !claim.is(ConditionType::Registered) {
+                let print = fingerprint(&[Some("in-flight"), rv, Some(&types)]);
+                put(
+                    state,
+                    ObjectKey::Node(claim.name().to_owned()),
+                    print,
+                    &mut || {
+                        let mut record = in_flight_record(claim);
+                        record.node.price = offering_price(&record.node, instance_types);
+                        Some(Object::Node(Box::new(record)))
+                    },
+                );
+            }
         }
-    }
-    for pdb in stores.pdbs.state() {
-        if let Some(record) = pdb_record(&pdb) {
-            state.apply(Object::Pdb(Box::new(record)));
+        for pod in stores.pods.state() {
+            let key = ObjectKey::Pod(pod_key(&pod));
+            let print = fingerprint(&[pod.metadata.resource_version.as_deref()]);
+            put(state, key, print, &mut || match pod_record(&pod) {
+                Ok(Some(record)) => Some(Object::Pod(Box::new(record))),
+                Ok(None) => None,
+                Err(e) => {
+                    tracing::debug!(error = %e, "skipping pod");
+                    None
+                }
+            });
         }
-    }
-    for ns in stores.namespaces.state() {
-        if let Some(name) = ns.metadata.name.clone() {
-            state.apply(Object::Namespace(
-                name,
-                ns.metadata.labels.clone().unwrap_or_default(),
-            ));
+        for ds in stores.daemon_sets.state() {
+            let key = ObjectKey::DaemonSet(
+                ds.metadata.namespace.clone().unwrap_or_default(),
+                ds.metadata.name.clone().unwrap_or_default(),
+            );
+            let print = fingerprint(&[ds.metadata.resource_version.as_deref()]);
+            put(state, key, print, &mut || match daemonset_from_k8s(&ds) {
+                Ok(d) => Some(Object::DaemonSet(Box::new(d))),
+                Err(e) => {
+                    tracing::debug!(error = %e, "skipping daemonset");
+                    None
+                }
+            });
         }
+        for pdb in stores.pdbs.state() {
+            let key = ObjectKey::Pdb(
+                pdb.metadata.namespace.clone().unwrap_or_default(),
+                pdb.metadata.name.clone().unwrap_or_default(),
+            );
+            let print = fingerprint(&[pdb.metadata.resource_version.as_deref()]);
+            put(state, key, print, &mut || {
+                pdb_record(&pdb).map(|r| Object::Pdb(Box::new(r)))
+            });
+        }
+        for ns in stores.namespaces.state() {
+            let Some(name) = ns.metadata.name.clone() else {
+                continue;
+            };
+            let print = fingerprint(&[ns.metadata.resource_version.as_deref()]);
+            put(
+                state,
+                ObjectKey::Namespace(name.clone()),
+                print,
+                &mut || {
+                    Some(Object::Namespace(
+                        name.clone(),
+                        ns.metadata.labels.clone().unwrap_or_default(),
+                    ))
+                },
+            );
+        }
+        for key in self.seen.keys() {
+            if !visited.contains_key(key) && state.delete(key) {
+                changes += 1;
+            }
+        }
+        self.seen = visited;
+        changes
     }
 }
 
@@ -276,6 +448,54 @@ pub fn pdb_record(pdb: &PodDisruptionBudget) -> Option<PdbRecord> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn api_pod(name: &str, rv: Option<&str>, node: Option<&str>) -> Pod {
+        let mut pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "default", "uid": name},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+            "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+        }))
+        .unwrap();
+        pod.metadata.resource_version = rv.map(str::to_owned);
+        if let (Some(n), Some(spec)) = (node, pod.spec.as_mut()) {
+            spec.node_name = Some(n.to_owned());
+            pod.status = None;
+        }
+        pod
+    }
+
+    #[test]
+    fn feed_applies_only_what_changed_and_deletes_what_is_gone() {
+        use crate::controller::testing::put;
+        use kube::runtime::watcher::Event;
+        let (stores, mut writers) = crate::controller::state::stores();
+        let types = BTreeMap::new();
+        let mut state = ClusterState::new();
+        let mut feed = Feed::default();
+        put(&mut writers.pods, api_pod("a", Some("1"), None));
+        put(&mut writers.pods, api_pod("b", Some("1"), None));
+        assert_eq!(feed.sync(&mut state, &stores, &types, 0), 2);
+        assert!(state.provisionable_pods().count() == 2);
+        let generation = state.generation();
+        assert_eq!(feed.sync(&mut state, &stores, &types, 0), 0);
+        assert_eq!(state.generation(), generation, "nothing changed");
+
+        put(&mut writers.pods, api_pod("a", Some("2"), Some("n1")));
+        assert_eq!(feed.sync(&mut state, &stores, &types, 0), 1);
+        assert_eq!(state.pods_on("n1").count(), 1);
+        assert_eq!(state.provisionable_pods().count(), 1);
+
+        writers
+            .pods
+            .apply_watcher_event(&Event::Delete(api_pod("b", Some("1"), None)));
+        assert_eq!(feed.sync(&mut state, &stores, &types, 0), 1);
+        assert!(state.pods().keys().all(|k| k.name != "b"));
+
+        // Without a resource version nothing can be compared: applied every time.
+        put(&mut writers.pods, api_pod("c", None, None));
+        assert_eq!(feed.sync(&mut state, &stores, &types, 0), 1);
+        assert_eq!(feed.sync(&mut state, &stores, &types, 0), 1);
+    }
     use karpenter_scheduling::model::Offering;
 
     fn node(labels: &[(&str, &str)]) -> model::Node {

@@ -1,13 +1,13 @@
 //! `karpenter controller`: the operator on a real cluster.
 //!
-//! Watches feed reflector stores ([`state`]); every pass the leader rebuilds the shared
-//! [`ClusterState`](karpenter_cluster::ClusterState) index from them ([`feed`]), asks the
-//! shared decision modules (`cluster::provisioner`, `cluster::orchestration`,
-//! `cluster::termination`, `karpenter_scheduling::solve`, `karpenter_disruption`) what to do,
-//! and carries the resulting actions out against the API server and the cloud provider
-//! ([`exec`]). The NodeClaim lifecycle, which a cluster observes rather than times, is
-//! decided in [`lifecycle`]. All progress lives in the objects (finalizers, taints,
-//! conditions), so a restarted or newly elected replica resumes where the last one stopped.
+//! Watches feed reflector stores ([`state`]); every pass the leader applies what changed in
+//! them to the shared [`ClusterState`](karpenter_cluster::ClusterState) index ([`feed`]),
+//! ticks the shared [`Reconciler`](karpenter_cluster::reconciler::Reconciler) on a blocking
+//! thread, publishes its events (logs, Kubernetes events, metrics) and carries its actions
+//! out against the API server and the cloud provider ([`exec`]). The NodeClaim lifecycle,
+//! which a cluster observes rather than times, is decided in [`lifecycle`]. All progress
+//! lives in the objects (finalizers, taints, conditions), so a restarted or newly elected
+//! replica resumes where the last one stopped.
 
 pub mod api;
 #[cfg(feature = "aws")]

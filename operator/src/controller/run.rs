@@ -4,6 +4,7 @@
 use super::events::{EventSink, publish_loop};
 use super::exec::{self, Executed};
 use super::explain::Explainer;
+use super::feed::pod_key;
 use super::leader::{self, LeaderGate};
 use super::podmetrics::PodTransitions;
 use super::provider::ProviderHooks;
@@ -16,22 +17,20 @@ use crate::metrics::{
 };
 use crate::settings::{ControllerArgs, ProviderKind, Settings};
 use anyhow::Context as _;
-use k8s_openapi::api::core::v1::Pod;
 use karpenter_cloudprovider::v1::{ConditionType, labels as v1labels};
-use karpenter_cluster::orchestration::{Orchestrator, Outcome};
-use karpenter_cluster::provisioner::{Batcher, NameGenerator, ProvisionQueue, launch_actions};
-use karpenter_cluster::{Action, ClusterState, Scope, termination};
-use karpenter_disruption::{DisruptionOptions, compute_pass};
+use karpenter_cluster::orchestration::Outcome;
+use karpenter_cluster::provisioner::NameGenerator;
+use karpenter_cluster::reconciler::{Event, ProviderFacts, Reconciler, ReconcilerSettings};
+use karpenter_cluster::{Action, ClusterState};
+use karpenter_disruption::DisruptionOptions;
+use karpenter_scheduling::SolveOptions;
 use karpenter_scheduling::model::{InstanceType, Millis, PodKey};
-use karpenter_scheduling::{SolveOptions, solve};
 use kube::runtime::events::{Recorder, Reporter};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
 
-/// Upstream's disruption poll period.
-pub const DISRUPTION_POLL_MS: Millis = 10_000;
 /// How often instance types are refreshed from the provider.
 pub const INSTANCE_TYPES_TTL_MS: Millis = 60_000;
 /// How often drift is asked of the provider.
@@ -41,75 +40,24 @@ pub const GC_PERIOD_MS: Millis = 120_000;
 /// Instances younger than this are never garbage-collected (their NodeClaim may not have
 /// its provider ID yet).
 pub const GC_MIN_AGE_MS: Millis = 30_000;
-/// Pending pods that were already batched are planned again after this long.
-pub const RESOLVE_PERIOD_MS: Millis = 30_000;
-
-/// Whether Karpenter should provision for `pod`: not bound, not being deleted, not
-/// finished, marked `PodScheduled=False` with reason `Unschedulable` by the kube-scheduler,
-/// not owned by a DaemonSet (its controller places it) and not a static (mirror) pod.
-pub fn is_provisionable(pod: &Pod) -> bool {
-    let spec = pod.spec.as_ref();
-    if spec
-        .and_then(|s| s.node_name.as_deref())
-        .is_some_and(|n| !n.is_empty())
-    {
-        return false;
-    }
-    if pod.metadata.deletion_timestamp.is_some() || feed::is_terminal(pod) {
-        return false;
-    }
-    if pod
-        .metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"))
-    {
-        return false;
-    }
-    if pod
-        .metadata
-        .owner_references
-        .as_ref()
-        .is_some_and(|o| o.iter().any(|r| r.kind == "DaemonSet"))
-    {
-        return false;
-    }
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| {
-            c.type_ == "PodScheduled"
-                && c.status == "False"
-                && c.reason.as_deref() == Some("Unschedulable")
-        })
-}
-
-fn pod_key(pod: &Pod) -> PodKey {
-    PodKey::new(
-        pod.metadata.namespace.clone().unwrap_or_default(),
-        pod.metadata.name.clone().unwrap_or_default(),
-    )
-}
 
 /// The controller's in-memory bookkeeping between passes. Nothing here is needed for
 /// correctness after a restart: it only paces work (batch windows, polls) and remembers
 /// which events were already sent.
 pub struct Controller {
     ctx: Ctx,
-    state: ClusterState,
-    queue: ProvisionQueue,
-    names: NameGenerator,
-    orchestrator: Orchestrator,
+    /// The index and the reconciler travel to a blocking thread for each tick (solving
+    /// and disruption passes are CPU-heavy) and back; they are `None` only meanwhile.
+    core: Option<(ClusterState, Reconciler)>,
     instance_types: BTreeMap<String, Vec<Arc<InstanceType>>>,
     instance_types_at: Option<Millis>,
     drift: BTreeMap<String, String>,
     drift_at: Option<Millis>,
-    nominated: BTreeMap<PodKey, String>,
-    unschedulable: BTreeMap<PodKey, String>,
-    last_disruption: Option<Millis>,
-    orphan_taints: BTreeSet<String>,
+    /// Bumped when the provider's facts (instance types, drift) are refreshed.
+    facts_version: u64,
+    /// Bumped when instance types are refreshed (their prices go into the index).
+    types_version: u64,
+    feed: feed::Feed,
     last_gc: Option<Millis>,
     hooks: Option<Arc<dyn ProviderHooks>>,
     pod_transitions: PodTransitions,
@@ -120,27 +68,16 @@ pub struct Controller {
 impl Controller {
     /// A controller with empty bookkeeping.
     pub fn new(ctx: Ctx) -> Self {
-        let s = &ctx.settings;
-        let batcher = Batcher::new(
-            s.batch_idle_duration.as_millis() as Millis,
-            s.batch_max_duration.as_millis() as Millis,
-        );
         Self {
+            core: Some(fresh_core(&ctx)),
             ctx,
-            state: ClusterState::new(),
-            queue: ProvisionQueue::new(batcher, RESOLVE_PERIOD_MS),
-            names: NameGenerator::starting_at(name_seed()),
-            orchestrator: Orchestrator::new(
-                karpenter_disruption::input::DEFAULT_VALIDATION_DELAY_MS,
-            ),
             instance_types: BTreeMap::new(),
             instance_types_at: None,
             drift: BTreeMap::new(),
             drift_at: None,
-            nominated: BTreeMap::new(),
-            unschedulable: BTreeMap::new(),
-            last_disruption: None,
-            orphan_taints: BTreeSet::new(),
+            facts_version: 0,
+            types_version: 0,
+            feed: feed::Feed::default(),
             last_gc: None,
             hooks: None,
             pod_transitions: PodTransitions::default(),
@@ -149,18 +86,20 @@ impl Controller {
         }
     }
 
+    /// The index and reconciler; fresh ones when a tick was cancelled or panicked on its
+    /// thread (a fresh reconciler decides again from the objects, as a restarted replica).
+    fn take_core(&mut self) -> (ClusterState, Reconciler) {
+        self.core.take().unwrap_or_else(|| {
+            tracing::warn!("reconciler state lost; starting afresh");
+            self.feed = feed::Feed::default();
+            fresh_core(&self.ctx)
+        })
+    }
+
     /// Adds the provider's hooks, called at the start of every pass.
     pub fn with_hooks(mut self, hooks: Option<Arc<dyn ProviderHooks>>) -> Self {
         self.hooks = hooks;
         self
-    }
-
-    fn solve_options(&self) -> SolveOptions {
-        SolveOptions {
-            preference_policy: self.ctx.settings.preference_policy,
-            min_values_policy: self.ctx.settings.min_values_policy,
-            ..SolveOptions::default()
-        }
     }
 
     async fn refresh_instance_types(&mut self, now: Millis) {
@@ -187,6 +126,8 @@ impl Controller {
         }
         self.instance_types = fresh;
         self.instance_types_at = Some(now);
+        self.facts_version += 1;
+        self.types_version += 1;
     }
 
     async fn run_actions(&self, actions: &[Action]) {
@@ -207,7 +148,15 @@ impl Controller {
             hooks.reconcile(&self.ctx).await;
         }
         self.refresh_instance_types(now).await;
-        feed::rebuild(&mut self.state, &self.ctx.stores, &self.instance_types);
+        self.refresh_drift(now).await;
+        let (mut state, reconciler) = self.take_core();
+        self.feed.sync(
+            &mut state,
+            &self.ctx.stores,
+            &self.instance_types,
+            self.types_version,
+        );
+        self.core = Some((state, reconciler));
 
         for claim in self.ctx.stores.node_claims_sorted() {
             if let Err(e) = lifecycle::reconcile(&self.ctx, &claim).await {
@@ -220,9 +169,7 @@ impl Controller {
         if self.ctx.settings.feature_gates.node_repair {
             repair::reconcile(&self.ctx, now, &mut self.repair_blocked).await;
         }
-        self.terminate(now).await;
-        self.provision(now).await;
-        self.disrupt(now).await;
+        self.reconcile(now).await;
         if let Err(e) = nodepool::reconcile_all(&self.ctx).await {
             tracing::warn!(error = %e, "nodepool status update failed");
         }
@@ -235,125 +182,156 @@ impl Controller {
         self.record_metrics(now);
     }
 
-    async fn terminate(&mut self, now: Millis) {
-        let (actions, _) = termination::step(&self.state, now);
-        // The shared step drains every deleting node; on a real cluster only nodes that
-        // belong to a NodeClaim are Karpenter's to drain.
-        let managed: Vec<Action> = actions
-            .into_iter()
-            .filter(|a| match a {
-                Action::TaintDisrupted { node }
-                | Action::EvictPod { node, .. }
-                | Action::DeletePod { node, .. } => self
-                    .state
-                    .nodes()
-                    .get(node)
-                    .is_some_and(|r| r.node_claim.is_some()),
-                _ => true,
-            })
-            .collect();
-        self.run_actions(&managed).await;
-    }
-
-    async fn provision(&mut self, now: Millis) {
-        let pods = self.ctx.stores.pods.state();
-        let mut provisionable: BTreeSet<PodKey> = pods
-            .iter()
-            .filter(|p| is_provisionable(p))
-            .map(|p| pod_key(p))
-            .collect();
-        let displaced = self.state.displaced_pods();
-        provisionable.extend(displaced.iter().map(|p| p.key()));
+    /// One tick of the shared reconciler on a blocking thread, then its events and actions.
+    async fn reconcile(&mut self, now: Millis) {
+        let (state, mut reconciler) = self.take_core();
+        let drift = self.drift.clone();
+        let version = self.facts_version;
+        let joined = tokio::task::spawn_blocking(move || {
+            let origin = std::time::Instant::now();
+            let seconds = move || origin.elapsed().as_secs_f64();
+            let facts = ProviderFacts {
+                drift: &drift,
+                version,
+                seconds: &seconds,
+            };
+            let tick = reconciler.tick(&state, &facts, now);
+            (state, reconciler, tick)
+        })
+        .await;
+        let (state, reconciler, tick) = match joined {
+            Ok(done) => done,
+            Err(e) => {
+                // A panic in the decision code: the bookkeeping is lost, so start afresh
+                // from the objects, as a restarted replica would.
+                tracing::error!(error = %e, "reconcile pass failed");
+                return;
+            }
+        };
+        let provisionable = state.provisionable_pods().count() + state.displaced_pods().len();
         self.ctx
             .metrics
             .scheduler_queue_depth
             .get_or_create(&ControllerLabels {
                 controller: "provisioner".into(),
             })
-            .set(provisionable.len() as i64);
-        if !self.queue.ready(&provisionable, now) {
-            return;
+            .set(provisionable as i64);
+        self.core = Some((state, reconciler));
+        for event in tick.events {
+            self.record(event).await;
         }
-        let mut snapshot = self.state.snapshot(now, Scope::Provisioner);
-        snapshot
-            .pending_pods
-            .retain(|p| provisionable.contains(&p.key()));
-        // Pods of deleting nodes are planned as if pending, and no longer count where they
-        // are (their node takes nothing new).
-        let moving: BTreeSet<PodKey> = displaced.iter().map(|p| p.key()).collect();
-        snapshot.bound_pods.retain(|p| !moving.contains(&p.key()));
-        snapshot.pending_pods.extend(displaced);
-        let options = self.solve_options();
-        let started = std::time::Instant::now();
-        let plan = match tokio::task::spawn_blocking(move || solve(&snapshot, &options)).await {
-            Ok(plan) => plan,
-            Err(e) => {
-                tracing::error!(error = %e, "scheduling simulation failed");
-                return;
-            }
+        self.run_actions(&tick.actions).await;
+    }
+
+    /// Logs, publishes and counts what the reconciler reports.
+    async fn record(&mut self, event: Event) {
+        let pod_ref = |key: &PodKey| {
+            self.ctx
+                .stores
+                .pods
+                .state()
+                .into_iter()
+                .find(|p| pod_key(p) == *key)
         };
-        self.ctx
-            .metrics
-            .scheduling_duration
-            .get_or_create(&ControllerLabels {
-                controller: "provisioner".into(),
-            })
-            .observe(started.elapsed().as_secs_f64());
-        tracing::info!(
-            pods = provisionable.len(),
-            nodeclaims = plan.new_node_claims.len(),
-            existing = plan.existing.len(),
-            unschedulable = plan.unschedulable.len(),
-            price = plan.total_price,
-            "computed new nodeclaim(s) to fit pod(s)"
-        );
-        for placement in &plan.existing {
-            for key in &placement.pods {
-                if self.nominated.get(key) == Some(&placement.node) {
-                    continue;
-                }
-                self.nominated.insert(key.clone(), placement.node.clone());
-                if let Some(pod) = pods.iter().find(|p| pod_key(p) == *key) {
+        match event {
+            Event::Planned {
+                pods,
+                plan,
+                seconds,
+            } => {
+                self.ctx
+                    .metrics
+                    .scheduling_duration
+                    .get_or_create(&ControllerLabels {
+                        controller: "provisioner".into(),
+                    })
+                    .observe(seconds);
+                tracing::info!(
+                    pods,
+                    nodeclaims = plan.new_node_claims.len(),
+                    existing = plan.existing.len(),
+                    unschedulable = plan.unschedulable.len(),
+                    price = plan.total_price,
+                    "computed new nodeclaim(s) to fit pod(s)"
+                );
+            }
+            Event::Nominated { pod, node } => {
+                if let Some(p) = pod_ref(&pod) {
                     self.ctx.events.normal(
-                        pod.as_ref(),
+                        p.as_ref(),
                         "Nominated",
-                        format!("Pod should schedule on: node/{}", placement.node),
+                        format!("Pod should schedule on: node/{node}"),
                     );
                 }
             }
-        }
-        for u in &plan.unschedulable {
-            if self.unschedulable.get(&u.pod) == Some(&u.reason) {
-                continue;
+            Event::FailedScheduling { pod, reason } => {
+                tracing::warn!(pod = %pod, reason = %reason, "could not schedule pod");
+                if let Some(p) = pod_ref(&pod) {
+                    self.ctx.events.warning(
+                        p.as_ref(),
+                        "FailedScheduling",
+                        format!("Failed to schedule pod, {reason}"),
+                    );
+                }
             }
-            self.unschedulable.insert(u.pod.clone(), u.reason.clone());
-            tracing::warn!(pod = %u.pod, reason = %u.reason, "could not schedule pod");
-            if let Some(pod) = pods.iter().find(|p| pod_key(p) == u.pod) {
-                self.ctx.events.warning(
-                    pod.as_ref(),
-                    "FailedScheduling",
-                    format!("Failed to schedule pod, {}", u.reason),
+            Event::DisruptionPass {
+                drifted,
+                result,
+                seconds,
+            } => {
+                self.ctx
+                    .metrics
+                    .disruption_evaluation_duration
+                    .observe(seconds);
+                for (reason, count) in &result.eligible {
+                    self.ctx
+                        .metrics
+                        .disruption_eligible_nodes
+                        .get_or_create(&ReasonLabels {
+                            reason: reason.as_str().to_lowercase(),
+                        })
+                        .set(*count as i64);
+                }
+                drift::record(&self.ctx, &drifted).await;
+                self.explainer.publish(&self.ctx, &result.explanations);
+            }
+            Event::DisruptionDecided(command) => {
+                self.ctx
+                    .metrics
+                    .disruption_decisions
+                    .get_or_create(&DecisionLabels {
+                        decision: format!("{:?}", command.decision).to_lowercase(),
+                        reason: command.reason.as_str().to_lowercase(),
+                        consolidation_type: String::new(),
+                    })
+                    .inc();
+                tracing::info!(
+                    reason = command.reason.as_str(),
+                    decision = ?command.decision,
+                    nodes = ?command.node_names(),
+                    "disruption command"
                 );
             }
-        }
-        self.nominated.retain(|k, _| provisionable.contains(k));
-        self.unschedulable.retain(|k, _| provisionable.contains(k));
-        let claims = self.state.node_claims();
-        let actions = launch_actions(
-            &plan,
-            self.state.node_pools(),
-            &mut self.names,
-            &|n| claims.contains_key(n),
-            now,
-        );
-        self.run_actions(&actions).await;
-    }
-
-    fn disruption_options(&self) -> DisruptionOptions {
-        DisruptionOptions {
-            spot_to_spot_consolidation: self.ctx.settings.feature_gates.spot_to_spot_consolidation,
-            solve: self.solve_options(),
-            ..DisruptionOptions::default()
+            Event::Disruption(outcome) => match outcome {
+                Outcome::Started(c) => {
+                    tracing::info!(reason = c.reason.as_str(), nodes = ?c.node_names(), "disrupting nodes")
+                }
+                Outcome::Invalidated { command, reason } => {
+                    tracing::info!(nodes = ?command.node_names(), %reason, "abandoning disruption command: no longer valid")
+                }
+                Outcome::Completed(c) => {
+                    tracing::info!(nodes = ?c.node_names(), "replacements ready; deleting disrupted nodeclaims")
+                }
+                Outcome::Abandoned {
+                    command,
+                    node_claim,
+                } => {
+                    tracing::warn!(nodes = ?command.node_names(), %node_claim, "replacement failed; untainting nodes")
+                }
+            },
+            Event::OrphanTaint { node } => {
+                tracing::info!(node = %node, "removing disrupted taint left by an earlier leader");
+            }
         }
     }
 
@@ -377,128 +355,10 @@ impl Controller {
                 }
             }
         }
+        if drift != self.drift {
+            self.facts_version += 1;
+        }
         self.drift = drift;
-    }
-
-    async fn disrupt(&mut self, now: Millis) {
-        let options = self.disruption_options();
-        let nominated: BTreeSet<String> = self.nominated.values().cloned().collect();
-        if self
-            .last_disruption
-            .is_none_or(|t| now - t >= DISRUPTION_POLL_MS)
-        {
-            self.last_disruption = Some(now);
-            self.refresh_drift(now).await;
-            self.clean_orphan_taints().await;
-            let input = self.state.disruption_input(
-                now,
-                &options,
-                &self.orchestrator.disrupting(),
-                &self.drift,
-                &nominated,
-            );
-            drift::record(&self.ctx, &karpenter_disruption::candidate::drifted(&input)).await;
-            if !self.orchestrator.is_busy() {
-                let started = std::time::Instant::now();
-                let pass = compute_pass(&input, now);
-                self.ctx
-                    .metrics
-                    .disruption_evaluation_duration
-                    .observe(started.elapsed().as_secs_f64());
-                for (reason, count) in &pass.eligible {
-                    self.ctx
-                        .metrics
-                        .disruption_eligible_nodes
-                        .get_or_create(&ReasonLabels {
-                            reason: reason.as_str().to_lowercase(),
-                        })
-                        .set(*count as i64);
-                }
-                self.explainer.publish(&self.ctx, &pass.explanations);
-                let commands = pass.commands;
-                let mut actions = Vec::new();
-                for command in commands {
-                    self.ctx
-                        .metrics
-                        .disruption_decisions
-                        .get_or_create(&DecisionLabels {
-                            decision: format!("{:?}", command.decision).to_lowercase(),
-                            reason: command.reason.as_str().to_lowercase(),
-                            consolidation_type: String::new(),
-                        })
-                        .inc();
-                    tracing::info!(
-                        reason = command.reason.as_str(),
-                        decision = ?command.decision,
-                        nodes = ?command.node_names(),
-                        "disruption command"
-                    );
-                    actions.extend(self.orchestrator.submit(command));
-                }
-                self.run_actions(&actions).await;
-            }
-        }
-        let state = &self.state;
-        let drift = &self.drift;
-        let fresh = |others: &BTreeSet<String>| {
-            state.disruption_input(now, &options, others, drift, &nominated)
-        };
-        let (actions, outcomes) = self.orchestrator.step(state, &fresh, &mut self.names, now);
-        for o in &outcomes {
-            match o {
-                Outcome::Started(c) => {
-                    tracing::info!(reason = c.reason.as_str(), nodes = ?c.node_names(), "disrupting nodes")
-                }
-                Outcome::Invalidated { command, reason } => {
-                    tracing::info!(nodes = ?command.node_names(), %reason, "abandoning disruption command: no longer valid")
-                }
-                Outcome::Completed(c) => {
-                    tracing::info!(nodes = ?c.node_names(), "replacements ready; deleting disrupted nodeclaims")
-                }
-                Outcome::Abandoned {
-                    command,
-                    node_claim,
-                } => {
-                    tracing::warn!(nodes = ?command.node_names(), %node_claim, "replacement failed; untainting nodes")
-                }
-            }
-        }
-        self.run_actions(&actions).await;
-    }
-
-    /// After a restart or failover the previous leader's disruption queue is gone; nodes it
-    /// tainted `karpenter.sh/disrupted` but never deleted are untainted, as upstream does,
-    /// once they are seen orphaned on two consecutive polls (so a NodeClaim deletion still
-    /// travelling through the watch is not mistaken for an orphan).
-    async fn clean_orphan_taints(&mut self) {
-        let disrupting = self.orchestrator.disrupting();
-        let mut orphans = BTreeSet::new();
-        for (name, record) in self.state.nodes() {
-            let claim_deleting = record
-                .node_claim
-                .as_ref()
-                .and_then(|c| self.state.node_claims().get(c))
-                .is_some_and(|c| c.is_deleting());
-            if record.is_disrupted()
-                && !record.deleting
-                && !claim_deleting
-                && !disrupting.contains(name)
-                && record.node_claim.is_some()
-            {
-                orphans.insert(name.clone());
-            }
-        }
-        let confirmed: Vec<String> = orphans.intersection(&self.orphan_taints).cloned().collect();
-        for node in &confirmed {
-            tracing::info!(node = %node, "removing disrupted taint left by an earlier leader");
-            if let Err(e) = exec::set_disrupted_taint(&self.ctx, node, false).await {
-                tracing::warn!(node = %node, error = %e, "untainting failed");
-            }
-        }
-        self.orphan_taints = orphans
-            .difference(&confirmed.into_iter().collect())
-            .cloned()
-            .collect();
     }
 
     async fn garbage_collect(&mut self, now: Millis) {
@@ -594,16 +454,17 @@ impl Controller {
     }
 
     fn record_metrics(&mut self, now: Millis) {
+        let Some((state, _)) = self.core.as_ref() else {
+            return;
+        };
         let m = &self.ctx.metrics;
         self.pod_transitions
             .observe(&self.ctx.stores.pods.state(), now, m);
-        m.cluster_state_node_count
-            .set(self.state.nodes().len() as i64);
+        m.cluster_state_node_count.set(state.nodes().len() as i64);
         m.pods_state.clear();
-        for record in self.state.pods().values() {
+        for record in state.pods().values() {
             let node = record.pod.node_name.clone().unwrap_or_default();
-            let nodepool = self
-                .state
+            let nodepool = state
                 .nodes()
                 .get(&node)
                 .and_then(|n| n.node.node_pool.clone())
@@ -628,14 +489,14 @@ impl Controller {
         // Utilisation of Karpenter-managed nodes: pod requests over allocatable.
         let mut requested: BTreeMap<String, f64> = BTreeMap::new();
         let mut allocatable: BTreeMap<String, f64> = BTreeMap::new();
-        for (name, record) in self.state.nodes() {
+        for (name, record) in state.nodes() {
             if record.node_claim.is_none() {
                 continue;
             }
             for (k, q) in record.node.allocatable.to_quantities() {
                 *allocatable.entry(k).or_default() += q.nanos() as f64 / 1e9;
             }
-            for p in self.state.pods_on(name) {
+            for p in state.pods_on(name) {
                 for (k, q) in p.pod.requests.to_quantities() {
                     *requested.entry(k).or_default() += q.nanos() as f64 / 1e9;
                 }
@@ -652,6 +513,29 @@ impl Controller {
             }
         }
     }
+}
+
+/// An empty index and a reconciler paced by the controller's settings.
+fn fresh_core(ctx: &Ctx) -> (ClusterState, Reconciler) {
+    let s = &ctx.settings;
+    let solve = SolveOptions {
+        preference_policy: s.preference_policy,
+        min_values_policy: s.min_values_policy,
+        ..SolveOptions::default()
+    };
+    let settings = ReconcilerSettings {
+        batch_idle: s.batch_idle_duration.as_millis() as Millis,
+        batch_max: s.batch_max_duration.as_millis() as Millis,
+        disruption: DisruptionOptions {
+            spot_to_spot_consolidation: s.feature_gates.spot_to_spot_consolidation,
+            solve: solve.clone(),
+            ..DisruptionOptions::default()
+        },
+        solve,
+        ..ReconcilerSettings::default()
+    };
+    let names = NameGenerator::starting_at(name_seed());
+    (ClusterState::new(), Reconciler::new(settings, names))
 }
 
 /// Where this process's NodeClaim names start: names must not repeat those of an earlier

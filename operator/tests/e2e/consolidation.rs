@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 /// Only types of at least 8 vCPUs: the workload starts on big nodes, which the filler's
 /// departure leaves underused but not empty (with every size allowed, the cheapest plan puts
 /// each 1-cpu pod on a node of its own and nothing is ever underused).
-const NODE_POOL: &str = r#"
+pub(crate) const NODE_POOL: &str = r#"
 apiVersion: karpenter.sh/v1
 kind: NodePool
 metadata:
@@ -49,6 +49,28 @@ fn claim_names(claims: &[NodeClaim]) -> Vec<String> {
     names
 }
 
+/// Starts the controller once the web and filler pods are all pending, and waits until they
+/// run.
+///
+/// One 10-cpu filler pod and 4 web pods of 1 cpu: the cheapest plan is one 16-vCPU node for
+/// all five (two 8-vCPU nodes of 7 one-cpu pods each, an earlier shape, left the
+/// kube-scheduler free to put every web pod on one node, and the other was then removed as
+/// empty, not underused). The controller starts only once all five are pending, so they form
+/// one batch: started earlier, it could batch the web pods apart from the filler (the
+/// ReplicaSet controller creates pods in waves, seconds apart on a loaded machine).
+pub(crate) async fn start_on_one_node(cluster: &harness::Cluster) -> harness::Controller {
+    for (app, n) in [("web", 4), ("filler", 1)] {
+        cluster
+            .wait_unschedulable(app, n, Duration::from_secs(60))
+            .await;
+    }
+    let controller = cluster.controller("karpenter-a", &[]);
+    for (app, n) in [("web", 4), ("filler", 1)] {
+        cluster.wait_running(app, n, Duration::from_secs(120)).await;
+    }
+    controller
+}
+
 #[tokio::test]
 async fn an_underused_node_is_replaced_and_its_drain_respects_the_pdb() {
     let Some(cluster) = harness::cluster("consolidation").await else {
@@ -62,25 +84,7 @@ async fn an_underused_node_is_replaced_and_its_drain_respects_the_pdb() {
             deployment("filler", 1, "10", "default")
         ))
         .await;
-    // One 10-cpu filler pod and 4 web pods of 1 cpu: the cheapest plan is one 16-vCPU node
-    // for all five (two 8-vCPU nodes of 7 one-cpu pods each, the earlier shape, left the
-    // kube-scheduler free to put every web pod on one node, and the other was then removed as
-    // empty, not underused). The controller starts only once all five are pending, so they
-    // form one batch: started earlier, it could batch the web pods apart from the filler (the
-    // ReplicaSet controller creates pods in waves, seconds apart on a loaded machine).
-    cluster
-        .wait_unschedulable("web", 4, Duration::from_secs(60))
-        .await;
-    cluster
-        .wait_unschedulable("filler", 1, Duration::from_secs(60))
-        .await;
-    let mut controller = cluster.controller("karpenter-a", &[]);
-    cluster
-        .wait_running("web", 4, Duration::from_secs(120))
-        .await;
-    cluster
-        .wait_running("filler", 1, Duration::from_secs(60))
-        .await;
+    let mut controller = start_on_one_node(&cluster).await;
     let before = cluster
         .node_claims()
         .list(&ListParams::default())

@@ -10,6 +10,7 @@
 
 mod consolidation;
 mod drift;
+mod equivalence;
 mod harness;
 mod install;
 mod nodepools;

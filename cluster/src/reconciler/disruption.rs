@@ -1,0 +1,175 @@
+//! The disruption half of a tick: the command queue, the poll, orphaned taints.
+
+use super::{Event, ProviderFacts, Reconciler, Tick};
+use crate::{Action, ClusterState, termination};
+use karpenter_disruption::{DisruptionInput, DisruptionOptions, Hold, candidate, compute_pass};
+use karpenter_scheduling::model::Millis;
+use std::collections::BTreeSet;
+
+/// The disruption input at `now` with `disrupting` held by commands.
+fn input(
+    index: &ClusterState,
+    options: &DisruptionOptions,
+    facts: &ProviderFacts,
+    nominated: &BTreeSet<String>,
+    disrupting: &BTreeSet<String>,
+    now: Millis,
+) -> DisruptionInput {
+    index.disruption_input(now, options, disrupting, facts.drift, nominated)
+}
+
+impl Reconciler {
+    pub(super) fn disrupt(
+        &mut self,
+        index: &ClusterState,
+        facts: &ProviderFacts,
+        now: Millis,
+        tick: &mut Tick,
+    ) {
+        let nominated = self.nominated_nodes(now);
+        let options = &self.settings.disruption;
+        if self.orchestrator.is_busy() {
+            let fresh =
+                |others: &BTreeSet<String>| input(index, options, facts, &nominated, others, now);
+            let (actions, outcomes) = self.orchestrator.step(index, &fresh, &mut self.names, now);
+            tick.actions.extend(actions);
+            tick.events
+                .extend(outcomes.into_iter().map(Event::Disruption));
+        }
+        if let Some(due) = self.orchestrator.next_due() {
+            tick.wake_at(due);
+        }
+        if self.orchestrator.is_busy() {
+            // Replacements launching: their initialization is seen on a later tick.
+            tick.wake_at(now + termination::RECONCILE_INTERVAL_MS);
+        }
+
+        if now < self.next_disruption {
+            tick.wake_at(self.next_disruption);
+            return;
+        }
+        self.next_disruption = now + self.settings.disruption_interval;
+        tick.wake_at(self.next_disruption);
+        self.untaint_orphans(index, tick);
+        let inputs = (index.generation(), facts.version);
+        if self
+            .pass_memo
+            .is_some_and(|(g, v, until)| (g, v) == inputs && now < until)
+        {
+            return;
+        }
+        let input = input(
+            index,
+            &self.settings.disruption,
+            facts,
+            &nominated,
+            &self.orchestrator.disrupting(),
+            now,
+        );
+        let started = (facts.seconds)();
+        let result = compute_pass(&input, now);
+        let seconds = (facts.seconds)() - started;
+        self.pass_memo = Some((
+            inputs.0,
+            inputs.1,
+            self.pass_valid_until(index, &input, &result, now),
+        ));
+        for command in &result.commands {
+            tick.events
+                .push(Event::DisruptionDecided(Box::new(command.clone())));
+            tick.actions
+                .extend(self.orchestrator.submit(command.clone()));
+        }
+        tick.events.push(Event::DisruptionPass {
+            drifted: candidate::drifted(&input),
+            result: Box::new(result),
+            seconds,
+        });
+        if let Some(due) = self.orchestrator.next_due() {
+            tick.wake_at(due);
+        }
+    }
+
+    /// Until when an unchanged index gives the same pass result: without a change to the
+    /// index or the provider's facts, a pass can only decide differently once a timer runs
+    /// out (consolidateAfter, expiry, a pod becoming Ready).
+    fn pass_valid_until(
+        &self,
+        index: &ClusterState,
+        input: &DisruptionInput,
+        result: &karpenter_disruption::PassResult,
+        now: Millis,
+    ) -> Millis {
+        let timers = index.node_pools().values().any(|p| {
+            p.spec
+                .disruption
+                .budgets
+                .iter()
+                .any(|b| b.schedule.is_some())
+        }) || index.pods().values().any(|p| {
+            p.pod
+                .annotations
+                .get(karpenter_scheduling::labels::DO_NOT_DISRUPT)
+                .is_some_and(|v| v != "true")
+        });
+        // Budget schedules and `do-not-disrupt` durations change the result at instants this
+        // does not compute: such clusters are evaluated at every poll, as upstream does.
+        if timers {
+            return now;
+        }
+        let mut until = Millis::MAX;
+        for e in &result.explanations {
+            for h in &e.holds {
+                if let Hold::ConsolidateAfter { remaining_ms } = h {
+                    until = until.min(now + remaining_ms);
+                }
+            }
+        }
+        for info in input.nodes.values() {
+            if let Some(exp) = info.expire_after {
+                let at = info.created_at + exp;
+                if at > now {
+                    until = until.min(at);
+                }
+            }
+        }
+        // Budgets count Ready pods: a pod becoming Ready can allow an eviction.
+        for p in index.pods().values() {
+            if let Some(at) = p.ready_at.filter(|t| *t > now) {
+                until = until.min(at);
+            }
+        }
+        until
+    }
+
+    /// After a restart or failover the previous leader's command queue is gone; nodes it
+    /// tainted `karpenter.sh/disrupted` but never deleted are untainted, as upstream does.
+    /// A node must be seen so on two consecutive polls, so that a NodeClaim deletion still
+    /// on its way to the index is not mistaken for an orphan.
+    fn untaint_orphans(&mut self, index: &ClusterState, tick: &mut Tick) {
+        let disrupting = self.orchestrator.disrupting();
+        let orphans: BTreeSet<String> = index
+            .nodes()
+            .iter()
+            .filter(|(name, record)| {
+                let claim_deleting = record
+                    .node_claim
+                    .as_ref()
+                    .and_then(|c| index.node_claims().get(c))
+                    .is_some_and(|c| c.is_deleting());
+                record.is_disrupted()
+                    && !record.deleting
+                    && !claim_deleting
+                    && record.node_claim.is_some()
+                    && !disrupting.contains(*name)
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        for node in orphans.intersection(&self.orphan_taints) {
+            tick.events.push(Event::OrphanTaint { node: node.clone() });
+            tick.actions
+                .push(Action::UntaintDisrupted { node: node.clone() });
+        }
+        self.orphan_taints = orphans.difference(&self.orphan_taints).cloned().collect();
+    }
+}

@@ -1,0 +1,214 @@
+//! The reconciler: every timing decision Karpenter makes between observing the cluster and
+//! acting on it, in one place, for the controller and the simulator alike.
+//!
+//! [`Reconciler::tick`] takes the index, what only the cloud provider knows
+//! ([`ProviderFacts`]) and the instant `now`, and returns a [`Tick`]: the [`Action`]s to carry
+//! out, the [`Event`]s to log, publish or count, and when it next needs to run. It never
+//! reads a clock, performs I/O or mutates the index; its own memory is the pacing state that
+//! upstream keeps in its controllers (batch windows, nominations, the disruption queue and
+//! poll). One tick runs, in order:
+//!
+//! 1. **termination**: drain and terminate the nodes of deleting NodeClaims
+//!    ([`crate::termination`]);
+//! 2. **provisioning**: batch provisionable pods (1 s idle, 10 s max), plan them with
+//!    `karpenter_scheduling::solve`, nominate the existing nodes the plan uses, and launch the
+//!    new NodeClaims;
+//! 3. **disruption**: advance the queued commands ([`crate::orchestration`]), and every poll
+//!    interval compute a pass with `karpenter_disruption::compute_pass`; nodes tainted
+//!    `karpenter.sh/disrupted` by a predecessor and held by no command are untainted.
+//!
+//! Decisions within one tick all read the same index; the caller applies the actions and the
+//! index reflects them at the next tick, as a controller's watches do.
+
+mod disruption;
+mod event;
+mod provisioning;
+
+pub use event::{Event, PlanSummary};
+
+use super::provisioner::{Batcher, NameGenerator, ProvisionQueue};
+use super::{Action, ClusterState, termination};
+use crate::orchestration::Orchestrator;
+use karpenter_disruption::DisruptionOptions;
+use karpenter_scheduling::SolveOptions;
+use karpenter_scheduling::model::{Millis, PodKey};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Upstream's disruption poll period.
+pub const DISRUPTION_POLL_MS: Millis = 10_000;
+/// Pending pods that were already planned are planned again after this long.
+pub const RESOLVE_PERIOD_MS: Millis = 30_000;
+
+/// How the reconciler paces its work.
+#[derive(Debug, Clone)]
+pub struct ReconcilerSettings {
+    /// A batch closes after this long without a new provisionable pod.
+    pub batch_idle: Millis,
+    /// A batch closes at the latest this long after it opened.
+    pub batch_max: Millis,
+    /// Pods still pending this long after they were planned are planned again.
+    pub resolve_after: Millis,
+    /// Time between disruption passes.
+    pub disruption_interval: Millis,
+    /// Solver options for provisioning.
+    pub solve: SolveOptions,
+    /// Disruption options (the validation delay included).
+    pub disruption: DisruptionOptions,
+}
+
+impl Default for ReconcilerSettings {
+    fn default() -> Self {
+        Self {
+            batch_idle: super::provisioner::DEFAULT_BATCH_IDLE_MS,
+            batch_max: super::provisioner::DEFAULT_BATCH_MAX_MS,
+            resolve_after: RESOLVE_PERIOD_MS,
+            disruption_interval: DISRUPTION_POLL_MS,
+            solve: SolveOptions::default(),
+            disruption: DisruptionOptions::default(),
+        }
+    }
+}
+
+impl ReconcilerSettings {
+    /// Upstream's nomination window: twice the maximum batch duration, at least 10 s. A node
+    /// the provisioner placed pending pods on is not a disruption candidate for this long.
+    pub fn nomination_window(&self) -> Millis {
+        (2 * self.batch_max).max(10_000)
+    }
+}
+
+/// What only the cloud provider knows, sampled by the caller before a tick.
+#[derive(Clone, Copy)]
+pub struct ProviderFacts<'a> {
+    /// Drift the provider reports, by NodeClaim name (the reason).
+    pub drift: &'a BTreeMap<String, String>,
+    /// Changes whenever anything the provider knows changed (drift, capacity, prices). A
+    /// disruption pass whose inputs are all unchanged is skipped until a timer runs out.
+    pub version: u64,
+    /// Seconds on the caller's monotonic clock, for the durations events report. The
+    /// reconciler never reads a clock itself; the simulator passes a constant.
+    pub seconds: &'a dyn Fn() -> f64,
+}
+
+/// What one tick decided.
+#[derive(Debug, Default)]
+pub struct Tick {
+    /// What to do, in order.
+    pub actions: Vec<Action>,
+    /// What happened, for logs, Kubernetes events and metrics.
+    pub events: Vec<Event>,
+    /// When the reconciler next has work even if nothing changes; `None` when it only needs
+    /// to run again on a change.
+    pub next_wakeup: Option<Millis>,
+}
+
+impl Tick {
+    fn wake_at(&mut self, at: Millis) {
+        self.next_wakeup = Some(self.next_wakeup.map_or(at, |t| t.min(at)));
+    }
+}
+
+/// The pacing state of the provisioner and the disruption controller. Nothing in it is
+/// needed for correctness after a restart: a fresh reconciler decides again from the objects.
+pub struct Reconciler {
+    settings: ReconcilerSettings,
+    queue: ProvisionQueue,
+    names: NameGenerator,
+    orchestrator: Orchestrator,
+    /// Nodes the provisioner placed pods on, until when.
+    nominated_nodes: BTreeMap<String, Millis>,
+    /// The node each pod was last nominated to (one event per change).
+    nominated_pods: BTreeMap<PodKey, String>,
+    /// Pods the last plan could not place, and why.
+    unschedulable: BTreeMap<PodKey, String>,
+    /// The index's initialization counter at the last tick (a new node re-plans pods left
+    /// pending).
+    initializations: Option<u64>,
+    next_disruption: Millis,
+    /// The inputs of the last disruption pass and until when its result stays valid.
+    pass_memo: Option<(u64, u64, Millis)>,
+    /// Nodes seen tainted `karpenter.sh/disrupted` with no command holding them.
+    orphan_taints: BTreeSet<String>,
+}
+
+impl Reconciler {
+    /// A reconciler with empty pacing state, naming NodeClaims with `names`.
+    pub fn new(settings: ReconcilerSettings, names: NameGenerator) -> Self {
+        let batcher = Batcher::new(settings.batch_idle, settings.batch_max);
+        Self {
+            queue: ProvisionQueue::new(batcher, settings.resolve_after),
+            orchestrator: Orchestrator::new(settings.disruption.validation_delay_ms),
+            settings,
+            names,
+            nominated_nodes: BTreeMap::new(),
+            nominated_pods: BTreeMap::new(),
+            unschedulable: BTreeMap::new(),
+            initializations: None,
+            next_disruption: 0,
+            pass_memo: None,
+            orphan_taints: BTreeSet::new(),
+        }
+    }
+
+    /// The settings it runs with.
+    pub fn settings(&self) -> &ReconcilerSettings {
+        &self.settings
+    }
+
+    /// One reconcile at `now`: termination, provisioning, then disruption.
+    pub fn tick(&mut self, index: &ClusterState, facts: &ProviderFacts, now: Millis) -> Tick {
+        let mut tick = Tick::default();
+        self.terminate(index, now, &mut tick);
+        self.provision(index, facts, now, &mut tick);
+        self.disrupt(index, facts, now, &mut tick);
+        tick
+    }
+
+    /// Plans the provisionable pods again at the next tick, whatever the batch state: the
+    /// provider reported a failed launch, so the plan's capacity will not come.
+    pub fn replan(&mut self, now: Millis) {
+        self.queue.trigger(now);
+    }
+
+    /// Nodes held by queued disruption commands.
+    pub fn disrupting(&self) -> BTreeSet<String> {
+        self.orchestrator.disrupting()
+    }
+
+    /// Pods the last plan could not place, with the reason.
+    pub fn unschedulable(&self) -> &BTreeMap<PodKey, String> {
+        &self.unschedulable
+    }
+
+    /// Nodes nominated for pending pods at `now`.
+    pub fn nominated_nodes(&self, now: Millis) -> BTreeSet<String> {
+        self.nominated_nodes
+            .iter()
+            .filter(|(_, until)| **until > now)
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    /// Upstream's terminator drains only nodes Karpenter manages (those of a NodeClaim).
+    fn terminate(&mut self, index: &ClusterState, now: Millis, tick: &mut Tick) {
+        let (actions, draining) = termination::step(index, now);
+        let managed = |node: &str| {
+            index
+                .nodes()
+                .get(node)
+                .is_some_and(|r| r.node_claim.is_some())
+        };
+        tick.actions.extend(actions.into_iter().filter(|a| match a {
+            Action::TaintDisrupted { node }
+            | Action::EvictPod { node, .. }
+            | Action::DeletePod { node, .. } => managed(node),
+            _ => true,
+        }));
+        if draining {
+            tick.wake_at(now + termination::RECONCILE_INTERVAL_MS);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,270 @@
+//! The reconciler's pacing, on hand-built indexes.
+
+use super::*;
+use crate::provisioner::time;
+use crate::{NodeRecord, Object, PodRecord, disrupted_taint};
+use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, NodePool, StatusConditions};
+use karpenter_testing::instance_types::on_demand_catalogue;
+use karpenter_testing::nodes::node;
+use karpenter_testing::pods::pod;
+
+const GI: i64 = 1 << 30;
+
+fn pool() -> NodePool {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+        "metadata": {"name": "default"},
+        "spec": {"template": {"spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": []}}}
+    }))
+    .unwrap()
+}
+
+fn claim(name: &str, conditions: &[ConditionType]) -> NodeClaim {
+    let mut c: NodeClaim = serde_json::from_value(serde_json::json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default"}},
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                 "requirements": []}
+    }))
+    .unwrap();
+    for t in conditions {
+        c.set_true(t.as_str(), time(0));
+    }
+    c
+}
+
+/// A NodePool over a small on-demand catalogue, and one pending pod per name, marked
+/// unschedulable when `marked`.
+fn index(pending: &[&str], marked: bool) -> ClusterState {
+    let mut s = ClusterState::new();
+    s.apply(Object::NodePool(Box::new(pool())));
+    s.set_instance_types("default", on_demand_catalogue("zone-a"));
+    for name in pending {
+        add_pod(&mut s, name, 1_000, marked);
+    }
+    s
+}
+
+fn add_pod(s: &mut ClusterState, name: &str, cpu_millis: i64, marked: bool) {
+    s.apply(Object::Pod(Box::new(PodRecord {
+        pod: pod(name, cpu_millis, GI),
+        ready_at: None,
+        deleting_at: None,
+        unschedulable: marked,
+    })));
+}
+
+/// A managed node `name` of a NodeClaim of the same name with the given conditions.
+fn add_node(s: &mut ClusterState, name: &str, conditions: &[ConditionType]) {
+    s.apply(Object::NodeClaim(Box::new(claim(name, conditions))));
+    s.apply(Object::Node(Box::new(NodeRecord {
+        node: node(name, "zone-a", 4, 16),
+        node_claim: Some(name.into()),
+        startup_taints: Vec::new(),
+        deleting: false,
+    })));
+}
+
+fn reconciler() -> Reconciler {
+    Reconciler::new(ReconcilerSettings::default(), NameGenerator::default())
+}
+
+fn tick(r: &mut Reconciler, s: &ClusterState, version: u64, now: Millis) -> Tick {
+    let drift = BTreeMap::new();
+    let facts = ProviderFacts {
+        drift: &drift,
+        version,
+        seconds: &|| 0.0,
+    };
+    r.tick(s, &facts, now)
+}
+
+fn launches(t: &Tick) -> usize {
+    t.actions
+        .iter()
+        .filter(|a| matches!(a, Action::LaunchNodeClaim { .. }))
+        .count()
+}
+
+fn planned(t: &Tick) -> bool {
+    t.events.iter().any(|e| matches!(e, Event::Planned { .. }))
+}
+
+#[test]
+fn a_batch_closes_after_the_idle_window_and_launches_its_claims() {
+    let s = index(&["a", "b"], true);
+    let mut r = reconciler();
+    let first = tick(&mut r, &s, 0, 0);
+    assert_eq!(launches(&first), 0);
+    assert_eq!(first.next_wakeup, Some(1_000));
+    let due = tick(&mut r, &s, 0, 1_000);
+    assert!(planned(&due));
+    assert_eq!(launches(&due), 1, "{:?}", due.actions);
+    // The same pods are not planned again until the re-plan period has passed; then they
+    // open one new batch.
+    assert!(!planned(&tick(&mut r, &s, 0, 2_000)));
+    let resolve = 1_000 + RESOLVE_PERIOD_MS;
+    let opened = tick(&mut r, &s, 0, resolve);
+    assert!(!planned(&opened));
+    assert_eq!(opened.next_wakeup, Some(resolve + 1_000));
+    assert!(planned(&tick(&mut r, &s, 0, resolve + 1_000)));
+}
+
+#[test]
+fn pods_the_scheduler_has_not_marked_unschedulable_are_not_planned() {
+    let s = index(&["a"], false);
+    let mut r = reconciler();
+    for now in [0, 1_000, 11_000, 60_000] {
+        assert!(!planned(&tick(&mut r, &s, 0, now)), "planned at {now}");
+    }
+}
+
+#[test]
+fn a_new_pending_pod_extends_the_batch_up_to_its_maximum() {
+    let mut s = index(&["p0"], true);
+    let mut r = reconciler();
+    // One new pod every 900 ms keeps the idle window from closing; the batch closes at
+    // the 10 s maximum.
+    for i in 0..=12 {
+        let now = i * 900;
+        let t = tick(&mut r, &s, 0, now);
+        assert_eq!(planned(&t), now >= 10_000, "at {now}");
+        if planned(&t) {
+            return;
+        }
+        add_pod(&mut s, &format!("p{}", i + 1), 100, true);
+    }
+    panic!("the batch never closed");
+}
+
+#[test]
+fn a_node_the_plan_uses_is_nominated_once_and_spared_for_the_window() {
+    let mut s = index(&["a"], true);
+    add_node(&mut s, "inflight", &[ConditionType::Launched]);
+    let mut r = reconciler();
+    tick(&mut r, &s, 0, 0);
+    let t = tick(&mut r, &s, 0, 1_000);
+    assert_eq!(launches(&t), 0, "the pod fits the in-flight node");
+    let nominated: Vec<_> = t
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Nominated { pod, node } => Some((pod.name.clone(), node.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(nominated, vec![("a".to_owned(), "inflight".to_owned())]);
+    let window = r.settings().nomination_window();
+    assert_eq!(window, 20_000);
+    assert!(r.nominated_nodes(1_000 + window - 1).contains("inflight"));
+    assert!(r.nominated_nodes(1_000 + window).is_empty());
+    // Planned again, the same nomination is not reported again.
+    r.replan(2_000);
+    let again = tick(&mut r, &s, 0, 3_000);
+    assert!(planned(&again));
+    assert!(
+        !again
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Nominated { .. }))
+    );
+}
+
+#[test]
+fn a_pod_that_fits_nowhere_is_reported_once_per_reason() {
+    let mut s = index(&[], true);
+    add_pod(&mut s, "huge", 1_000_000, true);
+    let mut r = reconciler();
+    tick(&mut r, &s, 0, 0);
+    let failed = |t: &Tick| {
+        t.events
+            .iter()
+            .filter(|e| matches!(e, Event::FailedScheduling { .. }))
+            .count()
+    };
+    assert_eq!(failed(&tick(&mut r, &s, 0, 1_000)), 1);
+    assert!(r.unschedulable().keys().any(|k| k.name == "huge"));
+    r.replan(2_000);
+    let again = tick(&mut r, &s, 0, 3_000);
+    assert!(planned(&again));
+    assert_eq!(failed(&again), 0);
+}
+
+#[test]
+fn a_node_initializing_replans_the_pods_left_pending() {
+    let mut s = index(&["a"], true);
+    let mut r = reconciler();
+    tick(&mut r, &s, 0, 0);
+    assert!(planned(&tick(&mut r, &s, 0, 1_000)));
+    assert!(!planned(&tick(&mut r, &s, 0, 2_000)));
+    add_node(
+        &mut s,
+        "fresh",
+        &[
+            ConditionType::Launched,
+            ConditionType::Registered,
+            ConditionType::Initialized,
+        ],
+    );
+    let opened = tick(&mut r, &s, 0, 3_000);
+    assert!(!planned(&opened));
+    assert_eq!(opened.next_wakeup, Some(4_000));
+    assert!(planned(&tick(&mut r, &s, 0, 4_000)));
+}
+
+#[test]
+fn a_disrupted_taint_no_command_holds_is_removed_on_the_second_poll() {
+    let mut s = index(&[], true);
+    add_node(
+        &mut s,
+        "orphan",
+        &[
+            ConditionType::Launched,
+            ConditionType::Registered,
+            ConditionType::Initialized,
+        ],
+    );
+    let mut record = s.nodes()["orphan"].clone();
+    record.node.taints.push(disrupted_taint());
+    s.apply(Object::Node(Box::new(record)));
+    let mut r = reconciler();
+    let untaints = |t: &Tick| {
+        t.actions
+            .iter()
+            .filter(|a| matches!(a, Action::UntaintDisrupted { node } if node == "orphan"))
+            .count()
+    };
+    assert_eq!(untaints(&tick(&mut r, &s, 0, 0)), 0);
+    assert_eq!(untaints(&tick(&mut r, &s, 0, 5_000)), 0, "between polls");
+    assert_eq!(untaints(&tick(&mut r, &s, 0, 10_000)), 1);
+}
+
+#[test]
+fn an_unchanged_cluster_is_evaluated_again_only_when_something_changes() {
+    let mut s = index(&[], true);
+    add_node(
+        &mut s,
+        "n",
+        &[
+            ConditionType::Launched,
+            ConditionType::Registered,
+            ConditionType::Initialized,
+        ],
+    );
+    let mut r = reconciler();
+    let passed = |t: &Tick| {
+        t.events
+            .iter()
+            .any(|e| matches!(e, Event::DisruptionPass { .. }))
+    };
+    assert!(passed(&tick(&mut r, &s, 0, 0)));
+    assert!(!passed(&tick(&mut r, &s, 0, 10_000)), "nothing changed");
+    assert!(
+        passed(&tick(&mut r, &s, 1, 20_000)),
+        "the provider's facts changed"
+    );
+    add_pod(&mut s, "x", 100, false);
+    assert!(passed(&tick(&mut r, &s, 1, 30_000)), "the index changed");
+}
