@@ -20,6 +20,40 @@ pub fn is_critical(pod: &Pod) -> bool {
 /// The four eviction waves, in order: non-critical non-daemon, non-critical daemon,
 /// critical non-daemon, critical daemon. Within a wave pods keep the order given; every pod
 /// appears exactly once.
+///
+/// # Examples
+///
+/// ```
+/// use karpenter_disruption::eviction_order;
+/// use karpenter_disruption::eviction::SYSTEM_CRITICAL_PRIORITY;
+/// use karpenter_scheduling::Pod;
+/// use karpenter_scheduling::model::OwnerRef;
+///
+/// let pod = |name: &str, priority: i32, daemon: bool| Pod {
+///     namespace: "default".into(),
+///     name: name.into(),
+///     priority,
+///     owner: Some(OwnerRef {
+///         kind: if daemon { "DaemonSet" } else { "ReplicaSet" }.into(),
+///         name: name.into(),
+///         uid: String::new(),
+///     }),
+///     ..Pod::default()
+/// };
+/// let on_node = [
+///     pod("cni", SYSTEM_CRITICAL_PRIORITY + 1000, true),
+///     pod("web", 0, false),
+///     pod("log-shipper", 0, true),
+///     pod("dns", SYSTEM_CRITICAL_PRIORITY, false),
+///     pod("api", 100, false),
+/// ];
+/// let waves = eviction_order(&on_node);
+/// let names: Vec<Vec<&str>> = waves
+///     .iter()
+///     .map(|wave| wave.iter().map(|k| k.name.as_str()).collect())
+///     .collect();
+/// assert_eq!(names, [vec!["web", "api"], vec!["log-shipper"], vec!["dns"], vec!["cni"]]);
+/// ```
 pub fn eviction_order<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> [Vec<PodKey>; 4] {
     let mut waves: [Vec<PodKey>; 4] = Default::default();
     for pod in pods {

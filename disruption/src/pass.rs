@@ -29,6 +29,42 @@ pub fn compute_commands(input: &DisruptionInput, now: Millis) -> Vec<Command> {
 /// never evict more pods under one PDB than it allows (a single node needs one allowed
 /// eviction per budget, as upstream); every pod that must move has a place in the re-solved
 /// plan; and a replacement is strictly cheaper than what it replaces.
+///
+/// # Examples
+///
+/// With `karpenter-testing`'s cluster builder (one pool over 2- to 16-core on-demand types,
+/// budget 100 %): an empty node is deleted, an underused one stays until the next pass, and
+/// the pass says why.
+///
+/// ```
+/// use karpenter_disruption::{Decision, Hold, Reason, compute_pass};
+/// use karpenter_testing::disruption::Cluster;
+///
+/// let mut c = Cluster::new();
+/// c.node("empty", "xlarge");
+/// c.daemon("empty", "agent-1"); // DaemonSet pods do not count
+/// c.node("busy", "large");
+/// c.pod("busy", "web-0", 6000);
+/// c.node("idle", "large");
+/// c.pod("idle", "web-1", 500);
+///
+/// let result = compute_pass(&c.input, c.now);
+/// let [cmd] = result.commands.as_slice() else {
+///     panic!("one command expected")
+/// };
+/// assert_eq!((cmd.reason, cmd.decision), (Reason::Empty, Decision::Delete));
+/// assert_eq!(cmd.node_names(), ["empty"]);
+/// assert!(cmd.replacements.is_empty());
+/// assert!((cmd.savings - c.input.cluster.nodes[0].price).abs() < 1e-9);
+/// // Emptiness goes first; consolidation of `idle` waits for a later pass.
+/// assert_eq!(result.explanations.len(), 2);
+/// let idle = result.explanations.iter().find(|e| e.node == "idle").unwrap();
+/// assert_eq!(
+///     idle.holds,
+///     [Hold::PreemptedByEarlierMethod { reason: Reason::Empty }]
+/// );
+/// assert_eq!(result.eligible[&Reason::Underutilized], 2);
+/// ```
 pub fn compute_pass(input: &DisruptionInput, now: Millis) -> PassResult {
     let mut commands = forceful_commands(input, now);
     let gone: BTreeSet<String> = commands

@@ -64,6 +64,34 @@ pub enum ValidationFailure {
 /// Whether `cmd` (made at `cmd.created_at`) may still be carried out at `now` given `fresh`
 /// state. Forceful commands only need their nodes to still exist and not be deleting. The
 /// command's own nodes must not yet be in `fresh.disrupting`.
+///
+/// # Examples
+///
+/// An emptiness command is due after the validation delay, and fails if a pod has landed on
+/// the node meanwhile.
+///
+/// ```
+/// use karpenter_disruption::{ValidationFailure, compute_pass, validate};
+/// use karpenter_testing::disruption::Cluster;
+///
+/// let mut c = Cluster::new();
+/// c.node("empty", "large");
+/// let cmd = compute_pass(&c.input, c.now).commands.remove(0);
+/// let due = cmd.validation_due(c.input.options.validation_delay_ms);
+/// assert_eq!(due, c.now + 15_000);
+///
+/// assert!(matches!(
+///     validate(&cmd, &c.input, c.now),
+///     Err(ValidationFailure::TooEarly { remaining_ms: 15_000 })
+/// ));
+/// assert_eq!(validate(&cmd, &c.input, due), Ok(()));
+///
+/// c.pod("empty", "late-arrival", 100);
+/// let Err(ValidationFailure::NotCandidate { node, .. }) = validate(&cmd, &c.input, due) else {
+///     panic!("the node is no longer empty")
+/// };
+/// assert_eq!(node, "empty");
+/// ```
 pub fn validate(
     cmd: &Command,
     fresh: &DisruptionInput,

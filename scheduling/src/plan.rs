@@ -131,6 +131,39 @@ pub enum BoundGap {
 
 impl Plan {
     /// The gap to [`Plan::lower_bound`], or `None` when there is no bound.
+    ///
+    /// # Examples
+    ///
+    /// Interchangeable pods get a relative gap; pods that must each have a node of their own
+    /// (hostname anti-affinity) make the bound loose.
+    ///
+    /// ```
+    /// use karpenter_scheduling::labels::HOSTNAME;
+    /// use karpenter_scheduling::plan::BoundGap;
+    /// use karpenter_scheduling::{SolveOptions, solve};
+    /// use karpenter_testing::{GI, labeled, pod, pool, snapshot, term};
+    ///
+    /// let pods = (0..6).map(|i| pod(&format!("web-{i}"), 700, GI)).collect();
+    /// let plan = solve(&snapshot(pods, vec![pool("default")]), &SolveOptions::default());
+    /// let bound = plan.lower_bound.unwrap();
+    /// let Some(BoundGap::Relative(gap)) = plan.bound_gap() else {
+    ///     panic!("expected a relative gap")
+    /// };
+    /// assert!(bound <= plan.total_price + 1e-9);
+    /// assert!((gap - (plan.total_price - bound) / bound).abs() < 1e-9);
+    ///
+    /// let apart = |i: usize| {
+    ///     let mut p = labeled(pod(&format!("db-{i}"), 700, GI), &[("app", "db")]);
+    ///     p.affinity.pod_anti_affinity.required = vec![term(HOSTNAME, &[("app", "db")])];
+    ///     p
+    /// };
+    /// let plan = solve(
+    ///     &snapshot((0..3).map(apart).collect(), vec![pool("default")]),
+    ///     &SolveOptions::default(),
+    /// );
+    /// assert_eq!(plan.new_node_claims.len(), 3);
+    /// assert_eq!(plan.bound_gap(), Some(BoundGap::Loose { pods: 3 }));
+    /// ```
     pub fn bound_gap(&self) -> Option<BoundGap> {
         let bound = self.lower_bound?;
         let pinned = self.optimizer.as_ref().map_or(0, |o| o.pods_fixed);

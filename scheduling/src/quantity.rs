@@ -52,6 +52,23 @@ impl Quantity {
     /// which apimachinery silently reads as zero, is rejected; and a decimal exponent beyond the
     /// 32-bit range, which upstream truncates to 32 bits, is applied as written (so it is either
     /// too large or rounds up to `1n`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use karpenter_scheduling::Quantity;
+    ///
+    /// let cpu = Quantity::parse("1500m")?;
+    /// assert_eq!(cpu.milli_value(), 1500);
+    /// assert_eq!(cpu.value(), 2); // whole units round up
+    /// let memory: Quantity = "512Mi".parse()?;
+    /// assert_eq!(memory.value(), 512 * 1024 * 1024);
+    /// assert_eq!(memory.to_string(), "512Mi");
+    /// // Equal values compare equal whatever their format.
+    /// assert_eq!(Quantity::parse("1k")?, Quantity::parse("1000")?);
+    /// assert!(Quantity::parse("1.5.0").is_err());
+    /// # Ok::<(), karpenter_scheduling::quantity::QuantityError>(())
+    /// ```
     pub fn parse(text: &str) -> Result<Self, QuantityError> {
         let fail = |reason: String| QuantityError {
             text: text.to_owned(),

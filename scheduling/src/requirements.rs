@@ -143,6 +143,30 @@ impl Requirement {
     /// [`labels::NORMALIZED_LABELS`]), as Karpenter does, so [`Requirement::key`] may differ
     /// from `key`. Negative integers are accepted (a pod's node affinity may use them);
     /// NodePool validation, which forbids them, belongs to the API types.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use karpenter_scheduling::{Operator, Requirement};
+    ///
+    /// let generation =
+    ///     Requirement::new("karpenter.k8s.aws/instance-generation", Operator::Gt, ["5"])?;
+    /// assert!(generation.has("6"));
+    /// assert!(!generation.has("5"));
+    /// let zone = Requirement::new(
+    ///     "failure-domain.beta.kubernetes.io/zone",
+    ///     Operator::In,
+    ///     ["us-east-1a", "us-east-1b"],
+    /// )?;
+    /// assert_eq!(zone.key(), "topology.kubernetes.io/zone");
+    /// let not_a = Requirement::new(zone.key(), Operator::NotIn, ["us-east-1a"])?;
+    /// let b = zone.intersection(&not_a);
+    /// assert_eq!(b.values().collect::<Vec<_>>(), ["us-east-1b"]);
+    /// // The API's rules: In needs values, Gt one integer.
+    /// assert!(Requirement::new("app", Operator::In, Vec::<String>::new()).is_err());
+    /// assert!(Requirement::new("app", Operator::Gt, ["five"]).is_err());
+    /// # Ok::<(), karpenter_scheduling::requirements::RequirementError>(())
+    /// ```
     pub fn new(
         key: impl Into<String>,
         operator: Operator,
@@ -560,6 +584,42 @@ impl Requirements {
     }
 
     /// From manifest requirements; repeated keys are intersected.
+    ///
+    /// # Examples
+    ///
+    /// A NodePool's requirements as written in its manifest, and a pod that asks for
+    /// something they exclude:
+    ///
+    /// ```
+    /// use karpenter_scheduling::Requirements;
+    /// use karpenter_scheduling::requirements::NodeSelectorRequirement;
+    ///
+    /// let manifest: Vec<NodeSelectorRequirement> = serde_json::from_str(
+    ///     r#"[
+    ///         {"key": "karpenter.sh/capacity-type", "operator": "In",
+    ///          "values": ["spot", "on-demand"]},
+    ///         {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+    ///         {"key": "karpenter.sh/capacity-type", "operator": "NotIn", "values": ["spot"]}
+    ///     ]"#,
+    /// )?;
+    /// let pool = Requirements::from_node_selector(&manifest)?;
+    /// let capacity_type = pool.get("karpenter.sh/capacity-type").unwrap();
+    /// assert_eq!(capacity_type.values().collect::<Vec<_>>(), ["on-demand"]);
+    ///
+    /// let pod: Requirements = serde_json::from_str(
+    ///     r#"[{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}]"#,
+    /// )?;
+    /// let conflict = pool.compatible(&pod, true).unwrap_err();
+    /// assert_eq!(conflict.key, "kubernetes.io/arch");
+    /// assert_eq!(
+    ///     conflict.message,
+    ///     concat!(
+    ///         "key kubernetes.io/arch, ",
+    ///         "kubernetes.io/arch In [arm64] not in kubernetes.io/arch In [amd64]"
+    ///     )
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn from_node_selector(reqs: &[NodeSelectorRequirement]) -> Result<Self, RequirementError> {
         let mut out = Self::new();
         for r in reqs {

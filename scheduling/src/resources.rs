@@ -101,6 +101,21 @@ impl Resources {
     ///
     /// # Panics
     /// Never on valid text; malformed text is returned as an error message.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use karpenter_scheduling::Resources;
+    ///
+    /// let r = Resources::parse(&[("cpu", "250m"), ("memory", "1Gi"), ("nvidia.com/gpu", "1")])?;
+    /// assert_eq!(r.cpu_millis, 250);
+    /// assert_eq!(r.memory, 1 << 30);
+    /// assert_eq!(r.get("nvidia.com/gpu"), 1);
+    /// let node = Resources::parse(&[("cpu", "2"), ("memory", "8Gi"), ("nvidia.com/gpu", "1")])?;
+    /// assert!(r.fits(&node));
+    /// assert!(Resources::parse(&[("cpu", "lots")]).is_err());
+    /// # Ok::<(), String>(())
+    /// ```
     pub fn parse(items: &[(&str, &str)]) -> Result<Self, String> {
         let parsed = items
             .iter()

@@ -1,15 +1,15 @@
 //! The packing solver: Karpenter-compatible greedy scheduling simulation over existing nodes,
 //! in-flight claims and new NodeClaims.
 //!
-//! The flow follows upstream's `scheduler.go`: pods are queued largest first
-//! ([`queue`]); each is tried on existing nodes (initialized first, then by name), then on the
+//! The flow follows upstream's `scheduler.go`: pods are queued largest first (module
+//! `queue`); each is tried on existing nodes (initialized first, then by name), then on the
 //! claims this solve already opened (fewest pods first), then on a new claim from the first
 //! NodePool by weight that can take it. A pod that fits nowhere has its preferences relaxed
-//! one at a time ([`preferences`]) and is retried; if it still fails it is requeued, and the
-//! loop ends when a whole pass over the queue places nothing.
+//! one at a time (module `preferences`) and is retried; if it still fails it is requeued,
+//! and the loop ends when a whole pass over the queue places nothing.
 //!
 //! Per-pool data (template requirements, compatible instance types, their allocatable and
-//! DaemonSet overhead groups) and per-pod data ([`pods::PodData`]) are computed once and
+//! DaemonSet overhead groups) and per-pod data (`pods::PodData`) are computed once and
 //! reused, so a later optimisation pass can re-pack the same pods with the same
 //! compatibility answers.
 
@@ -98,6 +98,43 @@ pub struct SolveOptions {
 /// pods onto cheaper instance-type mixes within its deterministic work budget. The plan's
 /// `total_price` is never above its `greedy_price`, and `lower_bound` (when computed) is at
 /// most the price of any plan putting the same pods on new capacity.
+///
+/// # Examples
+///
+/// The inputs here come from `karpenter-testing`'s builders (a pool over a small catalogue of
+/// 2- to 16-core types in three zones); the [crate documentation](crate) builds them by hand.
+///
+/// ```
+/// use karpenter_scheduling::labels::ZONE;
+/// use karpenter_scheduling::{SolveOptions, solve};
+/// use karpenter_testing::{GI, pod, pool, snapshot};
+///
+/// let mut pinned = pod("pinned", 500, GI);
+/// pinned.node_selector.insert(ZONE.into(), "zone-b".into());
+/// let mut nowhere = pod("nowhere", 500, GI);
+/// nowhere.node_selector.insert(ZONE.into(), "zone-x".into());
+/// let s = snapshot(
+///     vec![pod("a", 1500, 2 * GI), pod("b", 1500, 2 * GI), pinned, nowhere],
+///     vec![pool("default")],
+/// );
+///
+/// let plan = solve(&s, &SolveOptions::default());
+/// // Every pod is placed or explained, naming the NodePool that refused it.
+/// assert_eq!(plan.placed_pods(), 3);
+/// assert_eq!(plan.unschedulable.len(), 1);
+/// assert_eq!(plan.unschedulable[0].pod.name, "nowhere");
+/// assert!(plan.unschedulable[0].reason.contains(r#"NodePool "default""#));
+/// // The pod pinned to zone-b is on a claim whose requirements pin that zone.
+/// let claim = plan
+///     .new_node_claims
+///     .iter()
+///     .find(|c| c.pods.iter().any(|p| p.name == "pinned"))
+///     .unwrap();
+/// assert!(claim.requirements.get(ZONE).unwrap().has("zone-b"));
+/// // Never above Karpenter's greedy packing, and the same plan every time.
+/// assert!(plan.total_price <= plan.greedy_price.unwrap() + 1e-9);
+/// assert_eq!(plan, solve(&s, &SolveOptions::default()));
+/// ```
 pub fn solve(snapshot: &Snapshot, options: &SolveOptions) -> Plan {
     solve_with_deadline(snapshot, options, None)
 }
@@ -107,6 +144,23 @@ pub fn solve(snapshot: &Snapshot, options: &SolveOptions) -> Plan {
 /// one). The greedy pass always completes. The callback is the only way to make a solve
 /// depend on anything but its inputs (e.g. a wall clock): without one, or with one that
 /// never fires, the result is deterministic.
+///
+/// # Examples
+///
+/// A deadline that has already passed: the greedy plan is complete and the optimiser says it
+/// stopped early.
+///
+/// ```
+/// use karpenter_scheduling::{SolveOptions, solve_with_deadline};
+/// use karpenter_testing::synthetic_snapshot;
+///
+/// let s = synthetic_snapshot(200, 0);
+/// let plan = solve_with_deadline(&s, &SolveOptions::default(), Some(&|| true));
+/// assert!(plan.unschedulable.is_empty());
+/// assert_eq!(plan.placed_pods(), 200);
+/// assert!(plan.total_price <= plan.greedy_price.unwrap() + 1e-9);
+/// assert!(plan.optimizer.unwrap().budget_exhausted);
+/// ```
 pub fn solve_with_deadline(
     snapshot: &Snapshot,
     options: &SolveOptions,
