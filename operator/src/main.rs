@@ -1,7 +1,9 @@
-//! The `karpenter` binary: `plan` (what would be launched for these manifests) and `crds`
-//! (the CustomResourceDefinitions).
+//! The `karpenter` binary: `controller` (the operator), `simulate` (a scenario on a virtual
+//! clock), `plan` (what would be launched for these manifests) and `crds` (the
+//! CustomResourceDefinitions). The subcommands are in [`cli`].
 #![forbid(unsafe_code)]
 
+mod cli;
 mod controller;
 mod http;
 mod manifests;
@@ -10,79 +12,6 @@ mod plan_cmd;
 mod settings;
 mod simulate;
 
-use clap::{Parser, Subcommand};
-use std::io::Write;
-
-/// karpenter-rs: a Kubernetes node autoscaler compatible with Karpenter's v1 API.
-#[derive(Debug, Parser)]
-#[command(name = "karpenter", version, about)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Plan the nodes karpenter-rs would launch for the pods and NodePools in manifests.
-    Plan(plan_cmd::PlanArgs),
-    /// Run a scenario (manifests and a timeline) on an embedded cluster with a virtual clock.
-    Simulate(simulate::SimulateArgs),
-    /// Print the CustomResourceDefinitions (karpenter.sh/v1 NodePool and NodeClaim).
-    Crds,
-    /// Run the operator against a cluster (in-cluster config or KUBECONFIG).
-    Controller(Box<settings::ControllerArgs>),
-}
-
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
-    match run(cli) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        // A reader that stops early (`| head`) is not an error worth reporting.
-        Err(e) if is_broken_pipe(&e) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
-
-fn run(cli: Cli) -> anyhow::Result<()> {
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    match cli.command {
-        Command::Plan(args) => plan_cmd::run(&args, &mut out)?,
-        Command::Simulate(args) => simulate::run(&args, &mut out)?,
-        Command::Crds => out.write_all(karpenter_cloudprovider::crds_yaml().as_bytes())?,
-        Command::Controller(args) => {
-            drop(out);
-            install_crypto_provider();
-            return tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()?
-                .block_on(controller::run(&args));
-        }
-    }
-    out.flush()?;
-    Ok(())
-}
-
-/// Installs `ring` as the process's rustls crypto provider. kube's TLS client asks rustls for
-/// the process default, which rustls can only infer when exactly one provider is compiled in;
-/// a build with the `aws` feature also links aws-lc-rs (the AWS SDK's client names its provider
-/// itself), so without this the first API call panics.
-fn install_crypto_provider() {
-    // An error means a provider is installed already, which is all that is needed.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
-fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|cause| {
-        cause
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-            || cause
-                .downcast_ref::<serde_json::Error>()
-                .and_then(|j| j.io_error_kind())
-                .is_some_and(|k| k == std::io::ErrorKind::BrokenPipe)
-    })
+    cli::main(clap::Parser::parse())
 }
