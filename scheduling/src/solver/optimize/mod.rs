@@ -2,29 +2,36 @@
 //! new-claim pods onto a cheaper mix of instance types, and computes an LP lower bound on
 //! the price of the new capacity so every plan shows its gap to optimal.
 //!
-//! Only pods that cannot tell one new node from another are moved: a greedy claim is
-//! re-packable when none of its pods binds host ports and every topology group that owns
-//! or could count one of its pods is keyed on a label the claim pins to a single value
-//! (never the hostname). Re-packable claims with the same NodePool and the same
-//! requirements form a group. A claim pinned by some of its pods (hostname anti-affinity or
-//! spread, host ports) joins the group with its other pods, which no hostname-keyed
-//! constraint counts: they leave it when what stays fits a cheaper type, so the pinned pods
-//! keep their node and the rest is packed with the group. Any packing of a group's pods
-//! onto nodes with those requirements satisfies every constraint the greedy checked
-//! (taints, requirements, volume and topology domains), so only capacity, DaemonSet
-//! overhead, offerings, NodePool limits and minValues need re-checking — which is done on the final claims with the
-//! solver's own arithmetic, falling back to the greedy claims of a group on any failure.
-//! Under NodePool limits each re-packed claim's options are narrowed to what the remaining
-//! limit allows (see `fit_limits`), so launching any option of every claim stays within it.
-//! A group is replaced only when strictly cheaper, so the plan is never worse than the
-//! greedy one.
+//! Only pods that cannot tell one new node from another are moved. A pod may move when it
+//! binds no host port and every topology group it owns, and every group that could count
+//! it, is keyed on a label its claim pins to a single value (a zone, say; never the
+//! hostname), except hostname-keyed spreads and anti-affinities owned by other pods: their
+//! counts only fall when a pod leaves their owner's node (see `Topology::movable`). The
+//! claims' pods grouped by NodePool and requirements form a group; a zone-pinned claim's
+//! pods are thus re-packed within their zone. A claim holding pods that may not move
+//! (owners of hostname anti-affinity, spread or affinity, host ports) keeps them and its
+//! hostname, and becomes a host (see [`hosts`]): the group's movable pods first fill the
+//! room those pinned pods leave on the cheapest type that holds them, as far as the
+//! hostname-keyed constraints the pinned pods own allow, and the rest is packed onto new
+//! nodes. Any packing of a group's pods onto nodes with those requirements satisfies every
+//! constraint the greedy checked (taints, requirements, volume and topology domains), so
+//! only capacity, DaemonSet overhead, offerings, NodePool limits and minValues need
+//! re-checking — which is done on the final claims with the solver's own arithmetic,
+//! falling back to the greedy claims of a group on any failure. Under NodePool limits each
+//! re-packed claim's options are narrowed to what the remaining limit allows (see
+//! `fit_limits`), so launching any option of every claim stays within it, and a host keeps
+//! only options no larger than its largest before. Claims never change NodePool, so a pod
+//! stays on the highest-weight pool the greedy pass found for it. A group is replaced only
+//! when strictly cheaper, so the plan is never worse than the greedy one.
 //!
 //! Effort is bounded by a deterministic work budget ([`OptimizerOptions::max_work`]) and
-//! optionally by a caller's deadline callback; groups not reached keep their greedy claims.
+//! optionally by a caller's deadline callback; each group gets the share of what is left
+//! that its movable pods are of those left, and groups not reached keep their greedy claims.
 
 mod bound;
 mod budget;
 mod cover;
+mod hosts;
 mod lpround;
 mod pack;
 
@@ -260,14 +267,32 @@ pub(crate) fn optimize(
     let mut shrunk: Vec<Vec<(usize, Claim)>> = Vec::with_capacity(groups.len());
     let mut proven: Vec<bool> = Vec::with_capacity(groups.len());
     let mut next_host = 0u32;
-    for g in &groups {
+    // Each group gets the share of the work left that its movable pods are of those left,
+    // so that one large group cannot starve the others (what it leaves over goes to them).
+    let group_pods: Vec<usize> = groups
+        .iter()
+        .map(|g| {
+            g.claims
+                .iter()
+                .map(|&c| s.claims[c].pods.len())
+                .sum::<usize>()
+                + g.partial.iter().map(|(_, m)| m.len()).sum::<usize>()
+        })
+        .collect();
+    let mut pods_left: usize = group_pods.iter().sum();
+    let mut part_exhausted = false;
+    for (g, &n) in groups.iter().zip(&group_pods) {
         if budget.exhausted() {
             replaced.push(None);
             shrunk.push(Vec::new());
             proven.push(false);
             continue;
         }
-        let outcome = repack(s, g, &mut budget, &mut next_host);
+        let mut part = budget.portion(n as f64 / pods_left.max(1) as f64);
+        pods_left -= n;
+        let outcome = repack(s, g, &mut part, &mut next_host);
+        budget.absorb(&part);
+        part_exhausted |= part.exhausted();
         proven.push(outcome.proven_optimal);
         replaced.push(outcome.claims);
         shrunk.push(outcome.shrunk);
@@ -294,7 +319,7 @@ pub(crate) fn optimize(
 
     stats.groups_improved = replaced.iter().filter(|r| r.is_some()).count();
     stats.work = budget.spent().saturating_add(bound_budget.spent());
-    stats.budget_exhausted = budget.exhausted() || bound_budget.exhausted();
+    stats.budget_exhausted = budget.exhausted() || part_exhausted || bound_budget.exhausted();
     if stats.groups_improved == 0 {
         return Optimized {
             claims: None,
@@ -560,9 +585,28 @@ fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut
     for c in &candidates {
         price_of[c.it as usize] = c.price;
     }
-    let (shrunk, saving) = shrink_partial(s, g, &candidates, &types, &dims, &price_of, &mut pods);
+    let (shrunk, saving) = hosts::fill_hosts(
+        s,
+        g,
+        &candidates,
+        &types,
+        &dims,
+        &price_of,
+        &mut pods,
+        budget,
+    );
     if pods.is_empty() {
-        return none;
+        // Everything fits beside the pinned pods: the group needs no new node at all.
+        let target = greedy_cost(s, g) + saving;
+        return if target > price_epsilon(target) && !shrunk.is_empty() {
+            Repacked {
+                claims: Some(Vec::new()),
+                shrunk,
+                proven_optimal: false,
+            }
+        } else {
+            none
+        };
     }
     let requests: Vec<Resources> = pods.iter().map(|&p| pod_requests(&s.pods[p])).collect();
 
@@ -724,72 +768,6 @@ fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut
         proven_optimal: packing.optimal && shrunk.is_empty(),
         shrunk,
     }
-}
-
-/// Which of the group's partial claims give up their movable pods, each with what stays
-/// on it, and the total saved; the pods that leave are added to `moved`. A claim shrinks
-/// when what stays fits a strictly cheaper set of options among `candidates`. Under NodePool limits a shrunk claim keeps only options
-/// no larger than its largest one before, so the pool's count (each claim charged its
-/// largest option) never grows.
-fn shrink_partial(
-    s: &Scheduler<'_>,
-    g: &Group,
-    candidates: &[Candidate],
-    types: &[BinType],
-    dims: &Dims,
-    price_of: &[f64],
-    moved: &mut Vec<usize>,
-) -> (Vec<(usize, Claim)>, f64) {
-    let t = &s.templates[g.template];
-    let limits = Remaining::new(t.pool);
-    let mut shrunk = Vec::new();
-    let mut saving = 0.0;
-    for (c, movable) in &g.partial {
-        let claim = &s.claims[*c];
-        let stays: Vec<usize> = claim
-            .pods
-            .iter()
-            .copied()
-            .filter(|p| !movable.contains(p))
-            .collect();
-        let mut load = Resources::default();
-        for &p in &stays {
-            arith::add_into(&mut load, &pod_requests(&s.pods[p]));
-        }
-        let Some(mut options) =
-            claim_options(s, t, candidates, types, &g.reqs, &dims.vector(&load))
-        else {
-            continue;
-        };
-        if limits.is_limited() {
-            let most = claim
-                .options
-                .iter()
-                .map(|&i| limits.charge(t.its[i as usize]))
-                .reduce(|a, b| a.iter().zip(&b).map(|(x, y)| *x.max(y)).collect());
-            let Some(most) = most else {
-                continue;
-            };
-            options.retain(|&i| {
-                limits
-                    .charge(t.its[i as usize])
-                    .iter()
-                    .zip(&most)
-                    .all(|(c, m)| c <= m)
-            });
-        }
-        let before = claim_price(t, &claim.options, &g.reqs);
-        let after = options
-            .iter()
-            .map(|&i| price_of[i as usize])
-            .fold(f64::INFINITY, f64::min);
-        if after < before - price_epsilon(before) {
-            saving += before - after;
-            moved.extend(movable.iter().copied());
-            shrunk.push((*c, claim.shrunk(t, stays, load, options)));
-        }
-    }
-    (shrunk, saving)
 }
 
 /// Every candidate that holds `load` (the claim's requests as a vector over the group's
