@@ -449,3 +449,82 @@ fn a_forced_node_per_anti_affinity_pod_is_filled() {
         g.total_price
     );
 }
+
+/// Two weighted pools, the lower one the only one labelled `team: x`; some pods select it.
+fn weighted_snapshot(pods: &[(i64, i64, bool)]) -> Snapshot {
+    let mut high = pool("high");
+    high.weight = 50;
+    high.instance_types = on_demand_types(&[("s", 2, 8, 0.10), ("m", 4, 16, 0.20)]);
+    let mut low = pool("low");
+    low.weight = 10;
+    low.labels = [("team".to_owned(), "x".to_owned())].into();
+    low.instance_types = on_demand_types(&[("low-small", 2, 8, 0.20), ("low-big", 16, 64, 1.60)]);
+    let pods = pods
+        .iter()
+        .enumerate()
+        .map(|(i, &(cpu, mib, team))| {
+            let mut p = pod(&format!("p{i}"), cpu, mib * MI);
+            if team {
+                p.node_selector = [("team".to_owned(), "x".to_owned())].into();
+            }
+            p
+        })
+        .collect();
+    snapshot(pods, vec![high, low])
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// No pod ends on a lower-weight pool than the greedy gave it, selectors hold, and the
+    /// plan costs no more than the greedy one.
+    #[test]
+    fn pods_never_move_to_a_lower_weight_pool(
+        pods in prop::collection::vec((100i64..1900, 64i64..6000, prop::bool::weighted(0.3)), 1..40)
+    ) {
+        let s = weighted_snapshot(&pods);
+        let g = greedy(&s);
+        let plan = solve(&s, &SolveOptions::default());
+        let weight = |name: &str| s.node_pools.iter().find(|p| p.name == name).map(|p| p.weight);
+        let pool_of = |plan: &Plan| -> BTreeMap<String, String> {
+            plan.new_node_claims
+                .iter()
+                .flat_map(|c| c.pods.iter().map(|k| (k.name.clone(), c.node_pool.clone())))
+                .collect()
+        };
+        let before = pool_of(&g);
+        let after = pool_of(&plan);
+        prop_assert_eq!(before.len(), after.len());
+        for (name, pool) in &after {
+            prop_assert!(weight(pool) >= weight(&before[name]), "{} moved down to {}", name, pool);
+            let p = s.pending_pods.iter().find(|p| &p.name == name).expect("pod");
+            if !p.node_selector.is_empty() {
+                prop_assert_eq!(pool.as_str(), "low");
+            }
+        }
+        prop_assert!(plan.total_price <= g.total_price + 1e-9);
+        prop_assert_eq!(&plan, &solve(&s, &SolveOptions::default()));
+    }
+}
+
+#[test]
+fn free_pods_move_up_to_the_highest_weight_pool_that_takes_them() {
+    // The greedy opens a `low` claim for the big selected pod, and the small free pods
+    // join it because it has room: they end on the lower-weight pool.
+    let mut pods = vec![(1500, 1024, true)];
+    pods.extend([(500, 1024, false); 10]);
+    let s = weighted_snapshot(&pods);
+    let g = greedy(&s);
+    let on_low = |plan: &Plan| -> Vec<String> {
+        plan.new_node_claims
+            .iter()
+            .filter(|c| c.node_pool == "low")
+            .flat_map(|c| c.pods.iter().map(|k| k.name.clone()))
+            .collect()
+    };
+    assert!(on_low(&g).len() > 1, "{g:?}");
+    let plan = solve(&s, &SolveOptions::default());
+    assert_eq!(on_low(&plan), ["p0"], "{plan:?}");
+    assert_eq!(plan.placed_pods(), 11);
+    assert!(plan.total_price < g.total_price - 1e-9);
+}

@@ -20,9 +20,17 @@
 //! falling back to the greedy claims of a group on any failure. Under NodePool limits each
 //! re-packed claim's options are narrowed to what the remaining limit allows (see
 //! `fit_limits`), so launching any option of every claim stays within it, and a host keeps
-//! only options no larger than its largest before. Claims never change NodePool, so a pod
-//! stays on the highest-weight pool the greedy pass found for it. A group is replaced only
-//! when strictly cheaper, so the plan is never worse than the greedy one.
+//! only options no larger than its largest before.
+//!
+//! Pods on claims that only hold free pods (see [`free_pod_template`]: nothing but their
+//! nodeSelector and tolerations decides where they go) are grouped instead by the
+//! highest-weight NodePool that takes them and their own nodeSelector. The greedy pass puts
+//! such a pod on any open claim with room, even one of a lower-weight pool or narrowed by
+//! another pod's selectors (arm64, on-demand), so this both moves it up to the pool its
+//! weight asks for and lets it use cheaper capacity. These free groups replace the free
+//! claims all together or not at all; every other pod keeps its claim's NodePool, so no pod
+//! ever lands on a lower-weight pool than the greedy gave it. A group is replaced only when
+//! strictly cheaper, so the plan is never worse than the greedy one.
 //!
 //! Effort is bounded by a deterministic work budget ([`OptimizerOptions::max_work`]) and
 //! optionally by a caller's deadline callback; each group gets the share of what is left
@@ -69,6 +77,9 @@ const MIN_REPACK_WORK: u64 = 40_000_000;
 /// The share of the work left that covering one group may use, so the packers after it
 /// always get the rest.
 const COVER_SHARE: f64 = 0.1;
+
+/// The share of a free group's work its packing heuristic may use before the LP rounding.
+const FREE_HEURISTIC_SHARE: f64 = 0.25;
 
 /// The share of the work left that merging one group's nodes may use.
 const MERGE_SHARE: f64 = 0.1;
@@ -168,10 +179,15 @@ fn claim_price(t: &Template<'_>, options: &[u32], reqs: &Requirements) -> f64 {
 struct Group {
     template: usize,
     reqs: Requirements,
+    /// Pods taken off free claims (see [`free_pod_template`]): they join this group's
+    /// packing, and the group is replaced only together with every other such group.
+    free: Vec<usize>,
+    /// The greedy claims its movable pods fill whole, for the size of the problem.
+    greedy_nodes: usize,
     /// Greedy claims whose every pod may move.
     claims: Vec<usize>,
     /// Greedy claims pinned by some of their pods (hostname-keyed constraints, host ports),
-    /// with the pods on them that may move: see [`shrink_partial`].
+    /// with the pods on them that may move: see [`hosts::fill_hosts`].
     partial: Vec<(usize, Vec<usize>)>,
 }
 
@@ -189,10 +205,62 @@ pub(crate) fn optimize(
 ) -> Optimized {
     let mut stats = OptimizerStats::default();
 
-    // Interchangeable groups, in order of their first claim.
+    // Claims whose every pod is free to go to the highest-weight pool that takes it, on
+    // nodes that only its own selectors narrow: those pods are regrouped by that pool and
+    // their own requirements (the claims they leave are all replaced, or none is). These
+    // free groups come first.
     let mut groups: Vec<Group> = Vec::new();
+    let free_claims: Vec<usize> = (0..s.claims.len())
+        .filter(|&c| {
+            let claim = &s.claims[c];
+            !claim.pods.is_empty()
+                && claim
+                    .pods
+                    .iter()
+                    .all(|&p| free_pod_template(s, p).is_some())
+        })
+        .collect();
+    let mut free_index: HashMap<(usize, Requirements), usize> = HashMap::new();
+    let mut free_sources: Vec<std::collections::BTreeSet<usize>> = Vec::new();
+    for &c in &free_claims {
+        for &p in &s.claims[c].pods {
+            let Some((ti, reqs)) = free_pod_template(s, p) else {
+                continue;
+            };
+            let g = *free_index.entry((ti, reqs.clone())).or_insert_with(|| {
+                groups.push(Group {
+                    template: ti,
+                    reqs,
+                    free: Vec::new(),
+                    greedy_nodes: 0,
+                    claims: Vec::new(),
+                    partial: Vec::new(),
+                });
+                free_sources.push(std::collections::BTreeSet::new());
+                groups.len() - 1
+            });
+            groups[g].free.push(p);
+            free_sources[g].insert(c);
+        }
+    }
+    for (g, sources) in groups.iter_mut().zip(&free_sources) {
+        g.greedy_nodes = sources.len();
+    }
+    let free_groups = groups.len();
+    let free_greedy: f64 = free_claims
+        .iter()
+        .map(|&c| {
+            let claim = &s.claims[c];
+            claim_price(&s.templates[claim.template], &claim.options, &claim.reqs)
+        })
+        .sum();
+
+    // The other claims' interchangeable groups, in order of their first claim.
     let mut index: HashMap<(usize, Requirements), usize> = HashMap::new();
     for (c, claim) in s.claims.iter().enumerate() {
+        if free_claims.binary_search(&c).is_ok() {
+            continue;
+        }
         let reqs = without_hostname(&claim.reqs);
         let movable: Vec<usize> = claim
             .pods
@@ -212,12 +280,15 @@ pub(crate) fn optimize(
             groups.push(Group {
                 template: key.0,
                 reqs: key.1,
+                free: Vec::new(),
+                greedy_nodes: 0,
                 claims: Vec::new(),
                 partial: Vec::new(),
             });
             groups.len() - 1
         });
         if movable.len() == claim.pods.len() {
+            groups[g].greedy_nodes += 1;
             groups[g].claims.push(c);
         } else {
             groups[g].partial.push((c, movable));
@@ -277,6 +348,7 @@ pub(crate) fn optimize(
                 .map(|&c| s.claims[c].pods.len())
                 .sum::<usize>()
                 + g.partial.iter().map(|(_, m)| m.len()).sum::<usize>()
+                + g.free.len()
         })
         .collect();
     let mut pods_left: usize = group_pods.iter().sum();
@@ -290,7 +362,10 @@ pub(crate) fn optimize(
         }
         let mut part = budget.portion(n as f64 / pods_left.max(1) as f64);
         pods_left -= n;
-        let outcome = repack(s, g, &mut part, &mut next_host);
+        // A free group beats no claim of its own: all free groups together must beat the
+        // free claims' price (checked below), which bounds what any one of them may cost.
+        let target = (!g.free.is_empty()).then_some(free_greedy);
+        let outcome = repack(s, g, target, &mut part, &mut next_host);
         budget.absorb(&part);
         part_exhausted |= part.exhausted();
         proven.push(outcome.proven_optimal);
@@ -298,22 +373,64 @@ pub(crate) fn optimize(
         shrunk.push(outcome.shrunk);
     }
 
+    // The free groups hold the pods of every free claim: they replace those claims all
+    // together, when each of them was packed and they cost less in total, or not at all.
+    let free_cost = |replaced: &[Option<Vec<Claim>>]| -> Option<f64> {
+        replaced[..free_groups]
+            .iter()
+            .map(|r| {
+                r.as_ref().map(|claims| {
+                    claims
+                        .iter()
+                        .map(|c| claim_price(&s.templates[c.template], &c.options, &c.reqs))
+                        .sum::<f64>()
+                })
+            })
+            .sum()
+    };
+    let mut free_kept = free_groups > 0
+        && free_cost(&replaced).is_some_and(|cost| cost < free_greedy - price_epsilon(free_greedy));
     // NodePool limits (see [`fit_limits`]): a re-packed group is proven optimal only if it
-    // survives them, since its packing ignored them.
-    for (ti, t) in s.templates.iter().enumerate() {
-        let members: Vec<usize> = (0..groups.len())
-            .filter(|&g| groups[g].template == ti && replaced[g].is_some())
-            .collect();
-        if members.is_empty() || !Remaining::new(t.pool).is_limited() {
-            continue;
-        }
-        let kept = fit_limits(s, ti, &groups, &members, &mut replaced);
-        for &g in &members {
-            if !kept.contains(&g) {
+    // survives them, since its packing ignored them. While the free groups stand, the free
+    // claims they replace count as gone; if the limits then drop any free group, they all
+    // go and the limits are fitted again with the free claims back (narrowing options
+    // twice only narrows them further).
+    // A single free group whose exact search found nothing cheaper than the free claims,
+    // all of its own pool, proves those greedy claims optimal.
+    let free_proof = free_groups == 1
+        && replaced[0].is_none()
+        && proven[0]
+        && free_claims
+            .iter()
+            .all(|&c| s.claims[c].template == groups[0].template);
+    loop {
+        if !free_kept {
+            for g in 0..free_groups {
                 replaced[g] = None;
-                proven[g] = false;
+                proven[g] = free_proof;
             }
         }
+        let gone: &[usize] = if free_kept { &free_claims } else { &[] };
+        for (ti, t) in s.templates.iter().enumerate() {
+            let members: Vec<usize> = (0..groups.len())
+                .filter(|&g| groups[g].template == ti && replaced[g].is_some())
+                .collect();
+            if members.is_empty() || !Remaining::new(t.pool).is_limited() {
+                continue;
+            }
+            let kept = fit_limits(s, ti, &groups, &members, gone, &mut replaced);
+            for &g in &members {
+                if !kept.contains(&g) {
+                    replaced[g] = None;
+                    proven[g] = false;
+                }
+            }
+        }
+        if free_kept && replaced[..free_groups].iter().any(Option::is_none) {
+            free_kept = false;
+            continue;
+        }
+        break;
     }
     stats.groups_proven_optimal = proven.iter().filter(|&&p| p).count();
 
@@ -329,6 +446,11 @@ pub(crate) fn optimize(
         };
     }
     let mut dropped = vec![false; s.claims.len()];
+    if free_kept {
+        for &c in &free_claims {
+            dropped[c] = true;
+        }
+    }
     let mut smaller: HashMap<usize, Claim> = HashMap::new();
     for ((g, r), sh) in groups.iter().zip(&replaced).zip(shrunk) {
         if r.is_some() {
@@ -357,6 +479,50 @@ pub(crate) fn optimize(
     }
 }
 
+/// The pool and requirements a free pod is re-packed with, or `None` when it is not free.
+///
+/// A pod is free when nothing but its nodeSelector and tolerations decides where it goes:
+/// no host port, volume requirement or node affinity (required or preferred), and no
+/// topology group that owns it or could count it other than hostname-keyed spreads and
+/// anti-affinities of other pods (which it may leave, see `Topology::movable`). It then
+/// belongs on the highest-weight pool (the templates are in weight order) whose taints it
+/// tolerates, whose requirements admit its nodeSelector and which has an instance type
+/// that holds it beside its DaemonSets, on nodes with exactly that pool's requirements and
+/// its nodeSelector. That is where the greedy pass opens claims for it too; it only puts
+/// such a pod elsewhere when a claim opened for another pod, maybe of a lower-weight pool
+/// or narrowed by that pod's selectors, had room.
+fn free_pod_template(s: &Scheduler<'_>, p: usize) -> Option<(usize, Requirements)> {
+    let pod = &s.pods[p];
+    let affinity = &pod.affinity.node_affinity;
+    if !pod.host_ports.is_empty()
+        || !pod.volume_requirements.is_empty()
+        || !affinity.required.is_empty()
+        || !affinity.preferred.is_empty()
+        || !s.topology.movable(p, pod, &Requirements::new())
+    {
+        return None;
+    }
+    let selector = Requirements::from_labels(pod.node_selector.iter());
+    let requests = pod_requests(pod);
+    s.templates.iter().enumerate().find_map(|(ti, t)| {
+        if !tolerates(&t.pool.taints, &pod.tolerations)
+            || t.reqs.compatible(&selector, true).is_err()
+        {
+            return None;
+        }
+        let mut reqs = t.reqs.clone();
+        reqs.add_all(&selector);
+        let fits = t.its.iter().enumerate().any(|(i, it)| {
+            let mut load = requests.clone();
+            arith::add_into(&mut load, &t.groups[t.group_of[i]].overhead);
+            arith::fits(&load, &t.allocs[i])
+                && it.requirements.intersects(&reqs).is_ok()
+                && cheapest(it, &reqs).is_some()
+        });
+        fits.then_some((ti, reqs))
+    })
+}
+
 /// What a claim must at least count against its pool's limits: the capacity of its
 /// cheapest option (the type it is priced at), in the order of [`Remaining::charge`].
 fn least_charge(t: &Template<'_>, remaining: &Remaining, claim: &Claim) -> Vec<i64> {
@@ -381,7 +547,9 @@ fn least_charge(t: &Template<'_>, remaining: &Remaining, claim: &Claim) -> Vec<i
 /// Karpenter's guarantee: every claim counts the largest capacity among its options
 /// (`subtractMax`), so launching any option of every new claim stays within the limit.
 ///
-/// The pool's greedy claims that stay count as the greedy pass counted them. Each re-packed
+/// The pool's greedy claims that stay (neither in an accepted group nor in `gone`, the
+/// sorted free claims the free groups replace) count as the greedy pass counted them. Each
+/// re-packed
 /// claim must count at least the capacity of the type it is priced at; groups are accepted
 /// (all at once when they fit, else one by one in plan order) while those least charges fit
 /// what remains. The slack left is then shared out in plan order: each claim keeps the
@@ -394,6 +562,7 @@ fn fit_limits(
     ti: usize,
     groups: &[Group],
     members: &[usize],
+    gone: &[usize],
     replaced: &mut [Option<Vec<Claim>>],
 ) -> Vec<usize> {
     let t = &s.templates[ti];
@@ -402,7 +571,10 @@ fn fit_limits(
     let after_kept = |accepted: &[usize]| -> Option<Remaining> {
         let mut remaining = initial.clone();
         for (c, claim) in s.claims.iter().enumerate() {
-            if claim.template != ti || accepted.iter().any(|&g| groups[g].claims.contains(&c)) {
+            if claim.template != ti
+                || gone.binary_search(&c).is_ok()
+                || accepted.iter().any(|&g| groups[g].claims.contains(&c))
+            {
                 continue;
             }
             if remaining.nodes_exhausted()
@@ -520,7 +692,13 @@ struct Repacked {
 /// pinned pods (whose constraints counted none of the pods that leave), and the pods that
 /// leave are packed with the rest of the group. The packing then has to beat the greedy
 /// price of the group's whole claims plus what shrinking the partial ones saves.
-fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut u32) -> Repacked {
+fn repack(
+    s: &Scheduler<'_>,
+    g: &Group,
+    target: Option<f64>,
+    budget: &mut Budget<'_>,
+    next_host: &mut u32,
+) -> Repacked {
     let none = Repacked {
         claims: None,
         shrunk: Vec::new(),
@@ -532,6 +710,7 @@ fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut
         .claims
         .iter()
         .flat_map(|&c| s.claims[c].pods.iter().copied())
+        .chain(g.free.iter().copied())
         .collect();
     if pods.is_empty() && g.partial.is_empty() {
         return none;
@@ -629,7 +808,7 @@ fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut
     }
 
     // What the packing must beat: the whole claims' price, less what shrinking saves.
-    let greedy = greedy_cost(s, g) + saving;
+    let greedy = target.unwrap_or_else(|| greedy_cost(s, g)) + saving;
     let (weights, fluid) = weights(&dims, &classes, &types, greedy, budget);
     let values = values(&classes, &weights);
     let inst = Instance {
@@ -646,7 +825,7 @@ fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut
         // (covers of the total demand) and filling them second finds what committing to
         // one pattern at a time misses, and it often proves its packing optimal, which
         // makes the costlier packers below pointless.
-        let covered = if g.claims.len() <= cover::MAX_NODES {
+        let covered = if g.greedy_nodes <= cover::MAX_NODES {
             let mut part = budget.portion(COVER_SHARE);
             let c = cover::cover_pack(&inst, fluid.as_deref(), greedy, &mut part);
             budget.absorb(&part);
@@ -660,8 +839,17 @@ fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut
             // Two packers, the cheapest of all kept: the LP rounding is near-optimal for
             // large batches of small pods, the heuristic is cheap and better on a handful
             // of big ones. The rounding runs first because it is the one worth the budget.
-            let rounded = lpround::lp_round(&inst, budget);
-            let heuristic = pack::heuristic(&inst, budget);
+            let (rounded, heuristic) = if target.is_some() {
+                // A free group that finds no packing keeps every free claim as it was,
+                // so the cheap heuristic goes first, with a share of its own.
+                let mut part = budget.portion(FREE_HEURISTIC_SHARE);
+                let heuristic = pack::heuristic(&inst, &mut part);
+                budget.absorb(&part);
+                (lpround::lp_round(&inst, budget), heuristic)
+            } else {
+                let rounded = lpround::lp_round(&inst, budget);
+                (rounded, pack::heuristic(&inst, budget))
+            };
             let best = [heuristic, rounded, covered]
                 .into_iter()
                 .flatten()
