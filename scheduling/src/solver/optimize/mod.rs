@@ -22,7 +22,7 @@
 //! `fit_limits`), so launching any option of every claim stays within it, and a host keeps
 //! only options no larger than its largest before.
 //!
-//! Pods on claims that only hold free pods (see [`free_pod_template`]: nothing but their
+//! Pods on claims that only hold free pods (see [`is_free`]: nothing but their
 //! nodeSelector and tolerations decides where they go) are grouped instead by the
 //! highest-weight NodePool that takes them and their own nodeSelector. The greedy pass puts
 //! such a pod on any open claim with room, even one of a lower-weight pool or narrowed by
@@ -179,7 +179,7 @@ fn claim_price(t: &Template<'_>, options: &[u32], reqs: &Requirements) -> f64 {
 struct Group {
     template: usize,
     reqs: Requirements,
-    /// Pods taken off free claims (see [`free_pod_template`]): they join this group's
+    /// Pods taken off free claims (see [`is_free`]): they join this group's
     /// packing, and the group is replaced only together with every other such group.
     free: Vec<usize>,
     /// The greedy claims its movable pods fill whole, for the size of the problem.
@@ -210,21 +210,38 @@ pub(crate) fn optimize(
     // their own requirements (the claims they leave are all replaced, or none is). These
     // free groups come first.
     let mut groups: Vec<Group> = Vec::new();
+    // Pods with the same selector, tolerations and requests find the same pool: checking
+    // every instance type of every pool is done once per such kind, not once per pod.
+    type Kind<'p> = (&'p crate::model::Labels, &'p [Toleration], Resources);
+    let mut targets: HashMap<Kind<'_>, Option<(usize, Requirements)>> = HashMap::new();
+    let mut free_of: Vec<Option<(usize, Requirements)>> = vec![None; s.pods.len()];
+    for claim in &s.claims {
+        for &p in &claim.pods {
+            let pod = &s.pods[p];
+            if is_free(s, p) {
+                let kind = (
+                    &pod.node_selector,
+                    pod.tolerations.as_slice(),
+                    pod_requests(pod),
+                );
+                free_of[p] = targets
+                    .entry(kind)
+                    .or_insert_with(|| free_target(s, pod))
+                    .clone();
+            }
+        }
+    }
     let free_claims: Vec<usize> = (0..s.claims.len())
         .filter(|&c| {
             let claim = &s.claims[c];
-            !claim.pods.is_empty()
-                && claim
-                    .pods
-                    .iter()
-                    .all(|&p| free_pod_template(s, p).is_some())
+            !claim.pods.is_empty() && claim.pods.iter().all(|&p| free_of[p].is_some())
         })
         .collect();
     let mut free_index: HashMap<(usize, Requirements), usize> = HashMap::new();
     let mut free_sources: Vec<std::collections::BTreeSet<usize>> = Vec::new();
     for &c in &free_claims {
         for &p in &s.claims[c].pods {
-            let Some((ti, reqs)) = free_pod_template(s, p) else {
+            let Some((ti, reqs)) = free_of[p].clone() else {
                 continue;
             };
             let g = *free_index.entry((ti, reqs.clone())).or_insert_with(|| {
@@ -479,29 +496,28 @@ pub(crate) fn optimize(
     }
 }
 
-/// The pool and requirements a free pod is re-packed with, or `None` when it is not free.
-///
-/// A pod is free when nothing but its nodeSelector and tolerations decides where it goes:
-/// no host port, volume requirement or node affinity (required or preferred), and no
-/// topology group that owns it or could count it other than hostname-keyed spreads and
-/// anti-affinities of other pods (which it may leave, see `Topology::movable`). It then
-/// belongs on the highest-weight pool (the templates are in weight order) whose taints it
-/// tolerates, whose requirements admit its nodeSelector and which has an instance type
-/// that holds it beside its DaemonSets, on nodes with exactly that pool's requirements and
-/// its nodeSelector. That is where the greedy pass opens claims for it too; it only puts
-/// such a pod elsewhere when a claim opened for another pod, maybe of a lower-weight pool
-/// or narrowed by that pod's selectors, had room.
-fn free_pod_template(s: &Scheduler<'_>, p: usize) -> Option<(usize, Requirements)> {
+/// Whether a pod is free: nothing but its nodeSelector and tolerations decides where it
+/// goes. It binds no host port, has no volume requirement or node affinity (required or
+/// preferred), and no topology group owns it or could count it other than hostname-keyed
+/// spreads and anti-affinities of other pods (which it may leave, see `Topology::movable`).
+fn is_free(s: &Scheduler<'_>, p: usize) -> bool {
     let pod = &s.pods[p];
     let affinity = &pod.affinity.node_affinity;
-    if !pod.host_ports.is_empty()
-        || !pod.volume_requirements.is_empty()
-        || !affinity.required.is_empty()
-        || !affinity.preferred.is_empty()
-        || !s.topology.movable(p, pod, &Requirements::new())
-    {
-        return None;
-    }
+    pod.host_ports.is_empty()
+        && pod.volume_requirements.is_empty()
+        && affinity.required.is_empty()
+        && affinity.preferred.is_empty()
+        && s.topology.movable(p, pod, &Requirements::new())
+}
+
+/// The pool and requirements a free pod (see [`is_free`]) is re-packed with: the
+/// highest-weight pool (the templates are in weight order) whose taints it tolerates, whose
+/// requirements admit its nodeSelector and which has an instance type that holds it beside
+/// its DaemonSets, on nodes with exactly that pool's requirements and its nodeSelector;
+/// `None` when no pool takes it. That is where the greedy pass opens claims for it too; it
+/// only puts such a pod elsewhere when a claim opened for another pod, maybe of a
+/// lower-weight pool or narrowed by that pod's selectors, had room.
+fn free_target(s: &Scheduler<'_>, pod: &Pod) -> Option<(usize, Requirements)> {
     let selector = Requirements::from_labels(pod.node_selector.iter());
     let requests = pod_requests(pod);
     s.templates.iter().enumerate().find_map(|(ti, t)| {
