@@ -7,8 +7,9 @@
 //! Karpenter-equivalent greedy pass alone), so the table shows what the optimiser costs in
 //! time and saves in price. Times are single `solve` calls (snapshot generation excluded);
 //! the criterion bench gives statistically sound timings. With `KARPENTER_BENCH_VERBOSE=1`
-//! it also prints, on stderr, how many claims of each cheapest instance type a plan launches,
-//! and the optimal whole-node cover behind the integer lower bound (when it was computed).
+//! it also prints, on stderr, how many claims of each cheapest instance type and of each
+//! NodePool a plan launches, and the optimal whole-node cover behind the integer lower
+//! bound (when it was computed).
 //! With `KARPENTER_BENCH_DIGEST=1` it prints, on stderr, a 64-bit FNV-1a digest of each full
 //! plan (both solves, `Debug` form), so two builds of the solver can be checked for identical
 //! plans, not just identical table columns. With `KARPENTER_BENCH_REPEAT=N` each solve is
@@ -70,6 +71,16 @@ fn main() {
             }
             for (name, (claims, pods)) in shapes {
                 eprintln!("{name}: {claims} claims, {pods} pods");
+            }
+            // Where the pods went, for the cases with several weighted NodePools.
+            let mut pools: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+            for claim in &plan.new_node_claims {
+                let entry = pools.entry(claim.node_pool.as_str()).or_default();
+                entry.0 += 1;
+                entry.1 += claim.pods.len();
+            }
+            for (pool, (claims, pods)) in pools {
+                eprintln!("NodePool {pool}: {claims} claims, {pods} pods");
             }
             // The cover the integer bound prices, to compare node mixes with the plan's.
             if let Some(cover) = integer_covering_bound(&snapshot) {

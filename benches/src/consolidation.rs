@@ -88,9 +88,18 @@ mod tests {
     #[test]
     fn cluster_has_the_solved_nodes_and_half_the_pods() {
         let input = half_deleted_cluster(50);
-        assert_eq!(input.cluster.nodes.len(), 10);
-        // Each node keeps its 1st, 3rd, 5th … pod: 5 pods per node leave 3.
-        assert_eq!(input.cluster.bound_pods.len(), 30);
+        let plan = solve(
+            &benchmark_snapshot(50, DEFAULT_SEED),
+            &SolveOptions::default(),
+        );
+        assert_eq!(input.cluster.nodes.len(), plan.new_node_claims.len());
+        // Each node keeps its 1st, 3rd, 5th … pod: n pods on a node leave ⌈n/2⌉.
+        let kept: usize = plan
+            .new_node_claims
+            .iter()
+            .map(|c| c.pods.len().div_ceil(2))
+            .sum();
+        assert_eq!(input.cluster.bound_pods.len(), kept);
         for node in &input.cluster.nodes {
             let on_node = |p: &Pod| p.node_name.as_deref() == Some(node.name.as_str());
             assert!(

@@ -10,8 +10,14 @@
 //!   [`CPU_MILLIS_CHOICES`] × [`MEMORY_MIB_CHOICES`].
 //! - [`unconstrained_workload`] is the same request distribution with no scheduling
 //!   constraints, the case where an exact packer can be compared with a lower bound.
+//! - [`targeted_workload`] is the same request distribution split into groups that pick
+//!   their NodePool with nodeSelectors, for [`weighted_node_pools`].
 //! - [`benchmark_node_pool`] is upstream's benchmark NodePool; [`aws_default_node_pool`] is
-//!   the NodePool of Karpenter's getting-started guide, for the real AWS catalogue.
+//!   the NodePool of Karpenter's getting-started guide without its limit, for the real AWS
+//!   catalogue, and [`getting_started_node_pool`] the same with its `limits: {cpu: 1000}`.
+//!   [`flexible_node_pool`] allows spot and on-demand, amd64 and arm64, under a limit that
+//!   never binds; [`weighted_node_pools`] are three NodePools of different weights and
+//!   requirements, and [`weighted_daemon_sets`] two DaemonSets that run on some of them.
 //! - [`snapshot_for`] / [`snapshot_with_pool`] put pods and a pool into a
 //!   [`Snapshot`]; [`benchmark_snapshot`] and [`aws_snapshot`] are the two ready-made cases.
 //! - [`capacity_lower_bound`] is a solver-independent lower bound on the price of placing
@@ -29,11 +35,14 @@ pub use covering::{CoveringSolution, INTEGER_BOUND_MAX_NODES, integer_covering_b
 use karpenter_catalog::default_instance_types;
 use karpenter_scheduling::labels;
 use karpenter_scheduling::model::{
-    Affinity, InstanceType, Labels, NodePool, Offering, Pod, PodAffinity, PodAffinityTerm,
-    Snapshot, TopologySpreadConstraint, WhenUnsatisfiable,
+    Affinity, DaemonSet, InstanceType, Labels, NodeAffinity, NodePool, NodeSelectorTerm, Offering,
+    OwnerRef, Pod, PodAffinity, PodAffinityTerm, Snapshot, TopologySpreadConstraint,
+    WhenUnsatisfiable,
 };
 use karpenter_scheduling::plan::OptimizerStats;
-use karpenter_scheduling::requirements::{Operator, Requirement, Requirements};
+use karpenter_scheduling::requirements::{
+    NodeSelectorRequirement, Operator, Requirement, Requirements,
+};
 use karpenter_scheduling::resources::Resources;
 use karpenter_scheduling::selector::LabelSelector;
 use karpenter_scheduling::{Plan, Quantity};
@@ -288,6 +297,89 @@ pub fn unconstrained_workload(count: usize, seed: u64) -> Vec<Pod> {
     group_pods(PodGroup::Generic, count, 0, &mut rng)
 }
 
+/// Pool label of [`weighted_node_pools`]' general pool, which the batch pods of
+/// [`targeted_workload`] select.
+pub const TEAM_LABEL: &str = "example.com/team";
+
+/// Value of [`TEAM_LABEL`] on the general pool.
+pub const TEAM_BATCH: &str = "batch";
+
+/// How a pod of [`targeted_workload`] picks its NodePool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Target {
+    /// No nodeSelector: any pool may take it.
+    Any,
+    /// `kubernetes.io/arch: amd64`.
+    Amd64,
+    /// `kubernetes.io/arch: arm64` and `karpenter.sh/capacity-type: on-demand`.
+    Arm64OnDemand,
+    /// [`TEAM_LABEL`]`: `[`TEAM_BATCH`], a label only the general pool puts on its nodes.
+    Batch,
+}
+
+impl Target {
+    /// The prefix of this target's pod names (`web-12`).
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Target::Any => "web",
+            Target::Amd64 => "amd64",
+            Target::Arm64OnDemand => "arm64-on-demand",
+            Target::Batch => "batch",
+        }
+    }
+
+    /// The nodeSelector a pod of this target carries.
+    pub fn node_selector(self) -> Labels {
+        let pairs: &[(&str, &str)] = match self {
+            Target::Any => &[],
+            Target::Amd64 => &[(labels::ARCH, labels::ARCHITECTURE_AMD64)],
+            Target::Arm64OnDemand => &[
+                (labels::ARCH, labels::ARCHITECTURE_ARM64),
+                (labels::CAPACITY_TYPE, labels::CAPACITY_TYPE_ON_DEMAND),
+            ],
+            Target::Batch => &[(TEAM_LABEL, TEAM_BATCH)],
+        };
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+}
+
+/// `count` pods with upstream's request distribution (no topology constraints), in four
+/// blocks that choose their NodePool with nodeSelectors: the first 40 % [`Target::Any`],
+/// then 20 % each of [`Target::Amd64`], [`Target::Arm64OnDemand`] and [`Target::Batch`]
+/// (the rounding remainder goes to the last block). Each pod draws its `my-label` value
+/// and then its requests from `rng`, like [`make_pod`]'s generic pods.
+pub fn targeted_workload(count: usize, seed: u64) -> Vec<Pod> {
+    let mut rng = SplitMix64::new(seed);
+    let any = count * 2 / 5;
+    let each = count / 5;
+    (0..count)
+        .map(|i| {
+            let target = if i < any {
+                Target::Any
+            } else if i < any + each {
+                Target::Amd64
+            } else if i < any + 2 * each {
+                Target::Arm64OnDemand
+            } else {
+                Target::Batch
+            };
+            let name = format!("{}-{i}", target.prefix());
+            Pod {
+                namespace: NAMESPACE.to_owned(),
+                uid: format!("{NAMESPACE}-{name}"),
+                name,
+                labels: random_label(&mut rng, LABEL_KEY),
+                node_selector: target.node_selector(),
+                requests: random_requests(&mut rng),
+                ..Pod::default()
+            }
+        })
+        .collect()
+}
+
 /// Upstream's benchmark NodePool (`test.NodePool` with cpu and memory limits so high they
 /// never bind, no requirements) over `instance_types`.
 pub fn benchmark_node_pool(instance_types: Vec<Arc<InstanceType>>) -> NodePool {
@@ -322,34 +414,168 @@ fn requirement(key: &str, op: Operator, values: &[&str]) -> Requirement {
 /// The NodePool of Karpenter's getting-started guide, for the real AWS catalogue: linux,
 /// amd64, on-demand, instance category c, m or r, generation above 2; no limits.
 pub fn aws_default_node_pool(instance_types: Vec<Arc<InstanceType>>) -> NodePool {
+    NodePool {
+        name: NODE_POOL_NAME.to_owned(),
+        requirements: aws_requirements(
+            &[labels::ARCHITECTURE_AMD64],
+            &[labels::CAPACITY_TYPE_ON_DEMAND],
+            None,
+        ),
+        instance_types,
+        ..NodePool::default()
+    }
+}
+
+/// The requirements every AWS NodePool here shares with the getting-started guide's: linux,
+/// instance category c, m or r, generation above 2; `arches` and `capacity_types` are the
+/// allowed `kubernetes.io/arch` and `karpenter.sh/capacity-type` values, `category_min_values`
+/// the category requirement's `minValues`.
+fn aws_requirements(
+    arches: &[&str],
+    capacity_types: &[&str],
+    category_min_values: Option<u32>,
+) -> Requirements {
     let mut requirements = Requirements::new();
-    requirements.add(requirement(
-        labels::ARCH,
-        Operator::In,
-        &[labels::ARCHITECTURE_AMD64],
-    ));
+    requirements.add(requirement(labels::ARCH, Operator::In, arches));
     requirements.add(requirement(labels::OS, Operator::In, &["linux"]));
     requirements.add(requirement(
         labels::CAPACITY_TYPE,
         Operator::In,
-        &[labels::CAPACITY_TYPE_ON_DEMAND],
+        capacity_types,
     ));
-    requirements.add(requirement(
-        labels::AWS_INSTANCE_CATEGORY,
-        Operator::In,
-        &["c", "m", "r"],
-    ));
+    requirements.add(
+        requirement(
+            labels::AWS_INSTANCE_CATEGORY,
+            Operator::In,
+            &["c", "m", "r"],
+        )
+        .with_min_values(category_min_values),
+    );
     requirements.add(requirement(
         labels::AWS_INSTANCE_GENERATION,
         Operator::Gt,
         &["2"],
     ));
+    requirements
+}
+
+/// A `limits` map of `cores` cpu.
+fn cpu_limit(cores: i64) -> BTreeMap<String, Quantity> {
+    BTreeMap::from([(
+        "cpu".to_owned(),
+        Quantity::from_value(cores, quantity_format()),
+    )])
+}
+
+/// Karpenter's getting-started NodePool verbatim: [`aws_default_node_pool`]'s requirements
+/// with its `limits: {cpu: 1000}`. Each new claim counts the largest cpu among its options
+/// against the limit, so the limit binds well before 1,000 cores of pods.
+pub fn getting_started_node_pool(instance_types: Vec<Arc<InstanceType>>) -> NodePool {
+    NodePool {
+        limits: cpu_limit(1000),
+        ..aws_default_node_pool(instance_types)
+    }
+}
+
+/// A NodePool like the getting-started one but allowing spot and on-demand capacity on
+/// amd64 and arm64, with a cpu limit of 1,000,000 cores that no case here reaches. Every
+/// new claim counts the largest cpu among its options against the limit (Karpenter's
+/// guarantee), up to 384 cores on this pool, so a limit of 100,000 binds once a plan has
+/// about 260 claims: Karpenter's diverse mix at 5,000 pods (1,000 anti-affinity pods, one
+/// claim each) would leave hundreds of pods unschedulable under it.
+pub fn flexible_node_pool(instance_types: Vec<Arc<InstanceType>>) -> NodePool {
     NodePool {
         name: NODE_POOL_NAME.to_owned(),
-        requirements,
+        requirements: aws_requirements(
+            &[labels::ARCHITECTURE_AMD64, labels::ARCHITECTURE_ARM64],
+            &[labels::CAPACITY_TYPE_SPOT, labels::CAPACITY_TYPE_ON_DEMAND],
+            None,
+        ),
+        limits: cpu_limit(1_000_000),
         instance_types,
         ..NodePool::default()
     }
+}
+
+/// Three weighted NodePools over the same instance types, tried highest weight first:
+///
+/// - `spot-arm64`, weight 50: arm64 spot capacity;
+/// - `on-demand-amd64`, weight 30: amd64 on-demand capacity;
+/// - `general`, weight 10: either architecture and capacity type, labelling its nodes
+///   [`TEAM_LABEL`]`=`[`TEAM_BATCH`], with `minValues: 2` on the instance category (every
+///   claim must keep options of at least two of c, m, r) and a cpu limit of 100,000 cores.
+///
+/// All three are linux, category c/m/r, generation above 2. The pods of
+/// [`targeted_workload`] without a selector belong on `spot-arm64`, the amd64 ones on
+/// `on-demand-amd64`, and the arm64 on-demand and batch ones only fit `general`.
+pub fn weighted_node_pools(instance_types: Vec<Arc<InstanceType>>) -> Vec<NodePool> {
+    use labels::{
+        ARCHITECTURE_AMD64 as AMD64, ARCHITECTURE_ARM64 as ARM64,
+        CAPACITY_TYPE_ON_DEMAND as ON_DEMAND, CAPACITY_TYPE_SPOT as SPOT,
+    };
+    let pool =
+        |name: &str, weight: i32, arches: &[&str], capacity: &[&str], min: Option<u32>| NodePool {
+            name: name.to_owned(),
+            weight,
+            requirements: aws_requirements(arches, capacity, min),
+            instance_types: instance_types.clone(),
+            ..NodePool::default()
+        };
+    vec![
+        pool("spot-arm64", 50, &[ARM64], &[SPOT], None),
+        pool("on-demand-amd64", 30, &[AMD64], &[ON_DEMAND], None),
+        NodePool {
+            labels: single_label(TEAM_LABEL, TEAM_BATCH),
+            limits: cpu_limit(100_000),
+            ..pool("general", 10, &[AMD64, ARM64], &[SPOT, ON_DEMAND], Some(2))
+        },
+    ]
+}
+
+/// A DaemonSet `kube-system/name` whose pod requests `cpu_millis` and `memory_mib`.
+fn daemon_set(name: &str, cpu_millis: i64, memory_mib: i64) -> DaemonSet {
+    DaemonSet {
+        namespace: "kube-system".to_owned(),
+        name: name.to_owned(),
+        pod: Pod {
+            namespace: "kube-system".to_owned(),
+            name: name.to_owned(),
+            uid: format!("kube-system-{name}"),
+            owner: Some(OwnerRef {
+                kind: "DaemonSet".to_owned(),
+                name: name.to_owned(),
+                uid: String::new(),
+            }),
+            requests: Resources {
+                cpu_millis,
+                memory: memory_mib * MIB,
+                ..Resources::default()
+            },
+            ..Pod::default()
+        },
+    }
+}
+
+/// The two DaemonSets of the weighted case: `log-agent` (100m, 128Mi) runs on every node;
+/// `security-agent` (500m, 512Mi) has a required node affinity to amd64, so it runs on the
+/// `on-demand-amd64` pool's nodes and the `general` pool's amd64 nodes but not on arm64
+/// ones. A node's DaemonSet overhead therefore depends on its pool and type.
+pub fn weighted_daemon_sets() -> Vec<DaemonSet> {
+    let log_agent = daemon_set("log-agent", 100, 128);
+    let mut security_agent = daemon_set("security-agent", 500, 512);
+    security_agent.pod.affinity.node_affinity = NodeAffinity {
+        required: vec![NodeSelectorTerm {
+            match_expressions: vec![NodeSelectorRequirement {
+                key: labels::ARCH.to_owned(),
+                operator: Operator::In,
+                values: vec![labels::ARCHITECTURE_AMD64.to_owned()],
+                min_values: None,
+            }],
+            match_fields: Vec::new(),
+        }],
+        preferred: Vec::new(),
+    };
+    vec![log_agent, security_agent]
 }
 
 /// A snapshot with `pods` pending and one NodePool; no nodes, no DaemonSets, `now` 0.
@@ -381,13 +607,29 @@ pub fn aws_snapshot(pods: Vec<Pod>) -> Snapshot {
     )
 }
 
-/// Which instance types a case runs over.
+/// `pods` over the real AWS catalogue with [`weighted_node_pools`] and
+/// [`weighted_daemon_sets`].
+pub fn weighted_snapshot(pods: Vec<Pod>) -> Snapshot {
+    Snapshot {
+        node_pools: weighted_node_pools(default_instance_types().to_vec()),
+        daemon_sets: weighted_daemon_sets(),
+        ..snapshot_with_pool(pods, NodePool::default())
+    }
+}
+
+/// Which instance types and NodePools a case runs over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum CatalogueKind {
     /// Upstream's 400 synthetic types with [`benchmark_node_pool`].
     Benchmark,
     /// The embedded real AWS catalogue with [`aws_default_node_pool`].
     Aws,
+    /// The AWS catalogue with [`getting_started_node_pool`] (its cpu limit included).
+    AwsGettingStarted,
+    /// The AWS catalogue with [`flexible_node_pool`].
+    AwsFlexible,
+    /// The AWS catalogue with [`weighted_node_pools`] and [`weighted_daemon_sets`].
+    AwsWeighted,
 }
 
 /// Which pods a case generates.
@@ -397,6 +639,8 @@ pub enum PodMix {
     Karpenter,
     /// [`unconstrained_workload`].
     Unconstrained,
+    /// [`targeted_workload`].
+    Targeted,
 }
 
 /// One benchmark case: a catalogue, a pod mix and a pod count.
@@ -411,14 +655,28 @@ pub struct Case {
 }
 
 impl Case {
-    /// The case's group name (`karpenter-400`, `aws-unconstrained`, `aws-mixed`), stable
-    /// across runs so criterion can compare them.
+    /// The case's group name (`karpenter-400`, `aws-unconstrained`, `aws-mixed`,
+    /// `aws-getting-started`, `aws-diverse`, `aws-weighted`, …), stable across runs so
+    /// criterion can compare them.
     pub fn group(&self) -> &'static str {
+        use CatalogueKind as C;
+        use PodMix as M;
         match (self.catalogue, self.mix) {
-            (CatalogueKind::Benchmark, PodMix::Karpenter) => "karpenter-400",
-            (CatalogueKind::Benchmark, PodMix::Unconstrained) => "benchmark-unconstrained",
-            (CatalogueKind::Aws, PodMix::Karpenter) => "aws-mixed",
-            (CatalogueKind::Aws, PodMix::Unconstrained) => "aws-unconstrained",
+            (C::Benchmark, M::Karpenter) => "karpenter-400",
+            (C::Benchmark, M::Unconstrained) => "benchmark-unconstrained",
+            (C::Benchmark, M::Targeted) => "benchmark-targeted",
+            (C::Aws, M::Karpenter) => "aws-mixed",
+            (C::Aws, M::Unconstrained) => "aws-unconstrained",
+            (C::Aws, M::Targeted) => "aws-targeted",
+            (C::AwsGettingStarted, M::Karpenter) => "aws-getting-started-mixed",
+            (C::AwsGettingStarted, M::Unconstrained) => "aws-getting-started",
+            (C::AwsGettingStarted, M::Targeted) => "aws-getting-started-targeted",
+            (C::AwsFlexible, M::Karpenter) => "aws-diverse",
+            (C::AwsFlexible, M::Unconstrained) => "aws-flexible-unconstrained",
+            (C::AwsFlexible, M::Targeted) => "aws-flexible-targeted",
+            (C::AwsWeighted, M::Karpenter) => "aws-weighted-mixed",
+            (C::AwsWeighted, M::Unconstrained) => "aws-weighted-unconstrained",
+            (C::AwsWeighted, M::Targeted) => "aws-weighted",
         }
     }
 
@@ -427,10 +685,17 @@ impl Case {
         let pods = match self.mix {
             PodMix::Karpenter => karpenter_workload(self.pods, seed),
             PodMix::Unconstrained => unconstrained_workload(self.pods, seed),
+            PodMix::Targeted => targeted_workload(self.pods, seed),
         };
+        let aws = || default_instance_types().to_vec();
         match self.catalogue {
             CatalogueKind::Benchmark => snapshot_for(pods, benchmark_instance_types()),
             CatalogueKind::Aws => aws_snapshot(pods),
+            CatalogueKind::AwsGettingStarted => {
+                snapshot_with_pool(pods, getting_started_node_pool(aws()))
+            }
+            CatalogueKind::AwsFlexible => snapshot_with_pool(pods, flexible_node_pool(aws())),
+            CatalogueKind::AwsWeighted => weighted_snapshot(pods),
         }
     }
 }
@@ -438,9 +703,19 @@ impl Case {
 /// Pod counts of the real-AWS-catalogue cases.
 pub const AWS_SIZES: [usize; 4] = [100, 1000, 5000, 20000];
 
+/// Pod counts of [`CatalogueKind::AwsGettingStarted`] (issue 13's first workload).
+pub const GETTING_STARTED_SIZES: [usize; 3] = [100, 1000, 5000];
+
+/// Pod counts of [`CatalogueKind::AwsFlexible`] and [`CatalogueKind::AwsWeighted`] (issue
+/// 13's second and third workloads).
+pub const ISSUE_SIZES: [usize; 2] = [1000, 5000];
+
 /// The cases of the packing benchmark and report: upstream's workload at
-/// [`KARPENTER_SIZES`], then the unconstrained and mixed workloads on the AWS catalogue at
-/// [`AWS_SIZES`].
+/// [`KARPENTER_SIZES`]; the unconstrained and mixed workloads on the AWS catalogue at
+/// [`AWS_SIZES`]; then issue 13's three workloads: the unconstrained mix on the
+/// getting-started NodePool (limit included) at [`GETTING_STARTED_SIZES`], Karpenter's
+/// diverse mix on [`flexible_node_pool`] and the targeted mix on [`weighted_node_pools`],
+/// both at [`ISSUE_SIZES`].
 pub fn packing_cases() -> Vec<Case> {
     let mut cases: Vec<Case> = KARPENTER_SIZES
         .iter()
@@ -453,6 +728,22 @@ pub fn packing_cases() -> Vec<Case> {
     for mix in [PodMix::Unconstrained, PodMix::Karpenter] {
         cases.extend(AWS_SIZES.iter().map(|&pods| Case {
             catalogue: CatalogueKind::Aws,
+            mix,
+            pods,
+        }));
+    }
+    let issue: [(CatalogueKind, PodMix, &[usize]); 3] = [
+        (
+            CatalogueKind::AwsGettingStarted,
+            PodMix::Unconstrained,
+            &GETTING_STARTED_SIZES,
+        ),
+        (CatalogueKind::AwsFlexible, PodMix::Karpenter, &ISSUE_SIZES),
+        (CatalogueKind::AwsWeighted, PodMix::Targeted, &ISSUE_SIZES),
+    ];
+    for (catalogue, mix, sizes) in issue {
+        cases.extend(sizes.iter().map(|&pods| Case {
+            catalogue,
             mix,
             pods,
         }));
@@ -917,8 +1208,110 @@ mod tests {
                 AWS_SIZES.len()
             );
         }
+        for (group, sizes) in [
+            ("aws-getting-started", &GETTING_STARTED_SIZES[..]),
+            ("aws-diverse", &ISSUE_SIZES[..]),
+            ("aws-weighted", &ISSUE_SIZES[..]),
+        ] {
+            let found: Vec<usize> = cases
+                .iter()
+                .filter(|c| c.group() == group)
+                .map(|c| c.pods)
+                .collect();
+            assert_eq!(found, sizes.to_vec(), "{group}");
+        }
         let case = cases[0];
         assert_eq!(case.snapshot(DEFAULT_SEED), case.snapshot(DEFAULT_SEED));
+    }
+
+    #[test]
+    fn targeted_workload_splits_into_its_four_blocks() {
+        let pods = targeted_workload(1003, DEFAULT_SEED);
+        assert_eq!(pods.len(), 1003);
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for pod in &pods {
+            let (prefix, _) = pod.name.rsplit_once('-').expect("indexed name");
+            let target = [
+                Target::Any,
+                Target::Amd64,
+                Target::Arm64OnDemand,
+                Target::Batch,
+            ]
+            .into_iter()
+            .find(|t| t.prefix() == prefix)
+            .expect("known prefix");
+            assert_eq!(pod.node_selector, target.node_selector());
+            assert!(pod.topology_spread_constraints.is_empty());
+            *counts.entry(prefix).or_default() += 1;
+        }
+        assert_eq!(counts["web"], 401);
+        assert_eq!(counts["amd64"], 200);
+        assert_eq!(counts["arm64-on-demand"], 200);
+        assert_eq!(counts["batch"], 202);
+        assert_eq!(targeted_workload(50, 3), targeted_workload(50, 3));
+    }
+
+    /// Each target's pods are compatible with the pools the docs name and no heavier one,
+    /// so the highest-weight pool able to take them is the documented one.
+    #[test]
+    fn weighted_pools_take_each_target_where_documented() {
+        let pools = weighted_node_pools(Vec::new());
+        let weights: Vec<i32> = pools.iter().map(|p| p.weight).collect();
+        assert_eq!(weights, vec![50, 30, 10]);
+        let admits = |pool: &NodePool, target: Target| {
+            let mut node = pool.requirements.clone();
+            node.add_all(&Requirements::from_labels(pool.labels.iter()));
+            let selector = target.node_selector();
+            node.compatible(&Requirements::from_labels(selector.iter()), true)
+                .is_ok()
+        };
+        for (target, first) in [
+            (Target::Any, "spot-arm64"),
+            (Target::Amd64, "on-demand-amd64"),
+            (Target::Arm64OnDemand, "general"),
+            (Target::Batch, "general"),
+        ] {
+            let best = pools.iter().find(|p| admits(p, target)).map(|p| &p.name);
+            assert_eq!(best.map(String::as_str), Some(first), "{target:?}");
+        }
+        let general = &pools[2];
+        let category = general
+            .requirements
+            .get(labels::AWS_INSTANCE_CATEGORY)
+            .expect("category");
+        assert_eq!(category.min_values(), Some(2));
+    }
+
+    #[test]
+    fn weighted_daemon_overhead_differs_by_architecture() {
+        let daemons = weighted_daemon_sets();
+        assert_eq!(daemons.len(), 2);
+        assert!(daemons.iter().all(|d| d.pod.is_daemon()));
+        assert!(daemons[0].pod.affinity.node_affinity.required.is_empty());
+        let term = &daemons[1].pod.affinity.node_affinity.required[0];
+        assert_eq!(term.match_expressions[0].key, labels::ARCH);
+        assert_eq!(
+            term.match_expressions[0].values,
+            vec![labels::ARCHITECTURE_AMD64.to_owned()]
+        );
+    }
+
+    #[test]
+    fn issue_pools_carry_their_limits() {
+        let getting_started = getting_started_node_pool(Vec::new());
+        assert_eq!(getting_started.limits["cpu"].milli_value(), 1_000_000);
+        assert_eq!(
+            getting_started.requirements,
+            aws_default_node_pool(Vec::new()).requirements
+        );
+        let flexible = flexible_node_pool(Vec::new());
+        assert_eq!(flexible.limits["cpu"].milli_value(), 1_000_000_000);
+        let capacity = flexible
+            .requirements
+            .get(labels::CAPACITY_TYPE)
+            .expect("capacity type");
+        assert!(capacity.has(labels::CAPACITY_TYPE_SPOT));
+        assert!(capacity.has(labels::CAPACITY_TYPE_ON_DEMAND));
     }
 
     /// The issue's quality target on its hardest case: with only five nodes, fragmentation

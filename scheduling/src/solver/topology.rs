@@ -511,6 +511,16 @@ pub(crate) struct Cluster<'a> {
     pub namespaces: &'a BTreeMap<String, Labels>,
 }
 
+/// How many more pods one hostname-keyed group, owned by a pod on a new node, lets onto
+/// that node: see [`Topology::host_caps`].
+#[derive(Debug, Clone)]
+pub(crate) struct HostCap {
+    group: usize,
+    inverse: bool,
+    /// Selected pods that may still join the node.
+    pub(crate) room: i64,
+}
+
 /// Every topology group of one solve.
 #[derive(Debug, Clone)]
 pub(crate) struct Topology {
@@ -903,12 +913,21 @@ impl Topology {
     }
 
     /// Whether pending pod `p` may move to another new node with the same requirements
-    /// `reqs` without changing any topology decision: every group it owns, and every group
-    /// that could count it, is keyed on a label `reqs` pins to one value (and not the
-    /// hostname, which differs from node to node). Conservative: a group that merely selects
-    /// the pod counts, whatever its node filter says.
+    /// `reqs`, one that holds only pods for which this is also true, without breaking any
+    /// topology decision: every group it owns is keyed on a label `reqs` pins to one value
+    /// (and not the hostname, which differs from node to node), and so is every group that
+    /// could count it, except hostname-keyed spreads and anti-affinities owned by other
+    /// pods. Those only ever limit how many selected pods share their owner's node, and the
+    /// hostname's minimum count is always 0 (a new node has none), so the pod leaving that
+    /// node only lowers a count there; and it arrives on a node holding no owner of a
+    /// hostname-keyed group, since such owners are never movable. A hostname-keyed affinity
+    /// that selects the pod keeps it, since its owner may need it beside itself.
+    /// Conservative otherwise: a group that merely selects the pod counts, whatever its node
+    /// filter says.
     pub(crate) fn movable(&self, p: usize, pod: &Pod, reqs: &Requirements) -> bool {
         let pinned = |key: &str| key != HOSTNAME && reqs.get(key).and_then(finite_single).is_some();
+        let leaves_harmlessly =
+            |g: &TopologyGroup| g.id.key == HOSTNAME && g.id.kind != Kind::Affinity;
         self.owned[p]
             .iter()
             .all(|&g| pinned(&self.groups[g].id.key))
@@ -919,7 +938,66 @@ impl Topology {
                 .groups
                 .iter()
                 .chain(self.inverse.iter())
-                .all(|g| pinned(&g.id.key) || !g.selects(pod))
+                .all(|g| pinned(&g.id.key) || leaves_harmlessly(g) || !g.selects(pod))
+    }
+
+    /// The limits the pending pods `present`, all on one new node, put on pods joining that
+    /// node through the hostname-keyed spreads and anti-affinities they own (see
+    /// [`HostCap`]). A required or respected anti-affinity lets no pod it selects join. A
+    /// spread with maxSkew k lets selected pods join while its owner sees at most
+    /// k − (1 if it selects itself) selected pods beside it: the hostname's minimum count is
+    /// always 0, so that is the skew the greedy pass checks, here over the node's final
+    /// content rather than only the pods placed before the owner. A spread already past
+    /// that gets a negative room and admits nothing more.
+    pub(crate) fn host_caps(&self, present: &[(usize, &Pod)]) -> Vec<HostCap> {
+        let mut caps = Vec::new();
+        for &(q, owner) in present {
+            for &g in &self.owned[q] {
+                let group = &self.groups[g];
+                if group.id.key != HOSTNAME {
+                    continue;
+                }
+                let room = match group.id.kind {
+                    Kind::Affinity => continue,
+                    Kind::AntiAffinity => 0,
+                    Kind::Spread => {
+                        let beside = present
+                            .iter()
+                            .filter(|&&(o, pod)| o != q && group.selects(pod))
+                            .count();
+                        i64::from(group.id.max_skew)
+                            - i64::from(group.selects(owner))
+                            - i64::try_from(beside).unwrap_or(i64::MAX)
+                    }
+                };
+                caps.push(HostCap {
+                    group: g,
+                    inverse: false,
+                    room,
+                });
+            }
+            for &g in &self.inverse_owned[q] {
+                if self.inverse[g].id.key == HOSTNAME {
+                    caps.push(HostCap {
+                        group: g,
+                        inverse: true,
+                        room: 0,
+                    });
+                }
+            }
+        }
+        caps
+    }
+
+    /// Whether `cap`'s group counts `pod`: such a pod may join the cap's node only while
+    /// the cap's room is positive, and uses one of it.
+    pub(crate) fn cap_selects(&self, cap: &HostCap, pod: &Pod) -> bool {
+        let group = if cap.inverse {
+            &self.inverse[cap.group]
+        } else {
+            &self.groups[cap.group]
+        };
+        group.selects(pod)
     }
 
     /// `Topology.Record`: counts pod `p` placed on a node with these taints/requirements.

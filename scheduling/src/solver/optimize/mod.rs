@@ -2,29 +2,44 @@
 //! new-claim pods onto a cheaper mix of instance types, and computes an LP lower bound on
 //! the price of the new capacity so every plan shows its gap to optimal.
 //!
-//! Only pods that cannot tell one new node from another are moved: a greedy claim is
-//! re-packable when none of its pods binds host ports and every topology group that owns
-//! or could count one of its pods is keyed on a label the claim pins to a single value
-//! (never the hostname). Re-packable claims with the same NodePool and the same
-//! requirements form a group. A claim pinned by some of its pods (hostname anti-affinity or
-//! spread, host ports) joins the group with its other pods, which no hostname-keyed
-//! constraint counts: they leave it when what stays fits a cheaper type, so the pinned pods
-//! keep their node and the rest is packed with the group. Any packing of a group's pods
-//! onto nodes with those requirements satisfies every constraint the greedy checked
-//! (taints, requirements, volume and topology domains), so only capacity, DaemonSet
-//! overhead, offerings, NodePool limits and minValues need re-checking — which is done on the final claims with the
-//! solver's own arithmetic, falling back to the greedy claims of a group on any failure.
-//! Under NodePool limits each re-packed claim's options are narrowed to what the remaining
-//! limit allows (see `fit_limits`), so launching any option of every claim stays within it.
-//! A group is replaced only when strictly cheaper, so the plan is never worse than the
-//! greedy one.
+//! Only pods that cannot tell one new node from another are moved. A pod may move when it
+//! binds no host port and every topology group it owns, and every group that could count
+//! it, is keyed on a label its claim pins to a single value (a zone, say; never the
+//! hostname), except hostname-keyed spreads and anti-affinities owned by other pods: their
+//! counts only fall when a pod leaves their owner's node (see `Topology::movable`). The
+//! claims' pods grouped by NodePool and requirements form a group; a zone-pinned claim's
+//! pods are thus re-packed within their zone. A claim holding pods that may not move
+//! (owners of hostname anti-affinity, spread or affinity, host ports) keeps them and its
+//! hostname, and becomes a host (see [`hosts`]): the group's movable pods first fill the
+//! room those pinned pods leave on the cheapest type that holds them, as far as the
+//! hostname-keyed constraints the pinned pods own allow, and the rest is packed onto new
+//! nodes. Any packing of a group's pods onto nodes with those requirements satisfies every
+//! constraint the greedy checked (taints, requirements, volume and topology domains), so
+//! only capacity, DaemonSet overhead, offerings, NodePool limits and minValues need
+//! re-checking — which is done on the final claims with the solver's own arithmetic,
+//! falling back to the greedy claims of a group on any failure. Under NodePool limits each
+//! re-packed claim's options are narrowed to what the remaining limit allows (see
+//! `fit_limits`), so launching any option of every claim stays within it, and a host keeps
+//! only options no larger than its largest before.
+//!
+//! Pods on claims that only hold free pods (see [`is_free`]: nothing but their
+//! nodeSelector and tolerations decides where they go) are grouped instead by the
+//! highest-weight NodePool that takes them and their own nodeSelector. The greedy pass puts
+//! such a pod on any open claim with room, even one of a lower-weight pool or narrowed by
+//! another pod's selectors (arm64, on-demand), so this both moves it up to the pool its
+//! weight asks for and lets it use cheaper capacity. These free groups replace the free
+//! claims all together or not at all; every other pod keeps its claim's NodePool, so no pod
+//! ever lands on a lower-weight pool than the greedy gave it. A group is replaced only when
+//! strictly cheaper, so the plan is never worse than the greedy one.
 //!
 //! Effort is bounded by a deterministic work budget ([`OptimizerOptions::max_work`]) and
-//! optionally by a caller's deadline callback; groups not reached keep their greedy claims.
+//! optionally by a caller's deadline callback; each group gets the share of what is left
+//! that its movable pods are of those left, and groups not reached keep their greedy claims.
 
 mod bound;
 mod budget;
 mod cover;
+mod hosts;
 mod lpround;
 mod pack;
 
@@ -62,6 +77,9 @@ const MIN_REPACK_WORK: u64 = 40_000_000;
 /// The share of the work left that covering one group may use, so the packers after it
 /// always get the rest.
 const COVER_SHARE: f64 = 0.1;
+
+/// The share of a free group's work its packing heuristic may use before the LP rounding.
+const FREE_HEURISTIC_SHARE: f64 = 0.25;
 
 /// The share of the work left that merging one group's nodes may use.
 const MERGE_SHARE: f64 = 0.1;
@@ -161,10 +179,15 @@ fn claim_price(t: &Template<'_>, options: &[u32], reqs: &Requirements) -> f64 {
 struct Group {
     template: usize,
     reqs: Requirements,
+    /// Pods taken off free claims (see [`is_free`]): they join this group's
+    /// packing, and the group is replaced only together with every other such group.
+    free: Vec<usize>,
+    /// The greedy claims its movable pods fill whole, for the size of the problem.
+    greedy_nodes: usize,
     /// Greedy claims whose every pod may move.
     claims: Vec<usize>,
     /// Greedy claims pinned by some of their pods (hostname-keyed constraints, host ports),
-    /// with the pods on them that may move: see [`shrink_partial`].
+    /// with the pods on them that may move: see [`hosts::fill_hosts`].
     partial: Vec<(usize, Vec<usize>)>,
 }
 
@@ -182,10 +205,87 @@ pub(crate) fn optimize(
 ) -> Optimized {
     let mut stats = OptimizerStats::default();
 
-    // Interchangeable groups, in order of their first claim.
+    // Claims whose every pod is free to go to the highest-weight pool that takes it, on
+    // nodes that only its own selectors narrow: those pods are regrouped by that pool and
+    // their own requirements (the claims they leave are all replaced, or none is). These
+    // free groups come first.
     let mut groups: Vec<Group> = Vec::new();
+    // Pods with the same selector, tolerations and requests find the same pool: checking
+    // every instance type of every pool is done once per such kind, not once per pod.
+    type Kind<'p> = (&'p crate::model::Labels, &'p [Toleration], Resources);
+    let mut targets: HashMap<Kind<'_>, Option<(usize, Requirements)>> = HashMap::new();
+    let mut free_of: Vec<Option<(usize, Requirements)>> = vec![None; s.pods.len()];
+    // With one pool and no selector, free pods would be regrouped exactly as their claims
+    // are, only over looser requirements (more types for the packers to weigh, about 1.5x
+    // the time at 20,000 unconstrained pods for the same plan).
+    let regroup = s.templates.len() > 1
+        || s.claims
+            .iter()
+            .flat_map(|c| &c.pods)
+            .any(|&p| !s.pods[p].node_selector.is_empty());
+    for claim in s.claims.iter().filter(|_| regroup) {
+        for &p in &claim.pods {
+            let pod = &s.pods[p];
+            if is_free(s, p) {
+                let kind = (
+                    &pod.node_selector,
+                    pod.tolerations.as_slice(),
+                    pod_requests(pod),
+                );
+                free_of[p] = targets
+                    .entry(kind)
+                    .or_insert_with(|| free_target(s, pod))
+                    .clone();
+            }
+        }
+    }
+    let free_claims: Vec<usize> = (0..s.claims.len())
+        .filter(|&c| {
+            let claim = &s.claims[c];
+            regroup && !claim.pods.is_empty() && claim.pods.iter().all(|&p| free_of[p].is_some())
+        })
+        .collect();
+    let mut free_index: HashMap<(usize, Requirements), usize> = HashMap::new();
+    let mut free_sources: Vec<std::collections::BTreeSet<usize>> = Vec::new();
+    for &c in &free_claims {
+        for &p in &s.claims[c].pods {
+            let Some((ti, reqs)) = free_of[p].clone() else {
+                continue;
+            };
+            let g = *free_index.entry((ti, reqs.clone())).or_insert_with(|| {
+                groups.push(Group {
+                    template: ti,
+                    reqs,
+                    free: Vec::new(),
+                    greedy_nodes: 0,
+                    claims: Vec::new(),
+                    partial: Vec::new(),
+                });
+                free_sources.push(std::collections::BTreeSet::new());
+                groups.len() - 1
+            });
+            groups[g].free.push(p);
+            free_sources[g].insert(c);
+        }
+    }
+    for (g, sources) in groups.iter_mut().zip(&free_sources) {
+        g.greedy_nodes = sources.len();
+    }
+    let free_groups = groups.len();
+    let free_greedy: f64 = free_claims
+        .iter()
+        .map(|&c| {
+            let claim = &s.claims[c];
+            claim_price(&s.templates[claim.template], &claim.options, &claim.reqs)
+        })
+        .sum();
+
+    // The other claims' interchangeable groups, in order of their first claim.
     let mut index: HashMap<(usize, Requirements), usize> = HashMap::new();
     for (c, claim) in s.claims.iter().enumerate() {
+        if free_claims.binary_search(&c).is_ok() {
+            continue;
+        }
         let reqs = without_hostname(&claim.reqs);
         let movable: Vec<usize> = claim
             .pods
@@ -205,12 +305,15 @@ pub(crate) fn optimize(
             groups.push(Group {
                 template: key.0,
                 reqs: key.1,
+                free: Vec::new(),
+                greedy_nodes: 0,
                 claims: Vec::new(),
                 partial: Vec::new(),
             });
             groups.len() - 1
         });
         if movable.len() == claim.pods.len() {
+            groups[g].greedy_nodes += 1;
             groups[g].claims.push(c);
         } else {
             groups[g].partial.push((c, movable));
@@ -260,41 +363,107 @@ pub(crate) fn optimize(
     let mut shrunk: Vec<Vec<(usize, Claim)>> = Vec::with_capacity(groups.len());
     let mut proven: Vec<bool> = Vec::with_capacity(groups.len());
     let mut next_host = 0u32;
-    for g in &groups {
+    // Each group gets the share of the work left that its movable pods are of those left,
+    // so that one large group cannot starve the others (what it leaves over goes to them).
+    let group_pods: Vec<usize> = groups
+        .iter()
+        .map(|g| {
+            g.claims
+                .iter()
+                .map(|&c| s.claims[c].pods.len())
+                .sum::<usize>()
+                + g.partial.iter().map(|(_, m)| m.len()).sum::<usize>()
+                + g.free.len()
+        })
+        .collect();
+    let mut pods_left: usize = group_pods.iter().sum();
+    let mut part_exhausted = false;
+    for (g, &n) in groups.iter().zip(&group_pods) {
         if budget.exhausted() {
             replaced.push(None);
             shrunk.push(Vec::new());
             proven.push(false);
             continue;
         }
-        let outcome = repack(s, g, &mut budget, &mut next_host);
+        let mut part = budget.portion(n as f64 / pods_left.max(1) as f64);
+        pods_left -= n;
+        // A free group beats no claim of its own: all free groups together must beat the
+        // free claims' price (checked below), which bounds what any one of them may cost.
+        let target = (!g.free.is_empty()).then_some(free_greedy);
+        // With several free groups, one that finds no packing keeps every free claim.
+        let must_pack = target.is_some() && free_groups > 1;
+        let outcome = repack(s, g, target, must_pack, &mut part, &mut next_host);
+        budget.absorb(&part);
+        part_exhausted |= part.exhausted();
         proven.push(outcome.proven_optimal);
         replaced.push(outcome.claims);
         shrunk.push(outcome.shrunk);
     }
 
+    // The free groups hold the pods of every free claim: they replace those claims all
+    // together, when each of them was packed and they cost less in total, or not at all.
+    let free_cost = |replaced: &[Option<Vec<Claim>>]| -> Option<f64> {
+        replaced[..free_groups]
+            .iter()
+            .map(|r| {
+                r.as_ref().map(|claims| {
+                    claims
+                        .iter()
+                        .map(|c| claim_price(&s.templates[c.template], &c.options, &c.reqs))
+                        .sum::<f64>()
+                })
+            })
+            .sum()
+    };
+    let mut free_kept = free_groups > 0
+        && free_cost(&replaced).is_some_and(|cost| cost < free_greedy - price_epsilon(free_greedy));
     // NodePool limits (see [`fit_limits`]): a re-packed group is proven optimal only if it
-    // survives them, since its packing ignored them.
-    for (ti, t) in s.templates.iter().enumerate() {
-        let members: Vec<usize> = (0..groups.len())
-            .filter(|&g| groups[g].template == ti && replaced[g].is_some())
-            .collect();
-        if members.is_empty() || !Remaining::new(t.pool).is_limited() {
-            continue;
-        }
-        let kept = fit_limits(s, ti, &groups, &members, &mut replaced);
-        for &g in &members {
-            if !kept.contains(&g) {
+    // survives them, since its packing ignored them. While the free groups stand, the free
+    // claims they replace count as gone; if the limits then drop any free group, they all
+    // go and the limits are fitted again with the free claims back (narrowing options
+    // twice only narrows them further).
+    // A single free group whose exact search found nothing cheaper than the free claims,
+    // all of its own pool, proves those greedy claims optimal.
+    let free_proof = free_groups == 1
+        && replaced[0].is_none()
+        && proven[0]
+        && free_claims
+            .iter()
+            .all(|&c| s.claims[c].template == groups[0].template);
+    loop {
+        if !free_kept {
+            for g in 0..free_groups {
                 replaced[g] = None;
-                proven[g] = false;
+                proven[g] = free_proof;
             }
         }
+        let gone: &[usize] = if free_kept { &free_claims } else { &[] };
+        for (ti, t) in s.templates.iter().enumerate() {
+            let members: Vec<usize> = (0..groups.len())
+                .filter(|&g| groups[g].template == ti && replaced[g].is_some())
+                .collect();
+            if members.is_empty() || !Remaining::new(t.pool).is_limited() {
+                continue;
+            }
+            let kept = fit_limits(s, ti, &groups, &members, gone, &mut replaced);
+            for &g in &members {
+                if !kept.contains(&g) {
+                    replaced[g] = None;
+                    proven[g] = false;
+                }
+            }
+        }
+        if free_kept && replaced[..free_groups].iter().any(Option::is_none) {
+            free_kept = false;
+            continue;
+        }
+        break;
     }
     stats.groups_proven_optimal = proven.iter().filter(|&&p| p).count();
 
     stats.groups_improved = replaced.iter().filter(|r| r.is_some()).count();
     stats.work = budget.spent().saturating_add(bound_budget.spent());
-    stats.budget_exhausted = budget.exhausted() || bound_budget.exhausted();
+    stats.budget_exhausted = budget.exhausted() || part_exhausted || bound_budget.exhausted();
     if stats.groups_improved == 0 {
         return Optimized {
             claims: None,
@@ -304,6 +473,11 @@ pub(crate) fn optimize(
         };
     }
     let mut dropped = vec![false; s.claims.len()];
+    if free_kept {
+        for &c in &free_claims {
+            dropped[c] = true;
+        }
+    }
     let mut smaller: HashMap<usize, Claim> = HashMap::new();
     for ((g, r), sh) in groups.iter().zip(&replaced).zip(shrunk) {
         if r.is_some() {
@@ -332,6 +506,49 @@ pub(crate) fn optimize(
     }
 }
 
+/// Whether a pod is free: nothing but its nodeSelector and tolerations decides where it
+/// goes. It binds no host port, has no volume requirement or node affinity (required or
+/// preferred), and no topology group owns it or could count it other than hostname-keyed
+/// spreads and anti-affinities of other pods (which it may leave, see `Topology::movable`).
+fn is_free(s: &Scheduler<'_>, p: usize) -> bool {
+    let pod = &s.pods[p];
+    let affinity = &pod.affinity.node_affinity;
+    pod.host_ports.is_empty()
+        && pod.volume_requirements.is_empty()
+        && affinity.required.is_empty()
+        && affinity.preferred.is_empty()
+        && s.topology.movable(p, pod, &Requirements::new())
+}
+
+/// The pool and requirements a free pod (see [`is_free`]) is re-packed with: the
+/// highest-weight pool (the templates are in weight order) whose taints it tolerates, whose
+/// requirements admit its nodeSelector and which has an instance type that holds it beside
+/// its DaemonSets, on nodes with exactly that pool's requirements and its nodeSelector;
+/// `None` when no pool takes it. That is where the greedy pass opens claims for it too; it
+/// only puts such a pod elsewhere when a claim opened for another pod, maybe of a
+/// lower-weight pool or narrowed by that pod's selectors, had room.
+fn free_target(s: &Scheduler<'_>, pod: &Pod) -> Option<(usize, Requirements)> {
+    let selector = Requirements::from_labels(pod.node_selector.iter());
+    let requests = pod_requests(pod);
+    s.templates.iter().enumerate().find_map(|(ti, t)| {
+        if !tolerates(&t.pool.taints, &pod.tolerations)
+            || t.reqs.compatible(&selector, true).is_err()
+        {
+            return None;
+        }
+        let mut reqs = t.reqs.clone();
+        reqs.add_all(&selector);
+        let fits = t.its.iter().enumerate().any(|(i, it)| {
+            let mut load = requests.clone();
+            arith::add_into(&mut load, &t.groups[t.group_of[i]].overhead);
+            arith::fits(&load, &t.allocs[i])
+                && it.requirements.intersects(&reqs).is_ok()
+                && cheapest(it, &reqs).is_some()
+        });
+        fits.then_some((ti, reqs))
+    })
+}
+
 /// What a claim must at least count against its pool's limits: the capacity of its
 /// cheapest option (the type it is priced at), in the order of [`Remaining::charge`].
 fn least_charge(t: &Template<'_>, remaining: &Remaining, claim: &Claim) -> Vec<i64> {
@@ -356,7 +573,9 @@ fn least_charge(t: &Template<'_>, remaining: &Remaining, claim: &Claim) -> Vec<i
 /// Karpenter's guarantee: every claim counts the largest capacity among its options
 /// (`subtractMax`), so launching any option of every new claim stays within the limit.
 ///
-/// The pool's greedy claims that stay count as the greedy pass counted them. Each re-packed
+/// The pool's greedy claims that stay (neither in an accepted group nor in `gone`, the
+/// sorted free claims the free groups replace) count as the greedy pass counted them. Each
+/// re-packed
 /// claim must count at least the capacity of the type it is priced at; groups are accepted
 /// (all at once when they fit, else one by one in plan order) while those least charges fit
 /// what remains. The slack left is then shared out in plan order: each claim keeps the
@@ -369,6 +588,7 @@ fn fit_limits(
     ti: usize,
     groups: &[Group],
     members: &[usize],
+    gone: &[usize],
     replaced: &mut [Option<Vec<Claim>>],
 ) -> Vec<usize> {
     let t = &s.templates[ti];
@@ -377,7 +597,10 @@ fn fit_limits(
     let after_kept = |accepted: &[usize]| -> Option<Remaining> {
         let mut remaining = initial.clone();
         for (c, claim) in s.claims.iter().enumerate() {
-            if claim.template != ti || accepted.iter().any(|&g| groups[g].claims.contains(&c)) {
+            if claim.template != ti
+                || gone.binary_search(&c).is_ok()
+                || accepted.iter().any(|&g| groups[g].claims.contains(&c))
+            {
                 continue;
             }
             if remaining.nodes_exhausted()
@@ -490,12 +713,21 @@ struct Repacked {
 
 /// Re-packs one group; `claims` is `Some` only when strictly cheaper and fully valid.
 ///
-/// The group's partial claims (see [`Group::partial`]) give up their movable pods when what
-/// stays on them fits a cheaper instance type: the claim keeps its hostname, requirements and
-/// pinned pods (whose constraints counted none of the pods that leave), and the pods that
-/// leave are packed with the rest of the group. The packing then has to beat the greedy
-/// price of the group's whole claims plus what shrinking the partial ones saves.
-fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut u32) -> Repacked {
+/// The group's partial claims (see [`Group::partial`]) become hosts ([`hosts::fill_hosts`]):
+/// each keeps its hostname, requirements and pinned pods, and the group's movable pods fill
+/// the room beside them before the rest is packed onto new nodes. The packing then has to
+/// beat `target` (a free group's share of the free claims, see [`is_free`]) or else the
+/// greedy price of the group's whole claims, plus what the hosts save. `must_pack` gives the
+/// cheap heuristic a share of the work first, for a group whose failing would waste the
+/// other free groups' packings.
+fn repack(
+    s: &Scheduler<'_>,
+    g: &Group,
+    target: Option<f64>,
+    must_pack: bool,
+    budget: &mut Budget<'_>,
+    next_host: &mut u32,
+) -> Repacked {
     let none = Repacked {
         claims: None,
         shrunk: Vec::new(),
@@ -507,6 +739,7 @@ fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut
         .claims
         .iter()
         .flat_map(|&c| s.claims[c].pods.iter().copied())
+        .chain(g.free.iter().copied())
         .collect();
     if pods.is_empty() && g.partial.is_empty() {
         return none;
@@ -560,9 +793,28 @@ fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut
     for c in &candidates {
         price_of[c.it as usize] = c.price;
     }
-    let (shrunk, saving) = shrink_partial(s, g, &candidates, &types, &dims, &price_of, &mut pods);
+    let (shrunk, saving) = hosts::fill_hosts(
+        s,
+        g,
+        &candidates,
+        &types,
+        &dims,
+        &price_of,
+        &mut pods,
+        budget,
+    );
     if pods.is_empty() {
-        return none;
+        // Everything fits beside the pinned pods: the group needs no new node at all.
+        let target = greedy_cost(s, g) + saving;
+        return if target > price_epsilon(target) && !shrunk.is_empty() {
+            Repacked {
+                claims: Some(Vec::new()),
+                shrunk,
+                proven_optimal: false,
+            }
+        } else {
+            none
+        };
     }
     let requests: Vec<Resources> = pods.iter().map(|&p| pod_requests(&s.pods[p])).collect();
 
@@ -585,7 +837,7 @@ fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut
     }
 
     // What the packing must beat: the whole claims' price, less what shrinking saves.
-    let greedy = greedy_cost(s, g) + saving;
+    let greedy = target.unwrap_or_else(|| greedy_cost(s, g)) + saving;
     let (weights, fluid) = weights(&dims, &classes, &types, greedy, budget);
     let values = values(&classes, &weights);
     let inst = Instance {
@@ -602,7 +854,7 @@ fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut
         // (covers of the total demand) and filling them second finds what committing to
         // one pattern at a time misses, and it often proves its packing optimal, which
         // makes the costlier packers below pointless.
-        let covered = if g.claims.len() <= cover::MAX_NODES {
+        let covered = if g.greedy_nodes <= cover::MAX_NODES {
             let mut part = budget.portion(COVER_SHARE);
             let c = cover::cover_pack(&inst, fluid.as_deref(), greedy, &mut part);
             budget.absorb(&part);
@@ -616,8 +868,17 @@ fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut
             // Two packers, the cheapest of all kept: the LP rounding is near-optimal for
             // large batches of small pods, the heuristic is cheap and better on a handful
             // of big ones. The rounding runs first because it is the one worth the budget.
-            let rounded = lpround::lp_round(&inst, budget);
-            let heuristic = pack::heuristic(&inst, budget);
+            let (rounded, heuristic) = if must_pack {
+                // A packing must come out of this group, or the other free groups' work
+                // is lost too: the cheap heuristic goes first, with a share of its own.
+                let mut part = budget.portion(FREE_HEURISTIC_SHARE);
+                let heuristic = pack::heuristic(&inst, &mut part);
+                budget.absorb(&part);
+                (lpround::lp_round(&inst, budget), heuristic)
+            } else {
+                let rounded = lpround::lp_round(&inst, budget);
+                (rounded, pack::heuristic(&inst, budget))
+            };
             let best = [heuristic, rounded, covered]
                 .into_iter()
                 .flatten()
@@ -724,72 +985,6 @@ fn repack(s: &Scheduler<'_>, g: &Group, budget: &mut Budget<'_>, next_host: &mut
         proven_optimal: packing.optimal && shrunk.is_empty(),
         shrunk,
     }
-}
-
-/// Which of the group's partial claims give up their movable pods, each with what stays
-/// on it, and the total saved; the pods that leave are added to `moved`. A claim shrinks
-/// when what stays fits a strictly cheaper set of options among `candidates`. Under NodePool limits a shrunk claim keeps only options
-/// no larger than its largest one before, so the pool's count (each claim charged its
-/// largest option) never grows.
-fn shrink_partial(
-    s: &Scheduler<'_>,
-    g: &Group,
-    candidates: &[Candidate],
-    types: &[BinType],
-    dims: &Dims,
-    price_of: &[f64],
-    moved: &mut Vec<usize>,
-) -> (Vec<(usize, Claim)>, f64) {
-    let t = &s.templates[g.template];
-    let limits = Remaining::new(t.pool);
-    let mut shrunk = Vec::new();
-    let mut saving = 0.0;
-    for (c, movable) in &g.partial {
-        let claim = &s.claims[*c];
-        let stays: Vec<usize> = claim
-            .pods
-            .iter()
-            .copied()
-            .filter(|p| !movable.contains(p))
-            .collect();
-        let mut load = Resources::default();
-        for &p in &stays {
-            arith::add_into(&mut load, &pod_requests(&s.pods[p]));
-        }
-        let Some(mut options) =
-            claim_options(s, t, candidates, types, &g.reqs, &dims.vector(&load))
-        else {
-            continue;
-        };
-        if limits.is_limited() {
-            let most = claim
-                .options
-                .iter()
-                .map(|&i| limits.charge(t.its[i as usize]))
-                .reduce(|a, b| a.iter().zip(&b).map(|(x, y)| *x.max(y)).collect());
-            let Some(most) = most else {
-                continue;
-            };
-            options.retain(|&i| {
-                limits
-                    .charge(t.its[i as usize])
-                    .iter()
-                    .zip(&most)
-                    .all(|(c, m)| c <= m)
-            });
-        }
-        let before = claim_price(t, &claim.options, &g.reqs);
-        let after = options
-            .iter()
-            .map(|&i| price_of[i as usize])
-            .fold(f64::INFINITY, f64::min);
-        if after < before - price_epsilon(before) {
-            saving += before - after;
-            moved.extend(movable.iter().copied());
-            shrunk.push((*c, claim.shrunk(t, stays, load, options)));
-        }
-    }
-    (shrunk, saving)
 }
 
 /// Every candidate that holds `load` (the claim's requests as a vector over the group's
