@@ -44,7 +44,6 @@ use karpenter_scheduling::requirements::{
     NodeSelectorRequirement, Operator, Requirement, Requirements,
 };
 use karpenter_scheduling::resources::Resources;
-use karpenter_scheduling::selector::LabelSelector;
 use karpenter_scheduling::{Plan, Quantity};
 use karpenter_testing::benchmark_instance_types;
 use std::collections::BTreeMap;
@@ -171,11 +170,12 @@ fn random_label(rng: &mut SplitMix64, key: &str) -> Labels {
     single_label(key, value)
 }
 
-fn selector(labels: &Labels) -> Option<LabelSelector> {
-    Some(LabelSelector {
-        match_labels: labels.clone(),
-        match_expressions: Vec::new(),
-    })
+/// `labels` as the key/value pairs the test-support builders take.
+fn pairs(labels: &Labels) -> Vec<(&str, &str)> {
+    labels
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect()
 }
 
 /// Requests drawn like upstream: cpu first, then memory, each uniform over its choices.
@@ -187,25 +187,13 @@ fn random_requests(rng: &mut SplitMix64) -> Resources {
     }
 }
 
+/// Upstream's spread: skew 1, DoNotSchedule, over the pods matching `labels`.
 fn spread(key: &str, labels: &Labels) -> TopologySpreadConstraint {
-    TopologySpreadConstraint {
-        max_skew: 1,
-        topology_key: key.to_owned(),
-        when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
-        label_selector: selector(labels),
-        min_domains: None,
-        node_affinity_policy: karpenter_scheduling::model::InclusionPolicy::Honor,
-        node_taints_policy: karpenter_scheduling::model::InclusionPolicy::Ignore,
-        match_label_keys: Vec::new(),
-    }
+    karpenter_testing::pods::spread(key, 1, &pairs(labels), WhenUnsatisfiable::DoNotSchedule)
 }
 
 fn term(key: &str, labels: &Labels) -> PodAffinityTerm {
-    PodAffinityTerm {
-        label_selector: selector(labels),
-        topology_key: key.to_owned(),
-        ..PodAffinityTerm::default()
-    }
+    karpenter_testing::pods::term(key, &pairs(labels))
 }
 
 /// One pod of `group`, named `{prefix}-{index}`, drawing from `rng` in upstream's order
