@@ -31,9 +31,12 @@
 pub mod inputs;
 pub mod lifecycle;
 pub mod manifests;
+pub mod nodepool_status;
 pub mod orchestration;
 pub mod provisioner;
 pub mod reconciler;
+pub mod registration;
+pub mod repair;
 pub mod termination;
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -48,6 +51,14 @@ use karpenter_scheduling::plan::NewNodeClaim;
 use karpenter_scheduling::taints::{Taint, TaintEffect};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+
+/// A Node's `spec.providerID`, empty when unset.
+pub fn node_provider_id(node: &k8s_openapi::api::core::v1::Node) -> &str {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .unwrap_or_default()
+}
 
 /// Whether the index lists `record` among the provisionable pods: pending (unbound, not a
 /// DaemonSet pod, not terminating) and marked unschedulable by the kube-scheduler.

@@ -57,7 +57,7 @@ impl Explainer {
                 ctx.events.normal(node.as_ref(), reason, message.clone());
                 if let Some(c) = ctx
                     .stores
-                    .node_claim_by_provider_id(super::state::node_provider_id(&node))
+                    .node_claim_by_provider_id(karpenter_cluster::node_provider_id(&node))
                 {
                     ctx.events.normal(c.as_ref(), reason, message);
                 }

@@ -315,7 +315,7 @@ impl Feed {
         let mut with_node: BTreeSet<String> = BTreeSet::new();
         for node in stores.nodes.state() {
             let claim = by_provider
-                .get(super::state::node_provider_id(&node))
+                .get(karpenter_cluster::node_provider_id(&node))
                 .copied();
             if let Some(c) = claim {
                 with_node.insert(c.name().to_owned());

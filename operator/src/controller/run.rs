@@ -423,7 +423,7 @@ impl Controller {
         }
         // Nodes left terminating with our finalizer and no NodeClaim (deleted out of band).
         for node in self.ctx.stores.nodes.state() {
-            let pid = state::node_provider_id(&node);
+            let pid = karpenter_cluster::node_provider_id(&node);
             let ours = node
                 .metadata
                 .finalizers

@@ -59,14 +59,6 @@ pub struct Writers {
     pub namespaces: Writer<Namespace>,
 }
 
-/// A Node's `spec.providerID`, empty when unset.
-pub fn node_provider_id(node: &Node) -> &str {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.provider_id.as_deref())
-        .unwrap_or_default()
-}
-
 /// Empty stores and their writers.
 pub fn stores() -> (Stores, Writers) {
     let (pods, pods_w) = reflector::store();
@@ -125,7 +117,7 @@ impl Stores {
         self.nodes
             .state()
             .into_iter()
-            .find(|n| node_provider_id(n) == provider_id)
+            .find(|n| karpenter_cluster::node_provider_id(n) == provider_id)
     }
 
     /// The NodeClaim with `status.providerID == provider_id`.
