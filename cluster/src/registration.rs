@@ -132,17 +132,21 @@ pub fn not_initialized_reason(claim: &NodeClaim, node: &Node) -> Option<String> 
     None
 }
 
+/// Whether `claim` carries `karpenter.sh/termination` (so its deletion waits for the drain).
+pub fn has_termination_finalizer(claim: &NodeClaim) -> bool {
+    claim
+        .metadata
+        .finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|x| x == v1labels::TERMINATION_FINALIZER))
+}
+
 /// The next step for `claim` at `now`, given the Node with its provider ID (if any).
 pub fn next_step(claim: &NodeClaim, node: Option<&Node>, now: Millis) -> Step {
     if claim.is_deleting() {
         return Step::Wait;
     }
-    let has_finalizer = claim
-        .metadata
-        .finalizers
-        .as_ref()
-        .is_some_and(|f| f.iter().any(|x| x == v1labels::TERMINATION_FINALIZER));
-    if !has_finalizer {
+    if !has_termination_finalizer(claim) {
         return Step::AddFinalizer;
     }
     if !claim.is(ConditionType::Launched) {

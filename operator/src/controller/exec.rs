@@ -426,12 +426,7 @@ pub async fn start_terminations(ctx: &Ctx) -> Result<(), ReconcileError> {
             }
             continue;
         }
-        let has_finalizer = claim
-            .metadata
-            .finalizers
-            .as_ref()
-            .is_some_and(|f| f.iter().any(|x| x == v1labels::TERMINATION_FINALIZER));
-        if !has_finalizer {
+        if !karpenter_cluster::registration::has_termination_finalizer(&claim) {
             continue;
         }
         match node {
