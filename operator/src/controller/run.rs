@@ -4,7 +4,6 @@
 use super::events::{EventSink, publish_loop};
 use super::exec::{self, Executed};
 use super::explain::Explainer;
-use super::feed::pod_key;
 use super::leader::{self, LeaderGate};
 use super::podmetrics::PodTransitions;
 use super::provider::ProviderHooks;
@@ -225,13 +224,12 @@ impl Controller {
 
     /// Logs, publishes and counts what the reconciler reports.
     async fn record(&mut self, event: Event) {
+        // A store lookup by name: a plan can nominate thousands of pods.
         let pod_ref = |key: &PodKey| {
             self.ctx
                 .stores
                 .pods
-                .state()
-                .into_iter()
-                .find(|p| pod_key(p) == *key)
+                .get(&kube::runtime::reflector::ObjectRef::new(&key.name).within(&key.namespace))
         };
         match event {
             Event::Planned {

@@ -493,3 +493,50 @@ async fn node_repair_annotates_and_deletes_the_unhealthy_claim() {
     repair::reconcile(&ctx, 29 * 60_000, &mut blocked).await;
     assert_eq!(api.requests().len(), before);
 }
+
+#[tokio::test]
+async fn a_pod_that_fits_nowhere_gets_one_failed_scheduling_event_per_reason() {
+    use std::sync::atomic::AtomicI64;
+    let (client, _api) = mock_client(|req| match req.method.as_str() {
+        "GET" => (
+            200,
+            serde_json::json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": []}),
+        ),
+        _ => status(404, "NotFound"),
+    });
+    let provider = fake_provider(&client);
+    let (mut ctx, mut w, mut events) = ctx(client, provider, 0);
+    let now = Arc::new(AtomicI64::new(0));
+    let clock = now.clone();
+    ctx.clock =
+        Arc::new(move || jiff::Timestamp::from_millisecond(clock.load(Ordering::SeqCst)).unwrap());
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "huge", "namespace": "default", "uid": "u-huge", "resourceVersion": "1"},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "5000"}}}]},
+        "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+    }))
+    .unwrap();
+    put(&mut w.pods, pod);
+    let mut controller = Controller::new(ctx);
+    let failed = |events: &mut tokio::sync::mpsc::UnboundedReceiver<_>| {
+        let mut out: Vec<super::events::Published> = Vec::new();
+        while let Ok(e) = events.try_recv() {
+            out.push(e);
+        }
+        out.into_iter()
+            .filter(|e| e.reason == "FailedScheduling")
+            .map(|e| (e.regarding.name.unwrap_or_default(), e.normal))
+            .collect::<Vec<_>>()
+    };
+    controller.pass().await;
+    assert!(failed(&mut events).is_empty(), "the batch is still open");
+    now.store(2_000, Ordering::SeqCst);
+    controller.pass().await;
+    assert_eq!(failed(&mut events), vec![("huge".to_owned(), false)]);
+    // Planned again after the re-plan period, for the same reason: no second event.
+    for t in [35_000, 37_000] {
+        now.store(t, Ordering::SeqCst);
+        controller.pass().await;
+    }
+    assert!(failed(&mut events).is_empty());
+}
