@@ -154,8 +154,11 @@ pub struct Engine<'a> {
     /// Bumped whenever something only the provider knows may have changed (timeline events,
     /// failed launches): the reconciler then evaluates disruption afresh.
     facts_version: u64,
-    /// The `facts_version` the index's instance types were last refreshed at.
-    types_version: Option<u64>,
+    /// The `facts_version` the provider's facts (the index's instance types, `drift`) were
+    /// last sampled at: they change only with it.
+    sampled_version: Option<u64>,
+    /// Drift the provider reports, by NodeClaim name.
+    drift: BTreeMap<String, String>,
     pod_counter: u64,
     scheduled_generation: Option<u64>,
     interruptions: BTreeMap<String, Millis>,
@@ -218,7 +221,8 @@ impl<'a> Engine<'a> {
             reconciler,
             reconcile_at: None,
             facts_version: 0,
-            types_version: None,
+            sampled_version: None,
+            drift: BTreeMap::new(),
             settings,
             provider,
             catalogue,
@@ -357,13 +361,16 @@ impl<'a> Engine<'a> {
 
     /// One pass of the shared reconciler, with the provider's current facts.
     fn reconcile(&mut self) {
-        if self.types_version != Some(self.facts_version) {
+        // The fake provider's drift and offerings change only through timeline events and
+        // failed launches, which bump `facts_version`; asking it every step would only log
+        // calls.
+        if self.sampled_version != Some(self.facts_version) {
             self.refresh_instance_types();
-            self.types_version = Some(self.facts_version);
+            self.drift = self.drift_map();
+            self.sampled_version = Some(self.facts_version);
         }
-        let drift = self.drift_map();
         let facts = ProviderFacts {
-            drift: &drift,
+            drift: &self.drift,
             version: self.facts_version,
             seconds: &|| 0.0,
         };
