@@ -28,6 +28,8 @@
 //! the files is the caller's job.
 #![forbid(unsafe_code)]
 
+pub mod api_objects;
+pub mod feed;
 pub mod inputs;
 pub mod lifecycle;
 pub mod manifests;

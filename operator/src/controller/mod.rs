@@ -19,7 +19,6 @@ pub mod events;
 pub mod exec;
 pub mod explain;
 pub mod fake;
-pub mod feed;
 pub mod kubelet;
 pub mod leader;
 pub mod lifecycle;

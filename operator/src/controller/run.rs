@@ -8,7 +8,7 @@ use super::leader::{self, LeaderGate};
 use super::podmetrics::PodTransitions;
 use super::provider::ProviderHooks;
 use super::{
-    Ctx, drift, feed, kubelet, lifecycle, logging, nodepool, provider, repair, state, system_clock,
+    Ctx, drift, kubelet, lifecycle, logging, nodepool, provider, repair, state, system_clock,
 };
 use crate::http::{self, Health};
 use crate::metrics::{
@@ -17,6 +17,7 @@ use crate::metrics::{
 use crate::settings::{ControllerArgs, ProviderKind, Settings};
 use anyhow::Context as _;
 use karpenter_cloudprovider::v1::{ConditionType, labels as v1labels};
+use karpenter_cluster::feed::Feed;
 use karpenter_cluster::orchestration::Outcome;
 use karpenter_cluster::provisioner::NameGenerator;
 use karpenter_cluster::reconciler::{Event, ProviderFacts, Reconciler, ReconcilerSettings};
@@ -56,7 +57,7 @@ pub struct Controller {
     facts_version: u64,
     /// Bumped when instance types are refreshed (their prices go into the index).
     types_version: u64,
-    feed: feed::Feed,
+    feed: Feed,
     last_gc: Option<Millis>,
     hooks: Option<Arc<dyn ProviderHooks>>,
     pod_transitions: PodTransitions,
@@ -76,7 +77,7 @@ impl Controller {
             drift_at: None,
             facts_version: 0,
             types_version: 0,
-            feed: feed::Feed::default(),
+            feed: Feed::default(),
             last_gc: None,
             hooks: None,
             pod_transitions: PodTransitions::default(),
@@ -90,7 +91,7 @@ impl Controller {
     fn take_core(&mut self) -> (ClusterState, Reconciler) {
         self.core.take().unwrap_or_else(|| {
             tracing::warn!("reconciler state lost; starting afresh");
-            self.feed = feed::Feed::default();
+            self.feed = Feed::default();
             fresh_core(&self.ctx)
         })
     }
@@ -149,12 +150,15 @@ impl Controller {
         self.refresh_instance_types(now).await;
         self.refresh_drift(now).await;
         let (mut state, reconciler) = self.take_core();
-        self.feed.sync(
+        let synced = self.feed.sync(
             &mut state,
-            &self.ctx.stores,
+            &self.ctx.stores.api_objects().view(),
             &self.instance_types,
             self.types_version,
         );
+        for (key, why) in synced.skipped {
+            tracing::debug!(object = ?key, error = %why, "not indexed");
+        }
         self.core = Some((state, reconciler));
 
         for claim in self.ctx.stores.node_claims_sorted() {

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use karpenter_cloudprovider::{NodeClaim, NodePool};
+use karpenter_cluster::feed::ApiObjects;
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
@@ -151,6 +152,47 @@ impl Stores {
         let mut v = self.node_claims.state();
         v.sort_by(|a, b| a.name().cmp(b.name()));
         v
+    }
+}
+
+/// One copy of every store the index is fed from, for [`karpenter_cluster::feed::Feed`].
+pub struct Snapshot {
+    node_pools: Vec<Arc<NodePool>>,
+    node_claims: Vec<Arc<NodeClaim>>,
+    nodes: Vec<Arc<Node>>,
+    pods: Vec<Arc<Pod>>,
+    daemon_sets: Vec<Arc<DaemonSet>>,
+    pdbs: Vec<Arc<PodDisruptionBudget>>,
+    namespaces: Vec<Arc<Namespace>>,
+}
+
+impl Snapshot {
+    /// The snapshot as the feed reads it.
+    pub fn view(&self) -> ApiObjects<'_> {
+        ApiObjects {
+            node_pools: &self.node_pools,
+            node_claims: &self.node_claims,
+            nodes: &self.nodes,
+            pods: &self.pods,
+            daemon_sets: &self.daemon_sets,
+            pdbs: &self.pdbs,
+            namespaces: &self.namespaces,
+        }
+    }
+}
+
+impl Stores {
+    /// What the stores hold now (NodeClaims in name order).
+    pub fn api_objects(&self) -> Snapshot {
+        Snapshot {
+            node_pools: self.node_pools.state(),
+            node_claims: self.node_claims_sorted(),
+            nodes: self.nodes.state(),
+            pods: self.pods.state(),
+            daemon_sets: self.daemon_sets.state(),
+            pdbs: self.pdbs.state(),
+            namespaces: self.namespaces.state(),
+        }
     }
 }
 
