@@ -6,7 +6,7 @@
 use karpenter_catalog::default_instance_types;
 use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, NodePool, StatusConditions};
 use karpenter_cluster::provisioner::time;
-use karpenter_cluster::{ClusterState, NodeRecord, Object, PodRecord};
+use karpenter_cluster::{ClusterState, Kubelet, NodeRecord, Object, PodRecord};
 use karpenter_scheduling::labels;
 use karpenter_scheduling::model::{Node, NodeState, OwnerRef, Pod};
 use karpenter_testing::resources::res;
@@ -43,7 +43,7 @@ fn node_pool() -> NodePool {
 fn node_claim(name: &str) -> NodeClaim {
     let mut claim: NodeClaim = serde_json::from_value(serde_json::json!({
         "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-        "metadata": {"name": name, "labels": {
+        "metadata": {"name": name, "finalizers": ["karpenter.sh/termination"], "labels": {
             "karpenter.sh/nodepool": "default",
             "node.kubernetes.io/instance-type": TYPE
         }},
@@ -106,6 +106,7 @@ pub fn indexed_cluster(size: ClusterSize) -> ClusterState {
             node_claim: Some(name.clone()),
             startup_taints: Vec::new(),
             deleting: false,
+            kubelet: Kubelet::Joined { waiting_for: None },
         })));
         for p in 0..size.pods_per_node {
             let pod_name = format!("web-{n:05}-{p:02}");

@@ -3,7 +3,8 @@
 //! watches hold with these functions (through [`crate::feed::Feed`]), and both then call the
 //! same decision code.
 
-use crate::{NodeRecord, PdbRecord, PodRecord};
+use crate::registration::not_initialized_reason;
+use crate::{Kubelet, NodeRecord, PdbRecord, PodRecord};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use karpenter_cloudprovider::NodeClaim;
@@ -138,6 +139,9 @@ pub fn node_record(node: &Node, claim: Option<&NodeClaim>) -> Result<NodeRecord,
         node_claim: claim.map(|c| c.name().to_owned()),
         startup_taints: remaining,
         deleting: node.metadata.deletion_timestamp.is_some(),
+        kubelet: Kubelet::Joined {
+            waiting_for: claim.and_then(|c| not_initialized_reason(c, node)),
+        },
     })
 }
 
@@ -197,6 +201,7 @@ pub fn in_flight_record(claim: &NodeClaim) -> NodeRecord {
         node_claim: Some(claim.name().to_owned()),
         startup_taints: Vec::new(),
         deleting: claim.is_deleting(),
+        kubelet: Kubelet::NotJoined,
     }
 }
 

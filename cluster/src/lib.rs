@@ -15,7 +15,7 @@
 //! [`ClusterState::disruption_input`] (the disruption crate's input). It never talks to an
 //! API server or a cloud and never reads a clock.
 //!
-//! The controller modules ([`provisioner`], [`lifecycle`], [`orchestration`],
+//! The controller modules ([`provisioner`], [`registration`], [`orchestration`],
 //! [`termination`]) are functions of the index and an instant `now`: they return
 //! [`Action`]s and never mutate anything themselves. The simulator applies each action to
 //! the index (and to the fake cloud provider); the real controller applies the same actions
@@ -31,7 +31,6 @@
 pub mod api_objects;
 pub mod feed;
 pub mod inputs;
-pub mod lifecycle;
 pub mod manifests;
 pub mod nodepool_status;
 pub mod orchestration;
@@ -92,6 +91,24 @@ pub struct NodeRecord {
     pub startup_taints: Vec<Taint>,
     /// The Node has a deletion timestamp (its NodeClaim is terminating).
     pub deleting: bool,
+    /// What the node's kubelet and agents have reported, as NodeClaim lifecycle reads it.
+    pub kubelet: Kubelet,
+}
+
+/// Whether a NodeClaim's instance has joined the cluster as a Node, and whether the Node is
+/// ready to be initialized. Lifecycle decides Registered and Initialized from this alone
+/// ([`registration::next_step`]); the controller derives it from the Node object, the
+/// simulator's world model from its boot timings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kubelet {
+    /// No Node yet: the record stands for an in-flight NodeClaim.
+    NotJoined,
+    /// A Node with the claim's provider ID exists.
+    Joined {
+        /// Why it cannot be initialized yet (not Ready, a startup or ephemeral taint still
+        /// on it, a resource not reported); `None` once it can.
+        waiting_for: Option<String>,
+    },
 }
 
 impl NodeRecord {
@@ -225,6 +242,11 @@ pub struct ClusterState {
     deleting_nodes: BTreeSet<String>,
     /// How many times a NodeClaim was seen becoming `Initialized`.
     initializations: u64,
+    /// NodeClaims lifecycle still has work for: not deleting, and not yet initialized or
+    /// without the termination finalizer.
+    maturing: BTreeSet<String>,
+    /// The joined Node of each NodeClaim, by claim name.
+    joined: BTreeMap<String, String>,
     daemon_sets: BTreeMap<(String, String), DaemonSet>,
     pdbs: BTreeMap<(String, String), PdbRecord>,
     namespaces: BTreeMap<String, Labels>,
@@ -247,6 +269,13 @@ impl ClusterState {
             }
             Object::NodeClaim(c) => {
                 let initialized = c.is(ConditionType::Initialized);
+                if !c.is_deleting()
+                    && (!initialized || !registration::has_termination_finalizer(&c))
+                {
+                    self.maturing.insert(c.name().to_owned());
+                } else {
+                    self.maturing.remove(c.name());
+                }
                 let was = self
                     .node_claims
                     .insert(c.name().to_owned(), *c)
@@ -260,6 +289,12 @@ impl ClusterState {
                     self.deleting_nodes.insert(n.node.name.clone());
                 } else {
                     self.deleting_nodes.remove(&n.node.name);
+                }
+                if let Some(old) = self.nodes.remove(&n.node.name) {
+                    self.unindex_node(&old);
+                }
+                if let (Kubelet::Joined { .. }, Some(claim)) = (&n.kubelet, &n.node_claim) {
+                    self.joined.insert(claim.clone(), n.node.name.clone());
                 }
                 self.nodes.insert(n.node.name.clone(), *n);
             }
@@ -299,10 +334,19 @@ impl ClusterState {
     pub fn delete(&mut self, key: &ObjectKey) -> bool {
         let existed = match key {
             ObjectKey::NodePool(n) => self.node_pools.remove(n).is_some(),
-            ObjectKey::NodeClaim(n) => self.node_claims.remove(n).is_some(),
+            ObjectKey::NodeClaim(n) => {
+                self.maturing.remove(n);
+                self.node_claims.remove(n).is_some()
+            }
             ObjectKey::Node(n) => {
                 self.deleting_nodes.remove(n);
-                self.nodes.remove(n).is_some()
+                match self.nodes.remove(n) {
+                    Some(old) => {
+                        self.unindex_node(&old);
+                        true
+                    }
+                    None => false,
+                }
             }
             ObjectKey::Pod(k) => match self.pods.remove(k) {
                 Some(old) => {
@@ -322,6 +366,15 @@ impl ClusterState {
             self.generation += 1;
         }
         existed
+    }
+
+    /// Forgets `old` as its claim's joined Node.
+    fn unindex_node(&mut self, old: &NodeRecord) {
+        if let Some(claim) = &old.node_claim
+            && self.joined.get(claim) == Some(&old.node.name)
+        {
+            self.joined.remove(claim);
+        }
     }
 
     /// Drops `key` from the node index of `old`'s node, unless the pod is still bound there.
@@ -427,6 +480,17 @@ impl ClusterState {
         self.deleting_nodes
             .iter()
             .filter_map(|n| self.nodes.get_key_value(n))
+    }
+
+    /// NodeClaims lifecycle still has work for (not deleting; not initialized or without
+    /// the termination finalizer), in name order, each with its joined Node if any. Costs
+    /// what it returns.
+    pub fn maturing_claims(&self) -> impl Iterator<Item = (&NodeClaim, Option<&NodeRecord>)> {
+        self.maturing.iter().filter_map(|name| {
+            let claim = self.node_claims.get(name)?;
+            let node = self.joined.get(name).and_then(|n| self.nodes.get(n));
+            Some((claim, node))
+        })
     }
 
     /// A counter bumped whenever a NodeClaim becomes `Initialized`: a new node the
@@ -624,15 +688,31 @@ pub enum Action {
         /// What the solver planned for it (options, pods, price).
         plan: Box<NewNodeClaim>,
     },
-    /// The launched instance's Node joined: set `Registered`, create the Node.
-    RegisterNode {
+    /// Add the `karpenter.sh/termination` finalizer to a NodeClaim that lacks it.
+    AddTerminationFinalizer {
         /// NodeClaim name.
         node_claim: String,
     },
-    /// Startup taints are gone and the node is ready: set `Initialized`.
+    /// Ask the provider for the instance of a created NodeClaim that has not launched (a
+    /// launch that failed transiently, or one a predecessor left unfinished).
+    LaunchInstance {
+        /// NodeClaim name.
+        node_claim: String,
+    },
+    /// The launched instance's Node joined: sync the claim's labels, taints and finalizer
+    /// onto it and set `Registered`.
+    RegisterNode {
+        /// NodeClaim name.
+        node_claim: String,
+        /// The Node.
+        node: String,
+    },
+    /// Startup taints are gone and the node is ready: label it and set `Initialized`.
     InitializeNode {
         /// NodeClaim name.
         node_claim: String,
+        /// The Node.
+        node: String,
     },
     /// Add `karpenter.sh/disrupted:NoSchedule` to a node.
     TaintDisrupted {
@@ -670,6 +750,19 @@ pub enum Action {
         /// NodeClaim name.
         node_claim: String,
     },
+}
+
+impl Action {
+    /// Whether this is a NodeClaim lifecycle step (finalizer, launch, register, initialize).
+    pub fn is_lifecycle(&self) -> bool {
+        matches!(
+            self,
+            Self::AddTerminationFinalizer { .. }
+                | Self::LaunchInstance { .. }
+                | Self::RegisterNode { .. }
+                | Self::InitializeNode { .. }
+        )
+    }
 }
 
 #[cfg(test)]

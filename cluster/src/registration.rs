@@ -3,10 +3,11 @@
 //!
 //! [`crate::lifecycle`] times these transitions for the simulator; in a cluster they are
 //! *observed* (a Node joins with the claim's provider ID, its agents remove startup taints),
-//! so the decision is a pure function of the claim, its Node and `now` ([`next_step`]); the
-//! operator carries the step out. Expiry is not decided here: it
+//! so the decision is a pure function of the claim, the index's record of its Node and `now`
+//! ([`next_step`]); the reconciler ticks it for both drivers, which carry the step out. Expiry is not decided here: it
 //! is a forceful command of `karpenter_disruption`, executed by the disruption loop.
 
+use crate::{Kubelet, NodeRecord};
 use k8s_openapi::api::core::v1::{Node, Taint as K8sTaint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, labels as v1labels};
@@ -141,8 +142,9 @@ pub fn has_termination_finalizer(claim: &NodeClaim) -> bool {
         .is_some_and(|f| f.iter().any(|x| x == v1labels::TERMINATION_FINALIZER))
 }
 
-/// The next step for `claim` at `now`, given the Node with its provider ID (if any).
-pub fn next_step(claim: &NodeClaim, node: Option<&Node>, now: Millis) -> Step {
+/// The next step for `claim` at `now`, given the index's record of its joined Node (if
+/// any). Steps run one per reconcile: each is observed through the object before the next.
+pub fn next_step(claim: &NodeClaim, node: Option<&NodeRecord>, now: Millis) -> Step {
     if claim.is_deleting() {
         return Step::Wait;
     }
@@ -150,7 +152,7 @@ pub fn next_step(claim: &NodeClaim, node: Option<&Node>, now: Millis) -> Step {
         return Step::AddFinalizer;
     }
     if !claim.is(ConditionType::Launched) {
-        if now - created(claim) >= LAUNCH_TIMEOUT_MS
+        if now >= created(claim).saturating_add(LAUNCH_TIMEOUT_MS)
             && claim.get_condition(ConditionType::Launched).is_some()
         {
             return Step::Delete {
@@ -164,14 +166,14 @@ pub fn next_step(claim: &NodeClaim, node: Option<&Node>, now: Millis) -> Step {
         }
         return Step::Launch;
     }
+    let joined = node.filter(|n| matches!(n.kubelet, Kubelet::Joined { .. }));
     if !claim.is(ConditionType::Registered) {
-        if let Some(node) = node {
+        if let Some(node) = joined {
             return Step::Register {
-                node: node.metadata.name.clone().unwrap_or_default(),
+                node: node.node.name.clone(),
             };
         }
-        let launched = since(claim, ConditionType::Launched).unwrap_or_else(|| created(claim));
-        if now - launched >= REGISTRATION_TIMEOUT_MS {
+        if now >= registration_deadline(claim) {
             return Step::Delete {
                 reason: "RegistrationTimeout",
                 message: format!(
@@ -184,14 +186,28 @@ pub fn next_step(claim: &NodeClaim, node: Option<&Node>, now: Millis) -> Step {
         return Step::Wait;
     }
     if !claim.is(ConditionType::Initialized)
-        && let Some(node) = node
-        && not_initialized_reason(claim, node).is_none()
+        && let Some(node) = joined
+        && matches!(node.kubelet, Kubelet::Joined { waiting_for: None })
     {
         return Step::Initialize {
-            node: node.metadata.name.clone().unwrap_or_default(),
+            node: node.node.name.clone(),
         };
     }
     Step::Wait
+}
+
+fn registration_deadline(claim: &NodeClaim) -> Millis {
+    since(claim, ConditionType::Launched)
+        .unwrap_or_else(|| created(claim))
+        .saturating_add(REGISTRATION_TIMEOUT_MS)
+}
+
+/// When [`next_step`] for a claim now waiting would decide differently with nothing else
+/// changing: the end of its registration window (launched, no Node yet). A claim that failed
+/// to launch is retried at every reconcile and needs no timer.
+pub fn deadline(claim: &NodeClaim) -> Option<Millis> {
+    (claim.is(ConditionType::Launched) && !claim.is(ConditionType::Registered))
+        .then(|| registration_deadline(claim))
 }
 
 /// The Node after registration: the claim's labels and annotations, `registered=true`, the
@@ -265,6 +281,11 @@ mod tests {
     use karpenter_cloudprovider::v1::StatusConditions;
     use karpenter_testing::api::{node_claim, ready, registering_node as node};
 
+    /// The index's record of `n`, joined to `c`, as the controller's feed builds it.
+    fn record(c: &NodeClaim, n: &Node) -> NodeRecord {
+        crate::api_objects::node_record(n, Some(c)).unwrap()
+    }
+
     #[test]
     fn steps_follow_the_lifecycle() {
         let mut c = node_claim("default-abcde");
@@ -274,20 +295,21 @@ mod tests {
         assert_eq!(next_step(&c, None, 0), Step::Launch);
         c.set_true("Launched", crate::provisioner::time(1_000));
         assert_eq!(next_step(&c, None, 2_000), Step::Wait);
+        assert_eq!(deadline(&c), Some(1_000 + REGISTRATION_TIMEOUT_MS));
         let n = node("default-abcde", "fake://us-east-1a/default-abcde");
         assert_eq!(
-            next_step(&c, Some(&n), 2_000),
+            next_step(&c, Some(&record(&c, &n)), 2_000),
             Step::Register {
                 node: "default-abcde".into()
             }
         );
         c.set_true("Registered", crate::provisioner::time(2_000));
         // Not Ready and still tainted unregistered: not initialized.
-        assert_eq!(next_step(&c, Some(&n), 3_000), Step::Wait);
+        assert_eq!(next_step(&c, Some(&record(&c, &n)), 3_000), Step::Wait);
         let mut n = ready(n);
         n.spec.as_mut().unwrap().taints = Some(Vec::new());
         assert_eq!(
-            next_step(&c, Some(&n), 3_000),
+            next_step(&c, Some(&record(&c, &n)), 3_000),
             Step::Initialize {
                 node: "default-abcde".into()
             }

@@ -48,6 +48,7 @@ fn node(name: &str, claim: Option<&str>) -> NodeRecord {
         node_claim: claim.map(str::to_owned),
         startup_taints: Vec::new(),
         deleting: false,
+        kubelet: Kubelet::Joined { waiting_for: None },
     }
 }
 
@@ -179,36 +180,6 @@ fn pdb_status_follows_kube_controller_manager() {
             "case {i}"
         );
     }
-}
-
-#[test]
-fn lifecycle_registers_then_initializes_on_time() {
-    let mut s = ClusterState::new();
-    s.apply(Object::NodeClaim(Box::new(claim(
-        "c",
-        &[(ConditionType::Launched, 1_000)],
-    ))));
-    let t = lifecycle::Timings {
-        registration: 30_000,
-        initialization: 10_000,
-    };
-    let (a, next) = lifecycle::step(&s, t, 20_000);
-    assert!(a.is_empty());
-    assert_eq!(next, Some(31_000));
-    let (a, _) = lifecycle::step(&s, t, 31_000);
-    assert!(matches!(&a[..], [Action::RegisterNode { node_claim }] if node_claim == "c"));
-    s.apply(Object::NodeClaim(Box::new(claim(
-        "c",
-        &[
-            (ConditionType::Launched, 1_000),
-            (ConditionType::Registered, 31_000),
-        ],
-    ))));
-    let (a, next) = lifecycle::step(&s, t, 35_000);
-    assert!(a.is_empty());
-    assert_eq!(next, Some(41_000));
-    let (a, _) = lifecycle::step(&s, t, 41_000);
-    assert!(matches!(&a[..], [Action::InitializeNode { .. }]));
 }
 
 fn draining(grace: Option<&str>) -> ClusterState {

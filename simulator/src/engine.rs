@@ -8,6 +8,7 @@
 //! maps are ordered, names come from counters, and the provider has no clock.
 
 use crate::Files;
+use crate::kubelet;
 use crate::metrics::Metrics;
 use crate::scenario::{self, Action as Event, Scenario, Settings};
 use k8s_openapi::api::{
@@ -23,7 +24,7 @@ use karpenter_cluster::reconciler::{
     Event as Decided, PlanSummary, ProviderFacts, Reconciler, ReconcilerSettings,
 };
 use karpenter_cluster::{
-    Action, ClusterState, NodeRecord, Object, ObjectKey, PdbRecord, PodRecord, Scope, lifecycle,
+    Action, ClusterState, Kubelet, NodeRecord, Object, ObjectKey, PdbRecord, PodRecord, Scope,
     termination,
 };
 use karpenter_disruption::{Command, Decision, DisruptionOptions};
@@ -298,7 +299,7 @@ impl<'a> Engine<'a> {
         if let Some(e) = self.scenario.timeline.get(self.next_event) {
             candidates.push(e.at);
         }
-        candidates.extend(lifecycle::step(&self.state, self.timings(), now).1);
+        candidates.extend(kubelet::step(&self.state, self.timings(), now).1);
         candidates.extend(self.interruptions.values().copied());
         // The kube-scheduler retries pods it could not place when the cluster changed.
         if self.state.pending_pods().next().is_some()
@@ -322,8 +323,8 @@ impl<'a> Engine<'a> {
             .unwrap_or(now + 1)
     }
 
-    fn timings(&self) -> lifecycle::Timings {
-        lifecycle::Timings {
+    fn timings(&self) -> kubelet::Timings {
+        kubelet::Timings {
             registration: i64::try_from(self.provider.launch_latency().as_millis())
                 .unwrap_or(i64::MAX),
             initialization: self.settings.initialization_delay.0,
@@ -346,8 +347,10 @@ impl<'a> Engine<'a> {
             self.event(&e)?;
         }
         self.reclaim_interrupted();
-        let (actions, _) = lifecycle::step(&self.state, self.timings(), self.now);
-        self.apply_all(actions);
+        let (changes, _) = kubelet::step(&self.state, self.timings(), self.now);
+        for change in changes {
+            self.kubelet(change);
+        }
         self.complete_job_pods();
         self.reconcile_workloads();
         self.schedule();
@@ -401,6 +404,13 @@ impl<'a> Engine<'a> {
                 }
             }
             Decided::Disruption(outcome) => self.log_outcome(&outcome),
+            Decided::LifecycleTimeout {
+                node_claim,
+                reason,
+                message,
+            } => self.log(format!(
+                "deleting nodeclaim {node_claim} ({reason}): {message}"
+            )),
             Decided::OrphanTaint { node } => {
                 self.log(format!(
                     "node {node} is tainted disrupted with no command; untainting"
@@ -553,6 +563,7 @@ impl<'a> Engine<'a> {
                     node_claim: None,
                     startup_taints: Vec::new(),
                     deleting: false,
+                    kubelet: Kubelet::Joined { waiting_for: None },
                 })));
             }
             other => {
@@ -1230,6 +1241,29 @@ impl<'a> Engine<'a> {
 
     // ----- carrying out actions ---------------------------------------------------------
 
+    /// A change the simulated kubelet makes to a claim's Node (the claim's name is the
+    /// Node's).
+    fn kubelet(&mut self, change: kubelet::Change) {
+        let (name, kubelet) = match change {
+            kubelet::Change::Join(name) => (
+                name,
+                Kubelet::Joined {
+                    waiting_for: Some("node is not Ready".into()),
+                },
+            ),
+            kubelet::Change::Ready(name) => (name, Kubelet::Joined { waiting_for: None }),
+        };
+        let Some(mut record) = self.state.nodes().get(&name).cloned() else {
+            return;
+        };
+        if kubelet == (Kubelet::Joined { waiting_for: None }) {
+            // The node's agents finished: their startup taints are gone.
+            record.startup_taints.clear();
+        }
+        record.kubelet = kubelet;
+        self.state.apply(Object::Node(Box::new(record)));
+    }
+
     fn apply_all(&mut self, actions: Vec<Action>) {
         for a in actions {
             self.apply(a);
@@ -1240,7 +1274,23 @@ impl<'a> Engine<'a> {
         let now = self.now;
         match action {
             Action::LaunchNodeClaim { claim, plan } => self.launch(*claim, &plan),
-            Action::RegisterNode { node_claim } => {
+            Action::AddTerminationFinalizer { node_claim } => {
+                let Some(mut claim) = self.state.node_claims().get(&node_claim).cloned() else {
+                    return;
+                };
+                claim
+                    .metadata
+                    .finalizers
+                    .get_or_insert_with(Vec::new)
+                    .push(karpenter_cloudprovider::v1::labels::TERMINATION_FINALIZER.to_owned());
+                self.state.apply(Object::NodeClaim(Box::new(claim)));
+            }
+            Action::LaunchInstance { node_claim } => {
+                if let Some(claim) = self.state.node_claims().get(&node_claim).cloned() {
+                    self.launch_instance(claim);
+                }
+            }
+            Action::RegisterNode { node_claim, .. } => {
                 let Some(mut claim) = self.state.node_claims().get(&node_claim).cloned() else {
                     return;
                 };
@@ -1264,15 +1314,14 @@ impl<'a> Engine<'a> {
                     self.place_daemon(&ds, &node_claim);
                 }
             }
-            Action::InitializeNode { node_claim } => {
+            Action::InitializeNode { node_claim, node } => {
                 let Some(mut claim) = self.state.node_claims().get(&node_claim).cloned() else {
                     return;
                 };
                 claim.set_true(ConditionType::Initialized.as_str(), time(now));
+                let removed = claim.spec.startup_taints.len();
                 self.state.apply(Object::NodeClaim(Box::new(claim)));
-                if let Some(mut record) = self.state.nodes().get(&node_claim).cloned() {
-                    let removed = record.startup_taints.len();
-                    record.startup_taints.clear();
+                if let Some(mut record) = self.state.nodes().get(&node).cloned() {
                     record
                         .node
                         .labels
@@ -1442,6 +1491,15 @@ impl<'a> Engine<'a> {
                 .min(karpenter_cluster::provisioner::MAX_INSTANCE_TYPES)
         ));
         self.metrics.node_claims_created += 1;
+        self.launch_instance(claim);
+    }
+
+    /// Launches `claim`'s instance through the fake provider and indexes the claim and its
+    /// in-flight node. A failure re-plans the pods; a claim already indexed (a retried
+    /// launch) is deleted, as the controller does for capacity errors.
+    fn launch_instance(&mut self, claim: NodeClaim) {
+        let name = claim.name().to_owned();
+        let pool = claim.node_pool().unwrap_or_default().to_owned();
         match block_on(self.provider.create(&claim)) {
             Ok(mut launched) => {
                 launched.set_true(ConditionType::Launched.as_str(), time(self.now));
@@ -1488,11 +1546,14 @@ impl<'a> Engine<'a> {
                     node_claim: Some(name),
                     startup_taints,
                     deleting: false,
+                    kubelet: Kubelet::NotJoined,
                 })));
             }
             Err(e) => {
                 self.metrics.launch_failures += 1;
                 self.log(format!("failed launching nodeclaim {name}: {e}"));
+                self.state.delete(&ObjectKey::NodeClaim(name.clone()));
+                self.state.delete(&ObjectKey::Node(name));
                 // The offerings tried are now known unavailable; re-plan the pods.
                 self.facts_version += 1;
                 self.reconciler.replan(self.now);

@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 pub mod engine;
+pub mod kubelet;
 pub mod metrics;
 pub mod scenario;
 pub mod table;

@@ -47,6 +47,16 @@ pub enum Event {
     DisruptionDecided(Box<Command>),
     /// A queued command moved on.
     Disruption(Outcome),
+    /// A NodeClaim is given up: it did not launch, or its Node did not register, in time
+    /// (it is deleted by the accompanying action).
+    LifecycleTimeout {
+        /// The NodeClaim.
+        node_claim: String,
+        /// `LaunchTimeout` or `RegistrationTimeout`.
+        reason: &'static str,
+        /// What happened, for the event.
+        message: String,
+    },
     /// A node tainted `karpenter.sh/disrupted` that no command holds (left by an earlier
     /// leader) is being untainted.
     OrphanTaint {

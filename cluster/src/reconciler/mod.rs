@@ -8,12 +8,15 @@
 //! upstream keeps in its controllers (batch windows, nominations, the disruption queue and
 //! poll). One tick runs, in order:
 //!
-//! 1. **termination**: drain and terminate the nodes of deleting NodeClaims
+//! 1. **lifecycle**: the next step of every NodeClaim not yet initialized (finalizer, launch,
+//!    register, initialize, or give up after Karpenter's launch and registration timeouts;
+//!    [`crate::registration`]);
+//! 2. **termination**: drain and terminate the nodes of deleting NodeClaims
 //!    ([`crate::termination`]);
-//! 2. **provisioning**: batch provisionable pods (1 s idle, 10 s max), plan them with
+//! 3. **provisioning**: batch provisionable pods (1 s idle, 10 s max), plan them with
 //!    `karpenter_scheduling::solve`, nominate the existing nodes the plan uses, and launch the
 //!    new NodeClaims;
-//! 3. **disruption**: advance the queued commands ([`crate::orchestration`]), and every poll
+//! 4. **disruption**: advance the queued commands ([`crate::orchestration`]), and every poll
 //!    interval compute a pass with `karpenter_disruption::compute_pass`; nodes tainted
 //!    `karpenter.sh/disrupted` by a predecessor and held by no command are untainted.
 //!
@@ -22,6 +25,7 @@
 
 mod disruption;
 mod event;
+mod lifecycle;
 mod provisioning;
 
 pub use event::{Event, PlanSummary};
@@ -155,9 +159,11 @@ impl Reconciler {
         &self.settings
     }
 
-    /// One reconcile at `now`: termination, provisioning, then disruption.
+    /// One reconcile at `now`: NodeClaim lifecycle, termination, provisioning, then
+    /// disruption.
     pub fn tick(&mut self, index: &ClusterState, facts: &ProviderFacts, now: Millis) -> Tick {
         let mut tick = Tick::default();
+        self.mature(index, now, &mut tick);
         self.terminate(index, now, &mut tick);
         self.provision(index, facts, now, &mut tick);
         self.disrupt(index, facts, now, &mut tick);

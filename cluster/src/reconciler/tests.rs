@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::provisioner::time;
-use crate::{NodeRecord, Object, PodRecord, disrupted_taint};
+use crate::{Kubelet, NodeRecord, Object, PodRecord, disrupted_taint};
 use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, NodePool, StatusConditions};
 use karpenter_testing::instance_types::on_demand_catalogue;
 use karpenter_testing::nodes::node;
@@ -64,6 +64,7 @@ fn add_node(s: &mut ClusterState, name: &str, conditions: &[ConditionType]) {
         node_claim: Some(name.into()),
         startup_taints: Vec::new(),
         deleting: false,
+        kubelet: Kubelet::Joined { waiting_for: None },
     })));
 }
 
@@ -267,4 +268,103 @@ fn an_unchanged_cluster_is_evaluated_again_only_when_something_changes() {
     );
     add_pod(&mut s, "x", 100, false);
     assert!(passed(&tick(&mut r, &s, 1, 30_000)), "the index changed");
+}
+
+fn lifecycle_actions(t: &Tick) -> Vec<&Action> {
+    t.actions
+        .iter()
+        .filter(|a| a.is_lifecycle() || matches!(a, Action::DeleteNodeClaim { .. }))
+        .collect()
+}
+
+/// The joined Node `node` of claim `c`, initializable or not.
+fn joined(s: &mut ClusterState, c: &str, node_name: &str, waiting_for: Option<&str>) {
+    s.apply(Object::Node(Box::new(NodeRecord {
+        node: node(node_name, "zone-a", 4, 16),
+        node_claim: Some(c.into()),
+        startup_taints: Vec::new(),
+        deleting: false,
+        kubelet: Kubelet::Joined {
+            waiting_for: waiting_for.map(str::to_owned),
+        },
+    })));
+}
+
+#[test]
+fn lifecycle_takes_each_claim_one_observed_step_at_a_time() {
+    use crate::registration::REGISTRATION_TIMEOUT_MS;
+    let mut s = ClusterState::new();
+    // No disruption poll in the way of the wakeup asserted below.
+    let settings = ReconcilerSettings {
+        disruption_interval: 10 * REGISTRATION_TIMEOUT_MS,
+        ..ReconcilerSettings::default()
+    };
+    let mut r = Reconciler::new(settings, NameGenerator::default());
+    let mut c = claim("c", &[]);
+    s.apply(Object::NodeClaim(Box::new(c.clone())));
+    let t = tick(&mut r, &s, 0, 0);
+    assert!(
+        matches!(&lifecycle_actions(&t)[..], [Action::AddTerminationFinalizer { node_claim }] if node_claim == "c")
+    );
+
+    c.metadata.finalizers = Some(vec!["karpenter.sh/termination".into()]);
+    s.apply(Object::NodeClaim(Box::new(c.clone())));
+    let t = tick(&mut r, &s, 0, 0);
+    assert!(matches!(
+        &lifecycle_actions(&t)[..],
+        [Action::LaunchInstance { .. }]
+    ));
+
+    // Launched, no Node: wait, and wake when the registration window ends.
+    c.set_true(ConditionType::Launched.as_str(), time(1_000));
+    s.apply(Object::NodeClaim(Box::new(c.clone())));
+    let t = tick(&mut r, &s, 0, 2_000);
+    assert!(lifecycle_actions(&t).is_empty());
+    assert_eq!(t.next_wakeup, Some(1_000 + REGISTRATION_TIMEOUT_MS));
+
+    // Its Node joined under another name: register that Node; not Ready yet, so no more.
+    joined(&mut s, "c", "ip-10-0-0-1", Some("node is not Ready"));
+    let t = tick(&mut r, &s, 0, 3_000);
+    assert!(
+        matches!(&lifecycle_actions(&t)[..], [Action::RegisterNode { node_claim, node }] if node_claim == "c" && node == "ip-10-0-0-1")
+    );
+    c.set_true(ConditionType::Registered.as_str(), time(3_000));
+    s.apply(Object::NodeClaim(Box::new(c.clone())));
+    assert!(lifecycle_actions(&tick(&mut r, &s, 0, 4_000)).is_empty());
+
+    joined(&mut s, "c", "ip-10-0-0-1", None);
+    let t = tick(&mut r, &s, 0, 5_000);
+    assert!(
+        matches!(&lifecycle_actions(&t)[..], [Action::InitializeNode { node, .. }] if node == "ip-10-0-0-1")
+    );
+    c.set_true(ConditionType::Initialized.as_str(), time(5_000));
+    s.apply(Object::NodeClaim(Box::new(c)));
+    assert!(lifecycle_actions(&tick(&mut r, &s, 0, 6_000)).is_empty());
+    assert_eq!(
+        s.maturing_claims().count(),
+        0,
+        "an initialized claim is done"
+    );
+}
+
+#[test]
+fn a_claim_whose_node_never_joins_is_given_up_with_upstreams_reason() {
+    use crate::registration::REGISTRATION_TIMEOUT_MS;
+    let mut s = ClusterState::new();
+    let mut r = reconciler();
+    let mut c = claim("c", &[ConditionType::Launched]);
+    c.metadata.finalizers = Some(vec!["karpenter.sh/termination".into()]);
+    s.apply(Object::NodeClaim(Box::new(c)));
+    assert!(lifecycle_actions(&tick(&mut r, &s, 0, REGISTRATION_TIMEOUT_MS - 1)).is_empty());
+    let t = tick(&mut r, &s, 0, REGISTRATION_TIMEOUT_MS);
+    assert!(
+        matches!(&lifecycle_actions(&t)[..], [Action::DeleteNodeClaim { reason, .. }] if reason == "registration_timeout")
+    );
+    assert!(t.events.iter().any(|e| matches!(
+        e,
+        Event::LifecycleTimeout {
+            reason: "RegistrationTimeout",
+            ..
+        }
+    )));
 }

@@ -8,7 +8,7 @@
 //! the next pass decides again from the objects.
 
 use super::api::{ErrorClass, classify, merge_patch, set_finalizers};
-use super::{Ctx, ReconcileError};
+use super::{Ctx, ReconcileError, lifecycle};
 use crate::metrics::{
     CodeLabels, CreatedLabels, DisruptedLabels, NodePoolLabels, TerminatedLabels,
 };
@@ -160,8 +160,22 @@ pub async fn execute(ctx: &Ctx, action: &Action) -> Result<Executed, ReconcileEr
                 Err(e) => Err(ReconcileError::api("creating NodeClaim", &name)(e)),
             }
         }
-        // Observed in a cluster (lifecycle), not carried out.
-        Action::RegisterNode { .. } | Action::InitializeNode { .. } => Ok(Executed::Done),
+        Action::AddTerminationFinalizer { node_claim } => {
+            lifecycle::add_finalizer(ctx, node_claim).await?;
+            Ok(Executed::Done)
+        }
+        Action::LaunchInstance { node_claim } => {
+            lifecycle::launch_instance(ctx, node_claim).await?;
+            Ok(Executed::Done)
+        }
+        Action::RegisterNode { node_claim, node } => {
+            lifecycle::register(ctx, node_claim, node).await?;
+            Ok(Executed::Done)
+        }
+        Action::InitializeNode { node_claim, node } => {
+            lifecycle::initialize(ctx, node_claim, node).await?;
+            Ok(Executed::Done)
+        }
         Action::TaintDisrupted { node } => {
             set_disrupted_taint(ctx, node, true).await?;
             Ok(Executed::Done)

@@ -1,19 +1,16 @@
-//! NodeClaim lifecycle on a real cluster, carried out: [`next_step`] (from
-//! [`karpenter_cluster::registration`]) decides from the claim, its Node and `now`;
-//! [`reconcile`] adds the finalizer, launches through the provider, syncs the Node on
-//! registration and sets the conditions. Expiry is not decided here: it is a forceful command
-//! of `karpenter_disruption`, executed by the disruption loop.
+//! NodeClaim lifecycle on a real cluster, carried out. The shared reconciler decides each
+//! claim's next step ([`karpenter_cluster::registration::next_step`]) and returns it as an
+//! action; here the finalizer is added, the instance launched through the provider, the
+//! Node synced on registration and the conditions set.
 
 use super::api::{merge_patch, set_finalizers};
+use super::exec::{claim_of, node_of};
 use super::{Ctx, ReconcileError};
-use k8s_openapi::api::core::v1::Node;
 use karpenter_cloudprovider::CloudProviderError;
 use karpenter_cloudprovider::v1::{
     ConditionType, NodeClaim, NodeClaimStatus, StatusConditions, labels as v1labels,
 };
-pub use karpenter_cluster::registration::{
-    INITIALIZED_LABEL, Step, next_step, registered_node_patch,
-};
+use karpenter_cluster::registration::{INITIALIZED_LABEL, registered_node_patch};
 
 fn with_condition(claim: &NodeClaim, f: impl FnOnce(&mut NodeClaim)) -> NodeClaim {
     let mut c = claim.clone();
@@ -44,72 +41,94 @@ pub(super) async fn patch_claim_status(
     Ok(())
 }
 
-/// Carries out [`next_step`] for `claim`.
+/// Adds the `karpenter.sh/termination` finalizer to NodeClaim `name`.
 ///
 /// # Errors
-/// API or provider failures; the caller retries on the next pass from fresh state.
-pub async fn reconcile(ctx: &Ctx, claim: &NodeClaim) -> Result<Step, ReconcileError> {
-    let node = ctx.stores.node_by_provider_id(claim.provider_id());
-    let now = ctx.now_ms();
-    let step = next_step(claim, node.as_deref(), now);
-    let name = claim.name();
-    match &step {
-        Step::Wait => {}
-        Step::AddFinalizer => {
-            let mut f = claim.metadata.finalizers.clone().unwrap_or_default();
-            f.push(v1labels::TERMINATION_FINALIZER.to_owned());
-            ctx.limiter.acquire().await;
-            set_finalizers(
-                &ctx.node_claims(),
-                name,
-                claim.metadata.resource_version.as_deref(),
-                &f,
-            )
-            .await
-            .map_err(ReconcileError::api("adding NodeClaim finalizer", name))?;
-        }
-        Step::Launch => launch(ctx, claim).await?,
-        Step::Register { node: node_name } => {
-            let Some(node) = node else {
-                return Ok(Step::Wait);
-            };
-            register(ctx, claim, &node).await?;
-            let updated = with_condition(claim, |c| {
-                let status = c.status.get_or_insert_with(NodeClaimStatus::default);
-                status.node_name = node_name.clone();
-                c.set_true(ConditionType::Registered.as_str(), ctx.now_time());
-            });
-            patch_claim_status(ctx, &updated).await?;
-            ctx.metrics
-                .nodes_created
-                .get_or_create(&crate::metrics::NodePoolLabels {
-                    nodepool: claim.node_pool().unwrap_or_default().to_owned(),
-                })
-                .inc();
-            tracing::info!(nodeclaim = name, node = %node_name, "registered node");
-        }
-        Step::Initialize { node: node_name } => {
-            ctx.limiter.acquire().await;
-            merge_patch(
-                &ctx.nodes(),
-                node_name,
-                serde_json::json!({"metadata": {"labels": {INITIALIZED_LABEL: "true"}}}),
-            )
-            .await
-            .map_err(ReconcileError::api("labelling Node initialized", node_name))?;
-            let updated = with_condition(claim, |c| {
-                c.set_true(ConditionType::Initialized.as_str(), ctx.now_time());
-            });
-            patch_claim_status(ctx, &updated).await?;
-            tracing::info!(nodeclaim = name, node = %node_name, "initialized node");
-        }
-        Step::Delete { reason, message } => {
-            ctx.events.warning(claim, reason, message.clone());
-            tracing::warn!(nodeclaim = name, reason, "{message}");
-            super::exec::delete_node_claim(ctx, name).await?;
-        }
+/// API failures; the reconciler decides the step again on the next pass.
+pub async fn add_finalizer(ctx: &Ctx, name: &str) -> Result<(), ReconcileError> {
+    let Some(claim) = claim_of(ctx, name) else {
+        return Ok(());
+    };
+    let mut f = claim.metadata.finalizers.clone().unwrap_or_default();
+    f.push(v1labels::TERMINATION_FINALIZER.to_owned());
+    ctx.limiter.acquire().await;
+    set_finalizers(
+        &ctx.node_claims(),
+        name,
+        claim.metadata.resource_version.as_deref(),
+        &f,
+    )
+    .await
+    .map_err(ReconcileError::api("adding NodeClaim finalizer", name))?;
+    Ok(())
+}
+
+/// Launches NodeClaim `name`'s instance through the provider.
+///
+/// # Errors
+/// API or provider failures other than capacity (which delete the claim).
+pub async fn launch_instance(ctx: &Ctx, name: &str) -> Result<(), ReconcileError> {
+    match claim_of(ctx, name) {
+        Some(claim) => launch(ctx, &claim).await,
+        None => Ok(()),
     }
-    Ok(step)
+}
+
+/// Registers Node `node` for NodeClaim `name`: the claim's labels, taints, finalizer and
+/// owner go onto the Node, and the claim gets `Registered`.
+///
+/// # Errors
+/// API failures.
+pub async fn register(ctx: &Ctx, name: &str, node_name: &str) -> Result<(), ReconcileError> {
+    let (Some(claim), Some(node)) = (claim_of(ctx, name), node_of(ctx, node_name)) else {
+        return Ok(());
+    };
+    ctx.limiter.acquire().await;
+    merge_patch(
+        &ctx.nodes(),
+        node_name,
+        registered_node_patch(&claim, &node),
+    )
+    .await
+    .map_err(ReconcileError::api("registering Node", node_name))?;
+    let updated = with_condition(&claim, |c| {
+        let status = c.status.get_or_insert_with(NodeClaimStatus::default);
+        status.node_name = node_name.to_owned();
+        c.set_true(ConditionType::Registered.as_str(), ctx.now_time());
+    });
+    patch_claim_status(ctx, &updated).await?;
+    ctx.metrics
+        .nodes_created
+        .get_or_create(&crate::metrics::NodePoolLabels {
+            nodepool: claim.node_pool().unwrap_or_default().to_owned(),
+        })
+        .inc();
+    tracing::info!(nodeclaim = name, node = %node_name, "registered node");
+    Ok(())
+}
+
+/// Labels Node `node` initialized and sets NodeClaim `name`'s `Initialized`.
+///
+/// # Errors
+/// API failures.
+pub async fn initialize(ctx: &Ctx, name: &str, node_name: &str) -> Result<(), ReconcileError> {
+    let Some(claim) = claim_of(ctx, name) else {
+        return Ok(());
+    };
+    ctx.limiter.acquire().await;
+    merge_patch(
+        &ctx.nodes(),
+        node_name,
+        serde_json::json!({"metadata": {"labels": {INITIALIZED_LABEL: "true"}}}),
+    )
+    .await
+    .map_err(ReconcileError::api("labelling Node initialized", node_name))?;
+    let updated = with_condition(&claim, |c| {
+        c.set_true(ConditionType::Initialized.as_str(), ctx.now_time());
+    });
+    patch_claim_status(ctx, &updated).await?;
+    tracing::info!(nodeclaim = name, node = %node_name, "initialized node");
+    Ok(())
 }
 
 async fn launch(ctx: &Ctx, claim: &NodeClaim) -> Result<(), ReconcileError> {
@@ -184,13 +203,4 @@ async fn launch(ctx: &Ctx, claim: &NodeClaim) -> Result<(), ReconcileError> {
             })
         }
     }
-}
-
-async fn register(ctx: &Ctx, claim: &NodeClaim, node: &Node) -> Result<(), ReconcileError> {
-    let name = node.metadata.name.clone().unwrap_or_default();
-    ctx.limiter.acquire().await;
-    merge_patch(&ctx.nodes(), &name, registered_node_patch(claim, node))
-        .await
-        .map_err(ReconcileError::api("registering Node", &name))?;
-    Ok(())
 }

@@ -7,9 +7,7 @@ use super::explain::Explainer;
 use super::leader::{self, LeaderGate};
 use super::podmetrics::PodTransitions;
 use super::provider::ProviderHooks;
-use super::{
-    Ctx, drift, kubelet, lifecycle, logging, nodepool, provider, repair, state, system_clock,
-};
+use super::{Ctx, drift, kubelet, logging, nodepool, provider, repair, state, system_clock};
 use crate::http::{self, Health};
 use crate::metrics::{
     ControllerLabels, DecisionLabels, Metrics, PodStateLabels, ReasonLabels, ResourceTypeLabels,
@@ -161,11 +159,6 @@ impl Controller {
         }
         self.core = Some((state, reconciler));
 
-        for claim in self.ctx.stores.node_claims_sorted() {
-            if let Err(e) = lifecycle::reconcile(&self.ctx, &claim).await {
-                tracing::warn!(nodeclaim = claim.name(), error = %e, "lifecycle reconcile failed");
-            }
-        }
         if let Err(e) = exec::start_terminations(&self.ctx).await {
             tracing::warn!(error = %e, "termination failed");
         }
@@ -333,6 +326,16 @@ impl Controller {
             },
             Event::OrphanTaint { node } => {
                 tracing::info!(node = %node, "removing disrupted taint left by an earlier leader");
+            }
+            Event::LifecycleTimeout {
+                node_claim,
+                reason,
+                message,
+            } => {
+                tracing::warn!(nodeclaim = %node_claim, reason, "{message}");
+                if let Some(claim) = exec::claim_of(&self.ctx, &node_claim) {
+                    self.ctx.events.warning(claim.as_ref(), reason, message);
+                }
             }
         }
     }
