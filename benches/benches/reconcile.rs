@@ -35,6 +35,7 @@ fn tick(r: &mut Reconciler, s: &ClusterState, version: u64, now: i64) -> usize {
     let facts = ProviderFacts {
         drift: &drift,
         version,
+        repair_policies: &[],
         seconds: &|| 0.0,
     };
     r.tick(s, &facts, now).actions.len()

@@ -106,7 +106,7 @@ pub fn indexed_cluster(size: ClusterSize) -> ClusterState {
             node_claim: Some(name.clone()),
             startup_taints: Vec::new(),
             deleting: false,
-            kubelet: Kubelet::Joined { waiting_for: None },
+            kubelet: Kubelet::ready(),
         })));
         for p in 0..size.pods_per_node {
             let pod_name = format!("web-{n:05}-{p:02}");

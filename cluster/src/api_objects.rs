@@ -4,7 +4,7 @@
 //! same decision code.
 
 use crate::registration::not_initialized_reason;
-use crate::{Kubelet, NodeRecord, PdbRecord, PodRecord};
+use crate::{Kubelet, NodeCondition, NodeRecord, PdbRecord, PodRecord};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use karpenter_cloudprovider::NodeClaim;
@@ -141,6 +141,21 @@ pub fn node_record(node: &Node, claim: Option<&NodeClaim>) -> Result<NodeRecord,
         deleting: node.metadata.deletion_timestamp.is_some(),
         kubelet: Kubelet::Joined {
             waiting_for: claim.and_then(|c| not_initialized_reason(c, node)),
+            conditions: node
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|c| NodeCondition {
+                    type_: c.type_.clone(),
+                    status: c.status.clone(),
+                    since: c
+                        .last_transition_time
+                        .as_ref()
+                        .map_or(0, |t| t.0.as_millisecond()),
+                })
+                .collect(),
         },
     })
 }

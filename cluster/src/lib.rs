@@ -108,7 +108,49 @@ pub enum Kubelet {
         /// Why it cannot be initialized yet (not Ready, a startup or ephemeral taint still
         /// on it, a resource not reported); `None` once it can.
         waiting_for: Option<String>,
+        /// Its conditions, which node repair matches against the provider's policies.
+        conditions: Vec<NodeCondition>,
     },
+}
+
+impl Kubelet {
+    /// A joined Node that can be initialized, with no conditions recorded.
+    pub fn ready() -> Self {
+        Self::Joined {
+            waiting_for: None,
+            conditions: Vec::new(),
+        }
+    }
+
+    /// Whether the Node joined and can be initialized.
+    pub fn initializable(&self) -> bool {
+        matches!(
+            self,
+            Self::Joined {
+                waiting_for: None,
+                ..
+            }
+        )
+    }
+
+    /// Its conditions (none before it joined).
+    pub fn conditions(&self) -> &[NodeCondition] {
+        match self {
+            Self::NotJoined => &[],
+            Self::Joined { conditions, .. } => conditions,
+        }
+    }
+}
+
+/// A Node condition as the index keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeCondition {
+    /// `type`, e.g. `Ready`.
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// `lastTransitionTime`, 0 when unset.
+    pub since: Millis,
 }
 
 impl NodeRecord {
@@ -713,6 +755,16 @@ pub enum Action {
         node_claim: String,
         /// The Node.
         node: String,
+    },
+    /// Replace an unhealthy node (node repair): its NodeClaim is marked for immediate
+    /// termination (no grace period wait) and deleted.
+    RepairNodeClaim {
+        /// NodeClaim name.
+        node_claim: String,
+        /// The Node.
+        node: String,
+        /// The condition type that made it unhealthy.
+        condition: String,
     },
     /// Add `karpenter.sh/disrupted:NoSchedule` to a node.
     TaintDisrupted {

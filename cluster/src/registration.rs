@@ -187,7 +187,7 @@ pub fn next_step(claim: &NodeClaim, node: Option<&NodeRecord>, now: Millis) -> S
     }
     if !claim.is(ConditionType::Initialized)
         && let Some(node) = joined
-        && matches!(node.kubelet, Kubelet::Joined { waiting_for: None })
+        && node.kubelet.initializable()
     {
         return Step::Initialize {
             node: node.node.name.clone(),

@@ -5,13 +5,11 @@
 //! 20% (rounded up) of the NodePool's nodes are unhealthy, since a wide outage is better
 //! left alone than amplified.
 
-use k8s_openapi::api::core::v1::{Node, NodeCondition};
+use crate::{ClusterState, Kubelet, NodeCondition, NodeRecord};
+use karpenter_cloudprovider::RepairPolicy;
 use karpenter_cloudprovider::v1::ConditionStatus;
-use karpenter_cloudprovider::v1::labels as v1labels;
-use karpenter_cloudprovider::{NodeClaim, RepairPolicy};
 use karpenter_scheduling::model::Millis;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 /// Share of a NodePool's nodes (rounded up) that may be unhealthy while repair goes on.
 pub const ALLOWED_UNHEALTHY_PERCENT: usize = 20;
@@ -48,65 +46,50 @@ fn status_text(s: ConditionStatus) -> &'static str {
     }
 }
 
-fn condition<'a>(node: &'a Node, type_: &str) -> Option<&'a NodeCondition> {
-    node.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
+fn matches<'a>(record: &'a NodeRecord, policy: &RepairPolicy) -> Option<&'a NodeCondition> {
+    record
+        .kubelet
+        .conditions()
         .iter()
-        .find(|c| c.type_ == type_)
-}
-
-fn matches<'a>(node: &'a Node, policy: &RepairPolicy) -> Option<&'a NodeCondition> {
-    condition(node, &policy.condition_type)
+        .find(|c| c.type_ == policy.condition_type)
         .filter(|c| c.status == status_text(policy.condition_status))
 }
 
-fn unhealthy(node: &Node, policies: &[RepairPolicy]) -> bool {
-    policies.iter().any(|p| matches(node, p).is_some())
+fn unhealthy(record: &NodeRecord, policies: &[RepairPolicy]) -> bool {
+    policies.iter().any(|p| matches(record, p).is_some())
 }
 
 /// The matching condition whose toleration ends first, and when it ends.
-fn due(node: &Node, policies: &[RepairPolicy]) -> Option<(String, Millis)> {
+fn due(record: &NodeRecord, policies: &[RepairPolicy]) -> Option<(String, Millis)> {
     policies
         .iter()
         .filter_map(|p| {
-            let c = matches(node, p)?;
-            let since = c
-                .last_transition_time
-                .as_ref()
-                .map_or(0, |t| t.0.as_millisecond());
+            let c = matches(record, p)?;
             let tolerate = i64::try_from(p.toleration_duration.as_millis()).unwrap_or(i64::MAX);
-            Some((c.type_.clone(), since.saturating_add(tolerate)))
+            Some((c.type_.clone(), c.since.saturating_add(tolerate)))
         })
         .min_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)))
 }
 
-fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
-    node.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(key))
-        .map(String::as_str)
-}
-
-/// Decides repair for every node owned by a NodeClaim at `now`, in node-name order.
+/// Decides repair for every joined node owned by a NodeClaim at `now`, in node-name order.
+/// Also returns the earliest later instant at which a matching condition's toleration ends
+/// (the decision cannot change before it unless the index does).
 pub fn decide(
-    nodes: &[Arc<Node>],
-    claims: &[Arc<NodeClaim>],
+    index: &ClusterState,
     policies: &[RepairPolicy],
     now: Millis,
-) -> Vec<Verdict> {
-    let by_provider_id: BTreeMap<&str, &NodeClaim> = claims
-        .iter()
-        .filter(|c| !c.provider_id().is_empty())
-        .map(|c| (c.provider_id(), c.as_ref()))
-        .collect();
+) -> (Vec<Verdict>, Option<Millis>) {
+    let joined = || {
+        index
+            .nodes()
+            .values()
+            .filter(|r| matches!(r.kubelet, Kubelet::Joined { .. }))
+    };
     // (total, unhealthy) per pool; "" is the whole cluster.
     let mut health: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
-    for n in nodes {
-        let bad = usize::from(unhealthy(n, policies));
-        for scope in [label(n, v1labels::NODEPOOL), Some("")]
+    for r in joined() {
+        let bad = usize::from(unhealthy(r, policies));
+        for scope in [r.node.node_pool.as_deref(), Some("")]
             .into_iter()
             .flatten()
         {
@@ -119,23 +102,27 @@ pub fn decide(
         let (total, bad) = health.get(scope).copied().unwrap_or_default();
         bad <= (total * ALLOWED_UNHEALTHY_PERCENT).div_ceil(100)
     };
-    let mut sorted: Vec<&Arc<Node>> = nodes.iter().collect();
-    sorted.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let mut out = Vec::new();
-    for n in sorted {
-        let Some(claim) = by_provider_id.get(super::node_provider_id(n)) else {
+    let mut next: Option<Millis> = None;
+    for r in joined() {
+        let Some(claim) = r
+            .node_claim
+            .as_ref()
+            .and_then(|c| index.node_claims().get(c))
+        else {
             continue;
         };
         if claim.is_deleting() {
             continue;
         }
-        let Some((condition, at)) = due(n, policies) else {
+        let Some((condition, at)) = due(r, policies) else {
             continue;
         };
         if now < at {
+            next = Some(next.map_or(at, |n| n.min(at)));
             continue;
         }
-        let node = n.metadata.name.clone().unwrap_or_default();
+        let node = r.node.name.clone();
         let node_claim = claim.name().to_owned();
         let pool = claim.node_pool().unwrap_or_default().to_owned();
         if healthy(&pool) {
@@ -152,14 +139,20 @@ pub fn decide(
             });
         }
     }
-    out
+    (out, next)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Object;
+    use crate::api_objects::node_record;
+    use k8s_openapi::api::core::v1::{Node, NodeCondition};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use karpenter_cloudprovider::NodeClaim;
+    use karpenter_cloudprovider::v1::labels as v1labels;
     use karpenter_testing::api::{node_claim, ready, registering_node};
+    use std::sync::Arc;
     use std::time::Duration;
 
     const MIN: Millis = 60_000;
@@ -208,6 +201,28 @@ mod tests {
 
     fn cluster(specs: &[(&str, Option<(&str, Millis)>)]) -> (Vec<Arc<Node>>, Vec<Arc<NodeClaim>>) {
         specs.iter().map(|(n, b)| pair(n, *b)).unzip()
+    }
+
+    /// The verdicts at `now` on the index the controller's feed would build from `nodes` and
+    /// `claims`.
+    fn decide(
+        nodes: &[Arc<Node>],
+        claims: &[Arc<NodeClaim>],
+        policies: &[RepairPolicy],
+        now: Millis,
+    ) -> Vec<Verdict> {
+        let mut index = ClusterState::new();
+        for c in claims {
+            index.apply(Object::NodeClaim(Box::new(NodeClaim::clone(c))));
+        }
+        for n in nodes {
+            let claim = claims
+                .iter()
+                .find(|c| c.provider_id() == crate::node_provider_id(n));
+            let record = node_record(n, claim.map(|c| c.as_ref())).unwrap();
+            index.apply(Object::Node(Box::new(record)));
+        }
+        super::decide(&index, policies, now).0
     }
 
     #[test]

@@ -48,7 +48,7 @@ fn node(name: &str, claim: Option<&str>) -> NodeRecord {
         node_claim: claim.map(str::to_owned),
         startup_taints: Vec::new(),
         deleting: false,
-        kubelet: Kubelet::Joined { waiting_for: None },
+        kubelet: Kubelet::ready(),
     }
 }
 

@@ -375,6 +375,8 @@ impl<'a> Engine<'a> {
         let facts = ProviderFacts {
             drift: &self.drift,
             version: self.facts_version,
+            // The simulated kubelet reports no node conditions: nothing to repair.
+            repair_policies: &[],
             seconds: &|| 0.0,
         };
         let tick = self.reconciler.tick(&self.state, &facts, self.now);
@@ -404,6 +406,11 @@ impl<'a> Engine<'a> {
                 }
             }
             Decided::Disruption(outcome) => self.log_outcome(&outcome),
+            Decided::RepairBlocked { node, .. } => {
+                self.log(format!(
+                    "node {node} is unhealthy; repair blocked: too many unhealthy nodes"
+                ));
+            }
             Decided::LifecycleTimeout {
                 node_claim,
                 reason,
@@ -563,7 +570,7 @@ impl<'a> Engine<'a> {
                     node_claim: None,
                     startup_taints: Vec::new(),
                     deleting: false,
-                    kubelet: Kubelet::Joined { waiting_for: None },
+                    kubelet: Kubelet::ready(),
                 })));
             }
             other => {
@@ -1249,14 +1256,15 @@ impl<'a> Engine<'a> {
                 name,
                 Kubelet::Joined {
                     waiting_for: Some("node is not Ready".into()),
+                    conditions: Vec::new(),
                 },
             ),
-            kubelet::Change::Ready(name) => (name, Kubelet::Joined { waiting_for: None }),
+            kubelet::Change::Ready(name) => (name, Kubelet::ready()),
         };
         let Some(mut record) = self.state.nodes().get(&name).cloned() else {
             return;
         };
-        if kubelet == (Kubelet::Joined { waiting_for: None }) {
+        if kubelet.initializable() {
             // The node's agents finished: their startup taints are gone.
             record.startup_taints.clear();
         }
@@ -1359,6 +1367,17 @@ impl<'a> Engine<'a> {
                     self.state.apply(Object::Node(Box::new(record)));
                     self.log(format!("untainted node {node}"));
                 }
+            }
+            Action::RepairNodeClaim {
+                node_claim,
+                node,
+                condition,
+            } => {
+                self.log(format!("node {node} is unhealthy ({condition}); repairing"));
+                self.apply(Action::DeleteNodeClaim {
+                    node_claim,
+                    reason: "Unhealthy".into(),
+                });
             }
             Action::DeleteNodeClaim { node_claim, reason } => {
                 let Some(mut claim) = self.state.node_claims().get(&node_claim).cloned() else {

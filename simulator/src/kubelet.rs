@@ -46,11 +46,9 @@ pub fn step(state: &ClusterState, timings: Timings, now: Millis) -> (Vec<Change>
         let due = match node.map(|n| &n.kubelet) {
             None | Some(Kubelet::NotJoined) => since(claim, ConditionType::Launched)
                 .map(|t| (t + timings.registration, Change::Join(name))),
-            Some(Kubelet::Joined {
-                waiting_for: Some(_),
-            }) => since(claim, ConditionType::Registered)
+            Some(k) if k.initializable() => None,
+            Some(Kubelet::Joined { .. }) => since(claim, ConditionType::Registered)
                 .map(|t| (t + timings.initialization, Change::Ready(name))),
-            Some(Kubelet::Joined { waiting_for: None }) => None,
         };
         match due {
             Some((at, change)) if at <= now => changes.push(change),

@@ -57,6 +57,17 @@ pub enum Event {
         /// What happened, for the event.
         message: String,
     },
+    /// An unhealthy node is due for repair, but more than
+    /// [`crate::repair::ALLOWED_UNHEALTHY_PERCENT`] of its pool (or of the cluster) is
+    /// unhealthy; reported again every [`super::BLOCKED_REPORT_INTERVAL_MS`] while it lasts.
+    RepairBlocked {
+        /// The Node.
+        node: String,
+        /// Its NodeClaim.
+        node_claim: String,
+        /// Its NodePool, empty for a claim without one (the cluster-wide limit applied).
+        node_pool: String,
+    },
     /// A node tainted `karpenter.sh/disrupted` that no command holds (left by an earlier
     /// leader) is being untainted.
     OrphanTaint {

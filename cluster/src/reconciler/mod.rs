@@ -11,12 +11,14 @@
 //! 1. **lifecycle**: the next step of every NodeClaim not yet initialized (finalizer, launch,
 //!    register, initialize, or give up after Karpenter's launch and registration timeouts;
 //!    [`crate::registration`]);
-//! 2. **termination**: drain and terminate the nodes of deleting NodeClaims
+//! 2. **repair**: unhealthy nodes past their policy's toleration are replaced, unless too
+//!    many of their pool are unhealthy ([`crate::repair`]);
+//! 3. **termination**: drain and terminate the nodes of deleting NodeClaims
 //!    ([`crate::termination`]);
-//! 3. **provisioning**: batch provisionable pods (1 s idle, 10 s max), plan them with
+//! 4. **provisioning**: batch provisionable pods (1 s idle, 10 s max), plan them with
 //!    `karpenter_scheduling::solve`, nominate the existing nodes the plan uses, and launch the
 //!    new NodeClaims;
-//! 4. **disruption**: advance the queued commands ([`crate::orchestration`]), and every poll
+//! 5. **disruption**: advance the queued commands ([`crate::orchestration`]), and every poll
 //!    interval compute a pass with `karpenter_disruption::compute_pass`; nodes tainted
 //!    `karpenter.sh/disrupted` by a predecessor and held by no command are untainted.
 //!
@@ -27,8 +29,10 @@ mod disruption;
 mod event;
 mod lifecycle;
 mod provisioning;
+mod repair;
 
 pub use event::{Event, PlanSummary};
+pub use repair::BLOCKED_REPORT_INTERVAL_MS;
 
 use super::provisioner::{Batcher, NameGenerator, ProvisionQueue};
 use super::{Action, ClusterState, termination};
@@ -89,6 +93,8 @@ pub struct ProviderFacts<'a> {
     /// Changes whenever anything the provider knows changed (drift, capacity, prices). A
     /// disruption pass whose inputs are all unchanged is skipped until a timer runs out.
     pub version: u64,
+    /// The provider's node repair policies; empty when the `NodeRepair` gate is off.
+    pub repair_policies: &'a [karpenter_cloudprovider::RepairPolicy],
     /// Seconds on the caller's monotonic clock, for the durations events report. The
     /// reconciler never reads a clock itself; the simulator passes a constant.
     pub seconds: &'a dyn Fn() -> f64,
@@ -133,6 +139,10 @@ pub struct Reconciler {
     pass_memo: Option<(u64, u64, Millis)>,
     /// Nodes seen tainted `karpenter.sh/disrupted` with no command holding them.
     orphan_taints: BTreeSet<String>,
+    /// The index generation of the last repair decision and until when it holds.
+    repair_memo: Option<(u64, Millis)>,
+    /// Nodes whose repair is blocked, and when that was last reported.
+    repair_blocked: BTreeMap<String, Millis>,
 }
 
 impl Reconciler {
@@ -151,6 +161,8 @@ impl Reconciler {
             next_disruption: 0,
             pass_memo: None,
             orphan_taints: BTreeSet::new(),
+            repair_memo: None,
+            repair_blocked: BTreeMap::new(),
         }
     }
 
@@ -159,11 +171,12 @@ impl Reconciler {
         &self.settings
     }
 
-    /// One reconcile at `now`: NodeClaim lifecycle, termination, provisioning, then
-    /// disruption.
+    /// One reconcile at `now`: NodeClaim lifecycle, node repair, termination, provisioning,
+    /// then disruption.
     pub fn tick(&mut self, index: &ClusterState, facts: &ProviderFacts, now: Millis) -> Tick {
         let mut tick = Tick::default();
         self.mature(index, now, &mut tick);
+        self.repair(index, facts, now, &mut tick);
         self.terminate(index, now, &mut tick);
         self.provision(index, facts, now, &mut tick);
         self.disrupt(index, facts, now, &mut tick);

@@ -64,7 +64,7 @@ fn add_node(s: &mut ClusterState, name: &str, conditions: &[ConditionType]) {
         node_claim: Some(name.into()),
         startup_taints: Vec::new(),
         deleting: false,
-        kubelet: Kubelet::Joined { waiting_for: None },
+        kubelet: Kubelet::ready(),
     })));
 }
 
@@ -77,6 +77,7 @@ fn tick(r: &mut Reconciler, s: &ClusterState, version: u64, now: Millis) -> Tick
     let facts = ProviderFacts {
         drift: &drift,
         version,
+        repair_policies: &[],
         seconds: &|| 0.0,
     };
     r.tick(s, &facts, now)
@@ -286,6 +287,7 @@ fn joined(s: &mut ClusterState, c: &str, node_name: &str, waiting_for: Option<&s
         deleting: false,
         kubelet: Kubelet::Joined {
             waiting_for: waiting_for.map(str::to_owned),
+            conditions: Vec::new(),
         },
     })));
 }
@@ -367,4 +369,87 @@ fn a_claim_whose_node_never_joins_is_given_up_with_upstreams_reason() {
             ..
         }
     )));
+}
+
+#[test]
+fn a_blocked_repair_is_reported_once_per_interval_and_a_due_one_repairs() {
+    use crate::NodeCondition;
+    use karpenter_cloudprovider::RepairPolicy;
+    use karpenter_cloudprovider::v1::ConditionStatus;
+    const MIN: Millis = 60_000;
+    let policies = [RepairPolicy {
+        condition_type: "Ready".into(),
+        condition_status: ConditionStatus::False,
+        toleration_duration: std::time::Duration::from_secs(30 * 60),
+    }];
+    let mut s = ClusterState::new();
+    for name in ["a", "b", "c"] {
+        let mut c = claim(name, &[]);
+        c.metadata.finalizers = Some(vec!["karpenter.sh/termination".into()]);
+        s.apply(Object::NodeClaim(Box::new(c)));
+        let mut n = node(name, "zone-a", 4, 16);
+        n.node_pool = Some("default".into());
+        s.apply(Object::Node(Box::new(NodeRecord {
+            node: n,
+            node_claim: Some(name.into()),
+            startup_taints: Vec::new(),
+            deleting: false,
+            kubelet: Kubelet::Joined {
+                waiting_for: None,
+                conditions: vec![NodeCondition {
+                    type_: "Ready".into(),
+                    status: if name == "c" { "True" } else { "False" }.into(),
+                    since: 0,
+                }],
+            },
+        })));
+    }
+    let mut r = reconciler();
+    let at = |r: &mut Reconciler, s: &ClusterState, now: Millis| {
+        let drift = BTreeMap::new();
+        let facts = ProviderFacts {
+            drift: &drift,
+            version: 0,
+            repair_policies: &policies,
+            seconds: &|| 0.0,
+        };
+        r.tick(s, &facts, now)
+    };
+    let blocked = |t: &Tick| {
+        t.events
+            .iter()
+            .filter(|e| matches!(e, Event::RepairBlocked { .. }))
+            .count()
+    };
+    let repairs = |t: &Tick| {
+        t.actions
+            .iter()
+            .filter(|a| matches!(a, Action::RepairNodeClaim { .. }))
+            .count()
+    };
+    // Before the toleration ends: nothing, and a wakeup when it does.
+    let t = at(&mut r, &s, 29 * MIN);
+    assert_eq!((blocked(&t), repairs(&t)), (0, 0));
+    assert!(t.next_wakeup.is_some_and(|w| w <= 30 * MIN));
+    // 2 of 3 unhealthy (more than ceil(20 % of 3) = 1): both blocked, told once.
+    let t = at(&mut r, &s, 30 * MIN);
+    assert_eq!((blocked(&t), repairs(&t)), (2, 0));
+    assert_eq!(blocked(&at(&mut r, &s, 31 * MIN)), 0);
+    assert_eq!(
+        blocked(&at(&mut r, &s, 35 * MIN)),
+        2,
+        "told again after 5 minutes"
+    );
+    // One recovers: the other is repaired.
+    let mut b = s.nodes()["b"].clone();
+    b.kubelet = Kubelet::ready();
+    s.apply(Object::Node(Box::new(b)));
+    let t = at(&mut r, &s, 36 * MIN);
+    assert!(
+        matches!(&t.actions.iter().filter(|a| matches!(a, Action::RepairNodeClaim { .. })).collect::<Vec<_>>()[..], [Action::RepairNodeClaim { node_claim, .. }] if node_claim == "a")
+    );
+    // Without policies (the gate off) nothing is decided.
+    let mut off = reconciler();
+    let t = tick(&mut off, &s, 0, 60 * MIN);
+    assert_eq!((blocked(&t), repairs(&t)), (0, 0));
 }

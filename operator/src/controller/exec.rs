@@ -8,7 +8,7 @@
 //! the next pass decides again from the objects.
 
 use super::api::{ErrorClass, classify, merge_patch, set_finalizers};
-use super::{Ctx, ReconcileError, lifecycle};
+use super::{Ctx, ReconcileError, lifecycle, repair};
 use crate::metrics::{
     CodeLabels, CreatedLabels, DisruptedLabels, NodePoolLabels, TerminatedLabels,
 };
@@ -174,6 +174,14 @@ pub async fn execute(ctx: &Ctx, action: &Action) -> Result<Executed, ReconcileEr
         }
         Action::InitializeNode { node_claim, node } => {
             lifecycle::initialize(ctx, node_claim, node).await?;
+            Ok(Executed::Done)
+        }
+        Action::RepairNodeClaim {
+            node_claim,
+            node,
+            condition,
+        } => {
+            repair::repair(ctx, node_claim, node, condition).await?;
             Ok(Executed::Done)
         }
         Action::TaintDisrupted { node } => {

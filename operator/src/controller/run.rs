@@ -59,7 +59,6 @@ pub struct Controller {
     last_gc: Option<Millis>,
     hooks: Option<Arc<dyn ProviderHooks>>,
     pod_transitions: PodTransitions,
-    repair_blocked: BTreeMap<String, Millis>,
     explainer: Explainer,
 }
 
@@ -79,7 +78,6 @@ impl Controller {
             last_gc: None,
             hooks: None,
             pod_transitions: PodTransitions::default(),
-            repair_blocked: BTreeMap::new(),
             explainer: Explainer::default(),
         }
     }
@@ -162,9 +160,6 @@ impl Controller {
         if let Err(e) = exec::start_terminations(&self.ctx).await {
             tracing::warn!(error = %e, "termination failed");
         }
-        if self.ctx.settings.feature_gates.node_repair {
-            repair::reconcile(&self.ctx, now, &mut self.repair_blocked).await;
-        }
         self.reconcile(now).await;
         if let Err(e) = nodepool::reconcile_all(&self.ctx).await {
             tracing::warn!(error = %e, "nodepool status update failed");
@@ -183,12 +178,18 @@ impl Controller {
         let (state, mut reconciler) = self.take_core();
         let drift = self.drift.clone();
         let version = self.facts_version;
+        let repair_policies = if self.ctx.settings.feature_gates.node_repair {
+            self.ctx.provider.repair_policies()
+        } else {
+            Vec::new()
+        };
         let joined = tokio::task::spawn_blocking(move || {
             let origin = std::time::Instant::now();
             let seconds = move || origin.elapsed().as_secs_f64();
             let facts = ProviderFacts {
                 drift: &drift,
                 version,
+                repair_policies: &repair_policies,
                 seconds: &seconds,
             };
             let tick = reconciler.tick(&state, &facts, now);
@@ -327,6 +328,11 @@ impl Controller {
             Event::OrphanTaint { node } => {
                 tracing::info!(node = %node, "removing disrupted taint left by an earlier leader");
             }
+            Event::RepairBlocked {
+                node,
+                node_claim,
+                node_pool,
+            } => repair::report_blocked(&self.ctx, &node, &node_claim, &node_pool),
             Event::LifecycleTimeout {
                 node_claim,
                 reason,

@@ -22,9 +22,13 @@ fn fake_provider(client: &kube::Client) -> Arc<dyn CloudProvider> {
     ))
 }
 
-/// One tick of the shared reconciler over what the stores hold; its lifecycle actions are
-/// carried out (and returned), as a controller pass does.
-async fn mature(ctx: &super::Ctx) -> Vec<Action> {
+/// One tick of the shared reconciler over what the stores hold, with `repair_policies`;
+/// the actions `keep` selects are carried out (and returned), as a controller pass does.
+async fn reconcile_once(
+    ctx: &super::Ctx,
+    repair_policies: &[karpenter_cloudprovider::RepairPolicy],
+    keep: impl Fn(&Action) -> bool,
+) -> Vec<Action> {
     use karpenter_cluster::reconciler::{ProviderFacts, Reconciler, ReconcilerSettings};
     let mut state = karpenter_cluster::ClusterState::new();
     let objects = ctx.stores.api_objects();
@@ -42,18 +46,24 @@ async fn mature(ctx: &super::Ctx) -> Vec<Action> {
     let facts = ProviderFacts {
         drift: &drift,
         version: 0,
+        repair_policies,
         seconds: &|| 0.0,
     };
     let actions: Vec<Action> = reconciler
         .tick(&state, &facts, ctx.now_ms())
         .actions
         .into_iter()
-        .filter(Action::is_lifecycle)
+        .filter(|a| keep(a))
         .collect();
     for a in &actions {
         exec::execute(ctx, a).await.unwrap();
     }
     actions
+}
+
+/// The lifecycle steps of one tick, carried out.
+async fn mature(ctx: &super::Ctx) -> Vec<Action> {
+    reconcile_once(ctx, &[], Action::is_lifecycle).await
 }
 
 fn json<T: serde::Serialize>(v: &T) -> serde_json::Value {
@@ -480,7 +490,6 @@ async fn leader_pass_adds_missing_finalizer() {
 
 #[tokio::test]
 async fn node_repair_annotates_and_deletes_the_unhealthy_claim() {
-    use super::repair;
     use k8s_openapi::api::core::v1::NodeCondition;
     let (client, api) = mock_client(|req| match req.method.as_str() {
         "PATCH" | "DELETE" => (200, json(&node_claim("sick"))),
@@ -503,8 +512,13 @@ async fn node_repair_annotates_and_deletes_the_unhealthy_claim() {
         }]);
         put(&mut w.nodes, n);
     }
-    let mut blocked = std::collections::BTreeMap::new();
-    repair::reconcile(&ctx, 31 * 60_000, &mut blocked).await;
+    let repairs = reconcile_once(&ctx, &ctx.provider.repair_policies(), |a| {
+        matches!(a, Action::RepairNodeClaim { .. })
+    })
+    .await;
+    assert!(
+        matches!(&repairs[..], [Action::RepairNodeClaim { node_claim, condition, .. }] if node_claim == "sick" && condition == "Ready")
+    );
     let reqs = api.requests();
     assert_eq!(reqs.len(), 2, "{reqs:?}");
     assert_eq!(reqs[0].method, "PATCH");
@@ -521,10 +535,6 @@ async fn node_repair_annotates_and_deletes_the_unhealthy_claim() {
             .encode()
             .contains(r#"karpenter_nodeclaims_disrupted_total{reason="unhealthy",nodepool="default",capacity_type=""} 1"#)
     );
-    // One minute before the toleration ends nothing happens.
-    let before = api.requests().len();
-    repair::reconcile(&ctx, 29 * 60_000, &mut blocked).await;
-    assert_eq!(api.requests().len(), before);
 }
 
 #[tokio::test]
