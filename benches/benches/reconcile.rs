@@ -7,11 +7,15 @@
 //! - `tick with a disruption pass`: the same, at a poll, so the tick builds the disruption
 //!   input and runs a full pass (every method, up to its simulation budget).
 //!
+//! - `feed sync` / `feed sync_changes after 10 changes`: the controller's feed from API
+//!   objects at the same size, reading every store versus only the ten changed pods.
+//!
 //! `cargo bench -p karpenter-benches --bench reconcile`.
 #![forbid(unsafe_code)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use karpenter_benches::reconcile::{ClusterSize, indexed_cluster};
+use karpenter_benches::reconcile::{ClusterSize, api_cluster, indexed_cluster};
+use karpenter_cluster::feed::{ApiObjects, Changes, Feed};
 use karpenter_cluster::provisioner::NameGenerator;
 use karpenter_cluster::reconciler::{ProviderFacts, Reconciler, ReconcilerSettings};
 use karpenter_cluster::{ClusterState, Object};
@@ -103,5 +107,54 @@ fn reconcile(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, reconcile);
+/// The controller's feed at the same size: ten pods get a new resourceVersion (ten watch
+/// events) and the feed brings the index in line with every store.
+fn feed(c: &mut Criterion) {
+    let mut api = api_cluster(SIZE);
+    let mut state = ClusterState::new();
+    let mut feed = Feed::default();
+    let types = BTreeMap::new();
+    let synced = feed.sync(&mut state, &api.view(), &types, 0);
+    assert!(synced.skipped.is_empty(), "{:?}", synced.skipped);
+    println!("feed: {} objects applied", synced.changes);
+    let mut round = 1u64;
+    let mut group = c.benchmark_group("reconcile");
+    group.sample_size(20);
+    group.bench_function("feed sync after 10 changes, 1000 nodes", |b| {
+        b.iter(|| {
+            round += 1;
+            for pod in api.pods.iter_mut().take(10) {
+                let mut p = k8s_openapi::api::core::v1::Pod::clone(pod);
+                p.metadata.resource_version = Some(round.to_string());
+                *pod = std::sync::Arc::new(p);
+            }
+            let synced = feed.sync(&mut state, &api.view(), &types, 0);
+            black_box(synced.changes)
+        });
+    });
+    group.bench_function("feed sync_changes after 10 changes, 1000 nodes", |b| {
+        b.iter(|| {
+            round += 1;
+            let mut changed = Vec::new();
+            for pod in api.pods.iter_mut().take(10) {
+                let mut p = k8s_openapi::api::core::v1::Pod::clone(pod);
+                p.metadata.resource_version = Some(round.to_string());
+                *pod = std::sync::Arc::new(p);
+                changed.push(pod.clone());
+            }
+            let changes = Changes {
+                present: ApiObjects {
+                    pods: &changed,
+                    ..ApiObjects::default()
+                },
+                deleted: &[],
+            };
+            let synced = feed.sync_changes(&mut state, &changes, &api, &types);
+            black_box(synced.changes)
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, reconcile, feed);
 criterion_main!(benches);

@@ -10,6 +10,7 @@ use karpenter_cluster::{ClusterState, Kubelet, NodeRecord, Object, PodRecord};
 use karpenter_scheduling::labels;
 use karpenter_scheduling::model::{Node, NodeState, OwnerRef, Pod};
 use karpenter_testing::resources::res;
+use std::sync::Arc;
 
 /// How big the index is.
 #[derive(Debug, Clone, Copy)]
@@ -132,4 +133,96 @@ pub fn indexed_cluster(size: ClusterSize) -> ClusterState {
         }
     }
     state
+}
+
+/// The same cluster as the API server would hold it, for the controller's feed: NodeClaims,
+/// Ready Nodes with their provider IDs, and bound Running pods, each with resourceVersion 1.
+pub struct ApiCluster {
+    /// NodePools.
+    pub node_pools: Vec<Arc<NodePool>>,
+    /// NodeClaims, in name order.
+    pub node_claims: Vec<Arc<NodeClaim>>,
+    /// Nodes.
+    pub nodes: Vec<Arc<k8s_openapi::api::core::v1::Node>>,
+    /// Pods.
+    pub pods: Vec<Arc<k8s_openapi::api::core::v1::Pod>>,
+}
+
+impl ApiCluster {
+    /// The objects as the feed reads them.
+    pub fn view(&self) -> karpenter_cluster::feed::ApiObjects<'_> {
+        karpenter_cluster::feed::ApiObjects {
+            node_pools: &self.node_pools,
+            node_claims: &self.node_claims,
+            nodes: &self.nodes,
+            pods: &self.pods,
+            ..Default::default()
+        }
+    }
+}
+
+/// [`indexed_cluster`]'s cluster as API objects.
+///
+/// # Panics
+/// Never: the objects are literals.
+pub fn api_cluster(size: ClusterSize) -> ApiCluster {
+    let mut out = ApiCluster {
+        node_pools: vec![Arc::new(node_pool())],
+        node_claims: Vec::new(),
+        nodes: Vec::new(),
+        pods: Vec::new(),
+    };
+    for n in 0..size.nodes {
+        let name = format!("node-{n:05}");
+        let zone = ZONES[n % ZONES.len()];
+        let provider_id = format!("fake://{zone}/{name}");
+        let mut claim = node_claim(&name);
+        claim.metadata.resource_version = Some("1".into());
+        claim
+            .status
+            .get_or_insert_with(Default::default)
+            .provider_id = provider_id.clone();
+        out.node_claims.push(Arc::new(claim));
+        let node = serde_json::json!({
+            "metadata": {"name": name, "resourceVersion": "1", "labels": {
+                labels::HOSTNAME: name, labels::ZONE: zone, labels::INSTANCE_TYPE: TYPE,
+                labels::CAPACITY_TYPE: "on-demand", labels::ARCH: "amd64",
+                labels::NODEPOOL: "default", "karpenter.sh/initialized": "true"}},
+            "spec": {"providerID": provider_id},
+            "status": {"allocatable": {"cpu": "7910m", "memory": "29Gi", "pods": "58"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}
+        });
+        out.nodes.push(Arc::new(
+            serde_json::from_value(node).expect("a valid Node"),
+        ));
+        for p in 0..size.pods_per_node {
+            let pod = serde_json::json!({
+                "metadata": {"name": format!("web-{n:05}-{p:02}"), "namespace": "default",
+                             "uid": format!("web-{n:05}-{p:02}"), "resourceVersion": "1",
+                             "labels": {"app": "web"},
+                             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                                  "name": "web", "uid": "web", "controller": true}]},
+                "spec": {"nodeName": name, "containers": [{"name": "c", "image": "nginx",
+                         "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}]},
+                "status": {"phase": "Running",
+                           "conditions": [{"type": "Ready", "status": "True"}]}
+            });
+            out.pods
+                .push(Arc::new(serde_json::from_value(pod).expect("a valid Pod")));
+        }
+    }
+    out
+}
+
+impl karpenter_cluster::feed::Lookup for ApiCluster {
+    // A scan: the benches change pods, which need no lookup.
+    fn node(&self, name: &str) -> Option<Arc<k8s_openapi::api::core::v1::Node>> {
+        self.nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(name))
+            .cloned()
+    }
+    fn node_claim(&self, name: &str) -> Option<Arc<NodeClaim>> {
+        self.node_claims.iter().find(|c| c.name() == name).cloned()
+    }
 }

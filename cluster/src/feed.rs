@@ -1,10 +1,18 @@
 //! Feeding the index from API objects incrementally, as a controller's watches see them.
 //!
-//! [`Feed::sync`] brings a [`ClusterState`] in line with the objects a controller's
-//! reflector stores hold: it converts and applies only the objects whose resource version
-//! (or, for a Node, whose NodeClaim or pricing instance types) changed since the last sync,
-//! and deletes what is gone. A sync over an unchanged cluster leaves the index, and its
-//! generation, untouched, so the reconciler skips work that cannot decide differently.
+//! Two paths bring a [`ClusterState`] in line with what a controller's reflector stores
+//! hold:
+//! - [`Feed::sync`] reads every object: it converts and applies only those whose resource
+//!   version (or, for a Node, whose NodeClaim or pricing instance types) changed since they
+//!   were last applied, and deletes what is gone. It is the path after start-up, a watch
+//!   re-list (deletions during a disconnection are seen only this way) or an instance-type
+//!   change (every node is re-priced).
+//! - [`Feed::sync_changes`] reads only what the watches reported changed since the last
+//!   sync, plus the objects a change joins to (a NodeClaim's Node and back), so a pass costs
+//!   what changed, not the cluster's size.
+//!
+//! Either way, a sync over an unchanged cluster leaves the index, and its generation,
+//! untouched, so the reconciler skips work that cannot decide differently.
 
 use crate::api_objects::{
     in_flight_record, node_record, offering_price, pdb_record, pod_key, pod_record,
@@ -15,12 +23,14 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use karpenter_cloudprovider::v1::ConditionType;
 use karpenter_cloudprovider::{NodeClaim, NodePool};
-use karpenter_scheduling::k8s::daemonset_from_k8s;
+use karpenter_scheduling::k8s::{ConversionError, daemonset_from_k8s};
 use karpenter_scheduling::model::InstanceType;
 use std::collections::{BTreeMap, BTreeSet};
+use std::convert::Infallible;
 use std::sync::Arc;
 
-/// What the controller's watches hold, one slice per kind.
+/// What the controller's watches hold, one slice per kind (for [`Feed::sync`]), or the
+/// changed objects still present (for [`Feed::sync_changes`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ApiObjects<'a> {
     /// NodePools.
@@ -39,7 +49,25 @@ pub struct ApiObjects<'a> {
     pub namespaces: &'a [Arc<Namespace>],
 }
 
-/// What one [`Feed::sync`] did.
+/// What changed since the last sync, as the watches reported it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Changes<'a> {
+    /// Changed objects that still exist, as the stores hold them now.
+    pub present: ApiObjects<'a>,
+    /// Objects that no longer exist, by key.
+    pub deleted: &'a [ObjectKey],
+}
+
+/// The store lookups [`Feed::sync_changes`] needs to re-join a changed NodeClaim with its
+/// Node and back.
+pub trait Lookup {
+    /// The Node named `name`.
+    fn node(&self, name: &str) -> Option<Arc<Node>>;
+    /// The NodeClaim named `name`.
+    fn node_claim(&self, name: &str) -> Option<Arc<NodeClaim>>;
+}
+
+/// What one sync did.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Synced {
     /// Objects applied or deleted.
@@ -73,48 +101,44 @@ fn namespaced(
     )
 }
 
-/// The incremental feed: what each indexed object was last built from.
+fn rv(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Fingerprint {
+    fingerprint(&[meta.resource_version.as_deref()])
+}
+
+/// The feed: what each indexed object was last built from, and the joins between
+/// NodeClaims and Nodes (by provider ID) that the incremental path follows.
 #[derive(Debug, Default)]
 pub struct Feed {
     seen: BTreeMap<ObjectKey, Fingerprint>,
     types_version: Option<u64>,
+    /// NodeClaim name by provider ID, and the reverse.
+    claim_by_pid: BTreeMap<String, String>,
+    pid_of_claim: BTreeMap<String, String>,
+    /// Node name by provider ID, and the reverse.
+    node_by_pid: BTreeMap<String, String>,
+    pid_of_node: BTreeMap<String, String>,
+    /// NodeClaims indexed as in-flight nodes (no Node yet).
+    in_flight: BTreeSet<String>,
 }
 
-/// One sync in progress: the fingerprints visited so far and what changed.
-struct Pass<'f> {
-    seen: &'f BTreeMap<ObjectKey, Fingerprint>,
-    visited: BTreeMap<ObjectKey, Fingerprint>,
+/// One sync in progress.
+struct Pass<'t> {
+    /// Keys applied or confirmed unchanged, for the full path's sweep of what is gone.
+    visited: Option<BTreeSet<ObjectKey>>,
     synced: Synced,
-}
-
-impl Pass<'_> {
-    /// Applies the object built by `build` under `key` unless `print` says it is unchanged.
-    fn put<E: std::fmt::Display>(
-        &mut self,
-        state: &mut ClusterState,
-        key: ObjectKey,
-        print: Fingerprint,
-        build: impl FnOnce() -> Result<Option<Object>, E>,
-    ) {
-        if print.is_some() && self.seen.get(&key) == Some(&print) {
-            self.visited.insert(key, print);
-            return;
-        }
-        match build() {
-            Ok(Some(object)) => {
-                state.apply(object);
-                self.synced.changes += 1;
-                self.visited.insert(key, print);
-            }
-            Ok(None) => {}
-            Err(e) => self.synced.skipped.push((key, e.to_string())),
-        }
-    }
+    types: String,
+    instance_types: &'t BTreeMap<String, Vec<Arc<InstanceType>>>,
 }
 
 impl Feed {
-    /// Brings `state` in line with `objects`. `instance_types` are the provider's offerings
-    /// per pool; `types_version` changes whenever they do (every node is re-priced then).
+    /// Whether only [`Feed::sync`] can bring the index up to date: nothing was synced yet,
+    /// or the instance types changed (every node is re-priced).
+    pub fn needs_full_sync(&self, types_version: u64) -> bool {
+        self.types_version != Some(types_version)
+    }
+
+    /// Brings `state` in line with every object in `objects`. `instance_types` are the
+    /// provider's offerings per pool; `types_version` changes whenever they do.
     pub fn sync(
         &mut self,
         state: &mut ClusterState,
@@ -122,142 +146,387 @@ impl Feed {
         instance_types: &BTreeMap<String, Vec<Arc<InstanceType>>>,
         types_version: u64,
     ) -> Synced {
+        self.set_types(state, instance_types, types_version);
+        let mut pass = Pass {
+            visited: Some(BTreeSet::new()),
+            synced: Synced::default(),
+            types: types_version.to_string(),
+            instance_types,
+        };
+        self.claim_by_pid.clear();
+        self.pid_of_claim.clear();
+        self.node_by_pid.clear();
+        self.pid_of_node.clear();
+        self.in_flight.clear();
+        for claim in objects.node_claims {
+            self.join_claim(claim);
+        }
+        for node in objects.nodes {
+            self.join_node(node);
+        }
+        let claims: BTreeMap<&str, &NodeClaim> = objects
+            .node_claims
+            .iter()
+            .map(|c| (c.name(), c.as_ref()))
+            .collect();
+        self.put_others(state, objects, &mut pass);
+        for node in objects.nodes {
+            let claim = self
+                .claim_of_node(node)
+                .and_then(|c| claims.get(c.as_str()).copied());
+            self.put_node(state, node, claim, &mut pass);
+        }
+        for claim in objects.node_claims {
+            self.put_claim(state, claim, &mut pass);
+            if !self.has_node(claim) {
+                self.put_in_flight(state, claim, &mut pass);
+            }
+        }
+        let visited = pass.visited.take().unwrap_or_default();
+        let gone: Vec<ObjectKey> = self
+            .seen
+            .keys()
+            .filter(|k| !visited.contains(*k))
+            .cloned()
+            .collect();
+        for key in gone {
+            self.remove(state, &key, &mut pass);
+        }
+        pass.synced
+    }
+
+    /// Applies only what `changes` reports, re-joining changed NodeClaims and Nodes through
+    /// `lookup`. Call [`Feed::sync`] instead while [`Feed::needs_full_sync`] says so.
+    pub fn sync_changes(
+        &mut self,
+        state: &mut ClusterState,
+        changes: &Changes<'_>,
+        lookup: &dyn Lookup,
+        instance_types: &BTreeMap<String, Vec<Arc<InstanceType>>>,
+    ) -> Synced {
+        let mut pass = Pass {
+            visited: None,
+            synced: Synced::default(),
+            types: self.types_version.unwrap_or_default().to_string(),
+            instance_types,
+        };
+        self.put_others(state, &changes.present, &mut pass);
+        for key in changes.deleted {
+            match key {
+                ObjectKey::NodeClaim(name) => self.claim_deleted(state, name, lookup, &mut pass),
+                ObjectKey::Node(name) => self.node_deleted(state, name, lookup, &mut pass),
+                other => self.remove(state, other, &mut pass),
+            }
+        }
+        for claim in changes.present.node_claims {
+            if let Some(old) = self.join_claim(claim) {
+                // Its provider ID changed: the Node it named loses its claim.
+                self.refresh_node_of_pid(state, &old, lookup, &mut pass);
+            }
+            self.put_claim(state, claim, &mut pass);
+            self.refresh_claim(state, claim, lookup, &mut pass);
+        }
+        for node in changes.present.nodes {
+            self.join_node(node);
+            let claim = self.claim_of_node(node).and_then(|c| lookup.node_claim(&c));
+            self.put_node(state, node, claim.as_deref(), &mut pass);
+            if let Some(c) = claim {
+                self.refresh_claim(state, &c, lookup, &mut pass);
+            }
+        }
+        pass.synced
+    }
+
+    fn set_types(
+        &mut self,
+        state: &mut ClusterState,
+        instance_types: &BTreeMap<String, Vec<Arc<InstanceType>>>,
+        types_version: u64,
+    ) {
         if self.types_version != Some(types_version) {
             for (pool, types) in instance_types {
                 state.set_instance_types(pool, types.clone());
             }
             self.types_version = Some(types_version);
         }
-        let types = types_version.to_string();
-        let mut pass = Pass {
-            seen: &self.seen,
-            visited: BTreeMap::new(),
-            synced: Synced::default(),
+    }
+
+    /// Records `claim`'s provider ID; returns the one it had before if that differs.
+    fn join_claim(&mut self, claim: &NodeClaim) -> Option<String> {
+        let name = claim.name().to_owned();
+        let pid = claim.provider_id().to_owned();
+        let old = if pid.is_empty() {
+            self.pid_of_claim.remove(&name)
+        } else {
+            self.claim_by_pid.insert(pid.clone(), name.clone());
+            self.pid_of_claim.insert(name, pid.clone())
         };
-        let by_provider: BTreeMap<&str, &NodeClaim> = objects
-            .node_claims
-            .iter()
-            .filter(|c| !c.provider_id().is_empty())
-            .map(|c| (c.provider_id(), c.as_ref()))
-            .collect();
-        for pool in objects.node_pools {
-            let print = fingerprint(&[pool.metadata.resource_version.as_deref()]);
-            pass.put(
-                state,
-                ObjectKey::NodePool(pool.name().to_owned()),
-                print,
-                || {
-                    Ok::<_, std::convert::Infallible>(Some(Object::NodePool(Box::new(
-                        NodePool::clone(pool),
-                    ))))
-                },
-            );
+        let old = old.filter(|o| *o != pid)?;
+        if self
+            .claim_by_pid
+            .get(&old)
+            .is_some_and(|c| c == claim.name())
+        {
+            self.claim_by_pid.remove(&old);
         }
-        let mut with_node: BTreeSet<&str> = BTreeSet::new();
-        for node in objects.nodes {
-            let claim = by_provider.get(crate::node_provider_id(node)).copied();
-            if let Some(c) = claim {
-                with_node.insert(c.name());
-            }
-            let print = fingerprint(&[
-                Some("node"),
-                node.metadata.resource_version.as_deref(),
-                Some(claim.map_or("-", |c| {
-                    c.metadata.resource_version.as_deref().unwrap_or("")
-                })),
-                Some(&types),
-            ]);
-            let key = ObjectKey::Node(node.metadata.name.clone().unwrap_or_default());
-            pass.put(state, key, print, || {
-                let mut record = node_record(node, claim)?;
-                record.node.price = offering_price(&record.node, instance_types);
-                Ok::<_, karpenter_scheduling::k8s::ConversionError>(Some(Object::Node(Box::new(
-                    record,
-                ))))
+        Some(old)
+    }
+
+    fn join_node(&mut self, node: &Node) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let pid = crate::node_provider_id(node).to_owned();
+        if let Some(old) = self.pid_of_node.remove(&name)
+            && self.node_by_pid.get(&old) == Some(&name)
+        {
+            self.node_by_pid.remove(&old);
+        }
+        if !pid.is_empty() {
+            self.node_by_pid.insert(pid.clone(), name.clone());
+            self.pid_of_node.insert(name, pid);
+        }
+    }
+
+    fn claim_of_node(&self, node: &Node) -> Option<String> {
+        self.claim_by_pid
+            .get(crate::node_provider_id(node))
+            .cloned()
+    }
+
+    fn has_node(&self, claim: &NodeClaim) -> bool {
+        !claim.provider_id().is_empty() && self.node_by_pid.contains_key(claim.provider_id())
+    }
+
+    /// NodePools, pods, DaemonSets, PDBs and namespaces: each stands alone.
+    fn put_others(&mut self, state: &mut ClusterState, objects: &ApiObjects<'_>, pass: &mut Pass) {
+        for pool in objects.node_pools {
+            let key = ObjectKey::NodePool(pool.name().to_owned());
+            self.put(state, key, rv(&pool.metadata), pass, || {
+                Ok::<_, Infallible>(Some(Object::NodePool(Box::new(NodePool::clone(pool)))))
             });
         }
-        for claim in objects.node_claims {
-            let rv = claim.metadata.resource_version.as_deref();
-            pass.put(
-                state,
-                ObjectKey::NodeClaim(claim.name().to_owned()),
-                fingerprint(&[rv]),
-                || {
-                    Ok::<_, std::convert::Infallible>(Some(Object::NodeClaim(Box::new(
-                        NodeClaim::clone(claim),
-                    ))))
-                },
-            );
-            if !with_node.contains(claim.name()) && !claim.is(ConditionType::Registered) {
-                let print = fingerprint(&[Some("in-flight"), rv, Some(&types)]);
-                pass.put(
-                    state,
-                    ObjectKey::Node(claim.name().to_owned()),
-                    print,
-                    || {
-                        let mut record = in_flight_record(claim);
-                        record.node.price = offering_price(&record.node, instance_types);
-                        Ok::<_, std::convert::Infallible>(Some(Object::Node(Box::new(record))))
-                    },
-                );
-            }
-        }
         for pod in objects.pods {
-            let print = fingerprint(&[pod.metadata.resource_version.as_deref()]);
-            pass.put(state, ObjectKey::Pod(pod_key(pod)), print, || {
-                Ok::<_, karpenter_scheduling::k8s::ConversionError>(
-                    pod_record(pod)?.map(|r| Object::Pod(Box::new(r))),
-                )
+            let key = ObjectKey::Pod(pod_key(pod));
+            self.put(state, key, rv(&pod.metadata), pass, || {
+                Ok::<_, ConversionError>(pod_record(pod)?.map(|r| Object::Pod(Box::new(r))))
             });
         }
         for ds in objects.daemon_sets {
             let (namespace, name) = namespaced(&ds.metadata);
-            let print = fingerprint(&[ds.metadata.resource_version.as_deref()]);
-            pass.put(state, ObjectKey::DaemonSet(namespace, name), print, || {
-                Ok::<_, karpenter_scheduling::k8s::ConversionError>(Some(Object::DaemonSet(
-                    Box::new(daemonset_from_k8s(ds)?),
-                )))
+            let key = ObjectKey::DaemonSet(namespace, name);
+            self.put(state, key, rv(&ds.metadata), pass, || {
+                Ok::<_, ConversionError>(Some(Object::DaemonSet(Box::new(daemonset_from_k8s(ds)?))))
             });
         }
         for pdb in objects.pdbs {
             let (namespace, name) = namespaced(&pdb.metadata);
-            let print = fingerprint(&[pdb.metadata.resource_version.as_deref()]);
-            pass.put(state, ObjectKey::Pdb(namespace, name), print, || {
-                Ok::<_, karpenter_scheduling::k8s::ConversionError>(Some(Object::Pdb(Box::new(
-                    pdb_record(pdb)?,
-                ))))
+            let key = ObjectKey::Pdb(namespace, name);
+            self.put(state, key, rv(&pdb.metadata), pass, || {
+                Ok::<_, ConversionError>(Some(Object::Pdb(Box::new(pdb_record(pdb)?))))
             });
         }
         for ns in objects.namespaces {
             let Some(name) = ns.metadata.name.clone() else {
                 continue;
             };
-            let print = fingerprint(&[ns.metadata.resource_version.as_deref()]);
-            pass.put(state, ObjectKey::Namespace(name.clone()), print, || {
-                Ok::<_, std::convert::Infallible>(Some(Object::Namespace(
+            let key = ObjectKey::Namespace(name.clone());
+            self.put(state, key, rv(&ns.metadata), pass, || {
+                Ok::<_, Infallible>(Some(Object::Namespace(
                     name,
                     ns.metadata.labels.clone().unwrap_or_default(),
                 )))
             });
         }
-        let Pass {
-            visited,
-            mut synced,
-            ..
-        } = pass;
-        for key in self.seen.keys() {
-            if !visited.contains_key(key) && state.delete(key) {
-                synced.changes += 1;
+    }
+
+    fn put_claim(&mut self, state: &mut ClusterState, claim: &NodeClaim, pass: &mut Pass) {
+        let key = ObjectKey::NodeClaim(claim.name().to_owned());
+        self.put(state, key, rv(&claim.metadata), pass, || {
+            Ok::<_, Infallible>(Some(Object::NodeClaim(Box::new(claim.clone()))))
+        });
+    }
+
+    fn put_node(
+        &mut self,
+        state: &mut ClusterState,
+        node: &Node,
+        claim: Option<&NodeClaim>,
+        pass: &mut Pass,
+    ) {
+        let print = fingerprint(&[
+            Some("node"),
+            node.metadata.resource_version.as_deref(),
+            Some(claim.map_or("-", |c| {
+                c.metadata.resource_version.as_deref().unwrap_or("")
+            })),
+            Some(&pass.types),
+        ]);
+        let key = ObjectKey::Node(node.metadata.name.clone().unwrap_or_default());
+        let instance_types = pass.instance_types;
+        self.put(state, key, print, pass, || {
+            let mut record = node_record(node, claim)?;
+            record.node.price = offering_price(&record.node, instance_types);
+            Ok::<_, ConversionError>(Some(Object::Node(Box::new(record))))
+        });
+    }
+
+    /// An in-flight NodeClaim (no Node yet, not registered) as a node the provisioner can
+    /// place pods on.
+    fn put_in_flight(&mut self, state: &mut ClusterState, claim: &NodeClaim, pass: &mut Pass) {
+        if claim.is(ConditionType::Registered) {
+            return;
+        }
+        let print = fingerprint(&[
+            Some("in-flight"),
+            claim.metadata.resource_version.as_deref(),
+            Some(&pass.types),
+        ]);
+        let instance_types = pass.instance_types;
+        self.in_flight.insert(claim.name().to_owned());
+        let key = ObjectKey::Node(claim.name().to_owned());
+        self.put(state, key, print, pass, || {
+            let mut record = in_flight_record(claim);
+            record.node.price = offering_price(&record.node, instance_types);
+            Ok::<_, Infallible>(Some(Object::Node(Box::new(record))))
+        });
+    }
+
+    /// Re-joins a changed NodeClaim with its Node, or indexes it in flight.
+    fn refresh_claim(
+        &mut self,
+        state: &mut ClusterState,
+        claim: &NodeClaim,
+        lookup: &dyn Lookup,
+        pass: &mut Pass,
+    ) {
+        let node = self
+            .node_by_pid
+            .get(claim.provider_id())
+            .filter(|_| !claim.provider_id().is_empty())
+            .and_then(|n| lookup.node(n));
+        let name = claim.name().to_owned();
+        match node {
+            Some(node) => {
+                let node_name = node.metadata.name.as_deref().unwrap_or_default();
+                if node_name != name && self.in_flight.contains(&name) {
+                    self.remove(state, &ObjectKey::Node(name.clone()), pass);
+                }
+                self.in_flight.remove(&name);
+                self.put_node(state, &node, Some(claim), pass);
+            }
+            None if claim.is(ConditionType::Registered) => {
+                if self.in_flight.remove(&name) {
+                    self.remove(state, &ObjectKey::Node(name), pass);
+                }
+            }
+            None => self.put_in_flight(state, claim, pass),
+        }
+    }
+
+    /// Re-converts the Node with provider ID `pid`, if any, with whatever claim it now has.
+    fn refresh_node_of_pid(
+        &mut self,
+        state: &mut ClusterState,
+        pid: &str,
+        lookup: &dyn Lookup,
+        pass: &mut Pass,
+    ) {
+        let Some(node) = self.node_by_pid.get(pid).and_then(|n| lookup.node(n)) else {
+            return;
+        };
+        let claim = self
+            .claim_of_node(&node)
+            .and_then(|c| lookup.node_claim(&c));
+        self.put_node(state, &node, claim.as_deref(), pass);
+    }
+
+    fn claim_deleted(
+        &mut self,
+        state: &mut ClusterState,
+        name: &str,
+        lookup: &dyn Lookup,
+        pass: &mut Pass,
+    ) {
+        self.remove(state, &ObjectKey::NodeClaim(name.to_owned()), pass);
+        if self.in_flight.remove(name) {
+            self.remove(state, &ObjectKey::Node(name.to_owned()), pass);
+        }
+        if let Some(pid) = self.pid_of_claim.remove(name) {
+            if self.claim_by_pid.get(&pid).is_some_and(|c| c == name) {
+                self.claim_by_pid.remove(&pid);
+            }
+            self.refresh_node_of_pid(state, &pid, lookup, pass);
+        }
+    }
+
+    fn node_deleted(
+        &mut self,
+        state: &mut ClusterState,
+        name: &str,
+        lookup: &dyn Lookup,
+        pass: &mut Pass,
+    ) {
+        self.remove(state, &ObjectKey::Node(name.to_owned()), pass);
+        let Some(pid) = self.pid_of_node.remove(name) else {
+            return;
+        };
+        if self.node_by_pid.get(&pid).is_some_and(|n| n == name) {
+            self.node_by_pid.remove(&pid);
+        }
+        // Its claim, if not registered yet, is in flight again.
+        if let Some(claim) = self
+            .claim_by_pid
+            .get(&pid)
+            .and_then(|c| lookup.node_claim(c))
+        {
+            self.refresh_claim(state, &claim, lookup, pass);
+        }
+    }
+
+    /// Applies the object built by `build` under `key` unless `print` says it is unchanged.
+    /// An object the model leaves out (a finished pod) or cannot represent is removed.
+    fn put<E: std::fmt::Display>(
+        &mut self,
+        state: &mut ClusterState,
+        key: ObjectKey,
+        print: Fingerprint,
+        pass: &mut Pass,
+        build: impl FnOnce() -> Result<Option<Object>, E>,
+    ) {
+        if print.is_some() && self.seen.get(&key) == Some(&print) {
+            if let Some(v) = pass.visited.as_mut() {
+                v.insert(key);
+            }
+            return;
+        }
+        match build() {
+            Ok(Some(object)) => {
+                state.apply(object);
+                pass.synced.changes += 1;
+                if let Some(v) = pass.visited.as_mut() {
+                    v.insert(key.clone());
+                }
+                self.seen.insert(key, print);
+            }
+            Ok(None) => self.remove(state, &key, pass),
+            Err(e) => {
+                self.remove(state, &key, pass);
+                pass.synced.skipped.push((key, e.to_string()));
             }
         }
-        self.seen = visited;
-        synced
+    }
+
+    fn remove(&mut self, state: &mut ClusterState, key: &ObjectKey, pass: &mut Pass) {
+        self.seen.remove(key);
+        if state.delete(key) {
+            pass.synced.changes += 1;
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use karpenter_cloudprovider::v1::StatusConditions;
 
     fn api_pod(name: &str, rv: Option<&str>, node: Option<&str>) -> Arc<Pod> {
         let mut pod: Pod = serde_json::from_value(serde_json::json!({
@@ -329,5 +598,173 @@ mod tests {
             "{synced:?}"
         );
         assert!(state.pods().is_empty());
+    }
+
+    /// A cluster as the watches' stores hold it.
+    #[derive(Default)]
+    struct World {
+        claims: BTreeMap<String, Arc<NodeClaim>>,
+        nodes: BTreeMap<String, Arc<Node>>,
+        pods: BTreeMap<String, Arc<Pod>>,
+        rv: u64,
+    }
+
+    impl Lookup for World {
+        fn node(&self, name: &str) -> Option<Arc<Node>> {
+            self.nodes.get(name).cloned()
+        }
+        fn node_claim(&self, name: &str) -> Option<Arc<NodeClaim>> {
+            self.claims.get(name).cloned()
+        }
+    }
+
+    impl World {
+        fn next_rv(&mut self) -> Option<String> {
+            self.rv += 1;
+            Some(self.rv.to_string())
+        }
+        fn claim(&mut self, name: &str, pid: &str, registered: bool) {
+            let mut c = karpenter_testing::api::node_claim(name);
+            c.metadata.resource_version = self.next_rv();
+            if !pid.is_empty() {
+                c.status.get_or_insert_with(Default::default).provider_id = pid.into();
+                c.set_true("Launched", crate::provisioner::time(0));
+            }
+            if registered {
+                c.set_true("Registered", crate::provisioner::time(0));
+            }
+            self.claims.insert(name.into(), Arc::new(c));
+        }
+        fn add_node(&mut self, name: &str, pid: &str) {
+            let mut n =
+                karpenter_testing::api::ready(karpenter_testing::api::registering_node(name, pid));
+            n.metadata.resource_version = self.next_rv();
+            self.nodes.insert(name.into(), Arc::new(n));
+        }
+        fn pod(&mut self, name: &str, node: Option<&str>) {
+            let mut p = Pod::clone(&api_pod(name, None, node));
+            p.metadata.resource_version = self.next_rv();
+            self.pods.insert(name.into(), Arc::new(p));
+        }
+    }
+
+    /// A full sync of everything in `world` by `feed` into `state`.
+    fn sync_all(feed: &mut Feed, state: &mut ClusterState, world: &World) {
+        let (claims, nodes, pods) = (
+            world.claims.values().cloned().collect::<Vec<_>>(),
+            world.nodes.values().cloned().collect::<Vec<_>>(),
+            world.pods.values().cloned().collect::<Vec<_>>(),
+        );
+        let objects = ApiObjects {
+            node_claims: &claims,
+            nodes: &nodes,
+            pods: &pods,
+            ..ApiObjects::default()
+        };
+        feed.sync(state, &objects, &BTreeMap::new(), 0);
+    }
+
+    /// The index a full sync of `world` builds from nothing.
+    fn fresh(world: &World) -> ClusterState {
+        let mut state = ClusterState::new();
+        sync_all(&mut Feed::default(), &mut state, world);
+        state
+    }
+
+    fn same(a: &ClusterState, b: &ClusterState, step: &str) {
+        assert_eq!(a.nodes(), b.nodes(), "nodes after {step}");
+        assert_eq!(a.pods(), b.pods(), "pods after {step}");
+        assert_eq!(
+            a.node_claims().keys().collect::<Vec<_>>(),
+            b.node_claims().keys().collect::<Vec<_>>(),
+            "claims after {step}"
+        );
+        assert_eq!(
+            a.maturing_claims()
+                .map(|(c, n)| (c.name().to_owned(), n.map(|n| n.node.name.clone())))
+                .collect::<Vec<_>>(),
+            b.maturing_claims()
+                .map(|(c, n)| (c.name().to_owned(), n.map(|n| n.node.name.clone())))
+                .collect::<Vec<_>>(),
+            "joins after {step}"
+        );
+    }
+
+    #[test]
+    fn applying_only_the_changes_builds_the_index_a_full_sync_would() {
+        let mut world = World::default();
+        world.claim("a", "fake://z/a", false);
+        world.claim("b", "", false);
+        world.add_node("ip-a", "fake://z/a");
+        world.pod("p1", None);
+        world.pod("p2", Some("ip-a"));
+        let mut feed = Feed::default();
+        let mut state = ClusterState::new();
+        sync_all(&mut feed, &mut state, &world);
+        assert!(!feed.needs_full_sync(0));
+        same(&state, &fresh(&world), "the first sync");
+
+        // Each step changes the world and reports what it touched, as watch events would.
+        type Step = fn(&mut World) -> (Vec<&'static str>, Vec<&'static str>, Vec<ObjectKey>);
+        let steps: Vec<(&str, Step)> = vec![
+            ("b launches", |w| {
+                w.claim("b", "fake://z/b", false);
+                (vec!["b"], vec![], vec![])
+            }),
+            ("b's node joins", |w| {
+                w.add_node("ip-b", "fake://z/b");
+                (vec![], vec!["ip-b"], vec![])
+            }),
+            ("a registers", |w| {
+                w.claim("a", "fake://z/a", true);
+                (vec!["a"], vec![], vec![])
+            }),
+            ("b's node is deleted before b registered", |w| {
+                w.nodes.remove("ip-b");
+                (vec![], vec![], vec![ObjectKey::Node("ip-b".into())])
+            }),
+            ("a's node is deleted", |w| {
+                w.nodes.remove("ip-a");
+                (vec![], vec![], vec![ObjectKey::Node("ip-a".into())])
+            }),
+            ("b is deleted", |w| {
+                w.claims.remove("b");
+                (vec![], vec![], vec![ObjectKey::NodeClaim("b".into())])
+            }),
+            ("a node joins for a, named as the claim", |w| {
+                w.add_node("a", "fake://z/a");
+                (vec![], vec!["a"], vec![])
+            }),
+            ("a is deleted, its node stays", |w| {
+                w.claims.remove("a");
+                (vec![], vec![], vec![ObjectKey::NodeClaim("a".into())])
+            }),
+        ];
+        for (name, step) in steps {
+            let (claims, nodes, deleted) = step(&mut world);
+            world.pod("p1", Some("a"));
+            let claims: Vec<_> = claims.iter().map(|c| world.claims[*c].clone()).collect();
+            let nodes: Vec<_> = nodes.iter().map(|n| world.nodes[*n].clone()).collect();
+            let pods = vec![world.pods["p1"].clone()];
+            let changes = Changes {
+                present: ApiObjects {
+                    node_claims: &claims,
+                    nodes: &nodes,
+                    pods: &pods,
+                    ..ApiObjects::default()
+                },
+                deleted: &deleted,
+            };
+            feed.sync_changes(&mut state, &changes, &world, &BTreeMap::new());
+            same(&state, &fresh(&world), name);
+        }
+        let unchanged = state.generation();
+        let none = Changes::default();
+        assert_eq!(
+            feed.sync_changes(&mut state, &none, &world, &BTreeMap::new())
+                .changes,
+            0
+        );
+        assert_eq!(state.generation(), unchanged);
     }
 }

@@ -130,7 +130,14 @@ pub async fn build(
     );
     let provider = Arc::new(AwsCloudProvider::new(clients.clone(), aws));
     let (store, writer) = reflector::store();
-    let watcher = state::spawn_one(Api::<EC2NodeClass>::all(client.clone()), writer, changed);
+    // EC2NodeClasses are not indexed: no change keys to record.
+    let watcher = state::spawn_one(
+        Api::<EC2NodeClass>::all(client.clone()),
+        writer,
+        changed,
+        None,
+        |nc| karpenter_cluster::ObjectKey::NodePool(nc.metadata.name.clone().unwrap_or_default()),
+    );
     let hooks = AwsHooks::new(provider.clone(), store, clients);
     Ok(AwsBuilt {
         provider,

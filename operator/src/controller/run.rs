@@ -15,7 +15,7 @@ use crate::metrics::{
 use crate::settings::{ControllerArgs, ProviderKind, Settings};
 use anyhow::Context as _;
 use karpenter_cloudprovider::v1::{ConditionType, labels as v1labels};
-use karpenter_cluster::feed::Feed;
+use karpenter_cluster::feed::{Feed, Synced};
 use karpenter_cluster::orchestration::Outcome;
 use karpenter_cluster::provisioner::NameGenerator;
 use karpenter_cluster::reconciler::{Event, ProviderFacts, Reconciler, ReconcilerSettings};
@@ -33,6 +33,8 @@ use tokio::sync::Notify;
 pub const INSTANCE_TYPES_TTL_MS: Millis = 60_000;
 /// How often drift is asked of the provider.
 pub const DRIFT_POLL_MS: Millis = 60_000;
+/// How often the index is fed from every store even without a re-list.
+pub const RESYNC_PERIOD_MS: Millis = 5 * 60_000;
 /// Garbage-collection period.
 pub const GC_PERIOD_MS: Millis = 120_000;
 /// Instances younger than this are never garbage-collected (their NodeClaim may not have
@@ -57,6 +59,8 @@ pub struct Controller {
     types_version: u64,
     feed: Feed,
     last_gc: Option<Millis>,
+    /// When the index is next fed from every store rather than from the changes.
+    resync_at: Option<Millis>,
     hooks: Option<Arc<dyn ProviderHooks>>,
     pod_transitions: PodTransitions,
     explainer: Explainer,
@@ -76,6 +80,7 @@ impl Controller {
             types_version: 0,
             feed: Feed::default(),
             last_gc: None,
+            resync_at: None,
             hooks: None,
             pod_transitions: PodTransitions::default(),
             explainer: Explainer::default(),
@@ -146,12 +151,7 @@ impl Controller {
         self.refresh_instance_types(now).await;
         self.refresh_drift(now).await;
         let (mut state, reconciler) = self.take_core();
-        let synced = self.feed.sync(
-            &mut state,
-            &self.ctx.stores.api_objects().view(),
-            &self.instance_types,
-            self.types_version,
-        );
+        let synced = self.feed_index(&mut state, now);
         for (key, why) in synced.skipped {
             tracing::debug!(object = ?key, error = %why, "not indexed");
         }
@@ -171,6 +171,30 @@ impl Controller {
         }
         self.garbage_collect(now).await;
         self.record_metrics(now);
+    }
+
+    /// Applies to the index what the watches reported changed since the last pass; reads
+    /// every store only after a (re)list, an instance-type change, a lost index, or once per
+    /// [`RESYNC_PERIOD_MS`] as a safety net (an informer's resync).
+    fn feed_index(&mut self, state: &mut ClusterState, now: Millis) -> Synced {
+        let stores = &self.ctx.stores;
+        let (relisted, keys) = stores.take_dirty();
+        if relisted
+            || self.feed.needs_full_sync(self.types_version)
+            || self.resync_at.is_none_or(|t| now >= t)
+        {
+            self.resync_at = Some(now + RESYNC_PERIOD_MS);
+            let objects = stores.api_objects();
+            return self.feed.sync(
+                state,
+                &objects.view(),
+                &self.instance_types,
+                self.types_version,
+            );
+        }
+        let changes = stores.changes(&keys);
+        self.feed
+            .sync_changes(state, &changes.view(), stores, &self.instance_types)
     }
 
     /// One tick of the shared reconciler on a blocking thread, then its events and actions.

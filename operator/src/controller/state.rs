@@ -8,15 +8,19 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use karpenter_cloudprovider::{NodeClaim, NodePool};
-use karpenter_cluster::feed::ApiObjects;
-use kube::runtime::reflector::{self, Store, store::Writer};
+use karpenter_cluster::ObjectKey;
+use karpenter_cluster::feed::{ApiObjects, Changes, Lookup};
+use karpenter_scheduling::model::PodKey;
+use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
+use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::hash::Hash;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
 /// Reader halves of every store.
@@ -38,6 +42,16 @@ pub struct Stores {
     pub volume_attachments: Store<VolumeAttachment>,
     /// Namespaces (labels for namespace selectors).
     pub namespaces: Store<Namespace>,
+    /// What the watches reported since the index was last fed.
+    pub dirty: Arc<Mutex<Dirty>>,
+}
+
+/// The indexed objects the watches reported changed since the last take, and whether a
+/// watch (re)listed (then deletions while it was away are invisible: everything is synced).
+#[derive(Debug, Default)]
+pub struct Dirty {
+    relisted: bool,
+    keys: BTreeSet<ObjectKey>,
 }
 
 /// Writer halves, used by the watch tasks (and by tests to inject objects).
@@ -58,6 +72,8 @@ pub struct Writers {
     pub volume_attachments: Writer<VolumeAttachment>,
     /// Namespaces.
     pub namespaces: Writer<Namespace>,
+    /// Shared with [`Stores::dirty`].
+    pub dirty: Arc<Mutex<Dirty>>,
 }
 
 /// Empty stores and their writers.
@@ -70,6 +86,7 @@ pub fn stores() -> (Stores, Writers) {
     let (daemon_sets, daemon_sets_w) = reflector::store();
     let (volume_attachments, va_w) = reflector::store();
     let (namespaces, ns_w) = reflector::store();
+    let dirty = Arc::new(Mutex::new(Dirty::default()));
     (
         Stores {
             pods,
@@ -80,6 +97,7 @@ pub fn stores() -> (Stores, Writers) {
             daemon_sets,
             volume_attachments,
             namespaces,
+            dirty: dirty.clone(),
         },
         Writers {
             pods: pods_w,
@@ -90,6 +108,7 @@ pub fn stores() -> (Stores, Writers) {
             daemon_sets: daemon_sets_w,
             volume_attachments: va_w,
             namespaces: ns_w,
+            dirty,
         },
     )
 }
@@ -155,7 +174,106 @@ impl Stores {
     }
 }
 
+#[cfg(test)]
+impl Dirty {
+    /// Records `keys` as a watch would.
+    pub fn keys_for_test(&mut self, keys: &[ObjectKey]) {
+        self.keys.extend(keys.iter().cloned());
+    }
+}
+
+impl Stores {
+    /// Takes what the watches reported since the last take: whether one (re)listed, and the
+    /// keys of the indexed objects that changed.
+    pub fn take_dirty(&self) -> (bool, BTreeSet<ObjectKey>) {
+        let mut d = lock(&self.dirty);
+        (std::mem::take(&mut d.relisted), std::mem::take(&mut d.keys))
+    }
+
+    /// The objects behind `keys` as the stores hold them now; keys no store holds any more
+    /// are deletions.
+    pub fn changes(&self, keys: &BTreeSet<ObjectKey>) -> ChangeSet {
+        let mut out = ChangeSet::default();
+        fn found<K: Resource<DynamicType = ()> + Clone>(
+            store: &Store<K>,
+            name: &str,
+            namespace: Option<&str>,
+        ) -> Option<Arc<K>> {
+            let r = ObjectRef::new(name);
+            store.get(&match namespace {
+                Some(ns) => r.within(ns),
+                None => r,
+            })
+        }
+        for key in keys {
+            let present = match key {
+                ObjectKey::NodePool(n) => {
+                    found(&self.node_pools, n, None).map(|o| out.node_pools.push(o))
+                }
+                ObjectKey::NodeClaim(n) => {
+                    found(&self.node_claims, n, None).map(|o| out.node_claims.push(o))
+                }
+                ObjectKey::Node(n) => found(&self.nodes, n, None).map(|o| out.nodes.push(o)),
+                ObjectKey::Pod(k) => {
+                    found(&self.pods, &k.name, Some(&k.namespace)).map(|o| out.pods.push(o))
+                }
+                ObjectKey::DaemonSet(ns, n) => {
+                    found(&self.daemon_sets, n, Some(ns)).map(|o| out.daemon_sets.push(o))
+                }
+                ObjectKey::Pdb(ns, n) => found(&self.pdbs, n, Some(ns)).map(|o| out.pdbs.push(o)),
+                ObjectKey::Namespace(n) => {
+                    found(&self.namespaces, n, None).map(|o| out.namespaces.push(o))
+                }
+            };
+            if present.is_none() {
+                out.deleted.push(key.clone());
+            }
+        }
+        out
+    }
+}
+
+impl Lookup for Stores {
+    fn node(&self, name: &str) -> Option<Arc<Node>> {
+        self.nodes.get(&ObjectRef::new(name))
+    }
+    fn node_claim(&self, name: &str) -> Option<Arc<NodeClaim>> {
+        self.node_claims.get(&ObjectRef::new(name))
+    }
+}
+
+/// Changed objects still present, and deleted keys, for [`karpenter_cluster::feed::Feed::sync_changes`].
+#[derive(Default)]
+pub struct ChangeSet {
+    snapshot: Snapshot,
+    deleted: Vec<ObjectKey>,
+}
+
+impl std::ops::Deref for ChangeSet {
+    type Target = Snapshot;
+    fn deref(&self) -> &Snapshot {
+        &self.snapshot
+    }
+}
+
+impl std::ops::DerefMut for ChangeSet {
+    fn deref_mut(&mut self) -> &mut Snapshot {
+        &mut self.snapshot
+    }
+}
+
+impl ChangeSet {
+    /// The change set as the feed reads it.
+    pub fn view(&self) -> Changes<'_> {
+        Changes {
+            present: self.snapshot.view(),
+            deleted: &self.deleted,
+        }
+    }
+}
+
 /// One copy of every store the index is fed from, for [`karpenter_cluster::feed::Feed`].
+#[derive(Default)]
 pub struct Snapshot {
     node_pools: Vec<Arc<NodePool>>,
     node_claims: Vec<Arc<NodeClaim>>,
@@ -197,7 +315,8 @@ impl Stores {
 }
 
 /// Spawns one watch task per store. `changed` is notified after every event, so loops that
-/// wait on it react to changes without polling.
+/// wait on it react to changes without polling; indexed kinds record what changed in
+/// [`Stores::dirty`].
 pub fn spawn_watchers(
     client: &Client,
     writers: Writers,
@@ -212,44 +331,66 @@ pub fn spawn_watchers(
         daemon_sets,
         volume_attachments,
         namespaces,
+        dirty,
     } = writers;
+    let c = || client.clone();
+    let d = || Some(dirty.clone());
     vec![
-        spawn_one(Api::<Pod>::all(client.clone()), pods, changed.clone()),
-        spawn_one(Api::<Node>::all(client.clone()), nodes, changed.clone()),
+        spawn_one(Api::<Pod>::all(c()), pods, changed.clone(), d(), |p| {
+            ObjectKey::Pod(PodKey::new(namespace(&p.metadata), name(&p.metadata)))
+        }),
+        spawn_one(Api::<Node>::all(c()), nodes, changed.clone(), d(), |n| {
+            ObjectKey::Node(name(&n.metadata))
+        }),
         spawn_one(
-            Api::<NodeClaim>::all(client.clone()),
+            Api::<NodeClaim>::all(c()),
             node_claims,
             changed.clone(),
+            d(),
+            |c| ObjectKey::NodeClaim(name(&c.metadata)),
         ),
         spawn_one(
-            Api::<NodePool>::all(client.clone()),
+            Api::<NodePool>::all(c()),
             node_pools,
             changed.clone(),
+            d(),
+            |p| ObjectKey::NodePool(name(&p.metadata)),
         ),
         spawn_one(
-            Api::<PodDisruptionBudget>::all(client.clone()),
+            Api::<PodDisruptionBudget>::all(c()),
             pdbs,
             changed.clone(),
+            d(),
+            |p| ObjectKey::Pdb(namespace(&p.metadata), name(&p.metadata)),
         ),
         spawn_one(
-            Api::<DaemonSet>::all(client.clone()),
+            Api::<DaemonSet>::all(c()),
             daemon_sets,
             changed.clone(),
+            d(),
+            |ds| ObjectKey::DaemonSet(namespace(&ds.metadata), name(&ds.metadata)),
         ),
         spawn_one(
-            Api::<VolumeAttachment>::all(client.clone()),
+            Api::<VolumeAttachment>::all(c()),
             volume_attachments,
             changed.clone(),
+            None,
+            |v| ObjectKey::Node(name(&v.metadata)),
         ),
-        spawn_one(Api::<Namespace>::all(client.clone()), namespaces, changed),
+        spawn_one(Api::<Namespace>::all(c()), namespaces, changed, d(), |n| {
+            ObjectKey::Namespace(name(&n.metadata))
+        }),
     ]
 }
 
-/// Spawns one watch feeding `writer`, notifying `changed` on every event.
+/// Spawns one watch feeding `writer`, notifying `changed` on every event and, with `dirty`,
+/// recording each changed object's key (`key_of`) and every completed (re)list.
 pub(crate) fn spawn_one<K>(
     api: Api<K>,
     writer: Writer<K>,
     changed: Arc<Notify>,
+    dirty: Option<Arc<Mutex<Dirty>>>,
+    key_of: fn(&K) -> ObjectKey,
 ) -> tokio::task::JoinHandle<()>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -258,14 +399,34 @@ where
     tokio::spawn(async move {
         let stream = watcher(api, watcher::Config::default())
             .default_backoff()
-            .reflect(writer)
-            .touched_objects();
+            .reflect(writer);
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
-            if let Err(e) = event {
-                tracing::warn!(kind = %K::kind(&Default::default()), error = %e, "watch error");
+            match (&event, &dirty) {
+                (Err(e), _) => {
+                    tracing::warn!(kind = %K::kind(&Default::default()), error = %e, "watch error");
+                }
+                (Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)), Some(d)) => {
+                    lock(d).keys.insert(key_of(o));
+                }
+                (Ok(watcher::Event::InitDone), Some(d)) => lock(d).relisted = true,
+                _ => {}
             }
             changed.notify_waiters();
         }
     })
+}
+
+fn name(m: &ObjectMeta) -> String {
+    m.name.clone().unwrap_or_default()
+}
+
+fn namespace(m: &ObjectMeta) -> String {
+    m.namespace.clone().unwrap_or_default()
+}
+
+fn lock(dirty: &Mutex<Dirty>) -> std::sync::MutexGuard<'_, Dirty> {
+    dirty
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -583,3 +583,29 @@ async fn a_pod_that_fits_nowhere_gets_one_failed_scheduling_event_per_reason() {
     }
     assert!(failed(&mut events).is_empty());
 }
+
+#[test]
+fn reported_keys_become_present_objects_or_deletions() {
+    use karpenter_cluster::ObjectKey;
+    let (stores, mut w) = super::state::stores();
+    put(&mut w.node_claims, node_claim("kept"));
+    w.dirty.lock().unwrap().keys_for_test(&[
+        ObjectKey::NodeClaim("kept".into()),
+        ObjectKey::NodeClaim("gone".into()),
+        ObjectKey::Pod(PodKey::new("default", "gone")),
+    ]);
+    let (relisted, keys) = stores.take_dirty();
+    assert!(!relisted);
+    let changes = stores.changes(&keys);
+    let view = changes.view();
+    assert_eq!(view.present.node_claims.len(), 1);
+    assert_eq!(view.present.node_claims[0].name(), "kept");
+    assert_eq!(
+        view.deleted,
+        &[
+            ObjectKey::NodeClaim("gone".into()),
+            ObjectKey::Pod(PodKey::new("default", "gone"))
+        ]
+    );
+    assert!(stores.take_dirty().1.is_empty(), "taken once");
+}
