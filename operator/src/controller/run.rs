@@ -125,10 +125,14 @@ impl Controller {
                 }
             }
         }
-        self.instance_types = fresh;
         self.instance_types_at = Some(now);
-        self.facts_version += 1;
-        self.types_version += 1;
+        // Unchanged offerings keep the versions, so the index is not re-fed from every store
+        // and the disruption pass is not re-run for nothing.
+        if fresh != self.instance_types {
+            self.instance_types = fresh;
+            self.facts_version += 1;
+            self.types_version += 1;
+        }
     }
 
     async fn run_actions(&self, actions: &[Action]) {
