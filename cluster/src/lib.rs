@@ -30,6 +30,7 @@
 
 pub mod api_objects;
 pub mod feed;
+pub mod garbage;
 pub mod inputs;
 pub mod manifests;
 pub mod nodepool_status;

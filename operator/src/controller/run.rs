@@ -16,6 +16,7 @@ use crate::settings::{ControllerArgs, ProviderKind, Settings};
 use anyhow::Context as _;
 use karpenter_cloudprovider::v1::{ConditionType, labels as v1labels};
 use karpenter_cluster::feed::{Feed, Synced};
+use karpenter_cluster::garbage;
 use karpenter_cluster::orchestration::Outcome;
 use karpenter_cluster::provisioner::NameGenerator;
 use karpenter_cluster::reconciler::{Event, ProviderFacts, Reconciler, ReconcilerSettings};
@@ -35,11 +36,6 @@ pub const INSTANCE_TYPES_TTL_MS: Millis = 60_000;
 pub const DRIFT_POLL_MS: Millis = 60_000;
 /// How often the index is fed from every store even without a re-list.
 pub const RESYNC_PERIOD_MS: Millis = 5 * 60_000;
-/// Garbage-collection period.
-pub const GC_PERIOD_MS: Millis = 120_000;
-/// Instances younger than this are never garbage-collected (their NodeClaim may not have
-/// its provider ID yet).
-pub const GC_MIN_AGE_MS: Millis = 30_000;
 
 /// The controller's in-memory bookkeeping between passes. Nothing here is needed for
 /// correctness after a restart: it only paces work (batch windows, polls) and remembers
@@ -401,65 +397,76 @@ impl Controller {
     }
 
     async fn garbage_collect(&mut self, now: Millis) {
-        if self.last_gc.is_some_and(|t| now - t < GC_PERIOD_MS) {
+        if self.last_gc.is_some_and(|t| now - t < garbage::PERIOD_MS) {
             return;
         }
         self.last_gc = Some(now);
-        let claims = self.ctx.stores.node_claims_sorted();
-        let known: BTreeSet<&str> = claims
+        // Without a listing nothing can be judged missing: collect nothing this time, but
+        // still release orphaned Nodes below.
+        let instances = match self.ctx.provider.list().await {
+            Ok(instances) => Some(instances),
+            Err(e) => {
+                tracing::warn!(error = %e, "listing instances for garbage collection failed");
+                None
+            }
+        };
+        let listing_ok = instances.is_some();
+        let instances = instances.unwrap_or_default();
+        let listed: Vec<garbage::Instance> = instances
             .iter()
-            .map(|c| c.provider_id())
+            .map(|i| garbage::Instance {
+                provider_id: i.provider_id().to_owned(),
+                created_at: i
+                    .metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .map(|t| t.0.as_millisecond()),
+                terminating: i.is_deleting(),
+            })
+            .collect();
+        let collect = match self.core.as_ref() {
+            Some((state, _)) if listing_ok => garbage::decide(state, &listed, now),
+            _ => garbage::Collect::default(),
+        };
+        for inst in instances
+            .iter()
+            .filter(|i| collect.instances.iter().any(|p| p == i.provider_id()))
+        {
+            tracing::info!(
+                provider_id = inst.provider_id(),
+                "garbage-collecting instance without a nodeclaim"
+            );
+            if let Err(e) = self.ctx.provider.delete(inst).await
+                && !e.is_not_found()
+            {
+                tracing::warn!(provider_id = inst.provider_id(), error = %e, "garbage collection failed");
+            }
+        }
+        for name in collect.node_claims {
+            if let Some(claim) = exec::claim_of(&self.ctx, &name) {
+                self.ctx.events.warning(
+                    claim.as_ref(),
+                    "InstanceNotFound",
+                    "instance no longer exists".into(),
+                );
+            }
+            let delete = Action::DeleteNodeClaim {
+                node_claim: name.clone(),
+                reason: "garbage_collected".into(),
+            };
+            if let Err(e) = exec::execute(&self.ctx, &delete).await {
+                tracing::warn!(nodeclaim = name, error = %e, "garbage collection failed");
+            }
+        }
+        let known: BTreeSet<String> = self
+            .ctx
+            .stores
+            .node_claims
+            .state()
+            .iter()
+            .map(|c| c.provider_id().to_owned())
             .filter(|p| !p.is_empty())
             .collect();
-        match self.ctx.provider.list().await {
-            Ok(instances) => {
-                for inst in instances {
-                    let age = inst
-                        .metadata
-                        .creation_timestamp
-                        .as_ref()
-                        .map_or(i64::MAX, |t| now - t.0.as_millisecond());
-                    if known.contains(inst.provider_id()) || age < GC_MIN_AGE_MS {
-                        continue;
-                    }
-                    tracing::info!(
-                        provider_id = inst.provider_id(),
-                        "garbage-collecting instance without a nodeclaim"
-                    );
-                    if let Err(e) = self.ctx.provider.delete(&inst).await
-                        && !e.is_not_found()
-                    {
-                        tracing::warn!(provider_id = inst.provider_id(), error = %e, "garbage collection failed");
-                    }
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "listing instances for garbage collection failed"),
-        }
-        for claim in &claims {
-            if claim.is_deleting()
-                || !claim.is(ConditionType::Launched)
-                || claim.provider_id().is_empty()
-            {
-                continue;
-            }
-            match self.ctx.provider.get(claim.provider_id()).await {
-                Err(e) if e.is_not_found() => {
-                    tracing::info!(
-                        nodeclaim = claim.name(),
-                        "instance is gone: deleting nodeclaim"
-                    );
-                    self.ctx.events.warning(
-                        claim.as_ref(),
-                        "InstanceNotFound",
-                        "instance no longer exists".into(),
-                    );
-                    if let Err(e) = exec::delete_node_claim(&self.ctx, claim.name()).await {
-                        tracing::warn!(nodeclaim = claim.name(), error = %e, "garbage collection failed");
-                    }
-                }
-                _ => {}
-            }
-        }
         // Nodes left terminating with our finalizer and no NodeClaim (deleted out of band).
         for node in self.ctx.stores.nodes.state() {
             let pid = karpenter_cluster::node_provider_id(&node);

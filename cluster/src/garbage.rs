@@ -1,0 +1,171 @@
+//! Garbage collection: NodeClaims and instances that lost each other.
+//!
+//! From one listing of the provider's instances, as upstream's two collectors decide:
+//! - a NodeClaim that registered, is not being deleted, and whose instance the provider no
+//!   longer lists is deleted, unless its Node still reports `Ready=True` (the kubelet is
+//!   alive, whatever the cloud API says). Claims not yet registered are left to the
+//!   registration timeout, so a slow or eventually consistent listing cannot delete them;
+//! - an instance no NodeClaim names, older than [`MIN_INSTANCE_AGE_MS`] (its claim may not
+//!   carry the provider ID yet), is terminated.
+
+use crate::{ClusterState, Kubelet};
+use karpenter_cloudprovider::v1::ConditionType;
+use karpenter_scheduling::model::Millis;
+use std::collections::BTreeSet;
+
+/// How often the provider's instances are listed for garbage collection.
+pub const PERIOD_MS: Millis = 120_000;
+/// Instances younger than this are never collected.
+pub const MIN_INSTANCE_AGE_MS: Millis = 30_000;
+
+/// One instance as the provider lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instance {
+    /// Its provider ID.
+    pub provider_id: String,
+    /// When it was created (Unix milliseconds); `None` when the provider does not say.
+    pub created_at: Option<Millis>,
+    /// The provider reports it shutting down or terminated.
+    pub terminating: bool,
+}
+
+/// What to collect.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Collect {
+    /// NodeClaims whose instance is gone, by name.
+    pub node_claims: Vec<String>,
+    /// Provider IDs of instances no NodeClaim names.
+    pub instances: Vec<String>,
+}
+
+fn node_ready(index: &ClusterState, claim: &str) -> bool {
+    index.nodes().values().any(|r| {
+        r.node_claim.as_deref() == Some(claim)
+            && matches!(&r.kubelet, Kubelet::Joined { conditions, .. }
+                if conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    })
+}
+
+/// Decides collection at `now` from `instances`, one listing of the provider.
+pub fn decide(index: &ClusterState, instances: &[Instance], now: Millis) -> Collect {
+    let listed: BTreeSet<&str> = instances
+        .iter()
+        .filter(|i| !i.terminating)
+        .map(|i| i.provider_id.as_str())
+        .collect();
+    let claimed: BTreeSet<&str> = index
+        .node_claims()
+        .values()
+        .map(|c| c.provider_id())
+        .filter(|p| !p.is_empty())
+        .collect();
+    let node_claims = index
+        .node_claims()
+        .values()
+        .filter(|c| {
+            c.is(ConditionType::Registered)
+                && !c.is_deleting()
+                && !c.provider_id().is_empty()
+                && !listed.contains(c.provider_id())
+                && !node_ready(index, c.name())
+        })
+        .map(|c| c.name().to_owned())
+        .collect();
+    let instances = instances
+        .iter()
+        .filter(|i| {
+            !i.terminating
+                && !claimed.contains(i.provider_id.as_str())
+                && i.created_at.is_some_and(|t| now - t >= MIN_INSTANCE_AGE_MS)
+        })
+        .map(|i| i.provider_id.clone())
+        .collect();
+    Collect {
+        node_claims,
+        instances,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{NodeCondition, NodeRecord, Object};
+    use karpenter_cloudprovider::NodeClaim;
+    use karpenter_cloudprovider::v1::StatusConditions;
+
+    fn claim(name: &str, registered: bool) -> NodeClaim {
+        let mut c = karpenter_testing::api::node_claim(name);
+        c.status.get_or_insert_with(Default::default).provider_id = format!("fake://z/{name}");
+        c.set_true("Launched", crate::provisioner::time(0));
+        if registered {
+            c.set_true("Registered", crate::provisioner::time(0));
+        }
+        c
+    }
+
+    fn instance(name: &str, created_at: Millis) -> Instance {
+        Instance {
+            provider_id: format!("fake://z/{name}"),
+            created_at: Some(created_at),
+            terminating: false,
+        }
+    }
+
+    fn node(claim: &str, ready: &str) -> NodeRecord {
+        NodeRecord {
+            node: karpenter_scheduling::model::Node {
+                name: format!("ip-{claim}"),
+                ..Default::default()
+            },
+            node_claim: Some(claim.into()),
+            startup_taints: Vec::new(),
+            deleting: false,
+            kubelet: Kubelet::Joined {
+                waiting_for: None,
+                conditions: vec![NodeCondition {
+                    type_: "Ready".into(),
+                    status: ready.into(),
+                    since: 0,
+                }],
+            },
+        }
+    }
+
+    #[test]
+    fn a_registered_claim_whose_instance_is_gone_is_collected_unless_its_node_is_ready() {
+        let mut s = ClusterState::new();
+        for (name, registered) in [("listed", true), ("gone", true), ("young", false)] {
+            s.apply(Object::NodeClaim(Box::new(claim(name, registered))));
+        }
+        s.apply(Object::Node(Box::new(node("gone", "Unknown"))));
+        let listed = [instance("listed", 0)];
+        assert_eq!(decide(&s, &listed, 60_000).node_claims, ["gone"]);
+        // The kubelet still reports Ready: the cloud listing is not trusted over it.
+        s.apply(Object::Node(Box::new(node("gone", "True"))));
+        assert!(decide(&s, &listed, 60_000).node_claims.is_empty());
+        // A listing that reports the instance terminating does not keep its claim.
+        let mut s2 = ClusterState::new();
+        s2.apply(Object::NodeClaim(Box::new(claim("gone", true))));
+        let terminating = [Instance {
+            terminating: true,
+            ..instance("gone", 0)
+        }];
+        assert_eq!(decide(&s2, &terminating, 60_000).node_claims, ["gone"]);
+    }
+
+    #[test]
+    fn an_instance_no_claim_names_is_collected_once_old_enough() {
+        let mut s = ClusterState::new();
+        s.apply(Object::NodeClaim(Box::new(claim("owned", true))));
+        let listed = [
+            instance("owned", 0),
+            instance("orphan", 0),
+            instance("new", 50_000),
+        ];
+        assert_eq!(
+            decide(&s, &listed, 60_000).instances,
+            ["fake://z/orphan".to_owned()]
+        );
+        assert_eq!(decide(&s, &listed, 80_000).instances.len(), 2);
+    }
+}
