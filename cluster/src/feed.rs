@@ -72,6 +72,8 @@ pub trait Lookup {
 pub struct Synced {
     /// Objects applied or deleted.
     pub changes: usize,
+    /// Their keys, in the order they were applied or deleted (a key may repeat).
+    pub touched: Vec<ObjectKey>,
     /// Objects the scheduling model cannot represent, and why. They stay out of the index
     /// (the provisioner reports pods it cannot see as unschedulable itself) and are tried
     /// again when they change.
@@ -502,6 +504,7 @@ impl Feed {
             Ok(Some(object)) => {
                 state.apply(object);
                 pass.synced.changes += 1;
+                pass.synced.touched.push(key.clone());
                 if let Some(v) = pass.visited.as_mut() {
                     v.insert(key.clone());
                 }
@@ -519,6 +522,7 @@ impl Feed {
         self.seen.remove(key);
         if state.delete(key) {
             pass.synced.changes += 1;
+            pass.synced.touched.push(key.clone());
         }
     }
 }

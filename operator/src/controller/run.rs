@@ -5,13 +5,11 @@ use super::events::{EventSink, publish_loop};
 use super::exec::{self, Executed};
 use super::explain::Explainer;
 use super::leader::{self, LeaderGate};
-use super::podmetrics::PodTransitions;
+use super::podmetrics::PodMetrics;
 use super::provider::ProviderHooks;
 use super::{Ctx, drift, kubelet, logging, nodepool, provider, repair, state, system_clock};
 use crate::http::{self, Health};
-use crate::metrics::{
-    ControllerLabels, DecisionLabels, Metrics, PodStateLabels, ReasonLabels, ResourceTypeLabels,
-};
+use crate::metrics::{ControllerLabels, DecisionLabels, Metrics, ReasonLabels, ResourceTypeLabels};
 use crate::settings::{ControllerArgs, ProviderKind, Settings};
 use anyhow::Context as _;
 use karpenter_cloudprovider::v1::{ConditionType, labels as v1labels};
@@ -34,6 +32,8 @@ use tokio::sync::Notify;
 pub const INSTANCE_TYPES_TTL_MS: Millis = 60_000;
 /// How often drift is asked of the provider.
 pub const DRIFT_POLL_MS: Millis = 60_000;
+/// How often node utilisation is recomputed.
+pub const UTILIZATION_PERIOD_MS: Millis = 10_000;
 /// How often the index is fed from every store even without a re-list.
 pub const RESYNC_PERIOD_MS: Millis = 5 * 60_000;
 
@@ -58,7 +58,9 @@ pub struct Controller {
     /// When the index is next fed from every store rather than from the changes.
     resync_at: Option<Millis>,
     hooks: Option<Arc<dyn ProviderHooks>>,
-    pod_transitions: PodTransitions,
+    pod_metrics: PodMetrics,
+    /// When node utilisation was last computed (a scan of every managed node).
+    utilization_at: Option<Millis>,
     explainer: Explainer,
 }
 
@@ -78,7 +80,8 @@ impl Controller {
             last_gc: None,
             resync_at: None,
             hooks: None,
-            pod_transitions: PodTransitions::default(),
+            pod_metrics: PodMetrics::default(),
+            utilization_at: None,
             explainer: Explainer::default(),
         }
     }
@@ -151,7 +154,15 @@ impl Controller {
         self.refresh_instance_types(now).await;
         self.refresh_drift(now).await;
         let (mut state, reconciler) = self.take_core();
-        let synced = self.feed_index(&mut state, now);
+        let (synced, full) = self.feed_index(&mut state, now);
+        self.pod_metrics.record(
+            &synced.touched,
+            full,
+            &self.ctx.stores.pods,
+            &state,
+            now,
+            &self.ctx.metrics,
+        );
         for (key, why) in synced.skipped {
             tracing::debug!(object = ?key, error = %why, "not indexed");
         }
@@ -176,7 +187,8 @@ impl Controller {
     /// Applies to the index what the watches reported changed since the last pass; reads
     /// every store only after a (re)list, an instance-type change, a lost index, or once per
     /// [`RESYNC_PERIOD_MS`] as a safety net (an informer's resync).
-    fn feed_index(&mut self, state: &mut ClusterState, now: Millis) -> Synced {
+    /// Returns what changed and whether every store was read.
+    fn feed_index(&mut self, state: &mut ClusterState, now: Millis) -> (Synced, bool) {
         let stores = &self.ctx.stores;
         let (relisted, keys) = stores.take_dirty();
         if relisted
@@ -185,16 +197,19 @@ impl Controller {
         {
             self.resync_at = Some(now + RESYNC_PERIOD_MS);
             let objects = stores.api_objects();
-            return self.feed.sync(
+            let synced = self.feed.sync(
                 state,
                 &objects.view(),
                 &self.instance_types,
                 self.types_version,
             );
+            return (synced, true);
         }
         let changes = stores.changes(&keys);
-        self.feed
-            .sync_changes(state, &changes.view(), stores, &self.instance_types)
+        let synced = self
+            .feed
+            .sync_changes(state, &changes.view(), stores, &self.instance_types);
+        (synced, false)
     }
 
     /// One tick of the shared reconciler on a blocking thread, then its events and actions.
@@ -499,40 +514,22 @@ impl Controller {
         }
     }
 
+    /// The gauges read from the whole index: the node count, and every
+    /// [`UTILIZATION_PERIOD_MS`] the utilisation of Karpenter-managed nodes (pod requests over
+    /// allocatable), a scan of every node and its pods.
     fn record_metrics(&mut self, now: Millis) {
         let Some((state, _)) = self.core.as_ref() else {
             return;
         };
         let m = &self.ctx.metrics;
-        self.pod_transitions
-            .observe(&self.ctx.stores.pods.state(), now, m);
         m.cluster_state_node_count.set(state.nodes().len() as i64);
-        m.pods_state.clear();
-        for record in state.pods().values() {
-            let node = record.pod.node_name.clone().unwrap_or_default();
-            let nodepool = state
-                .nodes()
-                .get(&node)
-                .and_then(|n| n.node.node_pool.clone())
-                .unwrap_or_default();
-            let phase = if record.pod.node_name.is_none() {
-                "Pending"
-            } else if record.is_ready(now) {
-                "Running"
-            } else {
-                "Pending"
-            };
-            m.pods_state
-                .get_or_create(&PodStateLabels {
-                    name: record.pod.name.clone(),
-                    namespace: record.pod.namespace.clone(),
-                    node,
-                    nodepool,
-                    phase: phase.into(),
-                })
-                .set(1);
+        if self
+            .utilization_at
+            .is_some_and(|t| now - t < UTILIZATION_PERIOD_MS)
+        {
+            return;
         }
-        // Utilisation of Karpenter-managed nodes: pod requests over allocatable.
+        self.utilization_at = Some(now);
         let mut requested: BTreeMap<String, f64> = BTreeMap::new();
         let mut allocatable: BTreeMap<String, f64> = BTreeMap::new();
         for (name, record) in state.nodes() {
