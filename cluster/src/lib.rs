@@ -290,6 +290,8 @@ pub struct ClusterState {
     maturing: BTreeSet<String>,
     /// The joined Node of each NodeClaim, by claim name.
     joined: BTreeMap<String, String>,
+    /// NodeClaims with a deletion timestamp.
+    deleting_claims: BTreeSet<String>,
     daemon_sets: BTreeMap<(String, String), DaemonSet>,
     pdbs: BTreeMap<(String, String), PdbRecord>,
     namespaces: BTreeMap<String, Labels>,
@@ -312,6 +314,11 @@ impl ClusterState {
             }
             Object::NodeClaim(c) => {
                 let initialized = c.is(ConditionType::Initialized);
+                if c.is_deleting() {
+                    self.deleting_claims.insert(c.name().to_owned());
+                } else {
+                    self.deleting_claims.remove(c.name());
+                }
                 if !c.is_deleting()
                     && (!initialized || !registration::has_termination_finalizer(&c))
                 {
@@ -379,6 +386,7 @@ impl ClusterState {
             ObjectKey::NodePool(n) => self.node_pools.remove(n).is_some(),
             ObjectKey::NodeClaim(n) => {
                 self.maturing.remove(n);
+                self.deleting_claims.remove(n);
                 self.node_claims.remove(n).is_some()
             }
             ObjectKey::Node(n) => {
@@ -532,6 +540,24 @@ impl ClusterState {
         self.maturing.iter().filter_map(|name| {
             let claim = self.node_claims.get(name)?;
             let node = self.joined.get(name).and_then(|n| self.nodes.get(n));
+            Some((claim, node))
+        })
+    }
+
+    /// NodeClaims being deleted, in name order, each with its Node: the joined one, or the
+    /// in-flight record standing for it. Costs what it returns.
+    pub fn deleting_claims(&self) -> impl Iterator<Item = (&NodeClaim, Option<&NodeRecord>)> {
+        self.deleting_claims.iter().filter_map(|name| {
+            let claim = self.node_claims.get(name)?;
+            let node = self
+                .joined
+                .get(name)
+                .and_then(|n| self.nodes.get(n))
+                .or_else(|| {
+                    self.nodes
+                        .get(name)
+                        .filter(|r| r.node_claim.as_ref() == Some(name))
+                });
             Some((claim, node))
         })
     }
@@ -774,6 +800,12 @@ pub enum Action {
     },
     /// Remove `karpenter.sh/disrupted:NoSchedule` (a disruption command was abandoned).
     UntaintDisrupted {
+        /// Node name.
+        node: String,
+    },
+    /// Delete the Node of a NodeClaim being deleted (its finalizer holds it until the drain
+    /// and the instance's termination are done).
+    DeleteNode {
         /// Node name.
         node: String,
     },

@@ -41,6 +41,49 @@ pub fn deadline_passed(claim: &NodeClaim, now: Millis) -> bool {
     grace || annotated
 }
 
+/// The reason of the [`Action::DeleteNodeClaim`] that follows a Node deleted out of band
+/// (not a disruption: nothing is counted or announced as one).
+pub const NODE_DELETED: &str = "NodeDeleted";
+
+/// How termination starts, for the deleting NodeClaims and Nodes only: a Node deleted out
+/// of band takes its NodeClaim with it; a deleting NodeClaim (with the termination
+/// finalizer) gets its Node deleted, so the drain below begins, or, with no Node left, its
+/// instance terminated.
+pub fn start(state: &ClusterState) -> Vec<Action> {
+    let mut actions = Vec::new();
+    for (_, record) in state.deleting_nodes() {
+        let Some(claim) = record
+            .node_claim
+            .as_ref()
+            .and_then(|c| state.node_claims().get(c))
+        else {
+            continue;
+        };
+        if !claim.is_deleting() {
+            actions.push(Action::DeleteNodeClaim {
+                node_claim: claim.name().to_owned(),
+                reason: NODE_DELETED.to_owned(),
+            });
+        }
+    }
+    for (claim, node) in state.deleting_claims() {
+        if !crate::registration::has_termination_finalizer(claim) {
+            continue;
+        }
+        match node {
+            Some(record) if !record.deleting => actions.push(Action::DeleteNode {
+                node: record.node.name.clone(),
+            }),
+            // Drained by `step`.
+            Some(_) => {}
+            None => actions.push(Action::TerminateInstance {
+                node_claim: claim.name().to_owned(),
+            }),
+        }
+    }
+    actions
+}
+
 /// One reconcile of every terminating node at `now`: the actions, and whether any node is
 /// still draining (so the caller reconciles again after [`RECONCILE_INTERVAL_MS`]).
 pub fn step(state: &ClusterState, now: Millis) -> (Vec<Action>, bool) {

@@ -469,3 +469,58 @@ fn provisionable_deleting_and_initialized_are_kept_as_objects_change() {
     s.apply(Object::NodeClaim(Box::new(ready)));
     assert_eq!(s.initializations(), before + 1, "counted once");
 }
+
+#[test]
+fn termination_starts_from_either_side_and_ends_at_the_instance() {
+    let deleting = |name: &str, finalizer: bool| {
+        let mut c = claim(name, &[(ConditionType::Registered, 0)]);
+        c.metadata.deletion_timestamp = Some(time(1_000));
+        if finalizer {
+            c.metadata.finalizers = Some(vec![
+                karpenter_cloudprovider::v1::labels::TERMINATION_FINALIZER.into(),
+            ]);
+        }
+        c
+    };
+    let mut s = ClusterState::new();
+    // A Node deleted out of band: its claim follows.
+    s.apply(Object::NodeClaim(Box::new(claim("kept", &[]))));
+    let mut gone = node("ip-kept", Some("kept"));
+    gone.deleting = true;
+    s.apply(Object::Node(Box::new(gone)));
+    // A deleting claim whose Node stands: the Node is deleted (the drain follows).
+    s.apply(Object::NodeClaim(Box::new(deleting("standing", true))));
+    s.apply(Object::Node(Box::new(node("ip-standing", Some("standing")))));
+    // A deleting claim with no Node: the instance goes.
+    s.apply(Object::NodeClaim(Box::new(deleting("nodeless", true))));
+    // Without the finalizer nothing waits on Karpenter.
+    s.apply(Object::NodeClaim(Box::new(deleting("unheld", false))));
+    let actions: Vec<String> = termination::start(&s)
+        .iter()
+        .map(|a| format!("{a:?}"))
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            format!(
+                "{:?}",
+                Action::DeleteNodeClaim {
+                    node_claim: "kept".into(),
+                    reason: termination::NODE_DELETED.into()
+                }
+            ),
+            format!(
+                "{:?}",
+                Action::TerminateInstance {
+                    node_claim: "nodeless".into()
+                }
+            ),
+            format!(
+                "{:?}",
+                Action::DeleteNode {
+                    node: "ip-standing".into()
+                }
+            ),
+        ]
+    );
+}

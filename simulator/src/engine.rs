@@ -1379,6 +1379,12 @@ impl<'a> Engine<'a> {
                     reason: "Unhealthy".into(),
                 });
             }
+            Action::DeleteNode { node } => {
+                if let Some(mut record) = self.state.nodes().get(&node).cloned() {
+                    record.deleting = true;
+                    self.state.apply(Object::Node(Box::new(record)));
+                }
+            }
             Action::DeleteNodeClaim { node_claim, reason } => {
                 let Some(mut claim) = self.state.node_claims().get(&node_claim).cloned() else {
                     return;

@@ -210,6 +210,7 @@ impl Reconciler {
 
     /// Upstream's terminator drains only nodes Karpenter manages (those of a NodeClaim).
     fn terminate(&mut self, index: &ClusterState, now: Millis, tick: &mut Tick) {
+        tick.actions.extend(termination::start(index));
         let (actions, draining) = termination::step(index, now);
         let managed = |node: &str| {
             index

@@ -15,6 +15,7 @@ use crate::metrics::{
 use k8s_openapi::api::core::v1::{Node, Taint as K8sTaint};
 use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, StatusConditions, labels as v1labels};
 use karpenter_cluster::Action;
+use karpenter_cluster::termination::NODE_DELETED;
 use karpenter_scheduling::model::PodKey;
 use kube::api::{DeleteParams, EvictParams, PostParams};
 use std::sync::Arc;
@@ -190,6 +191,20 @@ pub async fn execute(ctx: &Ctx, action: &Action) -> Result<Executed, ReconcileEr
         }
         Action::UntaintDisrupted { node } => {
             set_disrupted_taint(ctx, node, false).await?;
+            Ok(Executed::Done)
+        }
+        Action::DeleteNode { node } => {
+            ctx.limiter.acquire().await;
+            tracing::info!(node = %node, "deleting node of a deleting nodeclaim");
+            match ctx.nodes().delete(node, &DeleteParams::default()).await {
+                Ok(_) => Ok(Executed::Done),
+                Err(e) if classify(&e) == ErrorClass::NotFound => Ok(Executed::Done),
+                Err(e) => Err(ReconcileError::api("deleting Node", node)(e)),
+            }
+        }
+        Action::DeleteNodeClaim { node_claim, reason } if reason == NODE_DELETED => {
+            tracing::info!(nodeclaim = %node_claim, "node is being deleted: deleting its nodeclaim");
+            delete_node_claim(ctx, node_claim).await?;
             Ok(Executed::Done)
         }
         Action::DeleteNodeClaim { node_claim, reason } => {
@@ -424,46 +439,4 @@ async fn remove_finalizer_node(ctx: &Ctx, node: &Node) -> Result<(), ReconcileEr
         Err(e) if classify(&e) == ErrorClass::NotFound => Ok(()),
         Err(e) => Err(ReconcileError::api("removing Node finalizer", &name)(e)),
     }
-}
-
-/// Termination mechanics for every deleting NodeClaim that the shared termination step does
-/// not cover: its Node must be deleted (so `cluster::termination` drains it), and a claim
-/// that never got a Node goes straight to instance termination. A Node deleted by someone
-/// else takes its NodeClaim with it, as upstream does.
-///
-/// # Errors
-/// The first failure; the remaining objects are handled on the next pass.
-pub async fn start_terminations(ctx: &Ctx) -> Result<(), ReconcileError> {
-    for claim in ctx.stores.node_claims_sorted() {
-        let node = ctx.stores.node_by_provider_id(claim.provider_id());
-        if !claim.is_deleting() {
-            if let Some(node) = &node
-                && node.metadata.deletion_timestamp.is_some()
-            {
-                tracing::info!(
-                    nodeclaim = claim.name(),
-                    "node is being deleted: deleting its nodeclaim"
-                );
-                delete_node_claim(ctx, claim.name()).await?;
-            }
-            continue;
-        }
-        if !karpenter_cluster::registration::has_termination_finalizer(&claim) {
-            continue;
-        }
-        match node {
-            Some(node) if node.metadata.deletion_timestamp.is_none() => {
-                let name = node.metadata.name.clone().unwrap_or_default();
-                ctx.limiter.acquire().await;
-                match ctx.nodes().delete(&name, &DeleteParams::default()).await {
-                    Ok(_) => {}
-                    Err(e) if classify(&e) == ErrorClass::NotFound => {}
-                    Err(e) => return Err(ReconcileError::api("deleting Node", &name)(e)),
-                }
-            }
-            Some(_) => {}
-            None => terminate_instance(ctx, claim.name()).await?,
-        }
-    }
-    Ok(())
 }

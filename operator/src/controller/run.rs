@@ -168,9 +168,6 @@ impl Controller {
         }
         self.core = Some((state, reconciler));
 
-        if let Err(e) = exec::start_terminations(&self.ctx).await {
-            tracing::warn!(error = %e, "termination failed");
-        }
         self.reconcile(now).await;
         if let Err(e) = nodepool::reconcile_all(&self.ctx).await {
             tracing::warn!(error = %e, "nodepool status update failed");
