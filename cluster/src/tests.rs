@@ -490,7 +490,10 @@ fn termination_starts_from_either_side_and_ends_at_the_instance() {
     s.apply(Object::Node(Box::new(gone)));
     // A deleting claim whose Node stands: the Node is deleted (the drain follows).
     s.apply(Object::NodeClaim(Box::new(deleting("standing", true))));
-    s.apply(Object::Node(Box::new(node("ip-standing", Some("standing")))));
+    s.apply(Object::Node(Box::new(node(
+        "ip-standing",
+        Some("standing"),
+    ))));
     // A deleting claim with no Node: the instance goes.
     s.apply(Object::NodeClaim(Box::new(deleting("nodeless", true))));
     // Without the finalizer nothing waits on Karpenter.

@@ -18,7 +18,7 @@ use karpenter_cluster::garbage;
 use karpenter_cluster::orchestration::Outcome;
 use karpenter_cluster::provisioner::NameGenerator;
 use karpenter_cluster::reconciler::{Event, ProviderFacts, Reconciler, ReconcilerSettings};
-use karpenter_cluster::{Action, ClusterState};
+use karpenter_cluster::{Action, ClusterState, ObjectKey};
 use karpenter_disruption::DisruptionOptions;
 use karpenter_scheduling::SolveOptions;
 use karpenter_scheduling::model::{InstanceType, Millis, PodKey};
@@ -32,6 +32,8 @@ use tokio::sync::Notify;
 pub const INSTANCE_TYPES_TTL_MS: Millis = 60_000;
 /// How often drift is asked of the provider.
 pub const DRIFT_POLL_MS: Millis = 60_000;
+/// How often NodePool status is recomputed with no pool or claim changed.
+pub const NODEPOOL_STATUS_PERIOD_MS: Millis = 30_000;
 /// How often node utilisation is recomputed.
 pub const UTILIZATION_PERIOD_MS: Millis = 10_000;
 /// How often the index is fed from every store even without a re-list.
@@ -55,6 +57,8 @@ pub struct Controller {
     types_version: u64,
     feed: Feed,
     last_gc: Option<Millis>,
+    /// When NodePool status was last brought up to date (`None`: it failed or never ran).
+    nodepools_at: Option<Millis>,
     /// When the index is next fed from every store rather than from the changes.
     resync_at: Option<Millis>,
     hooks: Option<Arc<dyn ProviderHooks>>,
@@ -79,6 +83,7 @@ impl Controller {
             feed: Feed::default(),
             last_gc: None,
             resync_at: None,
+            nodepools_at: None,
             hooks: None,
             pod_metrics: PodMetrics::default(),
             utilization_at: None,
@@ -163,14 +168,31 @@ impl Controller {
             now,
             &self.ctx.metrics,
         );
+        let pools_changed = full
+            || synced
+                .touched
+                .iter()
+                .any(|k| matches!(k, ObjectKey::NodePool(_) | ObjectKey::NodeClaim(_)));
         for (key, why) in synced.skipped {
             tracing::debug!(object = ?key, error = %why, "not indexed");
         }
         self.core = Some((state, reconciler));
 
         self.reconcile(now).await;
-        if let Err(e) = nodepool::reconcile_all(&self.ctx).await {
-            tracing::warn!(error = %e, "nodepool status update failed");
+        // NodePool status is a function of the pools and their claims: recomputed when one
+        // changed, after a failure, and every NODEPOOL_STATUS_PERIOD_MS for its conditions.
+        if pools_changed
+            || self
+                .nodepools_at
+                .is_none_or(|t| now - t >= NODEPOOL_STATUS_PERIOD_MS)
+        {
+            match nodepool::reconcile_all(&self.ctx).await {
+                Ok(()) => self.nodepools_at = Some(now),
+                Err(e) => {
+                    self.nodepools_at = None;
+                    tracing::warn!(error = %e, "nodepool status update failed");
+                }
+            }
         }
         if self.ctx.settings.provider == ProviderKind::Fake
             && let Err(e) = kubelet::reconcile(&self.ctx).await
