@@ -123,18 +123,24 @@ impl Orchestrator {
         let mut outcomes = Vec::new();
         let mut keep = Vec::new();
         let queue = std::mem::take(&mut self.queue);
-        for (i, mut q) in queue.iter().cloned().enumerate() {
+        // The nodes each queued command holds, for validating one against the others. Taken
+        // before the queue is consumed, so a waiting command is moved, not copied, each tick.
+        let held: Vec<Vec<String>> = queue
+            .iter()
+            .map(|o| o.command.candidates.iter().map(|c| c.node.clone()).collect())
+            .collect();
+        for (i, mut q) in queue.into_iter().enumerate() {
             match &q.stage {
                 Stage::Validating => {
                     if now < q.command.validation_due(self.validation_delay) {
                         keep.push(q);
                         continue;
                     }
-                    let others: BTreeSet<String> = queue
+                    let others: BTreeSet<String> = held
                         .iter()
                         .enumerate()
                         .filter(|(j, _)| *j != i)
-                        .flat_map(|(_, o)| o.command.candidates.iter().map(|c| c.node.clone()))
+                        .flat_map(|(_, nodes)| nodes.iter().cloned())
                         .collect();
                     let input = fresh(&others);
                     if let Err(e) = validate(&q.command, &input, now) {
