@@ -127,7 +127,13 @@ impl Orchestrator {
         // before the queue is consumed, so a waiting command is moved, not copied, each tick.
         let held: Vec<Vec<String>> = queue
             .iter()
-            .map(|o| o.command.candidates.iter().map(|c| c.node.clone()).collect())
+            .map(|o| {
+                o.command
+                    .candidates
+                    .iter()
+                    .map(|c| c.node.clone())
+                    .collect()
+            })
             .collect();
         for (i, mut q) in queue.into_iter().enumerate() {
             match &q.stage {
