@@ -74,6 +74,7 @@
 //! in a few lines for tests.
 #![forbid(unsafe_code)]
 
+pub mod balanced;
 pub mod budget;
 pub mod candidate;
 pub mod command;
@@ -84,6 +85,7 @@ mod pass;
 mod simulate;
 pub mod validate;
 
+pub use balanced::{ConsolidationMethod, PoolScore, PoolTotals, ScoreResult, ScoredMove};
 pub use command::{CandidateRef, Command, Decision, Hold, NodeExplanation, PassResult, Reason};
 pub use eviction::eviction_order;
 pub use input::{DisruptionInput, DisruptionOptions, InterruptionKind, NodeInfo, PoolDisruption};
