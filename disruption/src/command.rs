@@ -359,3 +359,15 @@ pub struct PassResult {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scored_moves: Vec<crate::balanced::ScoredMove>,
 }
+
+impl PassResult {
+    /// Why `node` was left alone this pass: `None` when it is in a command or not in the
+    /// snapshot.
+    pub fn holds(&self, node: &str) -> Option<&[Hold]> {
+        // Explanations are sorted by node name.
+        self.explanations
+            .binary_search_by(|e| e.node.as_str().cmp(node))
+            .ok()
+            .map(|i| self.explanations[i].holds.as_slice())
+    }
+}
