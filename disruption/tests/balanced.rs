@@ -55,7 +55,7 @@ fn single_command(r: &PassResult) -> &karpenter_disruption::Command {
     &r.commands[0]
 }
 
-fn moves_of<'a>(r: &'a PassResult, method: ConsolidationMethod) -> Vec<&'a ScoredMove> {
+fn moves_of(r: &PassResult, method: ConsolidationMethod) -> Vec<&ScoredMove> {
     r.scored_moves
         .iter()
         .filter(|m| m.method == method)
