@@ -20,8 +20,8 @@
 //!
 //! Emptiness and drift are never scored (upstream deletes empty nodes of every policy
 //! through Emptiness); single-node consolidation skips a candidate of a Balanced pool whose
-//! best case — deleting it outright — cannot pass ([`Scorer::can_pass`]), and both
-//! consolidation methods drop moves a Balanced pool rejects ([`Scorer::judge`]).
+//! best case — deleting it outright — cannot pass (upstream's `CanPassThreshold`), and
+//! both consolidation methods drop moves a Balanced pool rejects (`EvaluateBalancedMove`).
 
 use crate::candidate::{Candidate, node_disruption_cost, pool_of};
 use crate::command::{CandidateRef, Decision};

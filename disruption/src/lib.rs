@@ -5,7 +5,9 @@
 //! consolidation, single-node consolidation — with expiry and interruption handled
 //! forcefully beside them; NodePool disruption budgets, PodDisruptionBudgets and
 //! `karpenter.sh/do-not-disrupt` are honoured, and consolidation re-runs the scheduling
-//! solver ([`karpenter_scheduling::solve`]) so no pod is left without a place.
+//! solver ([`karpenter_scheduling::solve`]) so no pod is left without a place. NodePools
+//! with `consolidationPolicy: Balanced` take only the consolidation moves whose savings are
+//! worth their disruption ([`balanced`]).
 //!
 //! Entry points: [`compute_commands`] / [`compute_pass`] over a [`DisruptionInput`] at an
 //! instant `now`, and [`validate()`] to re-check a command against fresh state after the

@@ -29,7 +29,10 @@ pub fn compute_commands(input: &DisruptionInput, now: Millis) -> Vec<Command> {
 /// the reason allows (nodes already disrupting counted); together, a command's candidates
 /// never evict more pods under one PDB than it allows (a single node needs one allowed
 /// eviction per budget, as upstream); every pod that must move has a place in the re-solved
-/// plan; and a replacement is strictly cheaper than what it replaces.
+/// plan; a replacement is strictly cheaper than what it replaces; and a consolidation
+/// command touching a `Balanced` pool scored at least the threshold in each such pool (see
+/// [`crate::balanced`]; [`PassResult::scored_moves`](crate::PassResult::scored_moves) lists
+/// the moves scored).
 ///
 /// # Examples
 ///
