@@ -420,3 +420,26 @@ fn lenient_upstream_forms_are_normalised_for_the_solver() {
     let team = m.requirements.get("example.com/team").unwrap();
     assert_eq!(team.operator(), Operator::DoesNotExist);
 }
+
+#[test]
+fn consolidation_policies_spell_as_the_api_and_only_balanced_is_scored() {
+    use karpenter_cloudprovider::v1::{BALANCED_K, ConsolidationPolicy};
+    for policy in [
+        ConsolidationPolicy::WhenEmpty,
+        ConsolidationPolicy::WhenEmptyOrUnderutilized,
+        ConsolidationPolicy::Balanced,
+    ] {
+        assert_eq!(
+            serde_json::to_value(policy).unwrap(),
+            json!(policy.as_str())
+        );
+        assert_eq!(
+            policy.is_balanced(),
+            policy == ConsolidationPolicy::Balanced
+        );
+    }
+    let mut s = base();
+    s["disruption"] = json!({"consolidationPolicy": "Balanced"});
+    assert!(pool(s).spec.disruption.consolidation_policy.is_balanced());
+    assert_eq!(BALANCED_K, 2);
+}

@@ -38,6 +38,16 @@ pub fn eviction_cost(pod: &Pod) -> f64 {
     cost.clamp(-10.0, 10.0)
 }
 
+/// Upstream's `RescheduleDisruptionCost` of a node whose evicted pods are `pods`: the
+/// per-node base cost plus each pod's eviction cost, negative costs counting as 0. Always at
+/// least [`PER_NODE_BASE_DISRUPTION_COST`].
+pub fn node_disruption_cost<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> f64 {
+    pods.into_iter()
+        .fold(PER_NODE_BASE_DISRUPTION_COST, |cost, p| {
+            cost + eviction_cost(p).max(0.0)
+        })
+}
+
 /// Upstream's `LifetimeRemaining`: the fraction of `expire_after` still ahead of a node
 /// created at `created_at`, in [0, 1]; 1 without expiry.
 pub fn lifetime_remaining(created_at: Millis, expire_after: Option<Millis>, now: Millis) -> f64 {
@@ -201,7 +211,8 @@ pub fn drift_reason(
     info.provider_drift.clone()
 }
 
-fn pool_of(node: &Node) -> Option<&str> {
+/// The node's NodePool: the model's field, else the `karpenter.sh/nodepool` label.
+pub(crate) fn pool_of(node: &Node) -> Option<&str> {
     node.node_pool
         .as_deref()
         .or_else(|| node.labels.get(NODEPOOL).map(String::as_str))
@@ -371,11 +382,10 @@ pub fn evaluate(input: &DisruptionInput, now: Millis, gone: &BTreeSet<String>) -
         }
         resched.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         let mut pod_requests = Resources::default();
-        let mut reschedule_cost = PER_NODE_BASE_DISRUPTION_COST;
         for p in &resched {
             pod_requests.add_assign(&p.requests);
-            reschedule_cost += eviction_cost(p).max(0.0);
         }
+        let reschedule_cost = node_disruption_cost(resched.iter().copied());
         let consolidatable = match settings.consolidate_after {
             None => Err(Hold::ConsolidationDisabled),
             Some(0) => Ok(()),

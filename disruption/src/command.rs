@@ -215,6 +215,18 @@ pub enum Hold {
         /// The requirement key.
         key: String,
     },
+    /// The pool's policy is `Balanced` and even deleting the node, saving all of its price,
+    /// would score below the threshold: single-node consolidation does not simulate it.
+    BalancedCannotPass {
+        /// The NodePool.
+        node_pool: String,
+    },
+    /// The pool's policy is `Balanced` and the move consolidation found for the node scores
+    /// below the threshold (the numbers are in [`PassResult::scored_moves`]).
+    BalancedRejected {
+        /// The NodePool.
+        node_pool: String,
+    },
     /// Not drifted, not empty and not consolidatable.
     NothingToDo,
     /// The pass's simulation budget ran out before the node was evaluated.
@@ -295,6 +307,14 @@ impl fmt::Display for Hold {
                 f,
                 "cheaper instance types do not satisfy minValues of {key:?}"
             ),
+            Self::BalancedCannotPass { node_pool } => write!(
+                f,
+                "NodePool {node_pool:?} has consolidation policy Balanced and even deleting the node would not save enough for the disruption it causes"
+            ),
+            Self::BalancedRejected { node_pool } => write!(
+                f,
+                "NodePool {node_pool:?} has consolidation policy Balanced and the move does not save enough for the disruption it causes"
+            ),
             Self::NothingToDo => write!(f, "node is not empty, drifted or consolidatable"),
             Self::NotEvaluated => write!(f, "simulation budget of the pass exhausted"),
             Self::PreemptedByEarlierMethod { reason } => {
@@ -329,4 +349,25 @@ pub struct PassResult {
     /// (Karpenter's `voluntary_disruption_eligible_nodes`): `Empty`, `Drifted` and
     /// `Underutilized` are always present, possibly with 0.
     pub eligible: BTreeMap<Reason, usize>,
+    /// The consolidation moves the methods scored, in the order they were scored, as
+    /// upstream's Balanced evaluator reports them: every move single-node consolidation
+    /// computed (approved or rejected; the approved one, if any, is this pass's command), and
+    /// for multi-node consolidation the move it chose, or when a Balanced pool rejected every
+    /// move it found and it chose none, the last one rejected. Moves of pools that are not
+    /// Balanced are listed too (approved, without scores): upstream counts them in
+    /// `karpenter_consolidation_moves_total`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scored_moves: Vec<crate::balanced::ScoredMove>,
+}
+
+impl PassResult {
+    /// Why `node` was left alone this pass: `None` when it is in a command or not in the
+    /// snapshot.
+    pub fn holds(&self, node: &str) -> Option<&[Hold]> {
+        // Explanations are sorted by node name.
+        self.explanations
+            .binary_search_by(|e| e.node.as_str().cmp(node))
+            .ok()
+            .map(|i| self.explanations[i].holds.as_slice())
+    }
 }

@@ -5,7 +5,9 @@
 //! consolidation, single-node consolidation — with expiry and interruption handled
 //! forcefully beside them; NodePool disruption budgets, PodDisruptionBudgets and
 //! `karpenter.sh/do-not-disrupt` are honoured, and consolidation re-runs the scheduling
-//! solver ([`karpenter_scheduling::solve`]) so no pod is left without a place.
+//! solver ([`karpenter_scheduling::solve`]) so no pod is left without a place. NodePools
+//! with `consolidationPolicy: Balanced` take only the consolidation moves whose savings are
+//! worth their disruption ([`balanced`]).
 //!
 //! Entry points: [`compute_commands`] / [`compute_pass`] over a [`DisruptionInput`] at an
 //! instant `now`, and [`validate()`] to re-check a command against fresh state after the
@@ -74,6 +76,7 @@
 //! in a few lines for tests.
 #![forbid(unsafe_code)]
 
+pub mod balanced;
 pub mod budget;
 pub mod candidate;
 pub mod command;
@@ -84,6 +87,7 @@ mod pass;
 mod simulate;
 pub mod validate;
 
+pub use balanced::{ConsolidationMethod, PoolScore, PoolTotals, ScoreResult, ScoredMove};
 pub use command::{CandidateRef, Command, Decision, Hold, NodeExplanation, PassResult, Reason};
 pub use eviction::eviction_order;
 pub use input::{DisruptionInput, DisruptionOptions, InterruptionKind, NodeInfo, PoolDisruption};

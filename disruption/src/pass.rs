@@ -2,6 +2,7 @@
 //! order — Emptiness, Drift, multi-node consolidation, single-node consolidation — where the
 //! first method with work produces the pass's command.
 
+use crate::balanced::{ConsolidationMethod, ScoredMove, Scorer};
 use crate::budget::{BudgetMapping, PoolCounts};
 use crate::candidate::{self, Candidate, PdbLedger, is_reschedulable, pods_by_node};
 use crate::command::{CandidateRef, Command, Decision, Hold, NodeExplanation, PassResult, Reason};
@@ -28,7 +29,10 @@ pub fn compute_commands(input: &DisruptionInput, now: Millis) -> Vec<Command> {
 /// the reason allows (nodes already disrupting counted); together, a command's candidates
 /// never evict more pods under one PDB than it allows (a single node needs one allowed
 /// eviction per budget, as upstream); every pod that must move has a place in the re-solved
-/// plan; and a replacement is strictly cheaper than what it replaces.
+/// plan; a replacement is strictly cheaper than what it replaces; and a consolidation
+/// command touching a `Balanced` pool scored at least the threshold in each such pool (see
+/// [`crate::balanced`]; [`PassResult::scored_moves`](crate::PassResult::scored_moves) lists
+/// the moves scored).
 ///
 /// # Examples
 ///
@@ -83,6 +87,8 @@ pub fn compute_pass(input: &DisruptionInput, now: Millis) -> PassResult {
         sim: Simulator::new(input, &gone, now),
         catalog: Catalog::new(&input.cluster),
         holds,
+        scorer: Scorer::new(input, &eval.candidates),
+        scored_moves: Vec::new(),
     };
     let cands = &eval.candidates;
     let eligible = eligible_counts(input, cands);
@@ -128,6 +134,7 @@ pub fn compute_pass(input: &DisruptionInput, now: Millis) -> PassResult {
         explanations,
         simulations,
         eligible,
+        scored_moves: ctx.scored_moves,
     }
 }
 
@@ -411,6 +418,8 @@ struct Ctx<'a> {
     sim: Simulator,
     catalog: Catalog<'a>,
     holds: BTreeMap<String, Vec<Hold>>,
+    scorer: Scorer<'a>,
+    scored_moves: Vec<ScoredMove>,
 }
 
 impl<'a> Ctx<'a> {
@@ -419,6 +428,16 @@ impl<'a> Ctx<'a> {
         if !hs.contains(&hold) {
             hs.push(hold);
         }
+    }
+
+    /// How the pool(s) of `cands` judge consolidating them as `p` proposes.
+    fn judge(&self, method: ConsolidationMethod, cands: &[&Candidate], p: &Proposal) -> ScoredMove {
+        let decision = if p.replacement.is_some() {
+            Decision::Replace
+        } else {
+            Decision::Delete
+        };
+        self.scorer.judge(method, decision, cands, p.savings)
     }
 
     /// Shared gate of the graceful consolidation methods; records why a node fails it.
@@ -581,8 +600,11 @@ impl<'a> Ctx<'a> {
             cap
         };
         let mut lo = 1usize;
-        let mut best: Option<(Vec<&Candidate>, Proposal)> = None;
-        // Upstream's binary search over prefixes of the sorted list (at least two nodes).
+        let mut best: Option<(Vec<&Candidate>, Proposal, ScoredMove)> = None;
+        let mut last_rejected: Option<ScoredMove> = None;
+        let mut out_of_budget = false;
+        // Upstream's binary search over prefixes of the sorted list (at least two nodes); a
+        // move a Balanced pool rejects counts as one that does not work.
         while lo <= hi {
             let mid = (lo + hi) / 2;
             let prefix = &list[..=mid];
@@ -592,15 +614,31 @@ impl<'a> Ctx<'a> {
                 self.input.options.spot_to_spot_consolidation,
                 &self.catalog,
             ) {
-                None => break,
+                None => {
+                    out_of_budget = true;
+                    break;
+                }
                 Some(Ok(p)) => {
-                    best = Some((prefix.to_vec(), p));
-                    lo = mid + 1;
+                    let scored = self.judge(ConsolidationMethod::MultiNode, prefix, &p);
+                    if scored.approved {
+                        best = Some((prefix.to_vec(), p, scored));
+                        lo = mid + 1;
+                    } else {
+                        last_rejected = Some(scored);
+                        hi = mid - 1;
+                    }
                 }
                 Some(Err(_)) => hi = mid - 1,
             }
         }
-        let (mut set, mut proposal) = best?;
+        let Some((mut set, mut proposal, mut scored)) = best else {
+            // Upstream reports one rejection, the last, when the search ends with nothing;
+            // not when it stopped on its timeout, our simulation budget.
+            if !out_of_budget {
+                self.scored_moves.extend(last_rejected);
+            }
+            return None;
+        };
         // Beyond upstream: a prefix search stops at the first candidate that does not fit;
         // later ones may still fold into the same move. Try each once, keeping it only when
         // the move still works and saves strictly more.
@@ -621,22 +659,31 @@ impl<'a> Ctx<'a> {
                 break;
             }
             set.push(c);
-            match consolidation::compute(
+            let grown = match consolidation::compute(
                 &mut self.sim,
                 &set,
                 self.input.options.spot_to_spot_consolidation,
                 &self.catalog,
             ) {
                 Some(Ok(p)) if p.savings > proposal.savings => {
+                    let s = self.judge(ConsolidationMethod::MultiNode, &set, &p);
+                    s.approved.then_some((p, s))
+                }
+                _ => None,
+            };
+            match grown {
+                Some((p, s)) => {
                     proposal = p;
+                    scored = s;
                     failures_in_a_row = 0;
                 }
-                _ => {
+                None => {
                     set.pop();
                     failures_in_a_row += 1;
                 }
             }
         }
+        self.scored_moves.push(scored);
         let replacements: Vec<NewNodeClaim> = proposal.replacement.into_iter().collect();
         Some(build_command(
             Reason::Underutilized,
@@ -680,6 +727,16 @@ impl<'a> Ctx<'a> {
                 );
                 continue;
             }
+            // Not worth a simulation when even deleting the node would be rejected.
+            if !self.scorer.can_pass(c) {
+                self.note(
+                    &c.node,
+                    Hold::BalancedCannotPass {
+                        node_pool: c.node_pool.clone(),
+                    },
+                );
+                continue;
+            }
             match consolidation::compute(
                 &mut self.sim,
                 &[c],
@@ -694,6 +751,18 @@ impl<'a> Ctx<'a> {
                 }
                 Some(Err(h)) => self.note(&c.node, h),
                 Some(Ok(p)) => {
+                    let scored = self.judge(ConsolidationMethod::SingleNode, &[c], &p);
+                    let approved = scored.approved;
+                    self.scored_moves.push(scored);
+                    if !approved {
+                        self.note(
+                            &c.node,
+                            Hold::BalancedRejected {
+                                node_pool: c.node_pool.clone(),
+                            },
+                        );
+                        continue;
+                    }
                     let replacements: Vec<NewNodeClaim> = p.replacement.into_iter().collect();
                     return Some(build_command(
                         Reason::Underutilized,

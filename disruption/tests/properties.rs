@@ -2,7 +2,7 @@
 //! budget or a PDB, never touch `do-not-disrupt`, replacements are strictly cheaper, and
 //! passes are deterministic.
 
-use karpenter_cloudprovider::v1::{Budget, DisruptionReason};
+use karpenter_cloudprovider::v1::{Budget, ConsolidationPolicy, DisruptionReason};
 use karpenter_disruption::budget::{allowed_disruptions, budget_reason};
 use karpenter_disruption::candidate::{do_not_disrupt_active, is_evictable, is_reschedulable};
 use karpenter_disruption::{Command, Decision, PassResult, Reason, compute_pass, validate};
@@ -172,6 +172,34 @@ proptest! {
         let b = compute_pass(&w.input, w.now);
         prop_assert_eq!(&a, &b);
         check_pass(&w, &a)?;
+    }
+
+    #[test]
+    fn balanced_pools_only_take_moves_that_pass_the_threshold(
+        nodes in prop::collection::vec(node_spec(), 1..7),
+        pdb_allowed in 0..3i32,
+    ) {
+        let mut w = cluster(&nodes, "100%", pdb_allowed);
+        // The default policy scores nothing and approves every move it reports.
+        let control = compute_pass(&w.input, w.now);
+        for m in &control.scored_moves {
+            prop_assert!(m.approved && m.pools.iter().all(|p| p.score.is_none()));
+        }
+        w.settings(POOL).consolidation_policy = ConsolidationPolicy::Balanced;
+        let a = compute_pass(&w.input, w.now);
+        prop_assert_eq!(&a, &compute_pass(&w.input, w.now));
+        check_pass(&w, &a)?;
+        for m in &a.scored_moves {
+            let scores: Vec<_> = m.pools.iter().map(|p| p.score).collect();
+            prop_assert!(scores.iter().all(Option::is_some));
+            prop_assert_eq!(m.approved, scores.iter().flatten().all(|s| s.score() >= 0.5));
+        }
+        // Every consolidation command is a move the pool approved.
+        for cmd in a.commands.iter().filter(|c| c.reason == Reason::Underutilized) {
+            let names = cmd.node_names();
+            prop_assert!(a.scored_moves.iter().any(|m| m.approved
+                && m.candidates.iter().map(|c| c.node.as_str()).eq(names.iter().copied())));
+        }
     }
 
     #[test]

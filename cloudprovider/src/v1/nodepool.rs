@@ -185,6 +185,27 @@ pub enum ConsolidationPolicy {
     Balanced,
 }
 
+/// The `k` of the `Balanced` policy (upstream's `BalancedK`): a consolidation move in a
+/// Balanced pool is approved when its score — the fraction of the pool's cost it saves over
+/// the fraction of the pool's disruption cost it causes — is at least `1 / k`.
+pub const BALANCED_K: u32 = 2;
+
+impl ConsolidationPolicy {
+    /// Whether consolidation moves in a pool with this policy are scored (`Balanced`).
+    pub fn is_balanced(self) -> bool {
+        self == Self::Balanced
+    }
+
+    /// The API spelling (also the `policy` label of upstream's consolidation metrics).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::WhenEmpty => "WhenEmpty",
+            Self::WhenEmptyOrUnderutilized => "WhenEmptyOrUnderutilized",
+            Self::Balanced => "Balanced",
+        }
+    }
+}
+
 /// A disruption reason a budget can be limited to.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
