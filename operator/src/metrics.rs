@@ -24,6 +24,22 @@ fn duration_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.005, 2.0, 18))
 }
 
+fn consolidation_score_histogram() -> Histogram {
+    // Upstream's buckets for balanced consolidation scores (the threshold at k = 2 is 0.5).
+    Histogram::new([0.1, 0.25, 0.33, 0.5, 1.0, 2.0, 5.0, 10.0].into_iter())
+}
+
+/// `{decision, nodepool, policy}` of the balanced consolidation metrics.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ConsolidationLabels {
+    /// `approved` or `rejected`.
+    pub decision: String,
+    /// NodePool name.
+    pub nodepool: String,
+    /// The pool's consolidation policy.
+    pub policy: String,
+}
+
 /// `{nodepool}`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct NodePoolLabels {
@@ -186,6 +202,10 @@ pub struct Metrics {
     pub disruption_eligible_nodes: Family<ReasonLabels, Gauge>,
     /// `karpenter_voluntary_disruption_decision_evaluation_duration_seconds`.
     pub disruption_evaluation_duration: Histogram,
+    /// `karpenter_consolidation_moves_total`.
+    pub consolidation_moves: Family<ConsolidationLabels, Counter>,
+    /// `karpenter_consolidation_score`.
+    pub consolidation_score: HistogramFamily<ConsolidationLabels>,
     /// `karpenter_nodepools_usage`.
     pub nodepools_usage: Family<ResourceLabels, FloatGauge>,
     /// `karpenter_nodepools_limit`.
@@ -236,6 +256,8 @@ impl Metrics {
             disruption_decisions: Family::default(),
             disruption_eligible_nodes: Family::default(),
             disruption_evaluation_duration: duration_histogram(),
+            consolidation_moves: Family::default(),
+            consolidation_score: Family::new_with_constructor(consolidation_score_histogram),
             nodepools_usage: Family::default(),
             nodepools_limit: Family::default(),
             cluster_utilization: Family::default(),
@@ -318,6 +340,16 @@ impl Metrics {
             "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
             "Duration of the disruption decision evaluation process in seconds.",
             m.disruption_evaluation_duration.clone(),
+        );
+        r.register(
+            "karpenter_consolidation_moves",
+            "Number of balanced consolidation moves. Labeled by decision, NodePool, and policy.",
+            m.consolidation_moves.clone(),
+        );
+        r.register(
+            "karpenter_consolidation_score",
+            "Score of balanced consolidation moves. Labeled by decision, NodePool, and policy.",
+            m.consolidation_score.clone(),
         );
         r.register(
             "karpenter_nodepools_usage",

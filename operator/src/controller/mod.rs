@@ -14,6 +14,7 @@ pub mod api;
 pub mod aws;
 #[cfg(all(test, feature = "aws"))]
 mod aws_tests;
+pub mod consolidation;
 pub mod drift;
 pub mod events;
 pub mod exec;

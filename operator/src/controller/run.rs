@@ -7,7 +7,9 @@ use super::explain::Explainer;
 use super::leader::{self, LeaderGate};
 use super::podmetrics::PodMetrics;
 use super::provider::ProviderHooks;
-use super::{Ctx, drift, kubelet, logging, nodepool, provider, repair, state, system_clock};
+use super::{
+    Ctx, consolidation, drift, kubelet, logging, nodepool, provider, repair, state, system_clock,
+};
 use crate::http::{self, Health};
 use crate::metrics::{ControllerLabels, DecisionLabels, Metrics, ReasonLabels, ResourceTypeLabels};
 use crate::settings::{ControllerArgs, ProviderKind, Settings};
@@ -348,6 +350,7 @@ impl Controller {
                 }
                 drift::record(&self.ctx, &drifted).await;
                 self.explainer.publish(&self.ctx, &result.explanations);
+                consolidation::publish(&self.ctx, &result.scored_moves);
             }
             Event::DisruptionDecided(command) => {
                 self.ctx

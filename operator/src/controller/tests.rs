@@ -609,3 +609,88 @@ fn reported_keys_become_present_objects_or_deletions() {
     );
     assert!(stores.take_dirty().1.is_empty(), "taken once");
 }
+
+#[tokio::test]
+async fn balanced_moves_are_counted_scored_and_approvals_told() {
+    use karpenter_cloudprovider::v1::ConsolidationPolicy;
+    use karpenter_disruption::{
+        CandidateRef, ConsolidationMethod, Decision, PoolScore, PoolTotals, ScoreResult, ScoredMove,
+    };
+    let (client, _api) = mock_client(|_| status(500, "unexpected"));
+    let provider = fake_provider(&client);
+    let (ctx, mut w, mut events) = ctx(client, provider, 0);
+    put(&mut w.nodes, node("n1", "fake://us-east-1a/n1"));
+    put(&mut w.node_claims, node_claim("c1"));
+    let pool: karpenter_cloudprovider::NodePool = serde_json::from_value(serde_json::json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "b"},
+        "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws",
+            "kind": "EC2NodeClass", "name": "default"}, "requirements": []}}}
+    }))
+    .unwrap();
+    put(&mut w.node_pools, pool);
+    let scored = |savings_fraction: f64| PoolScore {
+        node_pool: "b".into(),
+        policy: ConsolidationPolicy::Balanced,
+        savings: 1.0,
+        disruption_cost: 1.0,
+        totals: PoolTotals {
+            total_cost: 10.0,
+            total_disruption_cost: 10.0,
+        },
+        score: Some(ScoreResult {
+            savings_fraction,
+            disruption_fraction: 0.1,
+            k: 2,
+        }),
+    };
+    let single = |savings_fraction: f64| ScoredMove {
+        method: ConsolidationMethod::SingleNode,
+        decision: Decision::Delete,
+        candidates: vec![CandidateRef {
+            node: "n1".into(),
+            node_claim: "c1".into(),
+            node_pool: "b".into(),
+            price: 1.0,
+            pods: Vec::new(),
+        }],
+        savings: 1.0,
+        approved: savings_fraction >= 0.05,
+        pools: vec![scored(savings_fraction)],
+    };
+    let multi = ScoredMove {
+        method: ConsolidationMethod::MultiNode,
+        pools: vec![scored(0.2)],
+        ..single(0.2)
+    };
+    super::consolidation::publish(&ctx, &[single(0.1), single(0.01), multi]);
+    let text = ctx.metrics.encode();
+    assert!(
+        text.contains(r#"karpenter_consolidation_moves_total{decision="approved",nodepool="b",policy="Balanced"} 2"#),
+        "{text}"
+    );
+    assert!(text.contains(
+        r#"karpenter_consolidation_moves_total{decision="rejected",nodepool="b",policy="Balanced"} 1"#
+    ));
+    assert!(text.contains(
+        r#"karpenter_consolidation_score_bucket{le="0.5",decision="rejected",nodepool="b",policy="Balanced"} 1"#
+    ), "the rejected single move scored 0.1: {text}");
+    let mut told = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        told.push((e.regarding.kind.unwrap_or_default(), e.reason, e.message));
+    }
+    assert_eq!(
+        told.iter()
+            .map(|(k, r, _)| (k.as_str(), r.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            ("Node", "ConsolidationApproved"),
+            ("NodeClaim", "ConsolidationApproved"),
+            ("NodePool", "ConsolidationApproved"),
+        ],
+        "approvals only, rejections are not told"
+    );
+    assert_eq!(
+        told[0].2,
+        "score 1.00 >= threshold 0.50 (k: 2, savings 10.0%, disruption 10.0%)"
+    );
+}
