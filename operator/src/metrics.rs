@@ -26,7 +26,7 @@ fn duration_histogram() -> Histogram {
 
 fn consolidation_score_histogram() -> Histogram {
     // Upstream's buckets for balanced consolidation scores (the threshold at k = 2 is 0.5).
-    Histogram::new([0.1, 0.25, 0.33, 0.5, 1.0, 2.0, 5.0, 10.0].into_iter())
+    Histogram::new([0.1, 0.25, 0.33, 0.5, 1.0, 2.0, 5.0, 10.0])
 }
 
 /// `{decision, nodepool, policy}` of the balanced consolidation metrics.
