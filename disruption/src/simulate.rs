@@ -3,8 +3,10 @@
 //! place.
 //!
 //! One working [`Snapshot`] is built per pass and edited in place for each simulation: the
-//! candidates' pods are *moved* into `pending_pods` and their nodes out of `nodes`, then both
-//! are moved back and re-sorted into the canonical order. No pod is cloned per simulation.
+//! candidates' nodes are moved out of `nodes` (which makes the solver ignore their bound
+//! pods) and copies of the pods that must move are appended to `pending_pods`; afterwards the
+//! copies are dropped and the nodes moved back into the canonical order. Only the moving
+//! pods are cloned, and the nodes' label requirements are built once per pass.
 
 use crate::candidate::{Candidate, do_not_disrupt_active, is_reschedulable};
 use crate::command::Hold;
@@ -12,7 +14,7 @@ use crate::input::DisruptionInput;
 use karpenter_scheduling::model::{Millis, Node, NodeState, Pod, PodKey, Snapshot};
 use karpenter_scheduling::plan::{NewNodeClaim, Plan};
 use karpenter_scheduling::resources::Resources;
-use karpenter_scheduling::solver::{SolveOptions, solve};
+use karpenter_scheduling::solver::{NodeCache, SolveOptions, solve_cached};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What a simulation found.
@@ -46,6 +48,8 @@ pub(crate) struct Simulator {
     total_free: Resources,
     /// (allocatable, cheapest available price) of every instance type of every pool.
     shapes: Vec<(Resources, f64)>,
+    /// Requirements of the working snapshot's nodes, built once for all the simulations.
+    nodes: NodeCache,
     /// Simulations run.
     pub runs: usize,
     limit: usize,
@@ -145,6 +149,7 @@ impl Simulator {
             free,
             total_free,
             shapes,
+            nodes: NodeCache::new(),
             runs: 0,
             limit: input.options.max_simulations,
         }
@@ -196,35 +201,21 @@ impl Simulator {
             .into_iter()
             .partition(|n| names.contains(n.name.as_str()));
         self.snap.nodes = kept_nodes;
-        let bound = std::mem::take(&mut self.snap.bound_pods);
-        let (removed, kept): (Vec<Pod>, Vec<Pod>) = bound
-            .into_iter()
-            .partition(|p| p.node_name.as_deref().is_some_and(|n| names.contains(n)));
-        self.snap.bound_pods = kept;
+        // The candidates' bound pods stay where they are: with their nodes gone the solver
+        // ignores them (see `Snapshot::bound_pods`). Those that must move are pending copies.
         let base = self.snap.pending_pods.len();
-        let mut parked = Vec::new();
-        let mut origins = Vec::new();
-        for mut p in removed {
-            let key = p.key();
-            if must.contains(&key) {
-                origins.push(p.node_name.take());
-                self.snap.pending_pods.push(p);
-            } else {
-                parked.push(p);
+        for p in &self.snap.bound_pods {
+            if p.node_name.as_deref().is_some_and(|n| names.contains(n)) && must.contains(&p.key())
+            {
+                let mut moving = p.clone();
+                moving.node_name = None;
+                self.snap.pending_pods.push(moving);
             }
         }
 
-        let plan = solve(&self.snap, &self.options);
+        let plan = solve_cached(&self.snap, &self.options, &mut self.nodes);
 
-        let back: Vec<Pod> = self.snap.pending_pods.drain(base..).collect();
-        for (mut p, origin) in back.into_iter().zip(origins) {
-            p.node_name = origin;
-            self.snap.bound_pods.push(p);
-        }
-        self.snap.bound_pods.extend(parked);
-        self.snap
-            .bound_pods
-            .sort_by(|a, b| bound_key(a).cmp(&bound_key(b)));
+        self.snap.pending_pods.truncate(base);
         self.snap.nodes.extend(removed_nodes);
         self.snap.nodes.sort_by(|a, b| a.name.cmp(&b.name));
 
