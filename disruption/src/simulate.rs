@@ -14,7 +14,7 @@ use crate::input::DisruptionInput;
 use karpenter_scheduling::model::{Millis, Node, NodeState, Pod, PodKey, Snapshot};
 use karpenter_scheduling::plan::{NewNodeClaim, Plan};
 use karpenter_scheduling::resources::Resources;
-use karpenter_scheduling::solver::{NodeCache, SolveOptions, solve_cached};
+use karpenter_scheduling::solver::{NodeCache, OptimizerOptions, SolveOptions, solve_cached};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What a simulation found.
@@ -35,10 +35,21 @@ fn bound_key(p: &Pod) -> (&str, &str, &str) {
     )
 }
 
+/// How a simulation packs the pods that need new nodes.
+#[derive(Debug, Clone, Copy)]
+enum Packing {
+    /// As provisioning does: greedy, then the optimiser (when enabled).
+    Full,
+    /// Greedy alone, unless it needs more than one new node.
+    GreedyFirst,
+}
+
 /// The pass's working snapshot and simulation counter.
 pub(crate) struct Simulator {
     snap: Snapshot,
     options: SolveOptions,
+    /// `options` with the optimiser off: Karpenter's own scheduling simulation.
+    greedy: SolveOptions,
     /// Pods of nodes already going away: they must schedule too.
     deleting_pods: BTreeSet<PodKey>,
     /// Nodes a moving pod may not land on: not yet initialized.
@@ -144,6 +155,13 @@ impl Simulator {
         Self {
             snap,
             options: input.options.solve.clone(),
+            greedy: SolveOptions {
+                optimizer: OptimizerOptions {
+                    enabled: false,
+                    ..input.options.solve.optimizer.clone()
+                },
+                ..input.options.solve.clone()
+            },
             deleting_pods,
             uninitialized,
             free,
@@ -187,8 +205,24 @@ impl Simulator {
         )
     }
 
-    /// Simulates removing `cands`. `None` when the work budget is spent.
+    /// Simulates removing `cands`, packing new capacity as provisioning would (optimiser
+    /// included), for moves whose replacements are launched as planned (drift). `None` when
+    /// the work budget is spent.
     pub fn simulate(&mut self, cands: &[&Candidate]) -> Option<Outcome> {
+        self.run(cands, Packing::Full)
+    }
+
+    /// Simulates consolidating `cands`: Karpenter's greedy scheduling simulation first, and
+    /// the optimiser only when the greedy needs more than one new node. Consolidation takes
+    /// no move with more than one replacement, so only then can re-packing turn a refusal
+    /// into a move; the pods the greedy cannot place, those it places on existing nodes, and
+    /// a single replacement (ranked cheapest first) are what Karpenter's simulation decides
+    /// on. `None` when the work budget is spent.
+    pub fn simulate_consolidation(&mut self, cands: &[&Candidate]) -> Option<Outcome> {
+        self.run(cands, Packing::GreedyFirst)
+    }
+
+    fn run(&mut self, cands: &[&Candidate], packing: Packing) -> Option<Outcome> {
         if !self.has_budget() {
             return None;
         }
@@ -213,13 +247,35 @@ impl Simulator {
             }
         }
 
-        let plan = solve_cached(&self.snap, &self.options, &mut self.nodes);
+        let outcome = match packing {
+            Packing::Full => self.solve(&must, true),
+            Packing::GreedyFirst => {
+                let greedy = self.solve(&must, false);
+                if greedy.failure.is_none()
+                    && greedy.claims.len() > 1
+                    && self.options.optimizer.enabled
+                {
+                    self.solve(&must, true)
+                } else {
+                    greedy
+                }
+            }
+        };
 
         self.snap.pending_pods.truncate(base);
         self.snap.nodes.extend(removed_nodes);
         self.snap.nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        Some(outcome)
+    }
 
-        Some(self.judge(plan, &must))
+    fn solve(&mut self, must: &BTreeSet<&PodKey>, optimise: bool) -> Outcome {
+        let options = if optimise {
+            &self.options
+        } else {
+            &self.greedy
+        };
+        let plan = solve_cached(&self.snap, options, &mut self.nodes);
+        self.judge(plan, must)
     }
 
     fn judge(&self, plan: Plan, must: &BTreeSet<&PodKey>) -> Outcome {
