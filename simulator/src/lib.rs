@@ -16,6 +16,7 @@ pub mod engine;
 pub mod metrics;
 pub mod scenario;
 pub mod table;
+mod workloads;
 
 pub use engine::{Engine, LogLine, RunOptions, SimulationError};
 pub use metrics::Report;
