@@ -6,7 +6,8 @@
 //! candidates' nodes are moved out of `nodes` (which makes the solver ignore their bound
 //! pods) and copies of the pods that must move are appended to `pending_pods`; afterwards the
 //! copies are dropped and the nodes moved back into the canonical order. Only the moving
-//! pods are cloned, and the nodes' label requirements are built once per pass.
+//! pods are cloned, and what the solver derives from nodes and pools (label requirements,
+//! templates) is built once per pass.
 
 use crate::candidate::{Candidate, do_not_disrupt_active, is_reschedulable};
 use crate::command::Hold;
@@ -14,7 +15,7 @@ use crate::input::DisruptionInput;
 use karpenter_scheduling::model::{Millis, Node, NodeState, Pod, PodKey, Snapshot};
 use karpenter_scheduling::plan::{NewNodeClaim, Plan};
 use karpenter_scheduling::resources::Resources;
-use karpenter_scheduling::solver::{NodeCache, OptimizerOptions, SolveOptions, solve_cached};
+use karpenter_scheduling::solver::{OptimizerOptions, SolveCache, SolveOptions, solve_cached};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What a simulation found.
@@ -59,8 +60,9 @@ pub(crate) struct Simulator {
     total_free: Resources,
     /// (allocatable, cheapest available price) of every instance type of every pool.
     shapes: Vec<(Resources, f64)>,
-    /// Requirements of the working snapshot's nodes, built once for all the simulations.
-    nodes: NodeCache,
+    /// What the solver derives from the working snapshot's nodes and pools, built once for
+    /// all the simulations.
+    cache: SolveCache,
     /// Simulations run.
     pub runs: usize,
     limit: usize,
@@ -167,7 +169,7 @@ impl Simulator {
             free,
             total_free,
             shapes,
-            nodes: NodeCache::new(),
+            cache: SolveCache::new(),
             runs: 0,
             limit: input.options.max_simulations,
         }
@@ -274,7 +276,7 @@ impl Simulator {
         } else {
             &self.greedy
         };
-        let plan = solve_cached(&self.snap, options, &mut self.nodes);
+        let plan = solve_cached(&self.snap, options, &mut self.cache);
         self.judge(plan, must)
     }
 

@@ -5,7 +5,7 @@ use karpenter_scheduling::model::{
     HostPort, NodeState, PreferredSchedulingTerm, WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
 use karpenter_scheduling::quantity::{Quantity, QuantityFormat};
-use karpenter_scheduling::requirements::Operator;
+use karpenter_scheduling::requirements::{Operator, Requirement};
 use karpenter_scheduling::solver::{MinValuesPolicy, PreferencePolicy};
 use karpenter_scheduling::taints::TaintEffect;
 use karpenter_scheduling::{Snapshot, SolveOptions, solve};
@@ -696,27 +696,49 @@ fn solving_twice_gives_the_same_plan() {
 }
 
 #[test]
-fn a_node_cache_never_answers_with_labels_the_node_no_longer_has() {
-    use karpenter_scheduling::solver::{NodeCache, solve_cached};
+fn a_solve_cache_never_answers_with_what_a_node_or_pool_no_longer_has() {
+    use karpenter_scheduling::solver::{SolveCache, solve_cached};
     let mut p = pod("p", 1000, GI);
     p.node_selector.insert(ZONE.into(), "zone-a".into());
     let mut s = snapshot(vec![p], vec![pool("default")]);
     s.nodes.push(node("n1", "zone-a", 4, 16));
-    let mut cache = NodeCache::new();
+    let mut cache = SolveCache::new();
     let plan = solve_cached(&s, &SolveOptions::default(), &mut cache);
     assert_eq!(plan, solve_default(&s));
     assert_eq!(plan.existing.len(), 1, "the pod fits the zone-a node");
     assert!(plan.new_node_claims.is_empty());
-    // The same node again: found, not rebuilt.
+    // The same node and pool again: found, not rebuilt.
+    let built = cache.builds();
     solve_cached(&s, &SolveOptions::default(), &mut cache);
-    assert_eq!(cache.builds(), 1);
+    assert_eq!(cache.builds(), built);
 
     // Relabelled into another zone: a stale entry would still place the pod there.
     s.nodes[0].labels.insert(ZONE.into(), "zone-b".into());
     let plan = solve_cached(&s, &SolveOptions::default(), &mut cache);
-    assert_eq!(cache.builds(), 2);
+    assert_eq!(cache.builds(), built + 1);
     assert_eq!(plan, solve_default(&s));
     assert!(plan.existing.is_empty());
     assert_eq!(plan.new_node_claims.len(), 1);
     assert_eq!(pinned(&plan, 0, ZONE).as_deref(), Some("zone-a"));
+
+    // The pool no longer offers zone-a: a stale template would still launch there.
+    s.node_pools[0]
+        .requirements
+        .add(Requirement::new(ZONE, Operator::In, ["zone-b"]).unwrap());
+    let plan = solve_cached(&s, &SolveOptions::default(), &mut cache);
+    assert_eq!(plan, solve_default(&s));
+    assert!(plan.new_node_claims.is_empty());
+    assert_eq!(plan.unschedulable.len(), 1);
+
+    // Nor do its instance types, rebuilt with zone-a unavailable and the pool open again.
+    s.node_pools[0].requirements = Default::default();
+    for it in &mut s.node_pools[0].instance_types {
+        for o in &mut std::sync::Arc::make_mut(it).offerings {
+            o.available &= o.zone != "zone-a";
+        }
+    }
+    let plan = solve_cached(&s, &SolveOptions::default(), &mut cache);
+    assert_eq!(plan, solve_default(&s));
+    assert!(plan.new_node_claims.is_empty());
+    assert_eq!(plan.unschedulable.len(), 1);
 }

@@ -7,9 +7,9 @@ use crate::model::{Node, NodeState, Pod};
 use crate::requirements::Requirements;
 use crate::resources::Resources;
 use crate::solver::arith;
+use crate::solver::cache::NodeRequirements;
 use crate::solver::daemons::Daemon;
 use crate::solver::hostports::HostPortUsage;
-use crate::solver::node_cache::NodeRequirements;
 use crate::solver::nodeclaim::{compatible_ok, merge};
 use crate::solver::pods::PodData;
 use crate::solver::topology::Topology;
@@ -23,7 +23,7 @@ pub(crate) struct ExistingNode<'a> {
     /// The node.
     pub node: &'a Node,
     /// Label requirements plus hostname, narrowed by placed pods. Shared with the
-    /// [`crate::solver::NodeCache`] until a pod lands here.
+    /// [`crate::solver::SolveCache`] until a pod lands here.
     pub reqs: Arc<Requirements>,
     /// Allocatable minus bound pods minus DaemonSet pods not yet running.
     pub remaining: Resources,

@@ -14,11 +14,11 @@
 //! compatibility answers.
 
 mod arith;
+mod cache;
 mod daemons;
 mod existing;
 mod hostports;
 mod limits;
-mod node_cache;
 mod nodeclaim;
 mod optimize;
 mod pods;
@@ -48,7 +48,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use topology::{Cluster, ClusterNode, DomainGroups, Topology};
 
-pub use node_cache::NodeCache;
+pub use cache::SolveCache;
 pub use optimize::OptimizerOptions;
 
 /// What to do with preferences (preferred affinities, ScheduleAnyway spreads,
@@ -168,14 +168,14 @@ pub fn solve_with_deadline(
     options: &SolveOptions,
     deadline: Option<&dyn Fn() -> bool>,
 ) -> Plan {
-    Scheduler::new(snapshot, options, &mut NodeCache::new()).run(deadline)
+    Scheduler::new(snapshot, options, &mut SolveCache::new()).run(deadline)
 }
 
-/// [`solve`], reusing the requirements `cache` holds for nodes whose labels have not changed
+/// [`solve`], reusing what `cache` derived from nodes and NodePools that have not changed
 /// since it saw them (and remembering the others). For callers that solve many snapshots
-/// over the same nodes, such as a disruption pass's simulations; the plan is the one
-/// [`solve`] gives.
-pub fn solve_cached(snapshot: &Snapshot, options: &SolveOptions, cache: &mut NodeCache) -> Plan {
+/// over the same nodes and pools, such as a disruption pass's simulations; the plan is the
+/// one [`solve`] gives.
+pub fn solve_cached(snapshot: &Snapshot, options: &SolveOptions, cache: &mut SolveCache) -> Plan {
     Scheduler::new(snapshot, options, cache).run(None)
 }
 
@@ -295,7 +295,7 @@ fn domain_groups(snapshot: &Snapshot, nodes: &HashMap<&str, usize>) -> DomainGro
 }
 
 impl<'a> Scheduler<'a> {
-    fn new(snapshot: &'a Snapshot, options: &'a SolveOptions, cache: &mut NodeCache) -> Self {
+    fn new(snapshot: &'a Snapshot, options: &'a SolveOptions, cache: &'a mut SolveCache) -> Self {
         let policy = options.preference_policy;
         let pods = snapshot.pending_pods.as_slice();
 
@@ -320,7 +320,8 @@ impl<'a> Scheduler<'a> {
                 bound.push((pod, n));
             }
         }
-        let node_reqs: Vec<_> = snapshot.nodes.iter().map(|n| cache.get(n)).collect();
+        let node_reqs: Vec<_> = snapshot.nodes.iter().map(|n| cache.node(n)).collect();
+        let entries = cache.pools(&snapshot.node_pools);
         let cluster = Cluster {
             nodes: snapshot
                 .nodes
@@ -340,13 +341,22 @@ impl<'a> Scheduler<'a> {
         daemon_sets.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         let daemons: Vec<Daemon<'_>> = daemon_sets.into_iter().map(Daemon::new).collect();
 
-        let mut pools: Vec<_> = snapshot.node_pools.iter().collect();
-        pools.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
+        let mut pools: Vec<_> = snapshot.node_pools.iter().enumerate().collect();
+        pools.sort_by(|(_, a), (_, b)| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
         let mut templates = Vec::new();
         let mut skipped = Vec::new();
         let mut remaining = Vec::new();
-        for pool in pools {
-            match Template::new(pool, &daemons, options.min_values_policy) {
+        for (i, pool) in pools {
+            let entry = &entries[i];
+            let template = Template::new(
+                pool,
+                entry.reqs.clone(),
+                &entry.compatible,
+                &entry.memo,
+                &daemons,
+                options.min_values_policy,
+            );
+            match template {
                 Ok(t) => {
                     templates.push(t);
                     remaining.push(Remaining::new(pool));
