@@ -87,5 +87,5 @@ pub mod validate;
 pub use command::{CandidateRef, Command, Decision, Hold, NodeExplanation, PassResult, Reason};
 pub use eviction::eviction_order;
 pub use input::{DisruptionInput, DisruptionOptions, InterruptionKind, NodeInfo, PoolDisruption};
-pub use pass::{compute_commands, compute_pass};
+pub use pass::{compute_commands, compute_pass, compute_pass_cached};
 pub use validate::{ValidationFailure, validate};

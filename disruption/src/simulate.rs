@@ -46,7 +46,7 @@ enum Packing {
 }
 
 /// The pass's working snapshot and simulation counter.
-pub(crate) struct Simulator {
+pub(crate) struct Simulator<'c> {
     snap: Snapshot,
     options: SolveOptions,
     /// `options` with the optimiser off: Karpenter's own scheduling simulation.
@@ -60,18 +60,24 @@ pub(crate) struct Simulator {
     total_free: Resources,
     /// (allocatable, cheapest available price) of every instance type of every pool.
     shapes: Vec<(Resources, f64)>,
-    /// What the solver derives from the working snapshot's nodes and pools, built once for
-    /// all the simulations.
-    cache: SolveCache,
+    /// What the solver derives from the working snapshot's nodes and pools: built once for
+    /// all the simulations, and kept by the caller for the next pass.
+    cache: &'c mut SolveCache,
     /// Simulations run.
     pub runs: usize,
     limit: usize,
 }
 
-impl Simulator {
+impl<'c> Simulator<'c> {
     /// The working copy of `input.cluster` with the nodes in `gone` (and nodes deleting or
-    /// queued) removed and their reschedulable pods pending.
-    pub fn new(input: &DisruptionInput, gone: &BTreeSet<String>, now: Millis) -> Self {
+    /// queued) removed and their reschedulable pods pending. `cache` forgets the nodes the
+    /// copy does not have.
+    pub fn new(
+        input: &DisruptionInput,
+        gone: &BTreeSet<String>,
+        now: Millis,
+        cache: &'c mut SolveCache,
+    ) -> Self {
         let mut snap = input.cluster.clone();
         let leaving = |n: &Node| {
             n.state == NodeState::Deleting
@@ -108,6 +114,11 @@ impl Simulator {
         moved.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         snap.pending_pods.extend(moved);
         snap.nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        cache.retain_nodes(|name| {
+            snap.nodes
+                .binary_search_by(|n| n.name.as_str().cmp(name))
+                .is_ok()
+        });
         snap.bound_pods
             .sort_by(|a, b| bound_key(a).cmp(&bound_key(b)));
 
@@ -169,7 +180,7 @@ impl Simulator {
             free,
             total_free,
             shapes,
-            cache: SolveCache::new(),
+            cache,
             runs: 0,
             limit: input.options.max_simulations,
         }
@@ -276,7 +287,7 @@ impl Simulator {
         } else {
             &self.greedy
         };
-        let plan = solve_cached(&self.snap, options, &mut self.cache);
+        let plan = solve_cached(&self.snap, options, self.cache);
         self.judge(plan, must)
     }
 
@@ -363,7 +374,8 @@ mod tests {
         }
         let gone = BTreeSet::new();
         let eval = evaluate(&input, 0, &gone);
-        let mut sim = Simulator::new(&input, &gone, 0);
+        let mut cache = SolveCache::new();
+        let mut sim = Simulator::new(&input, &gone, 0, &mut cache);
         let before = sim.snap.clone();
         let a: Vec<&Candidate> = eval.candidates.iter().filter(|c| c.node == "a").collect();
         let out = sim.simulate(&a).expect("budget");

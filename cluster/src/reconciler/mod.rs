@@ -32,6 +32,7 @@ use crate::orchestration::Orchestrator;
 use karpenter_disruption::DisruptionOptions;
 use karpenter_scheduling::SolveOptions;
 use karpenter_scheduling::model::{Millis, PodKey};
+use karpenter_scheduling::solver::SolveCache;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Upstream's disruption poll period.
@@ -129,6 +130,9 @@ pub struct Reconciler {
     pass_memo: Option<(u64, u64, Millis)>,
     /// Nodes seen tainted `karpenter.sh/disrupted` with no command holding them.
     orphan_taints: BTreeSet<String>,
+    /// What disruption passes' scheduling simulations derive from unchanged nodes and
+    /// NodePools, kept from one pass to the next (it never changes a result).
+    solve_cache: SolveCache,
 }
 
 impl Reconciler {
@@ -147,6 +151,7 @@ impl Reconciler {
             next_disruption: 0,
             pass_memo: None,
             orphan_taints: BTreeSet::new(),
+            solve_cache: SolveCache::new(),
         }
     }
 

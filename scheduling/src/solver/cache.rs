@@ -116,6 +116,12 @@ impl SolveCache {
         self.pools.clear();
     }
 
+    /// Forgets the nodes whose name `keep` refuses (nodes gone from the cluster), so a cache
+    /// kept for a long-running cluster does not grow with every node it ever saw.
+    pub fn retain_nodes(&mut self, keep: impl Fn(&str) -> bool) {
+        self.nodes.retain(|name, _| keep(name));
+    }
+
     /// How many node or pool entries were built rather than found (for tests and profiles).
     pub fn builds(&self) -> usize {
         self.built
