@@ -136,7 +136,7 @@ pub(crate) fn compute(
     {
         return Some(Err(Hold::NotCheaper));
     }
-    let outcome = sim.simulate(cands)?;
+    let outcome = sim.simulate_consolidation(cands)?;
     if let Some(f) = outcome.failure {
         return Some(Err(f));
     }

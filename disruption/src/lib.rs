@@ -91,5 +91,5 @@ pub use balanced::{ConsolidationMethod, PoolScore, PoolTotals, ScoreResult, Scor
 pub use command::{CandidateRef, Command, Decision, Hold, NodeExplanation, PassResult, Reason};
 pub use eviction::eviction_order;
 pub use input::{DisruptionInput, DisruptionOptions, InterruptionKind, NodeInfo, PoolDisruption};
-pub use pass::{compute_commands, compute_pass};
+pub use pass::{compute_commands, compute_pass, compute_pass_cached};
 pub use validate::{ValidationFailure, validate};

@@ -12,6 +12,7 @@ use crate::simulate::Simulator;
 use karpenter_cloudprovider::v1::{ConsolidationPolicy, DisruptionReason};
 use karpenter_scheduling::model::{Millis, NodeState};
 use karpenter_scheduling::plan::NewNodeClaim;
+use karpenter_scheduling::solver::SolveCache;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// How many candidates in a row may fail to fold into a multi-node move before the search
@@ -70,6 +71,17 @@ pub fn compute_commands(input: &DisruptionInput, now: Millis) -> Vec<Command> {
 /// assert_eq!(result.eligible[&Reason::Underutilized], 2);
 /// ```
 pub fn compute_pass(input: &DisruptionInput, now: Millis) -> PassResult {
+    compute_pass_cached(input, now, &mut SolveCache::new())
+}
+
+/// [`compute_pass`], reusing what `cache` kept from earlier passes about nodes and NodePools
+/// that have not changed (see [`SolveCache`]): a caller that computes pass after pass, such as
+/// the reconciler, keeps one. The result is the one [`compute_pass`] gives.
+pub fn compute_pass_cached(
+    input: &DisruptionInput,
+    now: Millis,
+    cache: &mut SolveCache,
+) -> PassResult {
     let mut commands = forceful_commands(input, now);
     let gone: BTreeSet<String> = commands
         .iter()
@@ -84,7 +96,7 @@ pub fn compute_pass(input: &DisruptionInput, now: Millis) -> PassResult {
         input,
         now,
         counts: pool_counts(input, &gone),
-        sim: Simulator::new(input, &gone, now),
+        sim: Simulator::new(input, &gone, now, cache),
         catalog: Catalog::new(&input.cluster),
         holds,
         scorer: Scorer::new(input, &eval.candidates),
@@ -415,7 +427,7 @@ struct Ctx<'a> {
     input: &'a DisruptionInput,
     now: Millis,
     counts: BTreeMap<String, PoolCounts>,
-    sim: Simulator,
+    sim: Simulator<'a>,
     catalog: Catalog<'a>,
     holds: BTreeMap<String, Vec<Hold>>,
     scorer: Scorer<'a>,

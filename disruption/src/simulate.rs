@@ -3,8 +3,11 @@
 //! place.
 //!
 //! One working [`Snapshot`] is built per pass and edited in place for each simulation: the
-//! candidates' pods are *moved* into `pending_pods` and their nodes out of `nodes`, then both
-//! are moved back and re-sorted into the canonical order. No pod is cloned per simulation.
+//! candidates' nodes are moved out of `nodes` (which makes the solver ignore their bound
+//! pods) and copies of the pods that must move are appended to `pending_pods`; afterwards the
+//! copies are dropped and the nodes moved back into the canonical order. Only the moving
+//! pods are cloned, and what the solver derives from nodes and pools (label requirements,
+//! templates) is built once per pass.
 
 use crate::candidate::{Candidate, do_not_disrupt_active, is_reschedulable};
 use crate::command::Hold;
@@ -12,7 +15,7 @@ use crate::input::DisruptionInput;
 use karpenter_scheduling::model::{Millis, Node, NodeState, Pod, PodKey, Snapshot};
 use karpenter_scheduling::plan::{NewNodeClaim, Plan};
 use karpenter_scheduling::resources::Resources;
-use karpenter_scheduling::solver::{SolveOptions, solve};
+use karpenter_scheduling::solver::{OptimizerOptions, SolveCache, SolveOptions, solve_cached};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What a simulation found.
@@ -33,10 +36,21 @@ fn bound_key(p: &Pod) -> (&str, &str, &str) {
     )
 }
 
+/// How a simulation packs the pods that need new nodes.
+#[derive(Debug, Clone, Copy)]
+enum Packing {
+    /// As provisioning does: greedy, then the optimiser (when enabled).
+    Full,
+    /// Greedy alone, unless it needs more than one new node.
+    GreedyFirst,
+}
+
 /// The pass's working snapshot and simulation counter.
-pub(crate) struct Simulator {
+pub(crate) struct Simulator<'c> {
     snap: Snapshot,
     options: SolveOptions,
+    /// `options` with the optimiser off: Karpenter's own scheduling simulation.
+    greedy: SolveOptions,
     /// Pods of nodes already going away: they must schedule too.
     deleting_pods: BTreeSet<PodKey>,
     /// Nodes a moving pod may not land on: not yet initialized.
@@ -46,15 +60,24 @@ pub(crate) struct Simulator {
     total_free: Resources,
     /// (allocatable, cheapest available price) of every instance type of every pool.
     shapes: Vec<(Resources, f64)>,
+    /// What the solver derives from the working snapshot's nodes and pools: built once for
+    /// all the simulations, and kept by the caller for the next pass.
+    cache: &'c mut SolveCache,
     /// Simulations run.
     pub runs: usize,
     limit: usize,
 }
 
-impl Simulator {
+impl<'c> Simulator<'c> {
     /// The working copy of `input.cluster` with the nodes in `gone` (and nodes deleting or
-    /// queued) removed and their reschedulable pods pending.
-    pub fn new(input: &DisruptionInput, gone: &BTreeSet<String>, now: Millis) -> Self {
+    /// queued) removed and their reschedulable pods pending. `cache` forgets the nodes the
+    /// copy does not have.
+    pub fn new(
+        input: &DisruptionInput,
+        gone: &BTreeSet<String>,
+        now: Millis,
+        cache: &'c mut SolveCache,
+    ) -> Self {
         let mut snap = input.cluster.clone();
         let leaving = |n: &Node| {
             n.state == NodeState::Deleting
@@ -91,6 +114,11 @@ impl Simulator {
         moved.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         snap.pending_pods.extend(moved);
         snap.nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        cache.retain_nodes(|name| {
+            snap.nodes
+                .binary_search_by(|n| n.name.as_str().cmp(name))
+                .is_ok()
+        });
         snap.bound_pods
             .sort_by(|a, b| bound_key(a).cmp(&bound_key(b)));
 
@@ -140,11 +168,19 @@ impl Simulator {
         Self {
             snap,
             options: input.options.solve.clone(),
+            greedy: SolveOptions {
+                optimizer: OptimizerOptions {
+                    enabled: false,
+                    ..input.options.solve.optimizer.clone()
+                },
+                ..input.options.solve.clone()
+            },
             deleting_pods,
             uninitialized,
             free,
             total_free,
             shapes,
+            cache,
             runs: 0,
             limit: input.options.max_simulations,
         }
@@ -182,8 +218,24 @@ impl Simulator {
         )
     }
 
-    /// Simulates removing `cands`. `None` when the work budget is spent.
+    /// Simulates removing `cands`, packing new capacity as provisioning would (optimiser
+    /// included), for moves whose replacements are launched as planned (drift). `None` when
+    /// the work budget is spent.
     pub fn simulate(&mut self, cands: &[&Candidate]) -> Option<Outcome> {
+        self.run(cands, Packing::Full)
+    }
+
+    /// Simulates consolidating `cands`: Karpenter's greedy scheduling simulation first, and
+    /// the optimiser only when the greedy needs more than one new node. Consolidation takes
+    /// no move with more than one replacement, so only then can re-packing turn a refusal
+    /// into a move; the pods the greedy cannot place, those it places on existing nodes, and
+    /// a single replacement (ranked cheapest first) are what Karpenter's simulation decides
+    /// on. `None` when the work budget is spent.
+    pub fn simulate_consolidation(&mut self, cands: &[&Candidate]) -> Option<Outcome> {
+        self.run(cands, Packing::GreedyFirst)
+    }
+
+    fn run(&mut self, cands: &[&Candidate], packing: Packing) -> Option<Outcome> {
         if !self.has_budget() {
             return None;
         }
@@ -196,39 +248,47 @@ impl Simulator {
             .into_iter()
             .partition(|n| names.contains(n.name.as_str()));
         self.snap.nodes = kept_nodes;
-        let bound = std::mem::take(&mut self.snap.bound_pods);
-        let (removed, kept): (Vec<Pod>, Vec<Pod>) = bound
-            .into_iter()
-            .partition(|p| p.node_name.as_deref().is_some_and(|n| names.contains(n)));
-        self.snap.bound_pods = kept;
+        // The candidates' bound pods stay where they are: with their nodes gone the solver
+        // ignores them (see `Snapshot::bound_pods`). Those that must move are pending copies.
         let base = self.snap.pending_pods.len();
-        let mut parked = Vec::new();
-        let mut origins = Vec::new();
-        for mut p in removed {
-            let key = p.key();
-            if must.contains(&key) {
-                origins.push(p.node_name.take());
-                self.snap.pending_pods.push(p);
-            } else {
-                parked.push(p);
+        for p in &self.snap.bound_pods {
+            if p.node_name.as_deref().is_some_and(|n| names.contains(n)) && must.contains(&p.key())
+            {
+                let mut moving = p.clone();
+                moving.node_name = None;
+                self.snap.pending_pods.push(moving);
             }
         }
 
-        let plan = solve(&self.snap, &self.options);
+        let outcome = match packing {
+            Packing::Full => self.solve(&must, true),
+            Packing::GreedyFirst => {
+                let greedy = self.solve(&must, false);
+                if greedy.failure.is_none()
+                    && greedy.claims.len() > 1
+                    && self.options.optimizer.enabled
+                {
+                    self.solve(&must, true)
+                } else {
+                    greedy
+                }
+            }
+        };
 
-        let back: Vec<Pod> = self.snap.pending_pods.drain(base..).collect();
-        for (mut p, origin) in back.into_iter().zip(origins) {
-            p.node_name = origin;
-            self.snap.bound_pods.push(p);
-        }
-        self.snap.bound_pods.extend(parked);
-        self.snap
-            .bound_pods
-            .sort_by(|a, b| bound_key(a).cmp(&bound_key(b)));
+        self.snap.pending_pods.truncate(base);
         self.snap.nodes.extend(removed_nodes);
         self.snap.nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        Some(outcome)
+    }
 
-        Some(self.judge(plan, &must))
+    fn solve(&mut self, must: &BTreeSet<&PodKey>, optimise: bool) -> Outcome {
+        let options = if optimise {
+            &self.options
+        } else {
+            &self.greedy
+        };
+        let plan = solve_cached(&self.snap, options, self.cache);
+        self.judge(plan, must)
     }
 
     fn judge(&self, plan: Plan, must: &BTreeSet<&PodKey>) -> Outcome {
@@ -314,7 +374,8 @@ mod tests {
         }
         let gone = BTreeSet::new();
         let eval = evaluate(&input, 0, &gone);
-        let mut sim = Simulator::new(&input, &gone, 0);
+        let mut cache = SolveCache::new();
+        let mut sim = Simulator::new(&input, &gone, 0, &mut cache);
         let before = sim.snap.clone();
         let a: Vec<&Candidate> = eval.candidates.iter().filter(|c| c.node == "a").collect();
         let out = sim.simulate(&a).expect("budget");

@@ -10,6 +10,7 @@ use crate::pass::{forceful_nodes, mapping, pool_counts};
 use crate::simulate::Simulator;
 use karpenter_cloudprovider::v1::ConsolidationPolicy;
 use karpenter_scheduling::model::{Millis, NodeState};
+use karpenter_scheduling::solver::SolveCache;
 use std::collections::BTreeSet;
 
 /// Why a command must not be carried out.
@@ -170,10 +171,16 @@ pub fn validate(
     if cmd.reason == Reason::Empty {
         return Ok(());
     }
-    let mut sim = Simulator::new(fresh, &gone, now);
-    let outcome = sim
-        .simulate(&current)
-        .ok_or(ValidationFailure::NoSimulationBudget)?;
+    let mut cache = SolveCache::new();
+    let mut sim = Simulator::new(fresh, &gone, now, &mut cache);
+    // The same simulation that computed the command: drift launches its replacements as
+    // planned, consolidation decides on Karpenter's greedy scheduling.
+    let outcome = if cmd.reason == Reason::Drifted {
+        sim.simulate(&current)
+    } else {
+        sim.simulate_consolidation(&current)
+    }
+    .ok_or(ValidationFailure::NoSimulationBudget)?;
     if let Some(f) = outcome.failure {
         return Err(ValidationFailure::Scheduling {
             detail: f.to_string(),

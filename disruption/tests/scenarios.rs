@@ -4,9 +4,10 @@ use karpenter_cloudprovider::duration::Duration;
 use karpenter_cloudprovider::v1::{Budget, ConsolidationPolicy, DisruptionReason};
 use karpenter_disruption::{
     Decision, Hold, InterruptionKind, PassResult, Reason, ValidationFailure, compute_commands,
-    compute_pass, validate,
+    compute_pass, compute_pass_cached, validate,
 };
 use karpenter_scheduling::labels::{DO_NOT_DISRUPT, HOSTNAME, INSTANCE_TYPE, ZONE};
+use karpenter_scheduling::solver::SolveCache;
 use karpenter_testing::disruption::*;
 use karpenter_testing::spot_catalogue;
 
@@ -265,6 +266,34 @@ fn single_node_delete_when_pods_fit_elsewhere() {
     assert_eq!(cmd.node_names(), ["light"]);
     assert!((cmd.savings - 0.4).abs() < 1e-9);
     assert_eq!(holds(&r, "full"), [Hold::NotCheaper]);
+}
+
+#[test]
+fn a_cache_kept_between_passes_sees_relabelled_nodes() {
+    let mut w = Cluster::new();
+    w.node("light", "large");
+    w.pod("light", "tiny", 500)
+        .node_selector
+        .insert("team".into(), "blue".into());
+    let spare = w.node("spare", "large");
+    spare.labels.insert("team".into(), "blue".into());
+    spare
+        .annotations
+        .insert(DO_NOT_DISRUPT.into(), "true".into());
+    let mut cache = SolveCache::new();
+    let r = compute_pass_cached(&w.input, w.now, &mut cache);
+    assert_eq!(r, compute_pass(&w.input, w.now));
+    assert_eq!(only_command(&r).node_names(), ["light"]);
+
+    // The spare node changes team: the pod has nowhere to go, whatever the cache remembers.
+    let spare = w.input.cluster.nodes.iter_mut().find(|n| n.name == "spare");
+    spare
+        .expect("spare")
+        .labels
+        .insert("team".into(), "green".into());
+    let r = compute_pass_cached(&w.input, w.now, &mut cache);
+    assert_eq!(r, compute_pass(&w.input, w.now));
+    assert!(r.commands.is_empty(), "{:#?}", r.commands);
 }
 
 #[test]

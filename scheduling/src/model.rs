@@ -501,7 +501,8 @@ pub struct Snapshot {
     /// Pods waiting for a node.
     #[serde(default)]
     pub pending_pods: Vec<Pod>,
-    /// Pods bound to nodes (including DaemonSet pods), `node_name` set.
+    /// Pods bound to nodes (including DaemonSet pods), `node_name` set. A pod whose node is
+    /// not among `nodes` is ignored, as if its node had gone with it.
     #[serde(default)]
     pub bound_pods: Vec<Pod>,
     /// Existing nodes and in-flight NodeClaims.

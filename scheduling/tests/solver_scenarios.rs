@@ -5,10 +5,10 @@ use karpenter_scheduling::model::{
     HostPort, NodeState, PreferredSchedulingTerm, WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
 use karpenter_scheduling::quantity::{Quantity, QuantityFormat};
-use karpenter_scheduling::requirements::Operator;
+use karpenter_scheduling::requirements::{Operator, Requirement};
 use karpenter_scheduling::solver::{MinValuesPolicy, PreferencePolicy};
 use karpenter_scheduling::taints::TaintEffect;
-use karpenter_scheduling::{SolveOptions, solve};
+use karpenter_scheduling::{Snapshot, SolveOptions, solve};
 use karpenter_testing::*;
 
 #[test]
@@ -399,8 +399,9 @@ fn zone_anti_affinity_with_pinned_zones() {
     );
 }
 
-#[test]
-fn running_pods_anti_affinity_repels_incoming_pods() {
+/// A pending `web` pod, a zone-a node `na`, and a running pod bound to `guard_node` whose
+/// anti-affinity keeps `web` out of its zone.
+fn web_and_guard(guard_node: &str) -> Snapshot {
     let mut s = snapshot(
         vec![labeled(pod("web", 1000, GI), &[("app", "web")])],
         vec![pool("default")],
@@ -408,14 +409,31 @@ fn running_pods_anti_affinity_repels_incoming_pods() {
     s.nodes = vec![node("na", "zone-a", 8, 16)];
     let mut guard = pod("guard", 100, MI);
     guard.affinity.pod_anti_affinity.required = vec![term(ZONE, &[("app", "web")])];
-    s.bound_pods = vec![bound(guard, "na")];
-    let plan = solve_default(&s);
+    s.bound_pods = vec![bound(guard, guard_node)];
+    s
+}
+
+#[test]
+fn running_pods_anti_affinity_repels_incoming_pods() {
+    let plan = solve_default(&web_and_guard("na"));
     assert!(
         plan.existing.is_empty(),
         "the running pod's anti-affinity keeps web off zone-a"
     );
     let zone = plan.new_node_claims[0].requirements.get(ZONE).unwrap();
     assert!(!zone.has("zone-a"));
+}
+
+#[test]
+fn pods_bound_to_a_node_the_snapshot_lacks_are_ignored() {
+    // A disruption simulation takes candidate nodes out and leaves their pods bound: the
+    // guard's anti-affinity goes with its node.
+    let mut s = web_and_guard("gone");
+    let plan = solve_default(&s);
+    assert_eq!(plan.existing.len(), 1, "web lands on zone-a: {plan:?}");
+    assert!(plan.new_node_claims.is_empty());
+    s.bound_pods.clear();
+    assert_eq!(plan, solve_default(&s));
 }
 
 #[test]
@@ -675,4 +693,52 @@ fn solving_twice_gives_the_same_plan() {
     }
     let s = snapshot(pods, vec![pool("default"), pool("other")]);
     assert_eq!(solve_default(&s), solve_default(&s));
+}
+
+#[test]
+fn a_solve_cache_never_answers_with_what_a_node_or_pool_no_longer_has() {
+    use karpenter_scheduling::solver::{SolveCache, solve_cached};
+    let mut p = pod("p", 1000, GI);
+    p.node_selector.insert(ZONE.into(), "zone-a".into());
+    let mut s = snapshot(vec![p], vec![pool("default")]);
+    s.nodes.push(node("n1", "zone-a", 4, 16));
+    let mut cache = SolveCache::new();
+    let plan = solve_cached(&s, &SolveOptions::default(), &mut cache);
+    assert_eq!(plan, solve_default(&s));
+    assert_eq!(plan.existing.len(), 1, "the pod fits the zone-a node");
+    assert!(plan.new_node_claims.is_empty());
+    // The same node and pool again: found, not rebuilt.
+    let built = cache.builds();
+    solve_cached(&s, &SolveOptions::default(), &mut cache);
+    assert_eq!(cache.builds(), built);
+
+    // Relabelled into another zone: a stale entry would still place the pod there.
+    s.nodes[0].labels.insert(ZONE.into(), "zone-b".into());
+    let plan = solve_cached(&s, &SolveOptions::default(), &mut cache);
+    assert_eq!(cache.builds(), built + 1);
+    assert_eq!(plan, solve_default(&s));
+    assert!(plan.existing.is_empty());
+    assert_eq!(plan.new_node_claims.len(), 1);
+    assert_eq!(pinned(&plan, 0, ZONE).as_deref(), Some("zone-a"));
+
+    // The pool no longer offers zone-a: a stale template would still launch there.
+    s.node_pools[0]
+        .requirements
+        .add(Requirement::new(ZONE, Operator::In, ["zone-b"]).unwrap());
+    let plan = solve_cached(&s, &SolveOptions::default(), &mut cache);
+    assert_eq!(plan, solve_default(&s));
+    assert!(plan.new_node_claims.is_empty());
+    assert_eq!(plan.unschedulable.len(), 1);
+
+    // Nor do its instance types, rebuilt with zone-a unavailable and the pool open again.
+    s.node_pools[0].requirements = Default::default();
+    for it in &mut s.node_pools[0].instance_types {
+        for o in &mut std::sync::Arc::make_mut(it).offerings {
+            o.available &= o.zone != "zone-a";
+        }
+    }
+    let plan = solve_cached(&s, &SolveOptions::default(), &mut cache);
+    assert_eq!(plan, solve_default(&s));
+    assert!(plan.new_node_claims.is_empty());
+    assert_eq!(plan.unschedulable.len(), 1);
 }

@@ -11,6 +11,7 @@ use crate::Files;
 use crate::kubelet;
 use crate::metrics::Metrics;
 use crate::scenario::{self, Action as Event, Scenario, Settings};
+use crate::workloads::{Kind, Workload, WorkloadKey, Workloads};
 use k8s_openapi::api::{
     apps::v1 as apps, batch::v1 as batch, core::v1 as core, policy::v1 as policy,
 };
@@ -94,50 +95,6 @@ pub struct RunOptions {
     pub optimizer: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Kind {
-    Deployment,
-    ReplicaSet,
-    StatefulSet,
-    Job,
-}
-
-impl Kind {
-    fn parse(kind: &str) -> Option<Self> {
-        match kind {
-            "Deployment" => Some(Self::Deployment),
-            "ReplicaSet" => Some(Self::ReplicaSet),
-            "StatefulSet" => Some(Self::StatefulSet),
-            "Job" => Some(Self::Job),
-            _ => None,
-        }
-    }
-
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Deployment => "Deployment",
-            Self::ReplicaSet => "ReplicaSet",
-            Self::StatefulSet => "StatefulSet",
-            Self::Job => "Job",
-        }
-    }
-}
-
-type WorkloadKey = (Kind, String, String);
-
-/// A workload controller's state.
-#[derive(Debug, Clone)]
-struct Workload {
-    replicas: i32,
-    proto: Pod,
-    ordinal_start: i32,
-    completions: i32,
-    succeeded: i32,
-    run_time: Millis,
-    counter: u64,
-    complete: bool,
-}
-
 /// The engine.
 pub struct Engine<'a> {
     scenario: &'a Scenario,
@@ -147,7 +104,10 @@ pub struct Engine<'a> {
     state: ClusterState,
     now: Millis,
     next_event: usize,
-    workloads: BTreeMap<WorkloadKey, Workload>,
+    workloads: Workloads,
+    /// The index's generation and the workloads' version when the workload controllers last
+    /// ran: with both unchanged, running them again would change nothing.
+    workloads_synced: Option<(u64, u64)>,
     /// The controller logic, exactly as `karpenter controller` runs it.
     reconciler: Reconciler,
     /// When the reconciler asked to run again.
@@ -230,7 +190,8 @@ impl<'a> Engine<'a> {
             state: ClusterState::new(),
             now: 0,
             next_event: 0,
-            workloads: BTreeMap::new(),
+            workloads: Workloads::default(),
+            workloads_synced: None,
             pod_counter: 0,
             scheduled_generation: None,
             interruptions: BTreeMap::new(),
@@ -1006,6 +967,16 @@ impl<'a> Engine<'a> {
     /// The workload controllers: create missing pods, delete surplus ones (pending first,
     /// then the newest).
     fn reconcile_workloads(&mut self) {
+        // Each run leaves every workload with its desired pods, so a run over unchanged pods
+        // and workloads (most steps: a pod becoming Ready changes neither) has nothing to do.
+        if self.workloads_synced == Some((self.state.generation(), self.workloads.version())) {
+            return;
+        }
+        self.sync_workloads();
+        self.workloads_synced = Some((self.state.generation(), self.workloads.version()));
+    }
+
+    fn sync_workloads(&mut self) {
         let mut owned: BTreeMap<WorkloadKey, Vec<&PodRecord>> = BTreeMap::new();
         for p in self.state.pods().values() {
             if let Some(o) = &p.pod.owner

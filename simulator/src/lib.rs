@@ -17,6 +17,7 @@ pub mod kubelet;
 pub mod metrics;
 pub mod scenario;
 pub mod table;
+mod workloads;
 
 pub use engine::{Engine, LogLine, RunOptions, SimulationError};
 pub use metrics::Report;

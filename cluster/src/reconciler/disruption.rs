@@ -2,7 +2,9 @@
 
 use super::{Event, ProviderFacts, Reconciler, Tick};
 use crate::{Action, ClusterState, termination};
-use karpenter_disruption::{DisruptionInput, DisruptionOptions, Hold, candidate, compute_pass};
+use karpenter_disruption::{
+    DisruptionInput, DisruptionOptions, Hold, candidate, compute_pass_cached,
+};
 use karpenter_scheduling::model::Millis;
 use std::collections::BTreeSet;
 
@@ -67,7 +69,7 @@ impl Reconciler {
             now,
         );
         let started = (facts.seconds)();
-        let result = compute_pass(&input, now);
+        let result = compute_pass_cached(&input, now, &mut self.solve_cache);
         let seconds = (facts.seconds)() - started;
         self.pass_memo = Some((
             inputs.0,

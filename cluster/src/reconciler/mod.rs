@@ -40,6 +40,7 @@ use crate::orchestration::Orchestrator;
 use karpenter_disruption::DisruptionOptions;
 use karpenter_scheduling::SolveOptions;
 use karpenter_scheduling::model::{Millis, PodKey};
+use karpenter_scheduling::solver::SolveCache;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Upstream's disruption poll period.
@@ -143,6 +144,9 @@ pub struct Reconciler {
     repair_memo: Option<(u64, Millis)>,
     /// Nodes whose repair is blocked, and when that was last reported.
     repair_blocked: BTreeMap<String, Millis>,
+    /// What disruption passes' scheduling simulations derive from unchanged nodes and
+    /// NodePools, kept from one pass to the next (it never changes a result).
+    solve_cache: SolveCache,
 }
 
 impl Reconciler {
@@ -163,6 +167,7 @@ impl Reconciler {
             orphan_taints: BTreeSet::new(),
             repair_memo: None,
             repair_blocked: BTreeMap::new(),
+            solve_cache: SolveCache::new(),
         }
     }
 

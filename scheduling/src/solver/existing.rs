@@ -4,22 +4,27 @@
 
 use crate::labels::HOSTNAME;
 use crate::model::{Node, NodeState, Pod};
-use crate::requirements::{Operator, Requirement, Requirements};
+use crate::requirements::Requirements;
 use crate::resources::Resources;
 use crate::solver::arith;
+use crate::solver::cache::NodeRequirements;
 use crate::solver::daemons::Daemon;
-use crate::solver::hostports::{self, HostPortUsage};
+use crate::solver::hostports::HostPortUsage;
+use crate::solver::nodeclaim::{compatible_ok, merge};
 use crate::solver::pods::PodData;
 use crate::solver::topology::Topology;
 use crate::taints::first_untolerated;
+use std::borrow::Cow;
+use std::sync::Arc;
 
 /// A node pods can still be placed on.
 #[derive(Debug, Clone)]
 pub(crate) struct ExistingNode<'a> {
     /// The node.
     pub node: &'a Node,
-    /// Label requirements plus hostname, narrowed by placed pods.
-    pub reqs: Requirements,
+    /// Label requirements plus hostname, narrowed by placed pods. Shared with the
+    /// [`crate::solver::SolveCache`] until a pod lands here.
+    pub reqs: Arc<Requirements>,
     /// Allocatable minus bound pods minus DaemonSet pods not yet running.
     pub remaining: Resources,
     /// Bound host ports.
@@ -36,9 +41,13 @@ pub(crate) fn hostname(node: &Node) -> &str {
 }
 
 impl<'a> ExistingNode<'a> {
-    /// Builds the node's state from its bound pods.
-    pub(crate) fn new(node: &'a Node, bound: &[&Pod], daemons: &[Daemon<'_>]) -> Self {
-        let mut reqs = Requirements::from_labels(node.labels.iter());
+    /// Builds the node's state from its labels' requirements and its bound pods.
+    pub(crate) fn new(
+        node: &'a Node,
+        labels: &NodeRequirements,
+        bound: &[&Pod],
+        daemons: &[Daemon<'_>],
+    ) -> Self {
         let mut remaining = node.allocatable.clone();
         let mut ports = HostPortUsage::default();
         let mut running_daemons = Resources::default();
@@ -52,18 +61,18 @@ impl<'a> ExistingNode<'a> {
             ports.add(&pod.host_ports);
         }
         let mut daemon_need = Resources::default();
-        for d in daemons.iter().filter(|d| d.runs_on_node(node, &reqs)) {
+        for d in daemons
+            .iter()
+            .filter(|d| d.runs_on_node(node, &labels.labels))
+        {
             arith::add_into(&mut daemon_need, &d.requests);
         }
         arith::sub_from(&mut daemon_need, &running_daemons);
         arith::clamp_non_negative(&mut daemon_need);
         arith::sub_from(&mut remaining, &daemon_need);
-        if let Ok(r) = Requirement::new(HOSTNAME, Operator::In, [hostname(node)]) {
-            reqs.add(r);
-        }
         ExistingNode {
             node,
-            reqs,
+            reqs: Arc::clone(&labels.with_hostname),
             remaining,
             ports,
             pods: Vec::new(),
@@ -75,68 +84,65 @@ impl<'a> ExistingNode<'a> {
         self.node.state == NodeState::Ready
     }
 
-    /// `ExistingNode.CanAdd`: the node's narrowed requirements if pod `p` can go here.
+    /// `ExistingNode.CanAdd`: whether pod `p` can go here and, if so, the node's narrowed
+    /// requirements (`None` inside when the pod narrows nothing, the common case). The
+    /// solver tries every node for every pod and only wants the first that fits, so a
+    /// refusal carries no reason (building one per node and pod was a tenth of a solve) and
+    /// the node's requirements are copied only when a key really changes.
     pub(crate) fn can_add(
         &self,
         p: usize,
         pod: &Pod,
         data: &PodData,
         topology: &Topology,
-    ) -> Result<Requirements, String> {
-        if let Some(t) = first_untolerated(&self.node.taints, &pod.tolerations, !data.tolerate_pns)
+    ) -> Option<Option<Requirements>> {
+        if first_untolerated(&self.node.taints, &pod.tolerations, !data.tolerate_pns).is_some()
+            || self.ports.conflict(&pod.host_ports).is_some()
+            || !arith::fits(&data.requests, &self.remaining)
+            || !compatible_ok(&self.reqs, &data.requirements, false)
         {
-            return Err(format!(
-                "node {} has untolerated taint {}",
-                self.node.name,
-                crate::solver::reasons::taint(t)
-            ));
+            return None;
         }
-        if let Some((new, _)) = self.ports.conflict(&pod.host_ports) {
-            return Err(format!(
-                "host port {} is already bound on node {}",
-                hostports::describe(new),
-                self.node.name
-            ));
-        }
-        if !arith::fits(&data.requests, &self.remaining) {
-            return Err(format!(
-                "node {} does not have enough resources left",
-                self.node.name
-            ));
-        }
-        self.reqs
-            .compatible(&data.requirements, false)
-            .map_err(|e| e.message)?;
-        let mut reqs = self.reqs.clone();
-        reqs.add_all(&data.requirements);
+        let mut reqs: Cow<'_, Requirements> = Cow::Borrowed(&self.reqs);
+        // What changed is of no use here; `merge` records it anyway.
+        let mut delta = Requirements::new();
+        merge(&mut reqs, &data.requirements, &mut delta);
         if !data.volume.is_empty() {
-            reqs.compatible(&data.volume, false)
-                .map_err(|e| format!("incompatible volume requirements, {}", e.message))?;
-            reqs.add_all(&data.volume);
+            if !compatible_ok(&reqs, &data.volume, false) {
+                return None;
+            }
+            merge(&mut reqs, &data.volume, &mut delta);
         }
-        // The caller discards the reason, so topology does not build one.
-        let topo =
-            topology.requirements(p, pod, &self.node.taints, &data.strict, &reqs, false, false)?;
+        let topo = topology
+            .requirements(p, pod, &self.node.taints, &data.strict, &reqs, false, false)
+            .ok()?;
         if !topo.is_empty() {
-            reqs.compatible(&topo, false).map_err(|e| e.message)?;
-            reqs.add_all(&topo);
+            if !compatible_ok(&reqs, &topo, false) {
+                return None;
+            }
+            merge(&mut reqs, &topo, &mut delta);
         }
-        Ok(reqs)
+        Some(match reqs {
+            Cow::Owned(r) => Some(r),
+            Cow::Borrowed(_) => None,
+        })
     }
 
-    /// `ExistingNode.Add`.
+    /// `ExistingNode.Add`, with what [`ExistingNode::can_add`] said.
     pub(crate) fn add(
         &mut self,
         p: usize,
         pod: &Pod,
         data: &PodData,
-        reqs: Requirements,
+        narrowed: Option<Requirements>,
         topology: &mut Topology,
     ) {
         self.pods.push(p);
         arith::sub_from(&mut self.remaining, &data.requests);
-        topology.record(p, pod, &self.node.taints, &reqs, false);
-        self.reqs = reqs;
+        if let Some(reqs) = narrowed {
+            self.reqs = Arc::new(reqs);
+        }
+        topology.record(p, pod, &self.node.taints, &self.reqs, false);
         self.ports.add(&pod.host_ports);
     }
 }

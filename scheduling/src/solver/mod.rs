@@ -14,6 +14,7 @@
 //! compatibility answers.
 
 mod arith;
+mod cache;
 mod daemons;
 mod existing;
 mod hostports;
@@ -47,6 +48,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use topology::{Cluster, ClusterNode, DomainGroups, Topology};
 
+pub use cache::SolveCache;
 pub use optimize::OptimizerOptions;
 
 /// What to do with preferences (preferred affinities, ScheduleAnyway spreads,
@@ -166,7 +168,15 @@ pub fn solve_with_deadline(
     options: &SolveOptions,
     deadline: Option<&dyn Fn() -> bool>,
 ) -> Plan {
-    Scheduler::new(snapshot, options).run(deadline)
+    Scheduler::new(snapshot, options, &mut SolveCache::new()).run(deadline)
+}
+
+/// [`solve`], reusing what `cache` derived from nodes and NodePools that have not changed
+/// since it saw them (and remembering the others). For callers that solve many snapshots
+/// over the same nodes and pools, such as a disruption pass's simulations; the plan is the
+/// one [`solve`] gives.
+pub fn solve_cached(snapshot: &Snapshot, options: &SolveOptions, cache: &mut SolveCache) -> Plan {
+    Scheduler::new(snapshot, options, cache).run(None)
 }
 
 struct Scheduler<'a> {
@@ -211,10 +221,15 @@ fn zone_mask(
 
 /// Every topology key a group of this solve can be keyed on: groups come only from the
 /// spread constraints and pod (anti-)affinity terms of pending pods, and the required
-/// anti-affinity of bound pods.
-fn topology_keys(snapshot: &Snapshot) -> BTreeSet<&str> {
+/// anti-affinity of pods bound to the snapshot's nodes.
+fn topology_keys<'s>(snapshot: &'s Snapshot, nodes: &HashMap<&str, usize>) -> BTreeSet<&'s str> {
     let mut keys = BTreeSet::new();
-    for pod in snapshot.pending_pods.iter().chain(&snapshot.bound_pods) {
+    let bound = snapshot.bound_pods.iter().filter(|p| {
+        p.node_name
+            .as_deref()
+            .is_some_and(|n| nodes.contains_key(n))
+    });
+    for pod in snapshot.pending_pods.iter().chain(bound) {
         let spreads = pod.topology_spread_constraints.iter();
         keys.extend(spreads.map(|t| t.topology_key.as_str()));
         for terms in [&pod.affinity.pod_affinity, &pod.affinity.pod_anti_affinity] {
@@ -228,9 +243,9 @@ fn topology_keys(snapshot: &Snapshot) -> BTreeSet<&str> {
 /// The domains each pool can create, for the topology keys some group can use: only those
 /// keys are ever asked for, and instance types carry many others (one instance-type name
 /// each, for a start).
-fn domain_groups(snapshot: &Snapshot) -> DomainGroups {
+fn domain_groups(snapshot: &Snapshot, nodes: &HashMap<&str, usize>) -> DomainGroups {
     let mut groups = DomainGroups::default();
-    let keys = topology_keys(snapshot);
+    let keys = topology_keys(snapshot, nodes);
     if keys.is_empty() {
         return groups;
     }
@@ -280,7 +295,7 @@ fn domain_groups(snapshot: &Snapshot) -> DomainGroups {
 }
 
 impl<'a> Scheduler<'a> {
-    fn new(snapshot: &'a Snapshot, options: &'a SolveOptions) -> Self {
+    fn new(snapshot: &'a Snapshot, options: &'a SolveOptions, cache: &'a mut SolveCache) -> Self {
         let policy = options.preference_policy;
         let pods = snapshot.pending_pods.as_slice();
 
@@ -305,13 +320,16 @@ impl<'a> Scheduler<'a> {
                 bound.push((pod, n));
             }
         }
+        let node_reqs: Vec<_> = snapshot.nodes.iter().map(|n| cache.node(n)).collect();
+        let entries = cache.pools(&snapshot.node_pools);
         let cluster = Cluster {
             nodes: snapshot
                 .nodes
                 .iter()
-                .map(|node| ClusterNode {
+                .zip(&node_reqs)
+                .map(|(node, reqs)| ClusterNode {
                     node,
-                    reqs: Requirements::from_labels(node.labels.iter()),
+                    reqs: Arc::clone(&reqs.labels),
                     deleting: node.state == NodeState::Deleting,
                 })
                 .collect(),
@@ -323,13 +341,22 @@ impl<'a> Scheduler<'a> {
         daemon_sets.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         let daemons: Vec<Daemon<'_>> = daemon_sets.into_iter().map(Daemon::new).collect();
 
-        let mut pools: Vec<_> = snapshot.node_pools.iter().collect();
-        pools.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
+        let mut pools: Vec<_> = snapshot.node_pools.iter().enumerate().collect();
+        pools.sort_by(|(_, a), (_, b)| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
         let mut templates = Vec::new();
         let mut skipped = Vec::new();
         let mut remaining = Vec::new();
-        for pool in pools {
-            match Template::new(pool, &daemons, options.min_values_policy) {
+        for (i, pool) in pools {
+            let entry = &entries[i];
+            let template = Template::new(
+                pool,
+                entry.reqs.clone(),
+                &entry.compatible,
+                &entry.memo,
+                &daemons,
+                options.min_values_policy,
+            );
+            match template {
                 Ok(t) => {
                     templates.push(t);
                     remaining.push(Remaining::new(pool));
@@ -343,7 +370,7 @@ impl<'a> Scheduler<'a> {
                 .any(|t| t.effect == TaintEffect::PreferNoSchedule)
         });
 
-        let mut topology = Topology::new(policy, domain_groups(snapshot), pods.len());
+        let mut topology = Topology::new(policy, domain_groups(snapshot, &node_index), pods.len());
         topology.add_running_anti_affinities(&cluster);
         let mut base = Vec::with_capacity(pods.len());
         for (p, pod) in pods.iter().enumerate() {
@@ -359,7 +386,7 @@ impl<'a> Scheduler<'a> {
             .iter()
             .enumerate()
             .filter(|(_, n)| n.state != NodeState::Deleting)
-            .map(|(i, n)| ExistingNode::new(n, &bound_by_node[i], &daemons))
+            .map(|(i, n)| ExistingNode::new(n, &node_reqs[i], &bound_by_node[i], &daemons))
             .collect();
         existing.sort_by(|a, b| {
             b.ready()
@@ -451,7 +478,7 @@ impl<'a> Scheduler<'a> {
     fn add(&mut self, p: usize, data: &PodData) -> Result<(), String> {
         let pod = &self.pods[p];
         for n in &mut self.existing {
-            if let Ok(reqs) = n.can_add(p, pod, data, &self.topology) {
+            if let Some(reqs) = n.can_add(p, pod, data, &self.topology) {
                 n.add(p, pod, data, reqs, &mut self.topology);
                 return Ok(());
             }

@@ -16,7 +16,6 @@ use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
-use std::rc::Rc;
 use std::sync::Arc;
 
 /// Whether an offering is available and allowed by `reqs` (zone and capacity type).
@@ -76,10 +75,27 @@ pub(crate) struct Template<'a> {
     /// Element-wise largest capacity of `its` (never below zero): when the pool's limits
     /// leave room for it, they leave room for every instance type.
     pub max_capacity: Resources,
+    /// Memo tables over `its`, kept by the [`crate::solver::SolveCache`] so later solves over
+    /// the same pool and instance types start warm.
+    memo: &'a TemplateMemo,
+}
+
+/// An instance type's name and, per offering, its zone and capacity type, shared.
+#[derive(Debug, Clone)]
+struct OptionNames {
+    name: Arc<str>,
+    offerings: Vec<(Arc<str>, Arc<str>)>,
+}
+
+/// What a template computes on demand over its instance types. It depends only on which
+/// instance types the template has (see [`compatible_types`]), so it is shared by every solve
+/// whose pool has the same requirements, labels and instance types.
+#[derive(Debug, Default)]
+pub(crate) struct TemplateMemo {
     /// Per requirement seen in a claim's narrowing, which instance types' requirements
     /// intersect it: the same few narrowings (a zone, a capacity type) recur for claim after
     /// claim, and checking every instance type's labels each time dominated the greedy pass.
-    compat: RefCell<HashMap<Requirement, Rc<[bool]>>>,
+    compat: RefCell<HashMap<Requirement, Arc<[bool]>>>,
     /// Per (zone, capacity-type) requirement pair seen, each instance type's cheapest
     /// compatible available offering as [`cheapest`] picks it. Offerings depend on those two
     /// keys only, and claims repeat a handful of pairs, so the price and offering checks of
@@ -92,15 +108,8 @@ pub(crate) struct Template<'a> {
     names: OnceCell<Vec<OptionNames>>,
 }
 
-/// An instance type's name and, per offering, its zone and capacity type, shared.
-#[derive(Debug, Clone)]
-struct OptionNames {
-    name: Arc<str>,
-    offerings: Vec<(Arc<str>, Arc<str>)>,
-}
-
 /// The zone and capacity-type requirements an offering table was built for, and the table.
-type OfferEntry = (Option<Requirement>, Option<Requirement>, Rc<[Option<u32>]>);
+type OfferEntry = (Option<Requirement>, Option<Requirement>, Arc<[Option<u32>]>);
 
 /// [`Template::offers`]'s tables, bucketed by a hash of the requirement pair (equal pairs are
 /// compared in the bucket, so a lookup clones nothing).
@@ -121,32 +130,49 @@ fn single(key: &str, value: &str) -> Option<Requirement> {
     Requirement::new(key, Operator::In, [value]).ok()
 }
 
+/// The requirements every claim of `pool` starts from: the pool's requirements and labels,
+/// its name, registered and initialized.
+pub(crate) fn template_requirements(pool: &NodePool) -> Requirements {
+    let mut reqs = pool.requirements.clone();
+    reqs.add_all(&Requirements::from_labels(pool.labels.iter()));
+    for (k, v) in [
+        (NODEPOOL, pool.name.as_str()),
+        (NODE_REGISTERED, "true"),
+        (NODE_INITIALIZED, "true"),
+    ] {
+        if let Some(r) = single(k, v) {
+            reqs.add(r);
+        }
+    }
+    reqs
+}
+
+/// The indices of `pool`'s instance types compatible with `reqs` (its
+/// [`template_requirements`]) that have an available compatible offering.
+pub(crate) fn compatible_types(pool: &NodePool, reqs: &Requirements) -> Vec<u32> {
+    (0..pool.instance_types.len() as u32)
+        .filter(|&i| {
+            let it = &pool.instance_types[i as usize];
+            intersects_ok(&it.requirements, reqs)
+                && it.offerings.iter().any(|o| offering_ok(o, reqs))
+        })
+        .collect()
+}
+
 impl<'a> Template<'a> {
-    /// Builds the template, or says why the pool cannot launch anything.
+    /// Builds the template from what [`template_requirements`] and [`compatible_types`] give
+    /// for `pool`, or says why the pool cannot launch anything.
     pub(crate) fn new(
         pool: &'a NodePool,
+        reqs: Requirements,
+        compatible: &[u32],
+        memo: &'a TemplateMemo,
         daemons: &[Daemon<'_>],
         policy: MinValuesPolicy,
     ) -> Result<Self, String> {
-        let mut reqs = pool.requirements.clone();
-        reqs.add_all(&Requirements::from_labels(pool.labels.iter()));
-        for (k, v) in [
-            (NODEPOOL, pool.name.as_str()),
-            (NODE_REGISTERED, "true"),
-            (NODE_INITIALIZED, "true"),
-        ] {
-            if let Some(r) = single(k, v) {
-                reqs.add(r);
-            }
-        }
-        let its: Vec<&InstanceType> = pool
-            .instance_types
+        let its: Vec<&InstanceType> = compatible
             .iter()
-            .map(|it| &**it)
-            .filter(|it| {
-                it.requirements.intersects(&reqs).is_ok()
-                    && it.offerings.iter().any(|o| offering_ok(o, &reqs))
-            })
+            .map(|&i| &*pool.instance_types[i as usize])
             .collect();
         if its.is_empty() {
             return Err("its requirements filter out every instance type".to_string());
@@ -172,15 +198,13 @@ impl<'a> Template<'a> {
             group_of,
             min_overhead,
             max_capacity,
-            compat: RefCell::new(HashMap::new()),
-            offers: RefCell::new(OfferCache::default()),
-            names: OnceCell::new(),
+            memo,
         })
     }
 
     /// For each instance type, the index of its cheapest available offering allowed by
     /// `reqs` — exactly the offering [`cheapest`] returns — or `None` when it has none.
-    pub(crate) fn offers(&self, reqs: &Requirements) -> Rc<[Option<u32>]> {
+    pub(crate) fn offers(&self, reqs: &Requirements) -> Arc<[Option<u32>]> {
         let (zone, capacity) = (reqs.get(ZONE), reqs.get(CAPACITY_TYPE));
         let hash = {
             let mut h = DefaultHasher::new();
@@ -188,25 +212,25 @@ impl<'a> Template<'a> {
             capacity.hash(&mut h);
             h.finish()
         };
-        if let Some(bucket) = self.offers.borrow().buckets.get(&hash)
+        if let Some(bucket) = self.memo.offers.borrow().buckets.get(&hash)
             && let Some((_, _, v)) = bucket
                 .iter()
                 .find(|(z, c, _)| z.as_ref() == zone && c.as_ref() == capacity)
         {
-            return Rc::clone(v);
+            return Arc::clone(v);
         }
-        let v: Rc<[Option<u32>]> = self
+        let v: Arc<[Option<u32>]> = self
             .its
             .iter()
             .map(|it| cheapest_index(it, |o| offering_allowed(o, zone, capacity)))
             .collect();
-        let mut cache = self.offers.borrow_mut();
+        let mut cache = self.memo.offers.borrow_mut();
         if cache.len < OFFER_CACHE_LIMIT {
             cache.len += 1;
             cache.buckets.entry(hash).or_default().push((
                 zone.cloned(),
                 capacity.cloned(),
-                Rc::clone(&v),
+                Arc::clone(&v),
             ));
         }
         v
@@ -215,11 +239,11 @@ impl<'a> Template<'a> {
     /// For each instance type, whether its requirements intersect `r` on `r`'s key (an
     /// instance type without that key always does): the per-key part of [`intersects_ok`],
     /// which is a conjunction over the keys both sides define.
-    pub(crate) fn compatible_with(&self, r: &Requirement) -> Rc<[bool]> {
-        if let Some(v) = self.compat.borrow().get(r) {
-            return Rc::clone(v);
+    pub(crate) fn compatible_with(&self, r: &Requirement) -> Arc<[bool]> {
+        if let Some(v) = self.memo.compat.borrow().get(r) {
+            return Arc::clone(v);
         }
-        let v: Rc<[bool]> = self
+        let v: Arc<[bool]> = self
             .its
             .iter()
             .map(|it| {
@@ -229,9 +253,9 @@ impl<'a> Template<'a> {
                 })
             })
             .collect();
-        let mut cache = self.compat.borrow_mut();
+        let mut cache = self.memo.compat.borrow_mut();
         if cache.len() < COMPAT_CACHE_LIMIT {
-            cache.insert(r.clone(), Rc::clone(&v));
+            cache.insert(r.clone(), Arc::clone(&v));
         }
         v
     }
@@ -454,7 +478,7 @@ impl Claim {
             .collect();
         // Offerings depend on zone and capacity type only.
         let offers_changed = delta.is_some_and(|d| d.has(ZONE) || d.has(CAPACITY_TYPE));
-        let masks: Vec<Rc<[bool]>> = delta
+        let masks: Vec<Arc<[bool]>> = delta
             .map(|d| d.iter().map(|r| t.compatible_with(r)).collect())
             .unwrap_or_default();
         let offers = offers_changed.then(|| t.offers(reqs));
@@ -722,7 +746,7 @@ pub(crate) fn ranked_options(
             .total_cmp(&bo.price)
             .then_with(|| a.name.cmp(&b.name))
     });
-    let names = t.names.get_or_init(|| option_names(&t.its));
+    let names = t.memo.names.get_or_init(|| option_names(&t.its));
     ranked
         .into_iter()
         .map(|(i, o)| {
@@ -820,7 +844,11 @@ mod tests {
             ],
             ..NodePool::default()
         };
-        let t = Template::new(&pool, &[], MinValuesPolicy::Strict).expect("template");
+        let memo = TemplateMemo::default();
+        let base = template_requirements(&pool);
+        let its = compatible_types(&pool, &base);
+        let t = Template::new(&pool, base, &its, &memo, &[], MinValuesPolicy::Strict)
+            .expect("template");
         assert_eq!(t.its.len(), 3);
         let cases = [
             reqs(&[]),
@@ -841,7 +869,7 @@ mod tests {
                 assert_eq!(got, want, "{} with {r}", it.name);
             }
             assert!(
-                Rc::ptr_eq(&table, &t.offers(r)),
+                Arc::ptr_eq(&table, &t.offers(r)),
                 "a repeated requirement pair reads the stored table ({r})"
             );
         }

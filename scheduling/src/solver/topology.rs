@@ -494,8 +494,8 @@ impl DomainGroups {
 pub(crate) struct ClusterNode<'a> {
     /// The node.
     pub node: &'a Node,
-    /// `In [value]` for each label.
-    pub reqs: Requirements,
+    /// `In [value]` for each label (shared with the [`crate::solver::SolveCache`]).
+    pub reqs: std::sync::Arc<Requirements>,
     /// Being deleted: its pods still count, but its domain is not offered.
     pub deleting: bool,
 }
