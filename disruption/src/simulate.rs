@@ -17,6 +17,7 @@ use karpenter_scheduling::plan::{NewNodeClaim, Plan};
 use karpenter_scheduling::resources::Resources;
 use karpenter_scheduling::solver::{OptimizerOptions, SolveCache, SolveOptions, solve_cached};
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 
 /// What a simulation found.
 #[derive(Debug, Clone)]
@@ -51,6 +52,9 @@ pub(crate) struct Simulator<'c> {
     options: SolveOptions,
     /// `options` with the optimiser off: Karpenter's own scheduling simulation.
     greedy: SolveOptions,
+    /// Where each node's pods are in `snap.bound_pods` (sorted by node, never edited after
+    /// [`Simulator::new`]).
+    bound_on: BTreeMap<String, Range<usize>>,
     /// Pods of nodes already going away: they must schedule too.
     deleting_pods: BTreeSet<PodKey>,
     /// Nodes a moving pod may not land on: not yet initialized.
@@ -121,6 +125,17 @@ impl<'c> Simulator<'c> {
         });
         snap.bound_pods
             .sort_by(|a, b| bound_key(a).cmp(&bound_key(b)));
+        let mut bound_on: BTreeMap<String, Range<usize>> = BTreeMap::new();
+        for (i, p) in snap.bound_pods.iter().enumerate() {
+            if let Some(n) = &p.node_name {
+                match bound_on.get_mut(n) {
+                    Some(r) => r.end = i + 1,
+                    None => {
+                        bound_on.insert(n.clone(), i..i + 1);
+                    }
+                }
+            }
+        }
 
         let uninitialized = snap
             .nodes
@@ -167,6 +182,7 @@ impl<'c> Simulator<'c> {
 
         Self {
             snap,
+            bound_on,
             options: input.options.solve.clone(),
             greedy: SolveOptions {
                 optimizer: OptimizerOptions {
@@ -251,12 +267,16 @@ impl<'c> Simulator<'c> {
         // The candidates' bound pods stay where they are: with their nodes gone the solver
         // ignores them (see `Snapshot::bound_pods`). Those that must move are pending copies.
         let base = self.snap.pending_pods.len();
-        for p in &self.snap.bound_pods {
-            if p.node_name.as_deref().is_some_and(|n| names.contains(n)) && must.contains(&p.key())
-            {
-                let mut moving = p.clone();
-                moving.node_name = None;
-                self.snap.pending_pods.push(moving);
+        for name in &names {
+            let Some(range) = self.bound_on.get(*name) else {
+                continue;
+            };
+            for p in &self.snap.bound_pods[range.clone()] {
+                if must.contains(&p.key()) {
+                    let mut moving = p.clone();
+                    moving.node_name = None;
+                    self.snap.pending_pods.push(moving);
+                }
             }
         }
 
