@@ -287,6 +287,7 @@ impl<'c> Simulator<'c> {
                 if greedy.failure.is_none()
                     && greedy.claims.len() > 1
                     && self.options.optimizer.enabled
+                    && self.one_node_might_hold(&greedy.claims, &must)
                 {
                     self.solve(&must, true)
                 } else {
@@ -299,6 +300,29 @@ impl<'c> Simulator<'c> {
         self.snap.nodes.extend(removed_nodes);
         self.snap.nodes.sort_by(|a, b| a.name.cmp(&b.name));
         Some(outcome)
+    }
+
+    /// Whether the pods of `claims` that need a place (they must move, or their node is
+    /// going away) might fit one new node: their summed requests fit some instance type's
+    /// allocatable. The optimiser never moves a pod onto an existing node nor packs a node
+    /// beyond its allocatable, so when this is false it cannot turn `claims` into the single
+    /// replacement consolidation needs.
+    fn one_node_might_hold(&self, claims: &[NewNodeClaim], must: &BTreeSet<&PodKey>) -> bool {
+        let placed: BTreeSet<&PodKey> = claims
+            .iter()
+            .flat_map(|c| c.pods.iter())
+            .filter(|k| must.contains(k) || self.deleting_pods.contains(k))
+            .collect();
+        let mut need = Resources::default();
+        for p in &self.snap.pending_pods {
+            if placed.contains(&p.key()) {
+                // As the solver counts a pod: its requests and one pod slot.
+                let mut r = p.requests.clone();
+                r.pods = 1;
+                need.add_assign(&r);
+            }
+        }
+        self.shapes.iter().any(|(alloc, _)| need.fits(alloc))
     }
 
     fn solve(&mut self, must: &BTreeSet<&PodKey>, optimise: bool) -> Outcome {
@@ -411,5 +435,66 @@ mod tests {
         assert_eq!(sim.snap, before);
         // Free capacity: each node has 3 cpu spare, so one node's pod needs no new node.
         assert_eq!(sim.replacement_lower_bound(&a), None);
+    }
+
+    #[test]
+    fn one_new_node_might_hold_only_what_fits_the_largest_type() {
+        use karpenter_scheduling::model::{InstanceType, Offering, Overhead};
+        use karpenter_scheduling::requirements::Requirements;
+        use std::sync::Arc;
+        let mut input = DisruptionInput::default();
+        input.cluster.node_pools.push(NodePool {
+            name: "p".into(),
+            instance_types: vec![Arc::new(InstanceType {
+                name: "four-cores".into(),
+                requirements: Requirements::new(),
+                capacity: Resources {
+                    cpu_millis: 4000,
+                    pods: 10,
+                    ..Resources::default()
+                },
+                overhead: Overhead::default(),
+                offerings: vec![Offering {
+                    zone: "z".into(),
+                    capacity_type: "on-demand".into(),
+                    price: 1.0,
+                    available: true,
+                }],
+            })],
+            ..NodePool::default()
+        });
+        let mut cache = SolveCache::new();
+        let mut sim = Simulator::new(&input, &BTreeSet::new(), 0, &mut cache);
+        for name in ["a", "b"] {
+            sim.snap.pending_pods.push(Pod {
+                namespace: "ns".into(),
+                name: name.into(),
+                requests: Resources {
+                    cpu_millis: 3000,
+                    ..Resources::default()
+                },
+                ..Pod::default()
+            });
+        }
+        let keys: Vec<PodKey> = sim.snap.pending_pods.iter().map(Pod::key).collect();
+        let claims: Vec<NewNodeClaim> = keys
+            .iter()
+            .map(|k| NewNodeClaim {
+                node_pool: "p".into(),
+                requirements: Requirements::new(),
+                instance_type_options: Arc::default(),
+                pods: vec![k.clone()],
+                requests: Resources::default(),
+                daemon_overhead: Resources::default(),
+                price: 1.0,
+            })
+            .collect();
+        // Six cores of pods that must move: no four-core node holds them, so re-packing the
+        // two claims cannot give the single replacement consolidation needs.
+        let both: BTreeSet<&PodKey> = keys.iter().collect();
+        assert!(!sim.one_node_might_hold(&claims, &both));
+        // Only `a` must move (`b` was pending anyway): one node might do.
+        let a: BTreeSet<&PodKey> = keys[..1].iter().collect();
+        assert!(sim.one_node_might_hold(&claims, &a));
     }
 }
