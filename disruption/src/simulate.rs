@@ -17,6 +17,7 @@ use karpenter_scheduling::plan::{NewNodeClaim, Plan};
 use karpenter_scheduling::resources::Resources;
 use karpenter_scheduling::solver::{OptimizerOptions, SolveCache, SolveOptions, solve_cached};
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 
 /// What a simulation found.
 #[derive(Debug, Clone)]
@@ -51,6 +52,9 @@ pub(crate) struct Simulator<'c> {
     options: SolveOptions,
     /// `options` with the optimiser off: Karpenter's own scheduling simulation.
     greedy: SolveOptions,
+    /// Where each node's pods are in `snap.bound_pods` (sorted by node, never edited after
+    /// [`Simulator::new`]).
+    bound_on: BTreeMap<String, Range<usize>>,
     /// Pods of nodes already going away: they must schedule too.
     deleting_pods: BTreeSet<PodKey>,
     /// Nodes a moving pod may not land on: not yet initialized.
@@ -121,6 +125,17 @@ impl<'c> Simulator<'c> {
         });
         snap.bound_pods
             .sort_by(|a, b| bound_key(a).cmp(&bound_key(b)));
+        let mut bound_on: BTreeMap<String, Range<usize>> = BTreeMap::new();
+        for (i, p) in snap.bound_pods.iter().enumerate() {
+            if let Some(n) = &p.node_name {
+                match bound_on.get_mut(n) {
+                    Some(r) => r.end = i + 1,
+                    None => {
+                        bound_on.insert(n.clone(), i..i + 1);
+                    }
+                }
+            }
+        }
 
         let uninitialized = snap
             .nodes
@@ -167,6 +182,7 @@ impl<'c> Simulator<'c> {
 
         Self {
             snap,
+            bound_on,
             options: input.options.solve.clone(),
             greedy: SolveOptions {
                 optimizer: OptimizerOptions {
@@ -251,12 +267,16 @@ impl<'c> Simulator<'c> {
         // The candidates' bound pods stay where they are: with their nodes gone the solver
         // ignores them (see `Snapshot::bound_pods`). Those that must move are pending copies.
         let base = self.snap.pending_pods.len();
-        for p in &self.snap.bound_pods {
-            if p.node_name.as_deref().is_some_and(|n| names.contains(n)) && must.contains(&p.key())
-            {
-                let mut moving = p.clone();
-                moving.node_name = None;
-                self.snap.pending_pods.push(moving);
+        for name in &names {
+            let Some(range) = self.bound_on.get(*name) else {
+                continue;
+            };
+            for p in &self.snap.bound_pods[range.clone()] {
+                if must.contains(&p.key()) {
+                    let mut moving = p.clone();
+                    moving.node_name = None;
+                    self.snap.pending_pods.push(moving);
+                }
             }
         }
 
@@ -267,6 +287,7 @@ impl<'c> Simulator<'c> {
                 if greedy.failure.is_none()
                     && greedy.claims.len() > 1
                     && self.options.optimizer.enabled
+                    && self.one_node_might_hold(&greedy.claims, &must)
                 {
                     self.solve(&must, true)
                 } else {
@@ -279,6 +300,29 @@ impl<'c> Simulator<'c> {
         self.snap.nodes.extend(removed_nodes);
         self.snap.nodes.sort_by(|a, b| a.name.cmp(&b.name));
         Some(outcome)
+    }
+
+    /// Whether the pods of `claims` that need a place (they must move, or their node is
+    /// going away) might fit one new node: their summed requests fit some instance type's
+    /// allocatable. The optimiser never moves a pod onto an existing node nor packs a node
+    /// beyond its allocatable, so when this is false it cannot turn `claims` into the single
+    /// replacement consolidation needs.
+    fn one_node_might_hold(&self, claims: &[NewNodeClaim], must: &BTreeSet<&PodKey>) -> bool {
+        let placed: BTreeSet<&PodKey> = claims
+            .iter()
+            .flat_map(|c| c.pods.iter())
+            .filter(|k| must.contains(k) || self.deleting_pods.contains(k))
+            .collect();
+        let mut need = Resources::default();
+        for p in &self.snap.pending_pods {
+            if placed.contains(&p.key()) {
+                // As the solver counts a pod: its requests and one pod slot.
+                let mut r = p.requests.clone();
+                r.pods = 1;
+                need.add_assign(&r);
+            }
+        }
+        self.shapes.iter().any(|(alloc, _)| need.fits(alloc))
     }
 
     fn solve(&mut self, must: &BTreeSet<&PodKey>, optimise: bool) -> Outcome {
@@ -391,5 +435,66 @@ mod tests {
         assert_eq!(sim.snap, before);
         // Free capacity: each node has 3 cpu spare, so one node's pod needs no new node.
         assert_eq!(sim.replacement_lower_bound(&a), None);
+    }
+
+    #[test]
+    fn one_new_node_might_hold_only_what_fits_the_largest_type() {
+        use karpenter_scheduling::model::{InstanceType, Offering, Overhead};
+        use karpenter_scheduling::requirements::Requirements;
+        use std::sync::Arc;
+        let mut input = DisruptionInput::default();
+        input.cluster.node_pools.push(NodePool {
+            name: "p".into(),
+            instance_types: vec![Arc::new(InstanceType {
+                name: "four-cores".into(),
+                requirements: Requirements::new(),
+                capacity: Resources {
+                    cpu_millis: 4000,
+                    pods: 10,
+                    ..Resources::default()
+                },
+                overhead: Overhead::default(),
+                offerings: vec![Offering {
+                    zone: "z".into(),
+                    capacity_type: "on-demand".into(),
+                    price: 1.0,
+                    available: true,
+                }],
+            })],
+            ..NodePool::default()
+        });
+        let mut cache = SolveCache::new();
+        let mut sim = Simulator::new(&input, &BTreeSet::new(), 0, &mut cache);
+        for name in ["a", "b"] {
+            sim.snap.pending_pods.push(Pod {
+                namespace: "ns".into(),
+                name: name.into(),
+                requests: Resources {
+                    cpu_millis: 3000,
+                    ..Resources::default()
+                },
+                ..Pod::default()
+            });
+        }
+        let keys: Vec<PodKey> = sim.snap.pending_pods.iter().map(Pod::key).collect();
+        let claims: Vec<NewNodeClaim> = keys
+            .iter()
+            .map(|k| NewNodeClaim {
+                node_pool: "p".into(),
+                requirements: Requirements::new(),
+                instance_type_options: Arc::default(),
+                pods: vec![k.clone()],
+                requests: Resources::default(),
+                daemon_overhead: Resources::default(),
+                price: 1.0,
+            })
+            .collect();
+        // Six cores of pods that must move: no four-core node holds them, so re-packing the
+        // two claims cannot give the single replacement consolidation needs.
+        let both: BTreeSet<&PodKey> = keys.iter().collect();
+        assert!(!sim.one_node_might_hold(&claims, &both));
+        // Only `a` must move (`b` was pending anyway): one node might do.
+        let a: BTreeSet<&PodKey> = keys[..1].iter().collect();
+        assert!(sim.one_node_might_hold(&claims, &a));
     }
 }

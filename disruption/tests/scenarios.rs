@@ -7,6 +7,8 @@ use karpenter_disruption::{
     compute_pass, compute_pass_cached, validate,
 };
 use karpenter_scheduling::labels::{DO_NOT_DISRUPT, HOSTNAME, INSTANCE_TYPE, ZONE};
+use karpenter_scheduling::model::{PodAffinityTerm, WeightedPodAffinityTerm};
+use karpenter_scheduling::selector::LabelSelector;
 use karpenter_scheduling::solver::SolveCache;
 use karpenter_testing::disruption::*;
 use karpenter_testing::spot_catalogue;
@@ -294,6 +296,52 @@ fn a_cache_kept_between_passes_sees_relabelled_nodes() {
     let r = compute_pass_cached(&w.input, w.now, &mut cache);
     assert_eq!(r, compute_pass(&w.input, w.now));
     assert!(r.commands.is_empty(), "{:#?}", r.commands);
+}
+
+#[test]
+fn consolidation_takes_the_single_replacement_the_greedy_simulation_finds() {
+    // As Karpenter: the greedy packs the four pods (4.4 cores) on one large node ($0.40)
+    // instead of the xlarge and small ($0.90). The optimiser would pack them on two cheaper
+    // nodes, which a consolidation (one replacement at most) cannot launch.
+    let mut w = Cluster::new();
+    w.node("n0", "xlarge");
+    for (name, cpu) in [("a", 1500), ("b", 700), ("c", 700)] {
+        w.pod("n0", name, cpu);
+    }
+    w.node("n1", "small");
+    w.pod("n1", "d", 1500);
+    let r = compute_pass(&w.input, w.now);
+    let cmd = only_command(&r);
+    assert_eq!(cmd.decision, Decision::Replace);
+    assert_eq!(cmd.node_names(), ["n0", "n1"]);
+    assert_eq!(&*cmd.replacements[0].instance_type_options[0].name, "large");
+    assert!((cmd.savings - 0.5).abs() < 1e-9);
+}
+
+#[test]
+fn a_move_needing_two_new_nodes_is_refused() {
+    // Two pods that prefer not to share a node: the greedy simulation gives each its own new
+    // node, and re-packing cannot join them (a hostname preference pins them).
+    let mut w = Cluster::new();
+    w.node("xl", "xlarge");
+    for (name, cpu) in [("a", 5000), ("b", 3000)] {
+        let p = w.pod("xl", name, cpu);
+        p.labels.insert("app".into(), "web".into());
+        p.affinity.pod_anti_affinity.preferred = vec![WeightedPodAffinityTerm {
+            weight: 100,
+            term: PodAffinityTerm {
+                label_selector: Some(LabelSelector {
+                    match_labels: [("app".to_string(), "web".to_string())].into(),
+                    match_expressions: vec![],
+                }),
+                topology_key: HOSTNAME.into(),
+                ..PodAffinityTerm::default()
+            },
+        }];
+    }
+    let r = compute_pass(&w.input, w.now);
+    assert!(r.commands.is_empty(), "{:#?}", r.commands);
+    assert_eq!(holds(&r, "xl"), [Hold::NeedsMultipleNodes { count: 2 }]);
 }
 
 #[test]

@@ -219,16 +219,45 @@ fn zone_mask(
     Some(mask)
 }
 
+/// For each bound pod of `snapshot`, the index of its node in `snapshot.nodes`, or `None` when
+/// the snapshot does not have that node (the pod is then ignored).
+fn bound_node_indices(snapshot: &Snapshot) -> Vec<Option<usize>> {
+    let index: HashMap<&str, usize> = snapshot
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.as_str(), i))
+        .collect();
+    // Bound pods usually come grouped by node: one comparison instead of a hash per pod.
+    let mut last: Option<(&str, Option<usize>)> = None;
+    snapshot
+        .bound_pods
+        .iter()
+        .map(|p| {
+            let name = p.node_name.as_deref()?;
+            if let Some((n, i)) = last
+                && n == name
+            {
+                return i;
+            }
+            let i = index.get(name).copied();
+            last = Some((name, i));
+            i
+        })
+        .collect()
+}
+
 /// Every topology key a group of this solve can be keyed on: groups come only from the
 /// spread constraints and pod (anti-)affinity terms of pending pods, and the required
-/// anti-affinity of pods bound to the snapshot's nodes.
-fn topology_keys<'s>(snapshot: &'s Snapshot, nodes: &HashMap<&str, usize>) -> BTreeSet<&'s str> {
+/// anti-affinity of pods bound to the snapshot's nodes (`bound_nodes`, see
+/// [`bound_node_indices`]).
+fn topology_keys<'s>(snapshot: &'s Snapshot, bound_nodes: &[Option<usize>]) -> BTreeSet<&'s str> {
     let mut keys = BTreeSet::new();
-    let bound = snapshot.bound_pods.iter().filter(|p| {
-        p.node_name
-            .as_deref()
-            .is_some_and(|n| nodes.contains_key(n))
-    });
+    let bound = snapshot
+        .bound_pods
+        .iter()
+        .zip(bound_nodes)
+        .filter_map(|(p, n)| n.map(|_| p));
     for pod in snapshot.pending_pods.iter().chain(bound) {
         let spreads = pod.topology_spread_constraints.iter();
         keys.extend(spreads.map(|t| t.topology_key.as_str()));
@@ -243,9 +272,9 @@ fn topology_keys<'s>(snapshot: &'s Snapshot, nodes: &HashMap<&str, usize>) -> BT
 /// The domains each pool can create, for the topology keys some group can use: only those
 /// keys are ever asked for, and instance types carry many others (one instance-type name
 /// each, for a start).
-fn domain_groups(snapshot: &Snapshot, nodes: &HashMap<&str, usize>) -> DomainGroups {
+fn domain_groups(snapshot: &Snapshot, bound_nodes: &[Option<usize>]) -> DomainGroups {
     let mut groups = DomainGroups::default();
-    let keys = topology_keys(snapshot, nodes);
+    let keys = topology_keys(snapshot, bound_nodes);
     if keys.is_empty() {
         return groups;
     }
@@ -299,20 +328,11 @@ impl<'a> Scheduler<'a> {
         let policy = options.preference_policy;
         let pods = snapshot.pending_pods.as_slice();
 
-        let node_index: HashMap<&str, usize> = snapshot
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.name.as_str(), i))
-            .collect();
+        let bound_nodes = bound_node_indices(snapshot);
         let mut bound_by_node: Vec<Vec<&Pod>> = vec![Vec::new(); snapshot.nodes.len()];
         let mut bound = Vec::new();
-        for pod in &snapshot.bound_pods {
-            let Some(&n) = pod
-                .node_name
-                .as_deref()
-                .and_then(|name| node_index.get(name))
-            else {
+        for (pod, n) in snapshot.bound_pods.iter().zip(&bound_nodes) {
+            let Some(n) = *n else {
                 continue;
             };
             bound_by_node[n].push(pod);
@@ -370,7 +390,7 @@ impl<'a> Scheduler<'a> {
                 .any(|t| t.effect == TaintEffect::PreferNoSchedule)
         });
 
-        let mut topology = Topology::new(policy, domain_groups(snapshot, &node_index), pods.len());
+        let mut topology = Topology::new(policy, domain_groups(snapshot, &bound_nodes), pods.len());
         topology.add_running_anti_affinities(&cluster);
         let mut base = Vec::with_capacity(pods.len());
         for (p, pod) in pods.iter().enumerate() {
