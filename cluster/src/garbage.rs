@@ -8,7 +8,7 @@
 //! - an instance no NodeClaim names, older than [`MIN_INSTANCE_AGE_MS`] (its claim may not
 //!   carry the provider ID yet), is terminated.
 
-use crate::{ClusterState, Kubelet};
+use crate::ClusterState;
 use karpenter_cloudprovider::v1::ConditionType;
 use karpenter_scheduling::model::Millis;
 use std::collections::BTreeSet;
@@ -39,10 +39,11 @@ pub struct Collect {
 }
 
 fn node_ready(index: &ClusterState, claim: &str) -> bool {
-    index.nodes().values().any(|r| {
-        r.node_claim.as_deref() == Some(claim)
-            && matches!(&r.kubelet, Kubelet::Joined { conditions, .. }
-                if conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    index.joined_node(claim).is_some_and(|r| {
+        r.kubelet
+            .conditions()
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
     })
 }
 
@@ -89,7 +90,7 @@ pub fn decide(index: &ClusterState, instances: &[Instance], now: Millis) -> Coll
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{NodeCondition, NodeRecord, Object};
+    use crate::{Kubelet, NodeCondition, NodeRecord, Object};
     use karpenter_cloudprovider::NodeClaim;
     use karpenter_cloudprovider::v1::StatusConditions;
 

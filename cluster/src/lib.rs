@@ -539,9 +539,14 @@ impl ClusterState {
     pub fn maturing_claims(&self) -> impl Iterator<Item = (&NodeClaim, Option<&NodeRecord>)> {
         self.maturing.iter().filter_map(|name| {
             let claim = self.node_claims.get(name)?;
-            let node = self.joined.get(name).and_then(|n| self.nodes.get(n));
-            Some((claim, node))
+            Some((claim, self.joined_node(name)))
         })
+    }
+
+    /// The Node that joined for NodeClaim `claim` (not an in-flight record), found through
+    /// the index's claim-to-node map rather than a scan.
+    pub fn joined_node(&self, claim: &str) -> Option<&NodeRecord> {
+        self.joined.get(claim).and_then(|n| self.nodes.get(n))
     }
 
     /// NodeClaims being deleted, in name order, each with its Node: the joined one, or the
@@ -549,15 +554,11 @@ impl ClusterState {
     pub fn deleting_claims(&self) -> impl Iterator<Item = (&NodeClaim, Option<&NodeRecord>)> {
         self.deleting_claims.iter().filter_map(|name| {
             let claim = self.node_claims.get(name)?;
-            let node = self
-                .joined
-                .get(name)
-                .and_then(|n| self.nodes.get(n))
-                .or_else(|| {
-                    self.nodes
-                        .get(name)
-                        .filter(|r| r.node_claim.as_ref() == Some(name))
-                });
+            let node = self.joined_node(name).or_else(|| {
+                self.nodes
+                    .get(name)
+                    .filter(|r| r.node_claim.as_ref() == Some(name))
+            });
             Some((claim, node))
         })
     }
