@@ -1,6 +1,7 @@
 //! Provider settings (Karpenter's `--cluster-name`, `--cluster-endpoint`,
 //! `--interruption-queue` … flags) and the AWS clients built from them.
 
+use base64::Engine as _;
 use std::time::Duration;
 
 /// Where and how the provider runs.
@@ -120,5 +121,52 @@ impl AwsClients {
             sqs: aws_sdk_sqs::Client::new(config),
             pricing: aws_sdk_pricing::Client::from_conf(pricing_config),
         }
+    }
+}
+
+/// `major.minor` of the API server (`1.33`), as the EKS AMI parameters name versions.
+/// EKS reports minors like `33+`, so everything from the first non-digit is dropped.
+pub fn kubernetes_version(major: &str, minor: &str) -> Option<String> {
+    let digits = |s: &str| -> String { s.chars().take_while(char::is_ascii_digit).collect() };
+    let (major, minor) = (digits(major), digits(minor));
+    (!major.is_empty() && !minor.is_empty()).then(|| format!("{major}.{minor}"))
+}
+
+/// PEM text of DER certificates, base64-encoded as user data expects a CA bundle.
+pub fn ca_bundle_from_der(certs: &[Vec<u8>]) -> String {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut pem = String::new();
+    for der in certs {
+        pem.push_str("-----BEGIN CERTIFICATE-----\n");
+        let body = b64.encode(der);
+        for line in body.as_bytes().chunks(64) {
+            pem.push_str(&String::from_utf8_lossy(line));
+            pem.push('\n');
+        }
+        pem.push_str("-----END CERTIFICATE-----\n");
+    }
+    b64.encode(pem)
+}
+
+#[cfg(test)]
+mod pem_tests {
+    use super::*;
+
+    #[test]
+    fn ca_bundle_is_base64_pem() {
+        let b64 = ca_bundle_from_der(&[vec![1, 2, 3]]);
+        let pem = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .expect("base64");
+        assert_eq!(
+            String::from_utf8(pem).unwrap(),
+            "-----BEGIN CERTIFICATE-----\nAQID\n-----END CERTIFICATE-----\n"
+        );
+    }
+
+    #[test]
+    fn kubernetes_version_drops_eks_suffixes() {
+        assert_eq!(kubernetes_version("1", "33+").as_deref(), Some("1.33"));
+        assert_eq!(kubernetes_version("", "33"), None);
     }
 }

@@ -9,11 +9,14 @@
 //!   ([`FakeCloudProvider::default`]), a catalogue built with options
 //!   ([`FakeCloudProvider::from_catalogue`]) or any instance types
 //!   ([`FakeCloudProvider::new`]), with failure injection and a call log.
+//! - [`node_instances`]: fake instances kept as Node objects (the operator's
+//!   `--cloud-provider fake` on a real cluster), and their conversions from and to NodeClaims.
 //!
 //! The catalogue format, the allocatable arithmetic and the spot-price rule are documented in
 //! [`karpenter_catalog`].
 #![forbid(unsafe_code)]
 
+pub mod node_instances;
 pub mod provider;
 
 pub use provider::{FakeCloudProvider, ProviderCall};

@@ -487,6 +487,36 @@ impl ClusterState {
         self.daemon_sets.values()
     }
 
+    /// Karpenter's `karpenter_cluster_utilization_percent`: per resource, the requests of the
+    /// pods bound to Karpenter-managed nodes (nodes with a NodeClaim) over those nodes'
+    /// allocatable, in percent. Resources no managed node has allocatable of are absent. A
+    /// scan of every node and its pods.
+    pub fn utilization_percent(&self) -> BTreeMap<String, f64> {
+        let mut requested: BTreeMap<String, f64> = BTreeMap::new();
+        let mut allocatable: BTreeMap<String, f64> = BTreeMap::new();
+        for (name, record) in &self.nodes {
+            if record.node_claim.is_none() {
+                continue;
+            }
+            for (k, q) in record.node.allocatable.to_quantities() {
+                *allocatable.entry(k).or_default() += q.nanos() as f64 / 1e9;
+            }
+            for p in self.pods_on(name) {
+                for (k, q) in p.pod.requests.to_quantities() {
+                    *requested.entry(k).or_default() += q.nanos() as f64 / 1e9;
+                }
+            }
+        }
+        allocatable
+            .into_iter()
+            .filter(|(_, total)| *total > 0.0)
+            .map(|(resource, total)| {
+                let used = requested.get(&resource).copied().unwrap_or(0.0);
+                (resource, 100.0 * used / total)
+            })
+            .collect()
+    }
+
     /// Pods bound to `node`, in key order.
     pub fn pods_on<'a>(&'a self, node: &'a str) -> impl Iterator<Item = &'a PodRecord> + 'a {
         self.pods_by_node

@@ -424,6 +424,46 @@ fn pods_on_follows_binding_rebinding_and_deletion() {
 }
 
 #[test]
+fn utilization_counts_managed_nodes_only() {
+    let mut s = ClusterState::new();
+    let with_allocatable = |name: &str, claim: Option<&str>, cpu_millis| {
+        let mut n = node(name, claim);
+        n.node.allocatable = Resources {
+            cpu_millis,
+            ..Resources::default()
+        };
+        n
+    };
+    s.apply(Object::Node(Box::new(with_allocatable(
+        "n1",
+        Some("c1"),
+        4000,
+    ))));
+    s.apply(Object::Node(Box::new(with_allocatable(
+        "n2",
+        Some("c2"),
+        4000,
+    ))));
+    // Not Karpenter's: neither its allocatable nor its pods count (31.25 % if they did).
+    s.apply(Object::Node(Box::new(with_allocatable(
+        "other", None, 8000,
+    ))));
+    for (name, at, cpu_millis) in [("a", "n1", 1000), ("b", "n2", 1000), ("c", "other", 3000)] {
+        let mut p = pod(name, Some(at), None);
+        p.pod.requests = Resources {
+            cpu_millis,
+            ..Resources::default()
+        };
+        s.apply(Object::Pod(Box::new(p)));
+    }
+    // A pending pod requests nothing of any node.
+    s.apply(Object::Pod(Box::new(pod("d", None, None))));
+    let u = s.utilization_percent();
+    assert_eq!(u.get("cpu"), Some(&25.0), "{u:?}");
+    assert_eq!(u.len(), 1, "no allocatable of other resources: {u:?}");
+}
+
+#[test]
 fn provisionable_deleting_and_initialized_are_kept_as_objects_change() {
     let mut s = ClusterState::new();
     let provisionable = |s: &ClusterState| -> Vec<String> {

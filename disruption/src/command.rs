@@ -238,6 +238,37 @@ pub enum Hold {
     },
 }
 
+impl Hold {
+    /// The Kubernetes event Karpenter publishes for this hold, as `(reason, message)`:
+    /// `DisruptionBlocked` when something forbids touching the node (a `do-not-disrupt`
+    /// annotation, a PodDisruptionBudget, the pool's budget, a static pool) and
+    /// `Unconsolidatable` when consolidation looked and found nothing better. `None` for holds
+    /// not worth telling: nothing to do, a transient countdown, a node that is not
+    /// Karpenter's or is already going away.
+    pub fn event(&self) -> Option<(&'static str, String)> {
+        match self {
+            Self::DoNotDisruptNode
+            | Self::DoNotDisruptPod { .. }
+            | Self::PdbBlocked { .. }
+            | Self::MultiplePdbs { .. }
+            | Self::Budget { .. }
+            | Self::NodePoolNotFound { .. }
+            | Self::StaticNodePool => {
+                Some(("DisruptionBlocked", format!("Cannot disrupt Node: {self}")))
+            }
+            Self::WouldNotFit { .. }
+            | Self::NeedsMultipleNodes { .. }
+            | Self::NotCheaper
+            | Self::SpotToSpotDisabled
+            | Self::SpotToSpotTooFewOptions { .. }
+            | Self::MinValues { .. }
+            | Self::UnknownPrice
+            | Self::WhenEmptyPolicy => Some(("Unconsolidatable", self.to_string())),
+            _ => None,
+        }
+    }
+}
+
 impl fmt::Display for Hold {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -369,5 +400,34 @@ impl PassResult {
             .binary_search_by(|e| e.node.as_str().cmp(node))
             .ok()
             .map(|i| self.explanations[i].holds.as_slice())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use karpenter_scheduling::model::PodKey;
+
+    #[test]
+    fn only_telling_holds_make_events() {
+        let pod = PodKey::new("default", "db-0");
+        let (reason, message) = Hold::DoNotDisruptPod { pod }.event().unwrap();
+        assert_eq!(reason, "DisruptionBlocked");
+        assert_eq!(
+            message,
+            "Cannot disrupt Node: pod default/db-0 has \"karpenter.sh/do-not-disrupt\" annotation"
+        );
+        assert_eq!(Hold::NotCheaper.event().unwrap().0, "Unconsolidatable");
+        for quiet in [
+            Hold::NothingToDo,
+            Hold::NotEvaluated,
+            Hold::ConsolidateAfter { remaining_ms: 5 },
+            Hold::PreemptedByEarlierMethod {
+                reason: Reason::Empty,
+            },
+            Hold::Deleting,
+        ] {
+            assert_eq!(quiet.event(), None, "{quiet:?}");
+        }
     }
 }

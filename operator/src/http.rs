@@ -1,12 +1,12 @@
 //! The controller's HTTP endpoints: `/metrics` on the metrics port, `/healthz` and `/readyz`
 //! on the health-probe port.
 
-use crate::metrics::Metrics;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
+use karpenter_metrics::Metrics;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -7,7 +7,6 @@ mod cli;
 mod controller;
 mod http;
 mod manifests;
-mod metrics;
 mod plan_cmd;
 mod settings;
 mod simulate;

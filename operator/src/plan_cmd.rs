@@ -7,8 +7,8 @@ use karpenter_catalog::{Catalogue, CatalogueOptions, default_instance_types};
 use karpenter_cluster::inputs::Inputs;
 use karpenter_scheduling::model::InstanceType;
 use karpenter_scheduling::solver::{MinValuesPolicy, PreferencePolicy};
-use karpenter_scheduling::{BoundGap, Plan, SolveOptions, solve};
-use karpenter_simulator::table::Table;
+use karpenter_scheduling::{SolveOptions, solve};
+use karpenter_simulator::plan_table::render_plan;
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -131,7 +131,7 @@ pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
             writeln!(out)?;
         }
         OutputFormat::Table => {
-            write!(out, "{}", render(&plan))?;
+            write!(out, "{}", render_plan(&plan))?;
             if !inputs.ignored.is_empty() {
                 let skipped: Vec<String> = inputs
                     .ignored
@@ -152,72 +152,4 @@ fn display_paths(paths: &[PathBuf]) -> String {
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// The plan as tables: new nodes, placements on existing nodes, unschedulable pods, totals.
-pub fn render(plan: &Plan) -> String {
-    let mut out = String::new();
-    let mut nodes = Table::new(&[
-        "NODE",
-        "NODEPOOL",
-        "INSTANCE TYPE",
-        "ZONE",
-        "CAPACITY",
-        "$/HOUR",
-        "PODS",
-        "OPTIONS",
-    ]);
-    for (i, claim) in plan.new_node_claims.iter().enumerate() {
-        let cheapest = claim.instance_type_options.first();
-        nodes.row(vec![
-            format!("new-{}", i + 1),
-            claim.node_pool.clone(),
-            cheapest.map(|o| o.name.to_string()).unwrap_or_default(),
-            cheapest.map(|o| o.zone.to_string()).unwrap_or_default(),
-            cheapest
-                .map(|o| o.capacity_type.to_string())
-                .unwrap_or_default(),
-            format!("{:.4}", claim.price),
-            claim.pods.len().to_string(),
-            claim.instance_type_options.len().to_string(),
-        ]);
-    }
-    if !nodes.is_empty() {
-        out.push_str(&nodes.render());
-    }
-    if !plan.existing.is_empty() {
-        let mut existing = Table::new(&["EXISTING NODE", "PODS"]);
-        for p in &plan.existing {
-            existing.row(vec![p.node.clone(), p.pods.len().to_string()]);
-        }
-        out.push('\n');
-        out.push_str(&existing.render());
-    }
-    if !plan.unschedulable.is_empty() {
-        let mut unschedulable = Table::new(&["UNSCHEDULABLE POD", "REASON"]);
-        for u in &plan.unschedulable {
-            unschedulable.row(vec![u.pod.to_string(), u.reason.clone()]);
-        }
-        out.push('\n');
-        out.push_str(&unschedulable.render());
-    }
-    out.push_str(&format!(
-        "\n{} new node(s), {:.4} $/hour; {} pod(s) placed, {} unschedulable",
-        plan.new_node_claims.len(),
-        plan.total_price,
-        plan.placed_pods(),
-        plan.unschedulable.len()
-    ));
-    if let (Some(bound), Some(gap)) = (plan.lower_bound, plan.bound_gap()) {
-        out.push_str(&format!("; lower bound {bound:.4} $/hour"));
-        match gap {
-            BoundGap::Relative(gap) => out.push_str(&format!(" (gap {:.1}%)", gap * 100.0)),
-            BoundGap::Loose { pods } => out.push_str(&format!(
-                " counting resources only: it leaves out the per-node constraints of {pods} \
-                 pod(s), so no gap is given"
-            )),
-        }
-    }
-    out.push('\n');
-    out
 }

@@ -15,6 +15,7 @@
 pub mod engine;
 pub mod kubelet;
 pub mod metrics;
+pub mod plan_table;
 pub mod scenario;
 pub mod table;
 mod workloads;

@@ -7,7 +7,6 @@
 use super::api::{self, ErrorClass, classify};
 use super::provider::ProviderHooks;
 use super::{Ctx, exec, state};
-use crate::metrics::{DisruptedLabels, MessageTypeLabels};
 use crate::settings::Settings;
 use anyhow::Context as _;
 use base64::Engine as _;
@@ -15,10 +14,12 @@ use karpenter_cloudprovider::OfferingRef;
 use karpenter_cloudprovider::v1::labels as v1labels;
 use karpenter_cloudprovider_aws::instance::parse_provider_id;
 use karpenter_cloudprovider_aws::interruption::{InterruptionSink, SinkError};
+use karpenter_cloudprovider_aws::settings::{ca_bundle_from_der, kubernetes_version};
 use karpenter_cloudprovider_aws::{
     AwsClients, AwsCloudProvider, AwsSettings, EC2NodeClass, InterruptionEvent, InterruptionKind,
     InterruptionPoller, NodeClaimInterruption, SystemClock, UnavailableOfferings,
 };
+use karpenter_metrics::{DisruptedLabels, MessageTypeLabels};
 use karpenter_scheduling::model::Millis;
 use kube::runtime::reflector::{self, Store};
 use kube::{Api, Client};
@@ -42,30 +43,6 @@ pub struct AwsBuilt {
     pub hooks: Arc<dyn ProviderHooks>,
     /// The EC2NodeClass watch.
     pub watcher: tokio::task::JoinHandle<()>,
-}
-
-/// `major.minor` of the API server (`1.33`), as the EKS AMI parameters name versions.
-/// EKS reports minors like `33+`, so everything from the first non-digit is dropped.
-pub fn kubernetes_version(major: &str, minor: &str) -> Option<String> {
-    let digits = |s: &str| -> String { s.chars().take_while(char::is_ascii_digit).collect() };
-    let (major, minor) = (digits(major), digits(minor));
-    (!major.is_empty() && !minor.is_empty()).then(|| format!("{major}.{minor}"))
-}
-
-/// PEM text of DER certificates, base64-encoded as user data expects a CA bundle.
-pub fn ca_bundle_from_der(certs: &[Vec<u8>]) -> String {
-    let b64 = base64::engine::general_purpose::STANDARD;
-    let mut pem = String::new();
-    for der in certs {
-        pem.push_str("-----BEGIN CERTIFICATE-----\n");
-        let body = b64.encode(der);
-        for line in body.as_bytes().chunks(64) {
-            pem.push_str(&String::from_utf8_lossy(line));
-            pem.push('\n');
-        }
-        pem.push_str("-----END CERTIFICATE-----\n");
-    }
-    b64.encode(pem)
 }
 
 async fn default_ca_bundle() -> Option<String> {

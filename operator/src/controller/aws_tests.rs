@@ -2,10 +2,9 @@
 //! queue end to end against the moto emulator (`scripts/aws-emulator.sh`, started by
 //! `scripts/test.sh`): real EventBridge JSON in SQS ends as a deleted NodeClaim.
 
-use super::aws::{AwsHooks, InterruptionHandler, NODE_CLASS_FINALIZER, ca_bundle_from_der};
+use super::aws::{AwsHooks, InterruptionHandler, NODE_CLASS_FINALIZER};
 use super::provider::ProviderHooks;
 use super::testing::{Seen, ctx, mock_client, node, put, status};
-use crate::metrics::Metrics;
 use karpenter_cloudprovider::v1::labels as v1labels;
 use karpenter_cloudprovider::{CloudProvider, NodeClaim};
 use karpenter_cloudprovider_aws::interruption::{InterruptionSink, samples};
@@ -14,6 +13,7 @@ use karpenter_cloudprovider_aws::{
     AwsClients, AwsCloudProvider, AwsSettings, InterruptionEvent, InterruptionKind,
     InterruptionPoller, NodeClaimInterruption, SystemClock, UnavailableOfferings,
 };
+use karpenter_metrics::Metrics;
 use karpenter_testing::api::node_claim;
 use kube::runtime::reflector;
 use std::sync::Arc;
@@ -168,24 +168,6 @@ async fn claims_already_deleting_are_left_alone() {
         .await
         .expect("nothing to do");
     assert_eq!(deletes(&api.requests()), 0);
-}
-
-#[test]
-fn ca_bundle_is_base64_pem() {
-    use base64::Engine as _;
-    let b64 = ca_bundle_from_der(&[vec![1, 2, 3]]);
-    let pem = base64::engine::general_purpose::STANDARD
-        .decode(b64)
-        .expect("base64");
-    assert_eq!(
-        String::from_utf8(pem).unwrap(),
-        "-----BEGIN CERTIFICATE-----\nAQID\n-----END CERTIFICATE-----\n"
-    );
-    assert_eq!(
-        super::aws::kubernetes_version("1", "33+").as_deref(),
-        Some("1.33")
-    );
-    assert_eq!(super::aws::kubernetes_version("", "33"), None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

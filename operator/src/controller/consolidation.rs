@@ -5,8 +5,8 @@
 //! move, on the NodePool for each approving pool of a multi-node move.
 
 use super::{Ctx, exec};
-use crate::metrics::ConsolidationLabels;
 use karpenter_disruption::{ConsolidationMethod, PoolScore, ScoreResult, ScoredMove};
+use karpenter_metrics::ConsolidationLabels;
 use kube::runtime::reflector::ObjectRef;
 
 fn decision(approved: bool) -> String {

@@ -9,13 +9,13 @@
 
 use super::api::{ErrorClass, classify, merge_patch, set_finalizers};
 use super::{Ctx, ReconcileError, lifecycle, repair};
-use crate::metrics::{
-    CodeLabels, CreatedLabels, DisruptedLabels, NodePoolLabels, TerminatedLabels,
-};
 use k8s_openapi::api::core::v1::{Node, Taint as K8sTaint};
 use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, StatusConditions, labels as v1labels};
 use karpenter_cluster::Action;
 use karpenter_cluster::termination::NODE_DELETED;
+use karpenter_metrics::{
+    CodeLabels, CreatedLabels, DisruptedLabels, NodePoolLabels, TerminatedLabels,
+};
 use karpenter_scheduling::model::PodKey;
 use kube::api::{DeleteParams, EvictParams, PostParams};
 use std::sync::Arc;

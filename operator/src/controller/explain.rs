@@ -9,31 +9,6 @@ use karpenter_disruption::{Hold, NodeExplanation};
 use kube::runtime::reflector::ObjectRef;
 use std::collections::BTreeMap;
 
-/// The event reason and message for `hold`, or `None` for holds that are not worth telling
-/// (nothing to do, a transient countdown, a node not Karpenter's or already going away).
-pub fn event_for(hold: &Hold) -> Option<(&'static str, String)> {
-    match hold {
-        Hold::DoNotDisruptNode
-        | Hold::DoNotDisruptPod { .. }
-        | Hold::PdbBlocked { .. }
-        | Hold::MultiplePdbs { .. }
-        | Hold::Budget { .. }
-        | Hold::NodePoolNotFound { .. }
-        | Hold::StaticNodePool => {
-            Some(("DisruptionBlocked", format!("Cannot disrupt Node: {hold}")))
-        }
-        Hold::WouldNotFit { .. }
-        | Hold::NeedsMultipleNodes { .. }
-        | Hold::NotCheaper
-        | Hold::SpotToSpotDisabled
-        | Hold::SpotToSpotTooFewOptions { .. }
-        | Hold::MinValues { .. }
-        | Hold::UnknownPrice
-        | Hold::WhenEmptyPolicy => Some(("Unconsolidatable", hold.to_string())),
-        _ => None,
-    }
-}
-
 /// Remembers the last message sent per node.
 #[derive(Debug, Default)]
 pub struct Explainer {
@@ -47,7 +22,7 @@ impl Explainer {
     pub fn publish(&mut self, ctx: &Ctx, explanations: &[NodeExplanation]) {
         let mut seen = BTreeMap::new();
         for e in explanations {
-            let Some((reason, message)) = e.holds.iter().find_map(event_for) else {
+            let Some((reason, message)) = e.holds.iter().find_map(Hold::event) else {
                 continue;
             };
             let key = format!("{reason}: {message}");
@@ -72,32 +47,7 @@ impl Explainer {
 mod tests {
     use super::*;
     use crate::controller::testing::{ctx, mock_client, node, put, status};
-    use karpenter_disruption::Reason;
-    use karpenter_scheduling::model::PodKey;
     use karpenter_testing::api::node_claim;
-
-    #[test]
-    fn only_telling_holds_make_events() {
-        let pod = PodKey::new("default", "db-0");
-        let (reason, message) = event_for(&Hold::DoNotDisruptPod { pod }).unwrap();
-        assert_eq!(reason, "DisruptionBlocked");
-        assert_eq!(
-            message,
-            "Cannot disrupt Node: pod default/db-0 has \"karpenter.sh/do-not-disrupt\" annotation"
-        );
-        assert_eq!(event_for(&Hold::NotCheaper).unwrap().0, "Unconsolidatable");
-        for quiet in [
-            Hold::NothingToDo,
-            Hold::NotEvaluated,
-            Hold::ConsolidateAfter { remaining_ms: 5 },
-            Hold::PreemptedByEarlierMethod {
-                reason: Reason::Empty,
-            },
-            Hold::Deleting,
-        ] {
-            assert_eq!(event_for(&quiet), None, "{quiet:?}");
-        }
-    }
 
     #[tokio::test]
     async fn an_unchanged_block_is_told_once() {

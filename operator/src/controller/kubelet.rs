@@ -1,15 +1,16 @@
 //! With `--cloud-provider fake` there is no kubelet on the "instances", so the controller
-//! plays it for the Nodes it created (those labelled [`FAKE_NODE_LABEL`]): it reports them
+//! plays it for the Nodes it created (those labelled
+//! [`FAKE_NODE_LABEL`](karpenter_cloudprovider_fake::node_instances::FAKE_NODE_LABEL)): it reports them
 //! Ready with a heartbeat (until the Node is gone, draining included), renews their Lease in
 //! `kube-node-lease`, moves pods bound to them to Running/Ready, and finishes deleting pods
 //! that were evicted or deleted from them once their grace period has passed.
 
 use super::api::{ErrorClass, classify};
-use super::fake::FAKE_NODE_LABEL;
 use super::{Ctx, ReconcileError};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
+use karpenter_cloudprovider_fake::node_instances::is_fake;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 
@@ -19,14 +20,6 @@ pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
 pub const NODE_LEASE_DURATION_SECS: i32 = 40;
 /// How often the Ready condition's heartbeat is refreshed.
 pub const HEARTBEAT_INTERVAL_MS: i64 = 10_000;
-
-fn is_fake(node: &Node) -> bool {
-    node.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(FAKE_NODE_LABEL))
-        .is_some_and(|v| v == "true")
-}
 
 fn ready_heartbeat(node: &Node) -> Option<i64> {
     node.status

@@ -99,7 +99,7 @@ pub async fn register(ctx: &Ctx, name: &str, node_name: &str) -> Result<(), Reco
     patch_claim_status(ctx, &updated).await?;
     ctx.metrics
         .nodes_created
-        .get_or_create(&crate::metrics::NodePoolLabels {
+        .get_or_create(&karpenter_metrics::NodePoolLabels {
             nodepool: claim.node_pool().unwrap_or_default().to_owned(),
         })
         .inc();

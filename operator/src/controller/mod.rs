@@ -35,13 +35,13 @@ pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
 
-use crate::metrics::Metrics;
 use crate::settings::Settings;
 use api::RateLimiter;
 use events::EventSink;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use karpenter_cloudprovider::{CloudProvider, CloudProviderError, NodeClaim, NodePool};
+use karpenter_metrics::Metrics;
 use karpenter_scheduling::model::Millis;
 use kube::{Api, Client};
 use state::Stores;

@@ -3,9 +3,9 @@
 //! metrics exported.
 
 use super::{Ctx, ReconcileError};
-use crate::metrics::ResourceLabels;
 use karpenter_cloudprovider::NodeClaim;
 use karpenter_cluster::nodepool_status::{desired_status, hash_annotations};
+use karpenter_metrics::ResourceLabels;
 use karpenter_scheduling::Quantity;
 
 /// Updates every pool's hash annotations and status when they changed, and the usage /

@@ -4,10 +4,10 @@
 //! turn bound (or running and ready) after having been seen without it, so a restart does
 //! not re-record every pod already in the cluster.
 
-use crate::metrics::{Metrics, PodStateLabels};
 use k8s_openapi::api::core::v1::Pod;
 use karpenter_cluster::api_objects::pod_key;
 use karpenter_cluster::{ClusterState, ObjectKey};
+use karpenter_metrics::{Metrics, PodStateLabels};
 use karpenter_scheduling::model::{Millis, PodKey};
 use kube::runtime::reflector::{ObjectRef, Store};
 use std::collections::{BTreeMap, BTreeSet};

@@ -8,11 +8,11 @@
 
 use super::Ctx;
 use super::fake::ClusterFakeProvider;
-use crate::metrics::Metrics;
-use crate::metrics::cloudprovider::Metered;
 use crate::settings::{ProviderKind, Settings};
 use karpenter_cloudprovider::CloudProvider;
 use karpenter_cloudprovider_fake::FakeCloudProvider;
+use karpenter_metrics::Metrics;
+use karpenter_metrics::cloudprovider::Metered;
 use kube::{Api, Client};
 use std::sync::Arc;
 use tokio::sync::{Notify, watch};

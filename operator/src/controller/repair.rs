@@ -3,9 +3,9 @@
 //! its termination timestamp and is deleted, and blocked repairs become warning events.
 
 use super::{Ctx, ReconcileError, api, exec};
-use crate::metrics::DisruptedLabels;
 use karpenter_cloudprovider::v1::labels as v1labels;
 use karpenter_cluster::repair::ALLOWED_UNHEALTHY_PERCENT;
+use karpenter_metrics::DisruptedLabels;
 
 /// Marks NodeClaim `name` for immediate termination and deletes it (the action
 /// `RepairNodeClaim`).

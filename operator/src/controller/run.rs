@@ -11,7 +11,6 @@ use super::{
     Ctx, consolidation, drift, kubelet, logging, nodepool, provider, repair, state, system_clock,
 };
 use crate::http::{self, Health};
-use crate::metrics::{ControllerLabels, DecisionLabels, Metrics, ReasonLabels, ResourceTypeLabels};
 use crate::settings::{ControllerArgs, ProviderKind, Settings};
 use anyhow::Context as _;
 use karpenter_cloudprovider::v1::{ConditionType, labels as v1labels};
@@ -22,6 +21,9 @@ use karpenter_cluster::provisioner::NameGenerator;
 use karpenter_cluster::reconciler::{Event, ProviderFacts, Reconciler, ReconcilerSettings};
 use karpenter_cluster::{Action, ClusterState, ObjectKey};
 use karpenter_disruption::DisruptionOptions;
+use karpenter_metrics::{
+    ControllerLabels, DecisionLabels, Metrics, ReasonLabels, ResourceTypeLabels,
+};
 use karpenter_scheduling::SolveOptions;
 use karpenter_scheduling::model::{InstanceType, Millis, PodKey};
 use kube::runtime::events::{Recorder, Reporter};
@@ -537,8 +539,8 @@ impl Controller {
     }
 
     /// The gauges read from the whole index: the node count, and every
-    /// [`UTILIZATION_PERIOD_MS`] the utilisation of Karpenter-managed nodes (pod requests over
-    /// allocatable), a scan of every node and its pods.
+    /// [`UTILIZATION_PERIOD_MS`] the utilisation of Karpenter-managed nodes, a scan of every
+    /// node and its pods.
     fn record_metrics(&mut self, now: Millis) {
         let Some((state, _)) = self.core.as_ref() else {
             return;
@@ -552,30 +554,12 @@ impl Controller {
             return;
         }
         self.utilization_at = Some(now);
-        let mut requested: BTreeMap<String, f64> = BTreeMap::new();
-        let mut allocatable: BTreeMap<String, f64> = BTreeMap::new();
-        for (name, record) in state.nodes() {
-            if record.node_claim.is_none() {
-                continue;
-            }
-            for (k, q) in record.node.allocatable.to_quantities() {
-                *allocatable.entry(k).or_default() += q.nanos() as f64 / 1e9;
-            }
-            for p in state.pods_on(name) {
-                for (k, q) in p.pod.requests.to_quantities() {
-                    *requested.entry(k).or_default() += q.nanos() as f64 / 1e9;
-                }
-            }
-        }
-        for (resource, total) in &allocatable {
-            if *total > 0.0 {
-                let used = requested.get(resource).copied().unwrap_or(0.0);
-                m.cluster_utilization
-                    .get_or_create(&ResourceTypeLabels {
-                        resource_type: resource.clone(),
-                    })
-                    .set(100.0 * used / total);
-            }
+        for (resource, percent) in state.utilization_percent() {
+            m.cluster_utilization
+                .get_or_create(&ResourceTypeLabels {
+                    resource_type: resource,
+                })
+                .set(percent);
         }
     }
 }

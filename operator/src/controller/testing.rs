@@ -4,11 +4,11 @@
 use super::events::{EventSink, Published};
 use super::state::{Stores, Writers, stores};
 use super::{Clock, Ctx};
-use crate::metrics::Metrics;
 use crate::settings::Settings;
 use http::{Request, Response};
 use k8s_openapi::api::core::v1::Node;
 use karpenter_cloudprovider::CloudProvider;
+use karpenter_metrics::Metrics;
 use karpenter_testing::api::registering_node;
 use kube::client::Body;
 use kube::runtime::watcher::Event;
@@ -19,7 +19,13 @@ use tokio::sync::mpsc;
 /// provider's nodes so that the fake kubelet manages it.
 pub fn node(name: &str, provider_id: &str) -> Node {
     let mut n = registering_node(name, provider_id);
-    n.metadata.labels = Some([(super::fake::FAKE_NODE_LABEL.to_owned(), "true".to_owned())].into());
+    n.metadata.labels = Some(
+        [(
+            karpenter_cloudprovider_fake::node_instances::FAKE_NODE_LABEL.to_owned(),
+            "true".to_owned(),
+        )]
+        .into(),
+    );
     n
 }
 

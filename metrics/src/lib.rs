@@ -1,6 +1,12 @@
-//! The controller's Prometheus metrics, under Karpenter's metric and label names so existing
-//! dashboards and alerts keep working. The cloud-provider families come from the
+//! Karpenter's Prometheus metrics: every family the karpenter-rs controller exports, under
+//! Karpenter's metric names, types, label names and buckets, so existing dashboards and alerts
+//! keep working. The cloud-provider families come from the
 //! [`Metered`](cloudprovider::Metered) decorator and are registered in the same registry.
+//!
+//! The crate holds definitions and recording only; what is observed, and when, is the
+//! operator's business. An embedder can register [`Metrics`] and serve [`Metrics::encode`].
+
+#![forbid(unsafe_code)]
 
 pub mod cloudprovider;
 
