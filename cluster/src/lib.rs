@@ -35,10 +35,12 @@ pub mod inputs;
 pub mod manifests;
 pub mod nodepool_status;
 pub mod orchestration;
+pub mod pod_transitions;
 pub mod provisioner;
 pub mod reconciler;
 pub mod registration;
 pub mod repair;
+pub mod shadow;
 pub mod termination;
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;

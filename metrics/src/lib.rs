@@ -135,6 +135,17 @@ pub struct DecisionLabels {
     pub consolidation_type: String,
 }
 
+/// `{action, reason, nodepool}` of `karpenter_dry_run_decisions_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct DryRunLabels {
+    /// `create` (a NodeClaim for pending pods), `delete` or `replace` (a disruption).
+    pub action: String,
+    /// `provisioning`, or the disruption reason (`empty`, `underutilized`, `drifted` …).
+    pub reason: String,
+    /// NodePool name (of the new claim, or of the first disrupted node).
+    pub nodepool: String,
+}
+
 /// `{reason}`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct ReasonLabels {
@@ -232,6 +243,15 @@ pub struct Metrics {
     pub interruption_deleted: Counter,
     /// `karpenter_interruption_message_queue_duration_seconds` (aws): event time to handling.
     pub interruption_queue_duration: Histogram,
+    /// `karpenter_dry_run_decisions_total` (karpenter-rs, `--dry-run`): decisions that would
+    /// have been carried out, each counted once however many passes repeat it.
+    pub dry_run_decisions: Family<DryRunLabels, Counter>,
+    /// `karpenter_dry_run_provisioning_price_dollars_per_hour` (`--dry-run`): the price of the
+    /// NodeClaims the latest plan would create for the pods pending now.
+    pub dry_run_provisioning_price: Family<NodePoolLabels, FloatGauge>,
+    /// `karpenter_dry_run_disruption_savings_dollars_per_hour` (`--dry-run`): what the
+    /// latest disruption pass's commands would save.
+    pub dry_run_disruption_savings: Family<ReasonLabels, FloatGauge>,
 }
 
 impl Default for Metrics {
@@ -274,6 +294,9 @@ impl Metrics {
             interruption_received: Family::default(),
             interruption_deleted: Counter::default(),
             interruption_queue_duration: duration_histogram(),
+            dry_run_decisions: Family::default(),
+            dry_run_provisioning_price: Family::default(),
+            dry_run_disruption_savings: Family::default(),
         };
         // prometheus-client appends `_total` to counters when encoding, so counters are
         // registered without it.
@@ -406,6 +429,21 @@ impl Metrics {
             "karpenter_interruption_message_queue_duration_seconds",
             "Amount of time an interruption message is on the queue before it is processed by karpenter.",
             m.interruption_queue_duration.clone(),
+        );
+        r.register(
+            "karpenter_dry_run_decisions",
+            "karpenter-rs shadow mode: provisioning and disruption decisions that would have been carried out, counted once each. Labeled by action, reason and nodepool.",
+            m.dry_run_decisions.clone(),
+        );
+        r.register(
+            "karpenter_dry_run_provisioning_price_dollars_per_hour",
+            "karpenter-rs shadow mode: hourly price of the nodeclaims the latest plan would create for the pods pending now. Labeled by nodepool.",
+            m.dry_run_provisioning_price.clone(),
+        );
+        r.register(
+            "karpenter_dry_run_disruption_savings_dollars_per_hour",
+            "karpenter-rs shadow mode: hourly savings of the latest disruption pass's commands. Labeled by disruption reason.",
+            m.dry_run_disruption_savings.clone(),
         );
         *m.registry.lock().unwrap_or_else(PoisonError::into_inner) = r;
         m

@@ -62,7 +62,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 /// the process default, which rustls can only infer when exactly one provider is compiled in;
 /// a build with the `aws` feature also links aws-lc-rs (the AWS SDK's client names its provider
 /// itself), so without this the first API call panics.
-fn install_crypto_provider() {
+pub(crate) fn install_crypto_provider() {
     // An error means a provider is installed already, which is all that is needed.
     let _ = rustls::crypto::ring::default_provider().install_default();
 }

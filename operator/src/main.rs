@@ -7,6 +7,7 @@ mod cli;
 mod controller;
 mod http;
 mod manifests;
+mod plan_cluster;
 mod plan_cmd;
 mod settings;
 mod simulate;

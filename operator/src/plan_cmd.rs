@@ -10,6 +10,7 @@ use karpenter_scheduling::solver::{MinValuesPolicy, PreferencePolicy};
 use karpenter_scheduling::{SolveOptions, solve};
 use karpenter_simulator::plan_table::render_plan;
 use std::borrow::Cow;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -18,8 +19,17 @@ use std::sync::Arc;
 pub struct PlanArgs {
     /// Manifest files or directories (YAML or JSON; multi-document and `kind: List` allowed):
     /// Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets, NodePools, Namespaces.
-    #[arg(required = true)]
+    #[arg(
+        required_unless_present = "from_cluster",
+        conflicts_with = "from_cluster"
+    )]
     pub paths: Vec<PathBuf>,
+    /// Plan for the live cluster of the current kubeconfig (or the in-cluster config)
+    /// instead of files: its pending pods, Nodes and the pods bound to them, NodeClaims in
+    /// flight, NodePools, DaemonSets, PodDisruptionBudgets and Namespaces, read with list
+    /// requests only (any other request is refused by the client).
+    #[arg(long)]
+    pub from_cluster: bool,
     /// Instance-type catalogue (JSON, the format documented in docs/reference.md). Default:
     /// the bundled real EC2 catalogue with us-east-1 prices.
     #[arg(long, value_name = "FILE")]
@@ -89,6 +99,17 @@ pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
     // A JSON plan lists every option of every claim: megabytes, one write per line unbuffered.
     let mut out = std::io::BufWriter::new(out);
     let out: &mut dyn std::io::Write = &mut out;
+    if args.from_cluster {
+        let instance_types = load_catalogue(args.catalogue.as_deref())?;
+        let (snapshot, skipped) = crate::plan_cluster::snapshot(&instance_types)?;
+        let mut stderr = std::io::stderr();
+        for (object, why) in &skipped {
+            // Warnings are best effort: a closed stderr must not stop the plan.
+            let _ = writeln!(stderr, "warning: {object} left out of the plan: {why}");
+        }
+        let plan = solve(&snapshot, &solve_options(args));
+        return write_plan(&plan, args.output, &[], out);
+    }
     // Building the catalogue's instance types takes about as long as reading a thousand pods
     // (tens of milliseconds for the embedded 1,340 types), so the two run side by side.
     let (docs, instance_types) = std::thread::scope(|scope| {
@@ -109,6 +130,16 @@ pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
     }
     let instance_types = instance_types?;
     let snapshot = inputs.snapshot(&instance_types)?;
+    let plan = solve(&snapshot, &solve_options(args));
+    let ignored: Vec<String> = inputs
+        .ignored
+        .iter()
+        .map(|(kind, n)| format!("{n} {kind}"))
+        .collect();
+    write_plan(&plan, args.output, &ignored, out)
+}
+
+fn solve_options(args: &PlanArgs) -> SolveOptions {
     let mut options = SolveOptions {
         preference_policy: match args.preference_policy {
             Preference::Respect => PreferencePolicy::Respect,
@@ -124,21 +155,25 @@ pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
         options.optimizer.max_work = work;
         options.optimizer.enabled = work > 0;
     }
-    let plan = solve(&snapshot, &options);
-    match args.output {
+    options
+}
+
+/// Prints `plan` as `format`; `ignored` names the kinds of documents that played no part.
+fn write_plan(
+    plan: &karpenter_scheduling::Plan,
+    format: OutputFormat,
+    ignored: &[String],
+    out: &mut dyn std::io::Write,
+) -> Result<()> {
+    match format {
         OutputFormat::Json => {
-            serde_json::to_writer_pretty(&mut *out, &plan)?;
+            serde_json::to_writer_pretty(&mut *out, plan)?;
             writeln!(out)?;
         }
         OutputFormat::Table => {
-            write!(out, "{}", render_plan(&plan))?;
-            if !inputs.ignored.is_empty() {
-                let skipped: Vec<String> = inputs
-                    .ignored
-                    .iter()
-                    .map(|(kind, n)| format!("{n} {kind}"))
-                    .collect();
-                writeln!(out, "\nnot used for planning: {}", skipped.join(", "))?;
+            write!(out, "{}", render_plan(plan))?;
+            if !ignored.is_empty() {
+                writeln!(out, "\nnot used for planning: {}", ignored.join(", "))?;
             }
         }
     }

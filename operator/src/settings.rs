@@ -91,6 +91,11 @@ pub struct ControllerArgs {
     /// Run without a leader-election Lease (only for a single replica).
     #[arg(long, env = "DISABLE_LEADER_ELECTION", default_value_t = false, action = clap::ArgAction::Set)]
     pub disable_leader_election: bool,
+    /// Shadow mode: watch the cluster and report (logs and `karpenter_dry_run_*` metrics)
+    /// what would be provisioned and disrupted, writing nothing to the API server or the
+    /// cloud. Needs only read access; implies no leader election.
+    #[arg(long, env = "DRY_RUN", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub dry_run: bool,
     /// Namespace of the leader-election Lease; default: the pod's namespace
     /// (`SYSTEM_NAMESPACE`), else `kube-system`.
     #[arg(long, env = "LEADER_ELECTION_NAMESPACE", default_value = "")]
@@ -312,8 +317,10 @@ pub struct Settings {
     pub metrics_port: u16,
     /// HEALTH_PROBE_PORT.
     pub health_probe_port: u16,
-    /// DISABLE_LEADER_ELECTION.
+    /// DISABLE_LEADER_ELECTION (always true in dry-run mode).
     pub disable_leader_election: bool,
+    /// DRY_RUN: decide and report, write nothing.
+    pub dry_run: bool,
     /// Namespace of the leader-election Lease (resolved default).
     pub leader_election_namespace: String,
     /// LEADER_ELECTION_NAME.
@@ -348,6 +355,7 @@ impl Default for Settings {
             metrics_port: 8080,
             health_probe_port: 8081,
             disable_leader_election: false,
+            dry_run: false,
             leader_election_namespace: "kube-system".into(),
             leader_election_name: "karpenter-leader-election".into(),
             kube_client_qps: 200,
@@ -513,7 +521,8 @@ impl Settings {
             log_output,
             metrics_port: args.metrics_port,
             health_probe_port: args.health_probe_port,
-            disable_leader_election: args.disable_leader_election,
+            disable_leader_election: args.disable_leader_election || args.dry_run,
+            dry_run: args.dry_run,
             leader_election_namespace,
             leader_election_name: args.leader_election_name.clone(),
             kube_client_qps: args.kube_client_qps,
@@ -551,6 +560,14 @@ mod tests {
     }
 
     #[test]
+    fn dry_run_is_a_switch_and_turns_leader_election_off() {
+        let s = parse(&["--dry-run"]).unwrap();
+        assert!(s.dry_run && s.disable_leader_election, "a Lease is a write");
+        let s = parse(&["--dry-run", "false"]).unwrap();
+        assert!(!s.dry_run && !s.disable_leader_election);
+    }
+
+    #[test]
     fn defaults_match_karpenter() {
         let s = parse(&[]).expect("defaults are valid");
         assert_eq!(s.batch_max_duration, Duration::from_secs(10));
@@ -560,6 +577,7 @@ mod tests {
         assert_eq!(s.kube_client_qps, 200);
         assert_eq!(s.kube_client_burst, 300);
         assert!(!s.disable_leader_election);
+        assert!(!s.dry_run);
         assert_eq!(s.leader_election_name, "karpenter-leader-election");
         assert_eq!(s.preference_policy, PreferencePolicy::Respect);
         assert_eq!(s.min_values_policy, MinValuesPolicy::Strict);

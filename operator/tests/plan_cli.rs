@@ -171,3 +171,33 @@ fn optimizer_work_zero_gives_the_greedy_plan() {
     let price = |p: &serde_json::Value| p["totalPrice"].as_f64().unwrap();
     assert!(price(&optimised) <= price(&greedy) + 1e-9);
 }
+
+#[test]
+fn from_cluster_without_a_cluster_is_a_clear_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .args(["plan", "--from-cluster"])
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .expect("run karpenter");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("connecting to the cluster"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn from_cluster_and_paths_are_exclusive() {
+    let out = karpenter(&["plan", "examples/inflate", "--from-cluster"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("cannot be used with"),
+        "{}",
+        stderr(&out)
+    );
+    let out = karpenter(&["plan"]);
+    assert!(
+        !out.status.success(),
+        "a path or --from-cluster is required"
+    );
+}

@@ -52,7 +52,9 @@ impl Reconciler {
         }
         self.next_disruption = now + self.settings.disruption_interval;
         tick.wake_at(self.next_disruption);
-        self.untaint_orphans(index, tick);
+        if !self.settings.observe_only {
+            self.untaint_orphans(index, tick);
+        }
         let inputs = (index.generation(), facts.version);
         if self
             .pass_memo
@@ -79,8 +81,10 @@ impl Reconciler {
         for command in &result.commands {
             tick.events
                 .push(Event::DisruptionDecided(Box::new(command.clone())));
-            tick.actions
-                .extend(self.orchestrator.submit(command.clone()));
+            if !self.settings.observe_only {
+                tick.actions
+                    .extend(self.orchestrator.submit(command.clone()));
+            }
         }
         tick.events.push(Event::DisruptionPass {
             drifted: candidate::drifted(&input),

@@ -63,6 +63,12 @@ pub struct ReconcilerSettings {
     pub solve: SolveOptions,
     /// Disruption options (the validation delay included).
     pub disruption: DisruptionOptions,
+    /// Shadow mode: decide provisioning and disruption but start nothing. Ticks skip the
+    /// NodeClaim lifecycle, repair and termination (the claims may be another autoscaler's),
+    /// disruption commands are reported as [`Event::DisruptionDecided`] without entering the
+    /// orchestration queue, and orphaned taints are left alone. Provisioning still returns its
+    /// `LaunchNodeClaim` actions, for the caller to report instead of carrying out.
+    pub observe_only: bool,
 }
 
 impl Default for ReconcilerSettings {
@@ -74,6 +80,7 @@ impl Default for ReconcilerSettings {
             disruption_interval: DISRUPTION_POLL_MS,
             solve: SolveOptions::default(),
             disruption: DisruptionOptions::default(),
+            observe_only: false,
         }
     }
 }
@@ -177,12 +184,14 @@ impl Reconciler {
     }
 
     /// One reconcile at `now`: NodeClaim lifecycle, node repair, termination, provisioning,
-    /// then disruption.
+    /// then disruption (only the last two in [`ReconcilerSettings::observe_only`]).
     pub fn tick(&mut self, index: &ClusterState, facts: &ProviderFacts, now: Millis) -> Tick {
         let mut tick = Tick::default();
-        self.mature(index, now, &mut tick);
-        self.repair(index, facts, now, &mut tick);
-        self.terminate(index, now, &mut tick);
+        if !self.settings.observe_only {
+            self.mature(index, now, &mut tick);
+            self.repair(index, facts, now, &mut tick);
+            self.terminate(index, now, &mut tick);
+        }
         self.provision(index, facts, now, &mut tick);
         self.disrupt(index, facts, now, &mut tick);
         tick

@@ -271,6 +271,73 @@ fn an_unchanged_cluster_is_evaluated_again_only_when_something_changes() {
     assert!(passed(&tick(&mut r, &s, 1, 30_000)), "the index changed");
 }
 
+#[test]
+fn observe_only_decides_but_starts_nothing() {
+    // A pending pod too big for the existing nodes (provisioning), an empty initialized node
+    // (Empty), a disrupted-tainted node no command holds (an orphan), and a claim not yet
+    // launched (lifecycle).
+    let mut s = index(&[], true);
+    // The orphan counts against the budget: allow both.
+    let mut p = pool();
+    p.spec.disruption.budgets =
+        serde_json::from_value(serde_json::json!([{"nodes": "100%"}])).unwrap();
+    s.apply(Object::NodePool(Box::new(p)));
+    add_pod(&mut s, "big", 8_000, true);
+    let ready = [
+        ConditionType::Launched,
+        ConditionType::Registered,
+        ConditionType::Initialized,
+    ];
+    add_node(&mut s, "empty", &ready);
+    add_node(&mut s, "orphan", &ready);
+    let mut record = s.nodes()["orphan"].clone();
+    record.node.taints.push(disrupted_taint());
+    s.apply(Object::Node(Box::new(record)));
+    s.apply(Object::NodeClaim(Box::new(claim("unlaunched", &[]))));
+    let run = |observe_only: bool| {
+        let settings = ReconcilerSettings {
+            observe_only,
+            ..ReconcilerSettings::default()
+        };
+        let mut r = Reconciler::new(settings, NameGenerator::default());
+        let mut actions = Vec::new();
+        let mut decided = 0;
+        for now in [0, 2_000, 10_000, 12_000, 20_000] {
+            let t = tick(&mut r, &s, 0, now);
+            decided += t
+                .events
+                .iter()
+                .filter(|e| matches!(e, Event::DisruptionDecided(_)))
+                .count();
+            actions.extend(t.actions);
+        }
+        let kinds: BTreeSet<&'static str> = actions
+            .iter()
+            .map(|a| match a {
+                Action::LaunchNodeClaim { .. } => "create",
+                Action::TaintDisrupted { .. } => "taint",
+                Action::UntaintDisrupted { .. } => "untaint",
+                a if a.is_lifecycle() => "lifecycle",
+                _ => "other",
+            })
+            .collect();
+        (decided, kinds)
+    };
+    let (decided, acting) = run(false);
+    assert!(decided > 0, "the empty node is decided");
+    assert!(
+        acting.contains("taint") && acting.contains("lifecycle") && acting.contains("untaint"),
+        "{acting:?}"
+    );
+    let (decided, observing) = run(true);
+    assert!(decided > 0, "still decided in shadow mode");
+    assert_eq!(
+        observing,
+        BTreeSet::from(["create"]),
+        "only the provisioning decision, for the caller to report"
+    );
+}
+
 fn lifecycle_actions(t: &Tick) -> Vec<&Action> {
     t.actions
         .iter()

@@ -173,7 +173,7 @@ impl AwsHooks {
                     generation: nc.metadata.generation,
                 },
             );
-        if fresh.status == nc.status {
+        if fresh.status == nc.status || ctx.settings.dry_run {
             return;
         }
         let api: Api<EC2NodeClass> = Api::all(ctx.client.clone());
@@ -279,11 +279,18 @@ impl ProviderHooks for AwsHooks {
             self.provider.delete_node_class(&name);
         }
         for nc in classes {
+            // The shadow mode resolves classes (pools need their instance types) but
+            // writes neither finalizers nor status.
+            let dry_run = ctx.settings.dry_run;
             if nc.metadata.deletion_timestamp.is_some() {
-                self.finalize(ctx, &nc).await;
+                if !dry_run {
+                    self.finalize(ctx, &nc).await;
+                }
                 continue;
             }
-            self.add_finalizer(ctx, &nc).await;
+            if !dry_run {
+                self.add_finalizer(ctx, &nc).await;
+            }
             if self.due(&nc, now) {
                 self.resolve(ctx, &nc, now).await;
             }

@@ -8,9 +8,10 @@
 use super::api::{ErrorClass, classify};
 use super::{Ctx, ReconcileError};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
 use karpenter_cloudprovider_fake::node_instances::is_fake;
+use karpenter_cluster::pod_transitions::pod_running_ready;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 
@@ -78,17 +79,6 @@ pub fn running_patch(now: jiff::Timestamp) -> serde_json::Value {
             "conditions": [cond("PodScheduled"), cond("Initialized"), cond("ContainersReady"), cond("Ready")],
         }
     })
-}
-
-/// Phase `Running` with `Ready=True`.
-pub(crate) fn pod_running_ready(pod: &Pod) -> bool {
-    let status = pod.status.as_ref();
-    status.and_then(|s| s.phase.as_deref()) == Some("Running")
-        && status
-            .and_then(|s| s.conditions.as_ref())
-            .into_iter()
-            .flatten()
-            .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
 /// One pass over the fake nodes and their pods.

@@ -16,6 +16,7 @@ pub mod aws;
 mod aws_tests;
 pub mod consolidation;
 pub mod drift;
+pub mod dry_run;
 pub mod events;
 pub mod exec;
 pub mod explain;

@@ -1,87 +1,14 @@
 //! The per-pod metrics, updated from the pods a pass changed rather than from every pod:
 //! `karpenter_pods_state`, and `karpenter_pods_bound_duration_seconds` and
-//! `karpenter_pods_startup_duration_seconds`: a pod is observed once, when it is seen to
-//! turn bound (or running and ready) after having been seen without it, so a restart does
-//! not re-record every pod already in the cluster.
+//! `karpenter_pods_startup_duration_seconds` as [`PodTransitions`] observes them.
 
 use k8s_openapi::api::core::v1::Pod;
-use karpenter_cluster::api_objects::pod_key;
+use karpenter_cluster::pod_transitions::PodTransitions;
 use karpenter_cluster::{ClusterState, ObjectKey};
 use karpenter_metrics::{Metrics, PodStateLabels};
 use karpenter_scheduling::model::{Millis, PodKey};
 use kube::runtime::reflector::{ObjectRef, Store};
-use std::collections::{BTreeMap, BTreeSet};
-
-/// Pods seen unbound, and seen bound but not yet running and ready.
-#[derive(Debug, Default)]
-pub struct PodTransitions {
-    unbound: BTreeSet<PodKey>,
-    starting: BTreeSet<PodKey>,
-}
-
-fn condition_time_ms(pod: &Pod, type_: &str) -> Option<Millis> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_ && c.status == "True")
-        .map(|c| {
-            c.last_transition_time
-                .as_ref()
-                .map_or(Millis::MIN, |t| t.0.as_millisecond())
-        })
-}
-
-fn is_bound(pod: &Pod) -> bool {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.node_name.as_deref())
-        .is_some_and(|n| !n.is_empty())
-}
-
-impl PodTransitions {
-    /// Looks at one changed pod at `now`: records its bound or startup duration if it just
-    /// turned bound or running after having been seen without it.
-    pub fn observe_one(&mut self, pod: &Pod, now: Millis, metrics: &Metrics) {
-        let Some(created) = pod.metadata.creation_timestamp.as_ref() else {
-            return;
-        };
-        let created = created.0.as_millisecond();
-        let key = pod_key(pod);
-        // A transition time before creation (or missing) says nothing; `now` is the
-        // latest the transition can have happened.
-        let since = |at: Option<Millis>| {
-            let at = at.filter(|t| *t >= created).unwrap_or(now);
-            (at - created).max(0) as f64 / 1000.0
-        };
-        if !is_bound(pod) {
-            self.unbound.insert(key.clone());
-            self.starting.insert(key);
-            return;
-        }
-        if self.unbound.remove(&key) {
-            metrics
-                .pods_bound_duration
-                .observe(since(condition_time_ms(pod, "PodScheduled")));
-        }
-        if super::kubelet::pod_running_ready(pod) {
-            if self.starting.remove(&key) {
-                metrics
-                    .pods_startup_duration
-                    .observe(since(condition_time_ms(pod, "Ready")));
-            }
-        } else if pod.metadata.deletion_timestamp.is_none() {
-            self.starting.insert(key);
-        }
-    }
-
-    /// Forgets a pod that is gone.
-    pub fn forget(&mut self, key: &PodKey) {
-        self.unbound.remove(key);
-        self.starting.remove(key);
-    }
-}
+use std::collections::BTreeMap;
 
 /// The per-pod metrics, kept up to date from the pods each pass changed:
 /// `karpenter_pods_state` (one series per pod the index holds) and the bound and startup
@@ -110,7 +37,15 @@ impl PodMetrics {
                 continue;
             };
             match pods.get(&ObjectRef::new(&key.name).within(&key.namespace)) {
-                Some(pod) => self.transitions.observe_one(&pod, now, metrics),
+                Some(pod) => {
+                    let seen = self.transitions.observe(&pod, now);
+                    if let Some(seconds) = seen.bound_seconds {
+                        metrics.pods_bound_duration.observe(seconds);
+                    }
+                    if let Some(seconds) = seen.startup_seconds {
+                        metrics.pods_startup_duration.observe(seconds);
+                    }
+                }
                 None => self.transitions.forget(key),
             }
             self.update_series(key, state, now, metrics);
@@ -227,36 +162,6 @@ mod tests {
             count("karpenter_pods_bound_duration_seconds"),
             count("karpenter_pods_startup_duration_seconds"),
         )
-    }
-
-    #[test]
-    fn records_each_transition_once() {
-        let m = Metrics::new();
-        let mut p = PodTransitions::default();
-        p.observe_one(&pod(None, None, None), 2_000, &m);
-        assert_eq!(counts(&m), (0, 0));
-        p.observe_one(&pod(Some("n1"), Some(31_000), None), 40_000, &m);
-        assert_eq!(counts(&m), (1, 0));
-        assert!(
-            m.encode()
-                .contains("karpenter_pods_bound_duration_seconds_sum 30.0"),
-            "bound 30 s after creation: {}",
-            m.encode()
-        );
-        p.observe_one(&pod(Some("n1"), Some(31_000), None), 41_000, &m);
-        assert_eq!(counts(&m), (1, 0), "bound is recorded once");
-        p.observe_one(&pod(Some("n1"), Some(31_000), Some(61_000)), 70_000, &m);
-        assert_eq!(counts(&m), (1, 1));
-        p.observe_one(&pod(Some("n1"), Some(31_000), Some(61_000)), 80_000, &m);
-        assert_eq!(counts(&m), (1, 1), "startup is recorded once");
-    }
-
-    #[test]
-    fn pods_already_running_at_start_are_not_recorded() {
-        let m = Metrics::new();
-        let mut p = PodTransitions::default();
-        p.observe_one(&pod(Some("n1"), Some(2_000), Some(3_000)), 900_000, &m);
-        assert_eq!(counts(&m), (0, 0));
     }
 
     #[test]

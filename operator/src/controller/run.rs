@@ -8,7 +8,8 @@ use super::leader::{self, LeaderGate};
 use super::podmetrics::PodMetrics;
 use super::provider::ProviderHooks;
 use super::{
-    Ctx, consolidation, drift, kubelet, logging, nodepool, provider, repair, state, system_clock,
+    Ctx, consolidation, drift, dry_run, kubelet, logging, nodepool, provider, repair, state,
+    system_clock,
 };
 use crate::http::{self, Health};
 use crate::settings::{ControllerArgs, ProviderKind, Settings};
@@ -70,6 +71,8 @@ pub struct Controller {
     /// When node utilisation was last computed (a scan of every managed node).
     utilization_at: Option<Millis>,
     explainer: Explainer,
+    /// `--dry-run`: what was already reported; `None` when the controller acts.
+    shadow: Option<dry_run::Reporter>,
 }
 
 impl Controller {
@@ -77,7 +80,6 @@ impl Controller {
     pub fn new(ctx: Ctx) -> Self {
         Self {
             core: Some(fresh_core(&ctx)),
-            ctx,
             instance_types: BTreeMap::new(),
             instance_types_at: None,
             drift: BTreeMap::new(),
@@ -92,6 +94,8 @@ impl Controller {
             pod_metrics: PodMetrics::default(),
             utilization_at: None,
             explainer: Explainer::default(),
+            shadow: ctx.settings.dry_run.then(dry_run::Reporter::default),
+            ctx,
         }
     }
 
@@ -144,6 +148,10 @@ impl Controller {
     }
 
     async fn run_actions(&self, actions: &[Action]) {
+        if self.shadow.is_some() {
+            actions.iter().for_each(dry_run::Reporter::action);
+            return;
+        }
         for action in actions {
             match exec::execute(&self.ctx, action).await {
                 Ok(Executed::Done | Executed::Blocked) => {}
@@ -183,6 +191,11 @@ impl Controller {
         self.core = Some((state, reconciler));
 
         self.reconcile(now).await;
+        if self.shadow.is_some() {
+            // Status, the fake kubelet and garbage collection all write.
+            self.record_metrics(now);
+            return;
+        }
         // NodePool status is a function of the pools and their claims: recomputed when one
         // changed, after a failure, and every NODEPOOL_STATUS_PERIOD_MS for its conditions.
         if pools_changed
@@ -276,6 +289,11 @@ impl Controller {
             })
             .set(provisionable as i64);
         self.core = Some((state, reconciler));
+        if provisionable == 0
+            && let Some(shadow) = &mut self.shadow
+        {
+            shadow.nothing_pending(&self.ctx.metrics);
+        }
         for event in tick.events {
             self.record(event).await;
         }
@@ -312,6 +330,9 @@ impl Controller {
                     price = plan.total_price,
                     "computed new nodeclaim(s) to fit pod(s)"
                 );
+                if let Some(shadow) = &mut self.shadow {
+                    shadow.planned(&plan, &self.ctx.metrics);
+                }
             }
             Event::Nominated { pod, node } => {
                 if let Some(p) = pod_ref(&pod) {
@@ -350,11 +371,17 @@ impl Controller {
                         })
                         .set(*count as i64);
                 }
-                drift::record(&self.ctx, &drifted).await;
+                match &mut self.shadow {
+                    Some(shadow) => shadow.pass_done(&self.ctx.metrics),
+                    None => drift::record(&self.ctx, &drifted).await,
+                }
                 self.explainer.publish(&self.ctx, &result.explanations);
                 consolidation::publish(&self.ctx, &result.scored_moves);
             }
             Event::DisruptionDecided(command) => {
+                if let Some(shadow) = &mut self.shadow {
+                    shadow.decided(&command, &self.ctx.metrics);
+                }
                 self.ctx
                     .metrics
                     .disruption_decisions
@@ -581,6 +608,7 @@ fn fresh_core(ctx: &Ctx) -> (ClusterState, Reconciler) {
             ..DisruptionOptions::default()
         },
         solve,
+        observe_only: s.dry_run,
         ..ReconcilerSettings::default()
     };
     let names = NameGenerator::starting_at(name_seed());
@@ -613,9 +641,13 @@ fn identity() -> String {
 pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     let settings = Settings::from_args(args)?;
     logging::init(&settings).map_err(|e| anyhow::anyhow!("initialising logging: {e}"))?;
-    let client = kube::Client::try_default()
-        .await
-        .context("connecting to the cluster (in-cluster config or KUBECONFIG)")?;
+    let client = if settings.dry_run {
+        tracing::info!("dry-run: decisions are reported, nothing is written; no leader election");
+        dry_run::client().await
+    } else {
+        kube::Client::try_default().await.map_err(Into::into)
+    }
+    .context("connecting to the cluster (in-cluster config or KUBECONFIG)")?;
     let metrics = Metrics::new();
     let health = Health::default();
     let metrics_port = settings.metrics_port;
@@ -651,7 +683,11 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
             instance: Some(id.clone()),
         },
     );
-    tokio::spawn(publish_loop(recorder, rx));
+    if settings.dry_run {
+        tokio::spawn(dry_run::log_events(rx));
+    } else {
+        tokio::spawn(publish_loop(recorder, rx));
+    }
     let provider = built.provider;
     tracing::info!(
         provider = provider.name(),
@@ -720,8 +756,14 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     metrics.is_leader.set(1);
     tracing::info!(identity = %id, "acquired leadership");
     let (stop_tasks, tasks_stopped) = tokio::sync::watch::channel(false);
-    if let Some(hooks) = &built.hooks {
-        hooks.start_leader_tasks(&ctx, tasks_stopped);
+    match &built.hooks {
+        Some(_) if settings.dry_run => {
+            tracing::info!(
+                "dry-run: the provider's background tasks (interruption queue) are not started"
+            );
+        }
+        Some(hooks) => hooks.start_leader_tasks(&ctx, tasks_stopped),
+        None => {}
     }
     let mut controller = Controller::new(ctx).with_hooks(built.hooks);
     let result = run_leader(&mut controller, &mut gate, &changed).await;

@@ -17,5 +17,6 @@ mod nodepools;
 mod provisioning;
 mod rbac;
 mod resilience;
+mod shadow;
 mod termination;
 mod validation;

@@ -8,17 +8,17 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-#[tokio::test]
-async fn the_charts_rbac_is_enough_and_nothing_is_forbidden() {
-    let Some(cluster) = harness::cluster("rbac").await else {
-        return;
-    };
+/// Applies the ServiceAccount and RBAC objects the chart renders with `set` (`helm template
+/// --set …`), labelled so the next test's reset removes them; returns the ServiceAccount's
+/// name and the kinds applied.
+pub async fn apply_chart_rbac(cluster: &harness::Cluster, set: &[&str]) -> (String, Vec<String>) {
     let helm = tools_dir().map_or_else(|| "helm".into(), |d| d.join("helm"));
     let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../charts/karpenter-rs");
     let out = Command::new(&helm)
         .args(["template", "karpenter"])
         .arg(&chart)
         .args(["--namespace", harness::SYSTEM_NAMESPACE])
+        .args(set.iter().flat_map(|s| ["--set", s]))
         .output()
         .unwrap_or_else(|e| panic!("run {}: {e}", helm.display()));
     assert!(
@@ -48,6 +48,15 @@ async fn the_charts_rbac_is_enough_and_nothing_is_forbidden() {
             .await;
     }
     kinds.sort();
+    (account.expect("the chart renders a ServiceAccount"), kinds)
+}
+
+#[tokio::test]
+async fn the_charts_rbac_is_enough_and_nothing_is_forbidden() {
+    let Some(cluster) = harness::cluster("rbac").await else {
+        return;
+    };
+    let (account, kinds) = apply_chart_rbac(&cluster, &[]).await;
     assert_eq!(
         kinds,
         [
@@ -58,7 +67,6 @@ async fn the_charts_rbac_is_enough_and_nothing_is_forbidden() {
             "ServiceAccount"
         ]
     );
-    let account = account.expect("the chart renders a ServiceAccount");
     let config = cluster
         .service_account_kubeconfig(harness::SYSTEM_NAMESPACE, &account)
         .await;

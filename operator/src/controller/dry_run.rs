@@ -1,0 +1,214 @@
+//! `--dry-run`, the shadow mode: the controller watches a cluster and runs the same
+//! reconciler in [observe-only](karpenter_cluster::reconciler::ReconcilerSettings::observe_only)
+//! mode, and reports what it would provision and disrupt (logs and `karpenter_dry_run_*`
+//! metrics) instead of doing it. A team can run it beside Karpenter and compare decisions.
+//!
+//! Nothing is written: the paths that write (actions, events, NodePool status, drift
+//! conditions, the fake kubelet, garbage collection, leader election, the interruption
+//! queue) are not taken, and as a guarantee the API client itself refuses every request
+//! but a read ([`client`]), so a path missed here fails loudly instead of writing.
+
+use http::{Method, Request};
+use karpenter_cluster::Action;
+use karpenter_cluster::shadow::Shadow;
+use karpenter_disruption::Command;
+use karpenter_metrics::{DryRunLabels, Metrics, NodePoolLabels, ReasonLabels};
+use karpenter_scheduling::Plan;
+use karpenter_scheduling::plan::InstanceTypeOption;
+use kube::client::{Body, ClientBuilder};
+use std::collections::BTreeMap;
+use tower::BoxError;
+use tower::filter::FilterLayer;
+
+/// Only reads pass: GET covers get, list and watch. Anything else is a bug in the shadow
+/// mode's wiring, reported as an error rather than sent.
+fn read_only(req: Request<Body>) -> Result<Request<Body>, BoxError> {
+    if req.method() == Method::GET {
+        return Ok(req);
+    }
+    tracing::error!(method = %req.method(), uri = %req.uri(), "dry-run: refused a write");
+    Err(format!("dry-run: refusing {} {}", req.method(), req.uri()).into())
+}
+
+/// A client from the usual configuration (in-cluster or KUBECONFIG) that can only read.
+///
+/// # Errors
+/// No configuration could be inferred.
+pub async fn client() -> anyhow::Result<kube::Client> {
+    let config = kube::Config::infer().await?;
+    Ok(ClientBuilder::try_from(config)?
+        .with_layer(&FilterLayer::new(read_only))
+        .build())
+}
+
+/// Logs, at debug, the Kubernetes events the controller would have published.
+pub async fn log_events(mut rx: tokio::sync::mpsc::UnboundedReceiver<super::events::Published>) {
+    while let Some(p) = rx.recv().await {
+        tracing::debug!(
+            kind = p.regarding.kind.as_deref().unwrap_or_default(),
+            name = p.regarding.name.as_deref().unwrap_or_default(),
+            reason = %p.reason,
+            message = %p.message,
+            "dry-run: event not published"
+        );
+    }
+}
+
+/// Reports the shadow mode's decisions as logs and `karpenter_dry_run_*` metrics, each once
+/// ([`karpenter_cluster::shadow::Shadow`] remembers which were reported).
+#[derive(Debug, Default)]
+pub struct Reporter {
+    shadow: Shadow,
+}
+
+impl Reporter {
+    /// A plan for the pending pods: the NodeClaims it would create.
+    pub fn planned(&mut self, plan: &Plan, metrics: &Metrics) {
+        let report = self.shadow.planned(plan);
+        for claim in report.new {
+            let cheapest = claim.instance_type_options.first();
+            let field = |f: fn(&InstanceTypeOption) -> String| cheapest.map(f).unwrap_or_default();
+            tracing::info!(
+                nodepool = %claim.node_pool,
+                pods = claim.pods.len(),
+                instance_type = field(|o| o.name.to_string()),
+                zone = field(|o| o.zone.to_string()),
+                capacity_type = field(|o| o.capacity_type.to_string()),
+                options = claim.instance_type_options.len(),
+                price_per_hour = claim.price,
+                "dry-run: would create a nodeclaim"
+            );
+            metrics
+                .dry_run_decisions
+                .get_or_create(&DryRunLabels {
+                    action: "create".into(),
+                    reason: "provisioning".into(),
+                    nodepool: claim.node_pool.clone(),
+                })
+                .inc();
+        }
+        set_prices(&report.prices, metrics);
+    }
+
+    /// No pod is pending: nothing would be provisioned.
+    pub fn nothing_pending(&mut self, metrics: &Metrics) {
+        set_prices(&self.shadow.nothing_pending(), metrics);
+    }
+
+    /// A disruption command of the pass in progress.
+    pub fn decided(&mut self, command: &Command, metrics: &Metrics) {
+        if !self.shadow.decided(command) {
+            return;
+        }
+        let reason = command.reason.as_str().to_lowercase();
+        let decision = format!("{:?}", command.decision).to_lowercase();
+        tracing::info!(
+            reason = %reason,
+            decision = %decision,
+            nodes = ?command.node_names(),
+            replacements = command.replacements.len(),
+            savings_per_hour = command.savings,
+            "dry-run: would disrupt: {}",
+            command.explanation
+        );
+        let nodepool = command
+            .candidates
+            .first()
+            .map(|c| c.node_pool.clone())
+            .unwrap_or_default();
+        metrics
+            .dry_run_decisions
+            .get_or_create(&DryRunLabels {
+                action: decision,
+                reason,
+                nodepool,
+            })
+            .inc();
+    }
+
+    /// The disruption pass ended: the savings gauges show its commands'.
+    pub fn pass_done(&mut self, metrics: &Metrics) {
+        for (reason, dollars) in self.shadow.pass_done() {
+            metrics
+                .dry_run_disruption_savings
+                .get_or_create(&ReasonLabels { reason })
+                .set(dollars);
+        }
+    }
+
+    /// An action of an observe-only tick. Only provisioning's launches are expected, and
+    /// they were reported with their plan; anything else means the reconciler acted in
+    /// shadow mode, which is logged as a bug and not carried out.
+    pub fn action(action: &Action) {
+        if !matches!(action, Action::LaunchNodeClaim { .. }) {
+            tracing::error!(
+                ?action,
+                "dry-run: the reconciler asked for an action; not carried out"
+            );
+        }
+    }
+}
+
+fn set_prices(prices: &BTreeMap<String, f64>, metrics: &Metrics) {
+    for (pool, dollars) in prices {
+        metrics
+            .dry_run_provisioning_price
+            .get_or_create(&NodePoolLabels {
+                nodepool: pool.clone(),
+            })
+            .set(*dollars);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use karpenter_scheduling::plan::NewNodeClaim;
+
+    #[test]
+    fn a_read_is_let_through_and_a_write_refused() {
+        let get = Request::get("/api/v1/pods").body(Body::empty()).unwrap();
+        assert!(read_only(get).is_ok());
+        for method in [Method::POST, Method::PUT, Method::PATCH, Method::DELETE] {
+            let req = Request::builder()
+                .method(method.clone())
+                .uri("/apis/karpenter.sh/v1/nodeclaims")
+                .body(Body::empty())
+                .unwrap();
+            let err = read_only(req).expect_err("a write");
+            assert!(err.to_string().contains(method.as_str()), "{err}");
+        }
+    }
+
+    #[test]
+    fn decisions_become_counters_and_gauges() {
+        let m = Metrics::new();
+        let mut r = Reporter::default();
+        let plan = Plan {
+            new_node_claims: vec![NewNodeClaim {
+                node_pool: "default".into(),
+                requirements: Default::default(),
+                instance_type_options: Default::default(),
+                pods: vec![karpenter_scheduling::model::PodKey::new("default", "a")],
+                requests: Default::default(),
+                daemon_overhead: Default::default(),
+                price: 0.25,
+            }],
+            ..Plan::default()
+        };
+        r.planned(&plan, &m);
+        r.planned(&plan, &m);
+        let t = m.encode();
+        assert!(t.contains("karpenter_dry_run_decisions_total{action=\"create\",reason=\"provisioning\",nodepool=\"default\"} 1"), "{t}");
+        assert!(
+            t.contains(
+                "karpenter_dry_run_provisioning_price_dollars_per_hour{nodepool=\"default\"} 0.25"
+            ),
+            "{t}"
+        );
+        r.nothing_pending(&m);
+        assert!(m.encode().contains(
+            "karpenter_dry_run_provisioning_price_dollars_per_hour{nodepool=\"default\"} 0.0"
+        ));
+    }
+}
