@@ -212,28 +212,24 @@ async fn dry_run_reports_decisions_and_writes_nothing() {
 }
 
 async fn claim_names(cluster: &harness::Cluster) -> Vec<String> {
-    let mut names: Vec<String> = cluster
-        .node_claims()
-        .list(&ListParams::default())
-        .await
-        .expect("nodeclaims")
-        .items
-        .into_iter()
-        .filter_map(|c| c.metadata.name)
-        .collect();
-    names.sort();
-    names
+    sorted_names(&cluster.node_claims()).await
 }
 
 async fn node_names(cluster: &harness::Cluster) -> Vec<String> {
-    let mut names: Vec<String> = cluster
-        .nodes()
+    sorted_names(&cluster.nodes()).await
+}
+
+async fn sorted_names<K>(api: &kube::Api<K>) -> Vec<String>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut names: Vec<String> = api
         .list(&ListParams::default())
         .await
-        .expect("nodes")
+        .expect("list")
         .items
         .into_iter()
-        .filter_map(|n| n.metadata.name)
+        .filter_map(|o| o.meta().name.clone())
         .collect();
     names.sort();
     names
