@@ -9,6 +9,7 @@ pub mod cache;
 pub mod crd;
 pub mod discovery;
 pub mod error;
+pub mod ignored;
 pub mod instance;
 pub mod instancetype;
 pub mod interruption;

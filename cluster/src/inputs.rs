@@ -121,8 +121,9 @@ impl Inputs {
         Ok(inputs)
     }
 
-    /// A snapshot with every pending pod, no nodes yet, and each NodePool offered
-    /// `instance_types` (the solver keeps only those compatible with the pool).
+    /// A snapshot with every pending pod, no nodes yet, and each dynamic NodePool offered
+    /// `instance_types` (the solver keeps only those compatible with the pool). Static pools
+    /// (`replicas`) take no pods from the scheduler, as in Karpenter.
     pub fn snapshot(
         &self,
         instance_types: &[Arc<InstanceType>],
@@ -130,6 +131,7 @@ impl Inputs {
         let node_pools = self
             .node_pools
             .iter()
+            .filter(|p| !p.is_static())
             .map(|p| p.to_model(instance_types.to_vec(), Resources::default()))
             .collect::<Result<Vec<model::NodePool>, _>>()?;
         Ok(Snapshot {

@@ -675,11 +675,13 @@ impl ClusterState {
     }
 
     /// NodePools in the solver's model, with instance types and usage. A pool that cannot be
-    /// converted was rejected when it was applied, so it is skipped here.
+    /// converted was rejected when it was applied, so it is skipped here. Static pools
+    /// (`replicas`) take no pods from the scheduler, as in Karpenter.
     fn model_pools(&self) -> Vec<model::NodePool> {
         let usage = self.node_pool_usage();
         self.node_pools
             .values()
+            .filter(|p| !p.is_static())
             .filter_map(|p| {
                 let types = self
                     .instance_types

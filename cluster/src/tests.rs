@@ -464,6 +464,35 @@ fn utilization_counts_managed_nodes_only() {
 }
 
 #[test]
+fn static_pools_take_no_pods_from_the_scheduler() {
+    let pool = |name: &str, replicas: Option<i64>| -> NodePool {
+        let mut v = serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+            "metadata": {"name": name},
+            "spec": {"template": {"spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": []}}}
+        });
+        if let Some(r) = replicas {
+            v["spec"]["replicas"] = r.into();
+        }
+        serde_json::from_value(v).unwrap()
+    };
+    let mut s = ClusterState::new();
+    s.apply(Object::NodePool(Box::new(pool("dynamic", None))));
+    s.apply(Object::NodePool(Box::new(pool("static", Some(2)))));
+    let names: Vec<String> = s
+        .snapshot(0, Scope::Provisioner)
+        .node_pools
+        .iter()
+        .map(|p| p.name.clone())
+        .collect();
+    assert_eq!(names, ["dynamic"]);
+    // Both are kept in the index (disruption and status still see the static one).
+    assert_eq!(s.node_pools().len(), 2);
+}
+
+#[test]
 fn provisionable_deleting_and_initialized_are_kept_as_objects_change() {
     let mut s = ClusterState::new();
     let provisionable = |s: &ClusterState| -> Vec<String> {

@@ -28,12 +28,13 @@ where
     Ok(items.items.into_iter().map(Arc::new).collect())
 }
 
-/// The provisioner's snapshot of the cluster, each NodePool offered `instance_types`, and the
-/// objects the scheduling model could not represent (named, with the reason).
+/// The provisioner's snapshot of the cluster, each NodePool offered `instance_types`, and
+/// warnings: objects the scheduling model could not represent, and NodePool fields not acted
+/// on.
 ///
 /// # Errors
 /// No cluster configuration, or a list request failed (for example forbidden).
-pub fn snapshot(instance_types: &[Arc<InstanceType>]) -> Result<(Snapshot, Vec<(String, String)>)> {
+pub fn snapshot(instance_types: &[Arc<InstanceType>]) -> Result<(Snapshot, Vec<String>)> {
     crate::cli::install_crypto_provider();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -65,12 +66,17 @@ pub fn snapshot(instance_types: &[Arc<InstanceType>]) -> Result<(Snapshot, Vec<(
             .collect();
         let mut state = ClusterState::new();
         let synced = Feed::default().sync(&mut state, &objects, &types, 1);
-        let skipped = synced
+        let mut warnings: Vec<String> = synced
             .skipped
             .into_iter()
-            .map(|(key, why)| (format!("{key:?}"), why))
+            .map(|(key, why)| format!("{key:?} left out of the plan: {why}"))
             .collect();
+        for pool in &node_pools {
+            for field in pool.ignored_fields() {
+                warnings.push(format!("NodePool {}: {field}", pool.name()));
+            }
+        }
         let now = jiff::Timestamp::now().as_millisecond();
-        Ok((state.snapshot(now, Scope::Provisioner), skipped))
+        Ok((state.snapshot(now, Scope::Provisioner), warnings))
     })
 }

@@ -101,12 +101,8 @@ pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
     let out: &mut dyn std::io::Write = &mut out;
     if args.from_cluster {
         let instance_types = load_catalogue(args.catalogue.as_deref())?;
-        let (snapshot, skipped) = crate::plan_cluster::snapshot(&instance_types)?;
-        let mut stderr = std::io::stderr();
-        for (object, why) in &skipped {
-            // Warnings are best effort: a closed stderr must not stop the plan.
-            let _ = writeln!(stderr, "warning: {object} left out of the plan: {why}");
-        }
+        let (snapshot, warnings) = crate::plan_cluster::snapshot(&instance_types)?;
+        warn(&warnings);
         let plan = solve(&snapshot, &solve_options(args));
         return write_plan(&plan, args.output, &[], out);
     }
@@ -122,6 +118,16 @@ pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
     });
     let docs = docs?;
     let inputs = Inputs::from_documents(&docs)?;
+    let warnings: Vec<String> = inputs
+        .node_pools
+        .iter()
+        .flat_map(|p| {
+            p.ignored_fields()
+                .into_iter()
+                .map(|f| format!("NodePool {}: {f}", p.name()))
+        })
+        .collect();
+    warn(&warnings);
     if inputs.node_pools.is_empty() {
         bail!(
             "no NodePool (karpenter.sh/v1) found in {}",
@@ -137,6 +143,14 @@ pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
         .map(|(kind, n)| format!("{n} {kind}"))
         .collect();
     write_plan(&plan, args.output, &ignored, out)
+}
+
+/// Prints warnings on stderr, best effort: a closed stderr must not stop the plan.
+fn warn(warnings: &[String]) {
+    let mut stderr = std::io::stderr();
+    for w in warnings {
+        let _ = writeln!(stderr, "warning: {w}");
+    }
 }
 
 fn solve_options(args: &PlanArgs) -> SolveOptions {

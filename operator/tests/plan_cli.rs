@@ -201,3 +201,40 @@ fn from_cluster_and_paths_are_exclusive() {
         "a path or --from-cluster is required"
     );
 }
+
+#[test]
+fn a_static_pool_is_named_as_not_acted_on_and_takes_no_pods() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = |name: &str, extra: &str| {
+        format!(
+            "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {{name: {name}}}\nspec:\n{extra}  template:\n    spec:\n      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}\n      requirements: []\n"
+        )
+    };
+    let manifests = format!(
+        "{}---\n{}---\napiVersion: v1\nkind: Pod\nmetadata: {{name: web, namespace: default}}\nspec:\n  containers: [{{name: c, image: pause, resources: {{requests: {{cpu: '1'}}}}}}]\n",
+        // Named to come first among pools of equal weight.
+        pool("aaa-static", "  replicas: 2\n"),
+        pool("zzz-dynamic", "")
+    );
+    let path = dir.path().join("m.yaml");
+    std::fs::write(&path, manifests).unwrap();
+    let out = karpenter(&["plan", path.to_str().unwrap(), "-o", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("warning: NodePool aaa-static: spec.replicas is not acted on"),
+        "{}",
+        stderr(&out)
+    );
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pools: Vec<&str> = plan["newNodeClaims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["nodePool"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        pools,
+        ["zzz-dynamic"],
+        "the static pool takes no pods, as in Karpenter"
+    );
+}

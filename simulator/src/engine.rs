@@ -573,6 +573,9 @@ impl<'a> Engine<'a> {
                 self.log(format!("updated nodepool {name}"));
             }
         }
+        for field in pool.ignored_fields() {
+            self.log(format!("warning: nodepool {name}: {field}"));
+        }
         let types = block_on(self.provider.instance_types(&pool)).unwrap_or_default();
         self.state.set_instance_types(&name, types);
         self.state.apply(Object::NodePool(Box::new(pool)));

@@ -135,6 +135,7 @@ pub struct AwsHooks {
     node_classes: Store<EC2NodeClass>,
     clients: AwsClients,
     resolved: Mutex<BTreeMap<String, Resolved>>,
+    told: Mutex<super::ignored::Told>,
 }
 
 impl AwsHooks {
@@ -149,6 +150,7 @@ impl AwsHooks {
             node_classes,
             clients,
             resolved: Mutex::new(BTreeMap::new()),
+            told: Mutex::new(super::ignored::Told::default()),
         }
     }
 
@@ -291,6 +293,10 @@ impl ProviderHooks for AwsHooks {
             if !dry_run {
                 self.add_finalizer(ctx, &nc).await;
             }
+            self.told
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .tell(ctx, nc.as_ref(), || nc.ignored_fields());
             if self.due(&nc, now) {
                 self.resolve(ctx, &nc, now).await;
             }

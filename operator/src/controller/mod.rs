@@ -21,6 +21,7 @@ pub mod events;
 pub mod exec;
 pub mod explain;
 pub mod fake;
+pub mod ignored;
 pub mod kubelet;
 pub mod leader;
 pub mod lifecycle;

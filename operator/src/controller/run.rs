@@ -8,8 +8,8 @@ use super::leader::{self, LeaderGate};
 use super::podmetrics::PodMetrics;
 use super::provider::ProviderHooks;
 use super::{
-    Ctx, consolidation, drift, dry_run, kubelet, logging, nodepool, provider, repair, state,
-    system_clock,
+    Ctx, consolidation, drift, dry_run, ignored, kubelet, logging, nodepool, provider, repair,
+    state, system_clock,
 };
 use crate::http::{self, Health};
 use crate::settings::{ControllerArgs, ProviderKind, Settings};
@@ -71,6 +71,8 @@ pub struct Controller {
     /// When node utilisation was last computed (a scan of every managed node).
     utilization_at: Option<Millis>,
     explainer: Explainer,
+    /// NodePools whose ignored fields were told, by generation.
+    told: ignored::Told,
     /// `--dry-run`: what was already reported; `None` when the controller acts.
     shadow: Option<dry_run::Reporter>,
 }
@@ -94,6 +96,7 @@ impl Controller {
             pod_metrics: PodMetrics::default(),
             utilization_at: None,
             explainer: Explainer::default(),
+            told: ignored::Told::default(),
             shadow: ctx.settings.dry_run.then(dry_run::Reporter::default),
             ctx,
         }
@@ -185,6 +188,10 @@ impl Controller {
                 .touched
                 .iter()
                 .any(|k| matches!(k, ObjectKey::NodePool(_) | ObjectKey::NodeClaim(_)));
+        for pool in self.ctx.stores.node_pools.state() {
+            self.told
+                .tell(&self.ctx, pool.as_ref(), || pool.ignored_fields());
+        }
         for (key, why) in synced.skipped {
             tracing::debug!(object = ?key, error = %why, "not indexed");
         }
@@ -641,6 +648,9 @@ fn identity() -> String {
 pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     let settings = Settings::from_args(args)?;
     logging::init(&settings).map_err(|e| anyhow::anyhow!("initialising logging: {e}"))?;
+    for (gate, instead) in settings.feature_gates.not_implemented() {
+        tracing::warn!(gate, "feature gate enabled but not implemented: {instead}");
+    }
     let client = if settings.dry_run {
         tracing::info!("dry-run: decisions are reported, nothing is written; no leader election");
         dry_run::client().await

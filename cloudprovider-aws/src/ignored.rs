@@ -1,0 +1,116 @@
+//! EC2NodeClass fields karpenter-rs accepts but does not act on (see
+//! [`karpenter_cloudprovider::ignored`]): they are named when a class is admitted, so a
+//! class that behaves differently from Karpenter says so.
+
+use crate::nodeclass::{AMI_FAMILY_AL2, AMI_FAMILY_AL2023, AMI_FAMILY_BOTTLEROCKET, EC2NodeClass};
+use karpenter_cloudprovider::IgnoredField;
+
+impl EC2NodeClass {
+    /// The fields of this class karpenter-rs does not act on; empty when it honours all of
+    /// them.
+    pub fn ignored_fields(&self) -> Vec<IgnoredField> {
+        let mut ignored = Vec::new();
+        let spec = &self.spec;
+        if !spec.capacity_reservation_selector_terms.is_empty() {
+            ignored.push(IgnoredField {
+                path: "spec.capacityReservationSelectorTerms".into(),
+                why: "capacity reservations and capacity blocks (the reserved capacity type) are \
+                      not implemented for aws: instances launch on-demand or spot, outside any \
+                      reservation"
+                    .into(),
+            });
+        }
+        if spec.instance_profile.is_none() && spec.role.is_some() {
+            ignored.push(IgnoredField {
+                path: "spec.role".into(),
+                why: "karpenter-rs does not call IAM, so it creates no instance profile for the \
+                      role: it launches with the existing instance profile of the same name"
+                    .into(),
+            });
+        }
+        if let Some(alias) = self.alias()
+            && [AMI_FAMILY_AL2, AMI_FAMILY_AL2023, AMI_FAMILY_BOTTLEROCKET]
+                .contains(&alias.family.as_str())
+        {
+            ignored.push(IgnoredField {
+                path: "spec.amiSelectorTerms[].alias".into(),
+                why: format!(
+                    "only the standard variant of the {} AMI is resolved: GPU (nvidia) and \
+                     Neuron instance types launch without their accelerator drivers",
+                    alias.family
+                ),
+            });
+        }
+        for key in spec.other.keys() {
+            ignored.push(IgnoredField {
+                path: format!("spec.{key}"),
+                why: "a field of Karpenter's EC2NodeClass that karpenter-rs carries but does \
+                      not implement"
+                    .into(),
+            });
+        }
+        ignored
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn class(spec: serde_json::Value) -> EC2NodeClass {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+            "metadata": {"name": "default"},
+            "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    fn paths(nc: &EC2NodeClass) -> Vec<String> {
+        nc.ignored_fields().into_iter().map(|f| f.path).collect()
+    }
+
+    #[test]
+    fn a_class_karpenter_rs_honours_fully_names_nothing() {
+        let nc = class(serde_json::json!({
+            "instanceProfile": "KarpenterNodeInstanceProfile",
+            "amiSelectorTerms": [{"id": "ami-0123456789abcdef0"}],
+            "amiFamily": "AL2023",
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
+        }));
+        assert!(paths(&nc).is_empty(), "{:?}", nc.ignored_fields());
+    }
+
+    #[test]
+    fn the_getting_started_class_names_role_and_alias_variants() {
+        let nc = class(serde_json::json!({
+            "role": "KarpenterNodeRole-c",
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
+            "capacityReservationSelectorTerms": [{"id": "cr-0123456789abcdef0"}],
+        }));
+        assert_eq!(
+            paths(&nc),
+            [
+                "spec.capacityReservationSelectorTerms",
+                "spec.role",
+                "spec.amiSelectorTerms[].alias"
+            ]
+        );
+    }
+
+    #[test]
+    fn fields_carried_without_a_model_are_named() {
+        let nc = class(serde_json::json!({
+            "instanceProfile": "p",
+            "amiSelectorTerms": [{"id": "ami-0123456789abcdef0"}],
+            "amiFamily": "AL2023",
+            "subnetSelectorTerms": [{"id": "subnet-0123"}],
+            "securityGroupSelectorTerms": [{"id": "sg-0123"}],
+            "ipPrefixDelegation": true,
+        }));
+        assert_eq!(paths(&nc), ["spec.ipPrefixDelegation"]);
+    }
+}

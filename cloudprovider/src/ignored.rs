@@ -1,0 +1,76 @@
+//! Fields karpenter-rs accepts, because Karpenter's API has them, but does not act on (yet).
+//! Accepting a user's YAML and then behaving differently from Karpenter without a word is the
+//! worst kind of incompatibility, so every such field is named: callers log it and publish it
+//! as an event when an object is admitted or the controller starts.
+
+use crate::v1::NodePool;
+use std::fmt;
+
+/// One field set on an object that karpenter-rs does not act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IgnoredField {
+    /// JSON path of the field (`spec.replicas`).
+    pub path: String,
+    /// What karpenter-rs does instead, for a person to read.
+    pub why: String,
+}
+
+impl fmt::Display for IgnoredField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} is not acted on: {}", self.path, self.why)
+    }
+}
+
+/// The event reason under which ignored fields are published.
+pub const EVENT_REASON: &str = "IgnoredField";
+
+impl NodePool {
+    /// The fields of this pool karpenter-rs does not act on; empty when it honours all of
+    /// them.
+    pub fn ignored_fields(&self) -> Vec<IgnoredField> {
+        let mut ignored = Vec::new();
+        if let Some(replicas) = self.spec.replicas {
+            ignored.push(IgnoredField {
+                path: "spec.replicas".into(),
+                why: format!(
+                    "static NodePools (Karpenter's StaticCapacity) are not implemented: no {replicas} \
+                     node(s) are created or kept for this pool; as in Karpenter, it takes no \
+                     pending pods and its nodes are not consolidated"
+                ),
+            });
+        }
+        ignored
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(extra: serde_json::Value) -> NodePool {
+        let mut v = serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+            "metadata": {"name": "p"},
+            "spec": {"template": {"spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": []}}}
+        });
+        if let (Some(spec), Some(extra)) = (v["spec"].as_object_mut(), extra.as_object()) {
+            spec.extend(extra.clone());
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_dynamic_pool_has_none_and_a_static_one_names_replicas() {
+        assert!(pool(serde_json::json!({})).ignored_fields().is_empty());
+        let ignored = pool(serde_json::json!({"replicas": 3})).ignored_fields();
+        assert_eq!(ignored.len(), 1);
+        assert_eq!(ignored[0].path, "spec.replicas");
+        assert!(
+            ignored[0]
+                .to_string()
+                .starts_with("spec.replicas is not acted on: static NodePools")
+        );
+    }
+}
