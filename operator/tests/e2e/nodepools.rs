@@ -51,3 +51,54 @@ async fn deleting_a_nodepool_removes_its_nodeclaims_and_nodes() {
     );
     controller.assert_alive();
 }
+
+/// A field accepted but not acted on reaches the API as a Warning event on its object.
+#[tokio::test]
+async fn a_static_nodepool_gets_an_ignored_field_warning() {
+    let Some(cluster) = harness::cluster("nodepool_ignored").await else {
+        return;
+    };
+    cluster
+        .apply(
+            r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: fixed}
+spec:
+  replicas: 2
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements: []
+"#,
+        )
+        .await;
+    let mut controller = cluster.controller("karpenter-a", &[]);
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::all(cluster.client.clone());
+    let note = harness::wait_for(
+        "an IgnoredField event on NodePool fixed",
+        Duration::from_secs(60),
+        || async {
+            let list = events.list(&ListParams::default()).await.ok()?;
+            list.items.into_iter().find_map(|e| {
+                let on_pool = e.regarding.as_ref().is_some_and(|r| {
+                    r.kind.as_deref() == Some("NodePool") && r.name.as_deref() == Some("fixed")
+                });
+                (on_pool
+                    && e.reason.as_deref() == Some("IgnoredField")
+                    && e.type_.as_deref() == Some("Warning"))
+                .then(|| e.note.unwrap_or_default())
+            })
+        },
+    )
+    .await;
+    assert!(note.starts_with("spec.replicas is not acted on"), "{note}");
+    assert!(
+        controller
+            .log_text()
+            .contains("spec.replicas is not acted on"),
+        "logged too"
+    );
+    controller.assert_alive();
+}
