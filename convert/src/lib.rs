@@ -38,6 +38,7 @@ use report::Reporter;
 pub use report::{Issue, Severity};
 use serde_json::Value;
 use state::State;
+use std::collections::HashMap;
 use std::path::Path;
 
 /// Choices a user makes about a conversion.
@@ -130,19 +131,20 @@ fn describe(object: &Value) -> String {
 /// and converts it.
 pub fn convert_str(file: &Path, text: &str, options: &Options) -> Result<Conversion, ConvertError> {
     let docs = manifests::parse_str(file, text)?;
-    Ok(convert_documents(&docs, options))
+    Ok(convert_documents(docs, options))
 }
 
 const KARPENTER_GROUPS: [&str; 2] = ["karpenter.sh", nodeclass::GROUP];
 const V1: [&str; 2] = [nodepool::API_VERSION, nodeclass::API_VERSION];
 
-/// Converts `docs`. Objects that cannot be converted at all are left out and reported as
-/// errors; everything else is in [`Conversion::objects`].
-pub fn convert_documents(docs: &[Document], options: &Options) -> Conversion {
+/// Converts `docs` (taken, not cloned: a cluster dump can hold tens of thousands of
+/// objects). Objects that cannot be converted at all are left out and reported as errors;
+/// everything else is in [`Conversion::objects`].
+pub fn convert_documents(docs: Vec<Document>, options: &Options) -> Conversion {
     let mut state = State::default();
     let mut objects = Vec::with_capacity(docs.len());
-    for (n, doc) in docs.iter().enumerate() {
-        let object = Origin(doc).to_string();
+    for (n, doc) in docs.into_iter().enumerate() {
+        let object = Origin(&doc).to_string();
         convert_one(doc, &object, n, options, &mut state);
         objects.push(object);
     }
@@ -150,18 +152,22 @@ pub fn convert_documents(docs: &[Document], options: &Options) -> Conversion {
     nodeclaim::link(&mut state);
     let mut outs = std::mem::take(&mut state.outs);
     outs.sort_by_key(|o| o.order);
-    let mut kept: Vec<state::Out> = Vec::with_capacity(outs.len());
+    // Each object a cluster can hold once, and the input object that first made it.
+    let mut made: HashMap<ObjectKey, String> = HashMap::new();
+    let mut kept: Vec<Value> = Vec::with_capacity(outs.len());
     for out in outs {
-        if let Some(first) = kept.iter().find(|k| same_object(&k.value, &out.value)) {
-            Reporter::new(out.object.clone(), &mut state.issues).error(
-                "(object)",
-                format!(
-                    "{} is also made from {}; this one is left out",
-                    describe(&out.value),
-                    first.object
-                ),
-            );
-            continue;
+        if let Some(key) = object_key(&out.value) {
+            if let Some(first) = made.get(&key) {
+                Reporter::new(out.object.clone(), &mut state.issues).error(
+                    "(object)",
+                    format!(
+                        "{} is also made from {first}; this one is left out",
+                        describe(&out.value)
+                    ),
+                );
+                continue;
+            }
+            made.insert(key, out.object.clone());
         }
         if out.converted {
             validate(
@@ -169,67 +175,74 @@ pub fn convert_documents(docs: &[Document], options: &Options) -> Conversion {
                 &mut Reporter::new(out.object.clone(), &mut state.issues),
             );
         }
-        kept.push(out);
+        kept.push(out.value);
     }
     // Issues in the order of their objects; within one object, in the order raised.
-    let position = |i: &Issue| {
-        objects
-            .iter()
-            .position(|o| *o == i.object)
+    let position: HashMap<&str, usize> = objects
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o.as_str(), i))
+        .collect();
+    state.issues.sort_by_key(|i| {
+        position
+            .get(i.object.as_str())
+            .copied()
             .unwrap_or(usize::MAX)
-    };
-    state.issues.sort_by_key(position);
+    });
     Conversion {
-        objects: kept.into_iter().map(|o| o.value).collect(),
+        objects: kept,
         issues: state.issues,
     }
 }
 
-/// Whether two output objects are the same Kubernetes object (group, kind, namespace and
-/// name), which a cluster cannot hold twice.
-fn same_object(a: &Value, b: &Value) -> bool {
-    let group = |v: &Value| {
-        let api = v["apiVersion"].as_str().unwrap_or_default();
-        api.rsplit_once('/').map_or("", |(g, _)| g).to_owned()
-    };
-    let named = a["metadata"]["name"].is_string();
-    named
-        && group(a) == group(b)
-        && a["kind"] == b["kind"]
-        && a["metadata"]["namespace"] == b["metadata"]["namespace"]
-        && a["metadata"]["name"] == b["metadata"]["name"]
+/// What makes an object one object in a cluster: group, kind, namespace and name.
+type ObjectKey = (String, String, String, String);
+
+/// The key of a named object; `None` for one without a name.
+fn object_key(value: &Value) -> Option<ObjectKey> {
+    let name = value["metadata"]["name"].as_str()?;
+    let api = value["apiVersion"].as_str().unwrap_or_default();
+    let group = api.rsplit_once('/').map_or("", |(g, _)| g);
+    Some((
+        group.to_owned(),
+        value["kind"].as_str().unwrap_or_default().to_owned(),
+        value["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        name.to_owned(),
+    ))
 }
 
-fn convert_one(doc: &Document, object: &str, n: usize, options: &Options, state: &mut State) {
-    let api_version = doc.api_version().unwrap_or_default();
-    let kind = doc.kind().unwrap_or_default();
+fn convert_one(doc: Document, object: &str, n: usize, options: &Options, state: &mut State) {
+    let api_version = doc.api_version().unwrap_or_default().to_owned();
+    let kind = doc.kind().unwrap_or_default().to_owned();
     let group = api_version.split_once('/').map_or("", |(g, _)| g);
     let mut report = Reporter::new(object, &mut state.issues);
-    match (api_version, kind) {
+    let mut value = doc.value;
+    match (api_version.as_str(), kind.as_str()) {
         ("karpenter.sh/v1alpha5", "Provisioner") => {
-            let (metadata, spec) = config_envelope(doc.value.clone(), "a Provisioner", &mut report);
+            let (metadata, spec) = config_envelope(value, "a Provisioner", &mut report);
             let pool = nodepool::from_provisioner(metadata, spec, options, &mut report);
             push_pool(state, pool, object, n);
         }
         ("karpenter.sh/v1beta1", "NodePool") => {
-            let (metadata, spec) = config_envelope(doc.value.clone(), "a NodePool", &mut report);
+            let (metadata, spec) = config_envelope(value, "a NodePool", &mut report);
             let pool = nodepool::from_beta(metadata, spec, &mut report);
             push_pool(state, pool, object, n);
         }
         ("karpenter.k8s.aws/v1alpha1", "AWSNodeTemplate") => {
-            let (metadata, spec) =
-                config_envelope(doc.value.clone(), "an AWSNodeTemplate", &mut report);
+            let (metadata, spec) = config_envelope(value, "an AWSNodeTemplate", &mut report);
             let spec = nodeclass::from_alpha(spec, "a v1alpha1 AWSNodeTemplate spec", &mut report);
             state.push(nodeclass::object(metadata, spec), object, true, (n, 0));
         }
         ("karpenter.k8s.aws/v1beta1", "EC2NodeClass") => {
-            let (metadata, spec) =
-                config_envelope(doc.value.clone(), "an EC2NodeClass", &mut report);
+            let (metadata, spec) = config_envelope(value, "an EC2NodeClass", &mut report);
             let spec = nodeclass::from_beta(spec, &mut report);
             state.push(nodeclass::object(metadata, spec), object, true, (n, 0));
         }
         ("karpenter.sh/v1beta1", "NodeClaim") => {
-            let claim = nodeclaim::convert(doc.value.clone(), &mut report);
+            let claim = nodeclaim::convert(value, &mut report);
             let out = state.push(claim.value, object, true, (n, 0));
             state.claims.push(nodeclaim::ClaimLink {
                 out,
@@ -244,8 +257,8 @@ fn convert_one(doc: &Document, object: &str, n: usize, options: &Options, state:
             "Machines are made by the v1alpha5 controller, and v1 has no equivalent to apply \
              (the controller makes NodeClaims): left out",
         ),
-        _ if V1.contains(&api_version) => {
-            state.push(doc.value.clone(), object, false, (n, 0));
+        _ if V1.contains(&api_version.as_str()) => {
+            state.push(value, object, false, (n, 0));
         }
         _ if KARPENTER_GROUPS.contains(&group) => report.error(
             "apiVersion",
@@ -260,8 +273,7 @@ fn convert_one(doc: &Document, object: &str, n: usize, options: &Options, state:
             ),
         ),
         _ => {
-            let mut value = doc.value.clone();
-            workloads::rename(&mut value, kind, &mut report);
+            workloads::rename(&mut value, &kind, &mut report);
             state.push(value, object, false, (n, 0));
         }
     }

@@ -210,7 +210,11 @@ pub(crate) fn from_provisioner(
     options: &Options,
     report: &mut Reporter<'_>,
 ) -> Pool {
-    let name = metadata["name"].as_str().unwrap_or_default().to_owned();
+    let name = metadata
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     let mut tspec = Map::new();
     let labels = f
         .take("labels")

@@ -216,7 +216,7 @@ fn kubelet_settings_move_onto_the_class_the_pool_references() {
             d.kind() != Some("Provisioner") || d.value["spec"]["kubeletConfiguration"].is_object()
         })
         .collect();
-    let c = karpenter_convert::convert_documents(&docs, &Options::default());
+    let c = karpenter_convert::convert_documents(docs, &Options::default());
     let class = object(&c, "EC2NodeClass", "default");
     assert_eq!(
         class["spec"]["kubelet"],
@@ -743,4 +743,63 @@ fn the_crd_check_catches_what_v1_rejects() {
         .unwrap()
         .remove("subnetSelectorTerms");
     assert!(!common::ec2_node_class_errors(&none).is_empty());
+}
+
+/// Every JSON pointer into `value` (the root included).
+fn pointers(value: &Value, at: String, out: &mut Vec<String>) {
+    out.push(at.clone());
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                pointers(
+                    v,
+                    format!("{at}/{}", k.replace('~', "~0").replace('/', "~1")),
+                    out,
+                );
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                pointers(v, format!("{at}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn no_field_of_any_fixture_replaced_by_another_type_makes_the_converter_panic() {
+    let names: Vec<String> = std::fs::read_dir(common::fixture_path(""))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let replacements = [
+        json!(null),
+        json!(7),
+        json!("x"),
+        json!(true),
+        json!([]),
+        json!({}),
+        json!([{"k": 1}]),
+    ];
+    let mut conversions = 0;
+    for name in &names {
+        let text = common::fixture_text(&[name]);
+        let docs =
+            karpenter_cluster::manifests::parse_str(std::path::Path::new(name), &text).unwrap();
+        for (d, doc) in docs.iter().enumerate() {
+            let mut paths = Vec::new();
+            pointers(&doc.value, String::new(), &mut paths);
+            for path in paths.iter().filter(|p| !p.is_empty()) {
+                for replacement in &replacements {
+                    let mut mutated = docs.clone();
+                    *mutated[d].value.pointer_mut(path).unwrap() = replacement.clone();
+                    let c = karpenter_convert::convert_documents(mutated, &Options::default());
+                    c.to_yaml().unwrap();
+                    conversions += 1;
+                }
+            }
+        }
+    }
+    assert!(conversions > 5000, "{conversions}");
 }

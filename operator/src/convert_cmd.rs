@@ -46,7 +46,7 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> Result<()> {
     let options = Options {
         alpha_default_requirements: !args.ignore_defaults,
     };
-    let conversion = convert_documents(&docs, &options);
+    let conversion = convert_documents(docs, &options);
     let mut report = std::io::stderr().lock();
     for issue in &conversion.issues {
         writeln!(report, "{issue}")?;
