@@ -42,6 +42,7 @@ impl Inputs {
         let mut inputs = Inputs::default();
         let mut pool_names = BTreeMap::new();
         for doc in docs {
+            doc.refuse_older_karpenter_api()?;
             let kind = doc.kind().unwrap_or_default();
             let convert =
                 |e: karpenter_scheduling::k8s::ConversionError| doc.invalid(e.field, e.reason);

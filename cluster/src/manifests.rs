@@ -79,8 +79,9 @@ impl Document {
     }
 
     /// Decodes the document as a `karpenter.sh/v1` NodePool; any other apiVersion is an
-    /// error on `apiVersion` naming the one found.
+    /// error on `apiVersion` naming the one found (and `karpenter convert` for v1beta1).
     pub fn decode_node_pool(&self) -> Result<karpenter_cloudprovider::NodePool, ManifestError> {
+        self.refuse_older_karpenter_api()?;
         if self.api_version() != Some("karpenter.sh/v1") {
             return Err(self.invalid(
                 "apiVersion",
@@ -93,6 +94,36 @@ impl Document {
         self.decode()
     }
 
+    /// An error on `apiVersion` when the document is an object of one of Karpenter's older
+    /// APIs ([`OLDER_KARPENTER_APIS`]), naming `karpenter convert`, which turns it into v1.
+    /// Readers of v1 manifests call it before anything else, so that a v1alpha5 Provisioner is
+    /// not skipped as an unknown kind.
+    pub fn refuse_older_karpenter_api(&self) -> Result<(), ManifestError> {
+        let (Some(api_version), Some(kind)) = (self.api_version(), self.kind()) else {
+            return Ok(());
+        };
+        let Some((_, _, target)) = OLDER_KARPENTER_APIS
+            .iter()
+            .find(|(v, k, _)| *v == api_version && *k == kind)
+        else {
+            return Ok(());
+        };
+        let message = if target.ends_with(kind) {
+            format!(
+                "{kind} must be {}, found {api_version:?}",
+                &target[..target.len() - kind.len() - 1]
+            )
+        } else {
+            format!(
+                "{kind} ({api_version}) is an older Karpenter API that karpenter-rs does not read"
+            )
+        };
+        Err(self.invalid(
+            "apiVersion",
+            format!("{message}: `karpenter convert` turns it into a {target}"),
+        ))
+    }
+
     /// An error about this document's content that decoding cannot see.
     pub fn invalid(&self, field: impl Into<String>, message: impl Into<String>) -> ManifestError {
         ManifestError::Field {
@@ -102,6 +133,36 @@ impl Document {
         }
     }
 }
+
+/// Objects of Karpenter's older APIs that `karpenter convert` turns into v1:
+/// `(apiVersion, kind, "v1 apiVersion and kind")`.
+pub const OLDER_KARPENTER_APIS: [(&str, &str, &str); 5] = [
+    (
+        "karpenter.sh/v1alpha5",
+        "Provisioner",
+        "karpenter.sh/v1 NodePool",
+    ),
+    (
+        "karpenter.k8s.aws/v1alpha1",
+        "AWSNodeTemplate",
+        "karpenter.k8s.aws/v1 EC2NodeClass",
+    ),
+    (
+        "karpenter.sh/v1beta1",
+        "NodePool",
+        "karpenter.sh/v1 NodePool",
+    ),
+    (
+        "karpenter.sh/v1beta1",
+        "NodeClaim",
+        "karpenter.sh/v1 NodeClaim",
+    ),
+    (
+        "karpenter.k8s.aws/v1beta1",
+        "EC2NodeClass",
+        "karpenter.k8s.aws/v1 EC2NodeClass",
+    ),
+];
 
 /// A manifest that cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -340,6 +401,50 @@ mod tests {
         let err = docs[0].decode::<Obj>().unwrap_err().to_string();
         assert!(
             err.starts_with("t.yaml (document 1, Deployment prod/web): field spec.replicas:"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn older_karpenter_apis_name_karpenter_convert() {
+        let docs = parse(
+            "apiVersion: karpenter.sh/v1beta1\nkind: NodePool\nmetadata: {name: default}\n---\n\
+             apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata: {name: old}\n---\n\
+             apiVersion: karpenter.k8s.aws/v1beta1\nkind: EC2NodeClass\nmetadata: {name: c}\n---\n\
+             apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: new}\n---\n\
+             apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n",
+        )
+        .unwrap();
+        let err = docs[0].decode_node_pool().unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "t.yaml (document 1, NodePool default): field apiVersion: NodePool must be \
+             karpenter.sh/v1, found \"karpenter.sh/v1beta1\": `karpenter convert` turns it into \
+             a karpenter.sh/v1 NodePool"
+        );
+        let err = docs[1]
+            .refuse_older_karpenter_api()
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "t.yaml (document 2, Provisioner old): field apiVersion: Provisioner \
+             (karpenter.sh/v1alpha5) is an older Karpenter API that karpenter-rs does not read: \
+             `karpenter convert` turns it into a karpenter.sh/v1 NodePool"
+        );
+        let err = docs[2]
+            .refuse_older_karpenter_api()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("EC2NodeClass must be karpenter.k8s.aws/v1, found \"karpenter.k8s.aws/v1beta1\": `karpenter convert`"), "{err}");
+        assert!(docs[3].refuse_older_karpenter_api().is_ok());
+        assert!(docs[4].refuse_older_karpenter_api().is_ok());
+        // Any other version is still refused, without a converter to offer.
+        let docs =
+            parse("apiVersion: karpenter.sh/v2\nkind: NodePool\nmetadata: {name: x}\n").unwrap();
+        let err = docs[0].decode_node_pool().unwrap_err().to_string();
+        assert!(
+            err.ends_with("NodePool must be karpenter.sh/v1, found \"karpenter.sh/v2\""),
             "{err}"
         );
     }

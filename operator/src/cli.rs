@@ -1,6 +1,6 @@
 //! The command line: subcommands, how each runs, and how errors become exit codes.
 
-use crate::{controller, plan_cmd, settings, simulate};
+use crate::{controller, convert_cmd, plan_cmd, settings, simulate};
 use clap::{Parser, Subcommand};
 use std::io::Write;
 
@@ -18,6 +18,8 @@ enum Command {
     Plan(plan_cmd::PlanArgs),
     /// Run a scenario (manifests and a timeline) on an embedded cluster with a virtual clock.
     Simulate(simulate::SimulateArgs),
+    /// Convert Karpenter v1alpha5 and v1beta1 manifests to v1, reporting what changes.
+    Convert(convert_cmd::ConvertArgs),
     /// Print the CustomResourceDefinitions (karpenter.sh/v1 NodePool and NodeClaim).
     Crds,
     /// Run the operator against a cluster (in-cluster config or KUBECONFIG).
@@ -44,6 +46,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Plan(args) => plan_cmd::run(&args, &mut out)?,
         Command::Simulate(args) => simulate::run(&args, &mut out)?,
+        Command::Convert(args) => convert_cmd::run(&args, &mut out)?,
         Command::Crds => out.write_all(karpenter_cloudprovider::crds_yaml().as_bytes())?,
         Command::Controller(args) => {
             drop(out);

@@ -390,6 +390,7 @@ impl<'a> Engine<'a> {
     // ----- manifests and events -------------------------------------------------------
 
     fn ingest(&mut self, doc: &Document) -> Result<(), ManifestError> {
+        doc.refuse_older_karpenter_api()?;
         let convert =
             |e: karpenter_scheduling::k8s::ConversionError| doc.invalid(e.field, e.reason);
         let kind = doc.kind().unwrap_or_default().to_owned();
