@@ -212,6 +212,8 @@ pub fn in_flight_record(claim: &NodeClaim) -> NodeRecord {
                 .creation_timestamp
                 .as_ref()
                 .map_or(0, |t| t.0.as_millisecond()),
+            // Set only inside a consolidation simulation, from the claim's window.
+            under_consolidate_after: false,
         },
         node_claim: Some(claim.name().to_owned()),
         startup_taints: Vec::new(),
@@ -277,6 +279,7 @@ mod tests {
             state: NodeState::Ready,
             price: 0.0,
             created_at: 0,
+            under_consolidate_after: false,
         }
     }
 

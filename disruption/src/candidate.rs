@@ -386,23 +386,10 @@ pub fn evaluate(input: &DisruptionInput, now: Millis, gone: &BTreeSet<String>) -
             pod_requests.add_assign(&p.requests);
         }
         let reschedule_cost = node_disruption_cost(resched.iter().copied());
-        let consolidatable = match settings.consolidate_after {
+        let consolidatable = match info.consolidate_after_remaining(settings, now) {
             None => Err(Hold::ConsolidationDisabled),
             Some(0) => Ok(()),
-            Some(after) => {
-                let since = info
-                    .last_pod_event_at
-                    .or(info.initialized_at)
-                    .unwrap_or(info.created_at);
-                let elapsed = now - since;
-                if elapsed < after {
-                    Err(Hold::ConsolidateAfter {
-                        remaining_ms: after - elapsed,
-                    })
-                } else {
-                    Ok(())
-                }
-            }
+            Some(remaining_ms) => Err(Hold::ConsolidateAfter { remaining_ms }),
         };
         out.candidates.push(Candidate {
             node: node.name.clone(),

@@ -141,6 +141,42 @@ pub struct NodeInfo {
 }
 
 impl NodeInfo {
+    /// What is left of the node's `consolidateAfter` window under `pool`'s settings at
+    /// `now`: the window starts at the NodeClaim's last pod event, or at its initialization
+    /// when it has had none (its creation when it has neither). `None` when `consolidateAfter`
+    /// is `Never`; `Some(0)` once the window has passed, and always for `0s`.
+    ///
+    /// The one definition of the window: it holds back a node from being consolidated
+    /// ([`crate::Hold::ConsolidateAfter`]) and, since Karpenter v1.14, from receiving the pods
+    /// a consolidation moves ([`NodeInfo::under_consolidate_after`]).
+    pub fn consolidate_after_remaining(
+        &self,
+        pool: &PoolDisruption,
+        now: Millis,
+    ) -> Option<Millis> {
+        let after = pool.consolidate_after?;
+        if after == 0 {
+            return Some(0);
+        }
+        let since = self
+            .last_pod_event_at
+            .or(self.initialized_at)
+            .unwrap_or(self.created_at);
+        let elapsed = now - since;
+        Some(if elapsed < after { after - elapsed } else { 0 })
+    }
+
+    /// Whether, at `now`, the node is still inside its pool's `consolidateAfter` window as
+    /// Karpenter v1.14 counts it for consolidation destinations: the NodeClaim is initialized
+    /// and [`NodeInfo::consolidate_after_remaining`] is above zero. `Never` and `0s` never
+    /// protect a node.
+    pub fn under_consolidate_after(&self, pool: &PoolDisruption, now: Millis) -> bool {
+        self.initialized
+            && self
+                .consolidate_after_remaining(pool, now)
+                .is_some_and(|left| left > 0)
+    }
+
     /// The facts a NodeClaim carries. `provider_drift`, `nominated`, `ready` and
     /// `interruption` come from elsewhere (the provider, cluster state, the Node, the
     /// interruption queue); they are taken from the claim's conditions where it records them
@@ -290,6 +326,49 @@ mod tests {
             PoolDisruption::from_node_pool(&never).consolidate_after,
             None
         );
+    }
+
+    #[test]
+    fn the_consolidate_after_window_for_candidates_and_destinations() {
+        let info = NodeInfo {
+            initialized: true,
+            initialized_at: Some(1_000),
+            created_at: 0,
+            ..NodeInfo::default()
+        };
+        let pool = |after| PoolDisruption {
+            consolidate_after: after,
+            ..PoolDisruption::default()
+        };
+        // From initialization when no pod event yet, then from the last pod event.
+        assert_eq!(
+            info.consolidate_after_remaining(&pool(Some(60_000)), 31_000),
+            Some(30_000)
+        );
+        assert!(info.under_consolidate_after(&pool(Some(60_000)), 31_000));
+        let busy = NodeInfo {
+            last_pod_event_at: Some(50_000),
+            ..info.clone()
+        };
+        assert_eq!(
+            busy.consolidate_after_remaining(&pool(Some(60_000)), 70_000),
+            Some(40_000)
+        );
+        assert!(!info.under_consolidate_after(&pool(Some(60_000)), 61_000));
+        // `Never` and `0s` never protect; nor does a node not yet initialized.
+        assert_eq!(info.consolidate_after_remaining(&pool(None), 2_000), None);
+        assert!(!info.under_consolidate_after(&pool(None), 2_000));
+        assert_eq!(
+            info.consolidate_after_remaining(&pool(Some(0)), 1_000),
+            Some(0)
+        );
+        assert!(!info.under_consolidate_after(&pool(Some(0)), 1_000));
+        let new = NodeInfo {
+            initialized: false,
+            initialized_at: None,
+            ..info
+        };
+        assert!(!new.under_consolidate_after(&pool(Some(60_000)), 1_000));
     }
 
     #[test]

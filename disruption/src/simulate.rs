@@ -9,7 +9,7 @@
 //! pods are cloned, and what the solver derives from nodes and pools (label requirements,
 //! templates) is built once per pass.
 
-use crate::candidate::{Candidate, do_not_disrupt_active, is_reschedulable};
+use crate::candidate::{Candidate, do_not_disrupt_active, is_reschedulable, pool_of};
 use crate::command::Hold;
 use crate::input::DisruptionInput;
 use karpenter_scheduling::model::{Millis, Node, NodeState, Pod, PodKey, Snapshot};
@@ -40,9 +40,10 @@ fn bound_key(p: &Pod) -> (&str, &str, &str) {
 /// How a simulation packs the pods that need new nodes.
 #[derive(Debug, Clone, Copy)]
 enum Packing {
-    /// As provisioning does: greedy, then the optimiser (when enabled).
+    /// Drift's: as provisioning does, greedy, then the optimiser (when enabled).
     Full,
-    /// Greedy alone, unless it needs more than one new node.
+    /// Consolidation's: greedy alone, unless it needs more than one new node. The moving
+    /// pods are marked, so nodes under consolidateAfter refuse them.
     GreedyFirst,
 }
 
@@ -59,7 +60,8 @@ pub(crate) struct Simulator<'c> {
     deleting_pods: BTreeSet<PodKey>,
     /// Nodes a moving pod may not land on: not yet initialized.
     uninitialized: BTreeSet<String>,
-    /// Free capacity (never negative) of each ready node, for the cheap pre-filter.
+    /// Free capacity (never negative) of each ready node not under consolidateAfter, for the
+    /// cheap pre-filter.
     free: BTreeMap<String, Resources>,
     total_free: Resources,
     /// (allocatable, cheapest available price) of every instance type of every pool.
@@ -96,6 +98,15 @@ impl<'c> Simulator<'c> {
             .map(|n| n.name.clone())
             .collect();
         snap.nodes.retain(|n| !leaving_names.contains(&n.name));
+        // Karpenter v1.14: a node still inside its pool's consolidateAfter window receives no
+        // pod a consolidation moves (only consolidation marks its pods, see `run`).
+        for n in &mut snap.nodes {
+            n.under_consolidate_after = input.nodes.get(&n.name).is_some_and(|info| {
+                pool_of(n)
+                    .and_then(|p| input.node_pools.get(p))
+                    .is_some_and(|pool| info.under_consolidate_after(pool, now))
+            });
+        }
         let bound = std::mem::take(&mut snap.bound_pods);
         let mut deleting_pods = BTreeSet::new();
         let mut moved = Vec::new();
@@ -155,7 +166,10 @@ impl<'c> Simulator<'c> {
         }
         let mut free = BTreeMap::new();
         let mut total_free = Resources::default();
-        for n in snap.nodes.iter().filter(|n| n.state == NodeState::Ready) {
+        // Only consolidation asks for the bound (`replacement_lower_bound`), and its moving
+        // pods cannot use a node under consolidateAfter.
+        let open = |n: &&Node| n.state == NodeState::Ready && !n.under_consolidate_after;
+        for n in snap.nodes.iter().filter(open) {
             let mut f = n.allocatable.clone();
             if let Some(u) = used.get(n.name.as_str()) {
                 f.sub_assign(u);
@@ -209,8 +223,9 @@ impl<'c> Simulator<'c> {
 
     /// A lower bound on what replacing `cands` must cost per hour, or `None` when their pods
     /// might all fit on free capacity (a delete may be possible). Sound: whatever does not
-    /// fit in the total free capacity of the other ready nodes needs a new node at least that
-    /// large, ignoring DaemonSet overhead.
+    /// fit in the total free capacity of the other ready nodes that may receive moved pods
+    /// (not under consolidateAfter) needs a new node at least that large, ignoring DaemonSet
+    /// overhead.
     pub fn replacement_lower_bound(&self, cands: &[&Candidate]) -> Option<f64> {
         let mut free = self.total_free.clone();
         let mut need = Resources::default();
@@ -258,6 +273,9 @@ impl<'c> Simulator<'c> {
         self.runs += 1;
         let names: BTreeSet<&str> = cands.iter().map(|c| c.node.as_str()).collect();
         let must: BTreeSet<&PodKey> = cands.iter().flat_map(|c| c.pods.iter()).collect();
+        // Upstream enforces consolidateAfter on destinations in consolidation simulations
+        // (and their validation) only, not in drift's.
+        let consolidating = matches!(packing, Packing::GreedyFirst);
 
         let nodes = std::mem::take(&mut self.snap.nodes);
         let (removed_nodes, kept_nodes): (Vec<Node>, Vec<Node>) = nodes
@@ -275,6 +293,7 @@ impl<'c> Simulator<'c> {
                 if must.contains(&p.key()) {
                     let mut moving = p.clone();
                     moving.node_name = None;
+                    moving.moved_by_consolidation = consolidating;
                     self.snap.pending_pods.push(moving);
                 }
             }
@@ -373,7 +392,48 @@ impl<'c> Simulator<'c> {
 mod tests {
     use super::*;
     use crate::candidate::evaluate;
-    use karpenter_scheduling::model::NodePool;
+    use karpenter_scheduling::model::{InstanceType, NodePool, Offering, Overhead};
+    use karpenter_scheduling::requirements::Requirements;
+    use std::sync::Arc;
+
+    /// The pool `p`, launching one instance type of four cores and ten pods at 1.0 an hour.
+    fn four_core_pool() -> NodePool {
+        NodePool {
+            name: "p".into(),
+            instance_types: vec![Arc::new(InstanceType {
+                name: "four-cores".into(),
+                requirements: Requirements::new(),
+                capacity: Resources {
+                    cpu_millis: 4000,
+                    pods: 10,
+                    ..Resources::default()
+                },
+                overhead: Overhead::default(),
+                offerings: vec![Offering {
+                    zone: "z".into(),
+                    capacity_type: "on-demand".into(),
+                    price: 1.0,
+                    available: true,
+                }],
+            })],
+            ..NodePool::default()
+        }
+    }
+
+    /// The pod `ns/{node}-pod`, bound to `node`, requesting one core and one pod slot.
+    fn one_core_pod(node: &str) -> Pod {
+        Pod {
+            namespace: "ns".into(),
+            name: format!("{node}-pod"),
+            node_name: Some(node.into()),
+            requests: Resources {
+                cpu_millis: 1000,
+                pods: 1,
+                ..Resources::default()
+            },
+            ..Pod::default()
+        }
+    }
 
     #[test]
     fn simulation_restores_the_working_snapshot_exactly() {
@@ -404,17 +464,7 @@ mod tests {
                     ..Default::default()
                 },
             );
-            input.cluster.bound_pods.push(Pod {
-                namespace: "ns".into(),
-                name: format!("{n}-pod"),
-                node_name: Some(n.into()),
-                requests: Resources {
-                    cpu_millis: 1000,
-                    pods: 1,
-                    ..Resources::default()
-                },
-                ..Pod::default()
-            });
+            input.cluster.bound_pods.push(one_core_pod(n));
         }
         let gone = BTreeSet::new();
         let eval = evaluate(&input, 0, &gone);
@@ -438,31 +488,80 @@ mod tests {
     }
 
     #[test]
-    fn one_new_node_might_hold_only_what_fits_the_largest_type() {
-        use karpenter_scheduling::model::{InstanceType, Offering, Overhead};
-        use karpenter_scheduling::requirements::Requirements;
-        use std::sync::Arc;
+    fn only_consolidation_keeps_moved_pods_off_nodes_under_consolidate_after() {
+        let now = 36_000_000;
         let mut input = DisruptionInput::default();
-        input.cluster.node_pools.push(NodePool {
-            name: "p".into(),
-            instance_types: vec![Arc::new(InstanceType {
-                name: "four-cores".into(),
-                requirements: Requirements::new(),
-                capacity: Resources {
+        input.cluster.node_pools.push(four_core_pool());
+        input.node_pools.insert(
+            "p".into(),
+            crate::input::PoolDisruption {
+                consolidate_after: Some(60_000),
+                ..Default::default()
+            },
+        );
+        // `a-dest` took a pod a second ago; `b-cand` is the candidate; `c-going` is already
+        // being disrupted by an earlier command.
+        for (n, last_pod_event_at) in [
+            ("a-dest", Some(now - 1_000)),
+            ("b-cand", None),
+            ("c-going", None),
+        ] {
+            input.cluster.nodes.push(Node {
+                name: n.into(),
+                node_pool: Some("p".into()),
+                allocatable: Resources {
                     cpu_millis: 4000,
                     pods: 10,
                     ..Resources::default()
                 },
-                overhead: Overhead::default(),
-                offerings: vec![Offering {
-                    zone: "z".into(),
-                    capacity_type: "on-demand".into(),
-                    price: 1.0,
-                    available: true,
-                }],
-            })],
-            ..NodePool::default()
-        });
+                ..Node::default()
+            });
+            input.nodes.insert(
+                n.into(),
+                crate::input::NodeInfo {
+                    initialized: true,
+                    initialized_at: Some(0),
+                    last_pod_event_at,
+                    ready: true,
+                    ..Default::default()
+                },
+            );
+            if n != "a-dest" {
+                input.cluster.bound_pods.push(one_core_pod(n));
+            }
+        }
+        input.disrupting.insert("c-going".into());
+        let gone = BTreeSet::new();
+        let eval = evaluate(&input, now, &gone);
+        let cand: Vec<&Candidate> = eval
+            .candidates
+            .iter()
+            .filter(|c| c.node == "b-cand")
+            .collect();
+        assert_eq!(cand.len(), 1);
+        let mut cache = SolveCache::new();
+        let mut sim = Simulator::new(&input, &gone, now, &mut cache);
+        // Consolidation: the moved pod needs a new node; the pod of the node already going
+        // away is exempt and lands on `a-dest`.
+        let out = sim.simulate_consolidation(&cand).expect("budget");
+        assert!(out.failure.is_none(), "{:?}", out.failure);
+        let placed: Vec<&str> = out
+            .claims
+            .iter()
+            .flat_map(|c| c.pods.iter().map(|k| k.name.as_str()))
+            .collect();
+        assert_eq!(placed, ["b-cand-pod"]);
+        // The lower bound does not count `a-dest`'s free capacity either.
+        assert_eq!(sim.replacement_lower_bound(&cand), Some(1.0));
+        // Drift's simulation does not enforce the window: both pods go to `a-dest`.
+        let out = sim.simulate(&cand).expect("budget");
+        assert!(out.failure.is_none() && out.claims.is_empty(), "{out:?}");
+    }
+
+    #[test]
+    fn one_new_node_might_hold_only_what_fits_the_largest_type() {
+        let mut input = DisruptionInput::default();
+        input.cluster.node_pools.push(four_core_pool());
         let mut cache = SolveCache::new();
         let mut sim = Simulator::new(&input, &BTreeSet::new(), 0, &mut cache);
         for name in ["a", "b"] {

@@ -11,7 +11,7 @@ use karpenter_scheduling::model::{PodAffinityTerm, WeightedPodAffinityTerm};
 use karpenter_scheduling::selector::LabelSelector;
 use karpenter_scheduling::solver::SolveCache;
 use karpenter_testing::disruption::*;
-use karpenter_testing::spot_catalogue;
+use karpenter_testing::{on_demand_catalogue, spot_catalogue};
 
 fn holds<'a>(r: &'a PassResult, node: &str) -> &'a [Hold] {
     r.explanations
@@ -812,4 +812,98 @@ fn passes_are_deterministic() {
     shuffled.cluster.nodes.reverse();
     shuffled.cluster.bound_pods.reverse();
     assert_eq!(compute_pass(&shuffled, w.now).commands, a.commands);
+}
+
+/// Two nodes of the cheapest type, no cheaper replacement: the only move is to delete `n1`
+/// and put its pod on `n0`, which Karpenter v1.14 blocks while `n0` is inside its
+/// consolidateAfter window (upstream: "should not consolidate pods onto a destination node
+/// that is under its consolidateAfter window").
+fn two_cheapest_nodes_one_recently_busy() -> Cluster {
+    let mut w = Cluster::new();
+    w.settings(POOL).consolidate_after = Some(60_000);
+    w.node("n0", "small");
+    w.pod("n0", "a", 300);
+    w.pod("n0", "b", 300);
+    // n0 took a pod 30 s ago; n1's window passed long ago, so only n1 is a candidate.
+    w.info("n0").last_pod_event_at = Some(w.now - 30_000);
+    w.node("n1", "small");
+    w.pod("n1", "c", 300);
+    w.info("n1").last_pod_event_at = Some(w.now - 10 * 60_000);
+    w
+}
+
+#[test]
+fn moved_pods_do_not_land_on_a_destination_under_consolidate_after() {
+    let w = two_cheapest_nodes_one_recently_busy();
+    let r = compute_pass(&w.input, w.now);
+    assert!(r.commands.is_empty(), "{:#?}", r.commands);
+    assert_eq!(
+        holds(&r, "n0"),
+        [Hold::ConsolidateAfter {
+            remaining_ms: 30_000
+        }]
+    );
+    // c would need a new node as dear as n1.
+    assert_eq!(holds(&r, "n1"), [Hold::NotCheaper]);
+
+    // Once n0's window has passed, n1 is deleted and c moves onto n0.
+    let later = w.now + 30_000;
+    let r = compute_pass(&w.input, later);
+    let cmd = only_command(&r);
+    assert_eq!(cmd.reason, Reason::Underutilized);
+    assert_eq!(cmd.decision, Decision::Delete);
+    assert_eq!(cmd.node_names(), ["n1"]);
+}
+
+#[test]
+fn validation_re_simulates_with_destinations_under_consolidate_after() {
+    let w = two_cheapest_nodes_one_recently_busy();
+    let at = w.now + 30_000;
+    let cmd = compute_commands(&w.input, at).remove(0);
+    assert_eq!(cmd.node_names(), ["n1"]);
+    let later = at + 15_000;
+    assert_eq!(validate(&cmd, &w.input, later), Ok(()));
+    // n0 took a pod meanwhile: its window runs again and c can no longer go there.
+    let mut fresh = w.input.clone();
+    fresh.nodes.get_mut("n0").unwrap().last_pod_event_at = Some(later - 1_000);
+    assert!(
+        matches!(
+            validate(&cmd, &fresh, later),
+            Err(ValidationFailure::Scheduling { .. })
+        ),
+        "{:?}",
+        validate(&cmd, &fresh, later)
+    );
+}
+
+#[test]
+fn drift_still_moves_pods_onto_a_destination_under_consolidate_after() {
+    // Upstream enforces the destination window in consolidation simulations only.
+    let mut w = two_cheapest_nodes_one_recently_busy();
+    w.info("n1").provider_drift = Some("Test".into());
+    let r = compute_pass(&w.input, w.now);
+    let cmd = only_command(&r);
+    assert_eq!(cmd.reason, Reason::Drifted);
+    assert_eq!(cmd.node_names(), ["n1"]);
+    // c fits on n0: no replacement.
+    assert!(cmd.replacements.is_empty(), "{:#?}", cmd.replacements);
+}
+
+#[test]
+fn a_destination_whose_consolidate_after_is_never_still_receives_moved_pods() {
+    // Upstream: "should consolidate pods onto a destination node with consolidateAfter set
+    // to Never". `Never` keeps the node from being a candidate, not from being a destination.
+    let mut w = Cluster::new();
+    w.add_pool("keep", on_demand_catalogue(ZONE_A), "on-demand");
+    w.settings("keep").consolidate_after = None;
+    w.node_in("keep", "dest", "small", "on-demand");
+    // It just took a pod: were Never a window, it would be inside it.
+    w.info("dest").last_pod_event_at = Some(w.now);
+    w.node("src", "small");
+    w.pod("src", "a", 300);
+    let r = compute_pass(&w.input, w.now);
+    let cmd = only_command(&r);
+    assert_eq!(cmd.decision, Decision::Delete);
+    assert_eq!(cmd.node_names(), ["src"]);
+    assert_eq!(holds(&r, "dest"), [Hold::ConsolidationDisabled]);
 }

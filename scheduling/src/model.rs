@@ -278,6 +278,12 @@ pub struct Pod {
     /// Whether the pod is terminating (has a deletion timestamp).
     #[serde(default)]
     pub terminating: bool,
+    /// A pending copy of a bound pod that a consolidation simulation moves off the node being
+    /// consolidated. Nodes [`Node::under_consolidate_after`] refuse it (Karpenter v1.14);
+    /// pods that were pending anyway, and pods of nodes already being deleted, are not
+    /// marked. Only the disruption crate's simulation sets it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub moved_by_consolidation: bool,
 }
 
 impl Pod {
@@ -339,6 +345,12 @@ pub struct Node {
     /// Creation time.
     #[serde(default)]
     pub created_at: Millis,
+    /// Its NodePool's `consolidateAfter` window is still running (Karpenter v1.14): it takes
+    /// no pod [`Pod::moved_by_consolidation`], so consolidation does not pile moved pods onto
+    /// a node that just changed. Every other pod may still go there. Only the disruption
+    /// crate's consolidation simulation sets it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub under_consolidate_after: bool,
 }
 
 impl Node {

@@ -1527,6 +1527,7 @@ impl<'a> Engine<'a> {
                     state: NodeState::InFlight,
                     price,
                     created_at: self.now,
+                    under_consolidate_after: false,
                 };
                 self.log(format!(
                     "launched nodeclaim {name} (provider-id {provider_id}, instance-type {it_name}, zone {}, capacity-type {}, ${price:.4}/h)",

@@ -142,5 +142,7 @@ pub fn node_from_k8s(
         price: 0.0,
         created_at: millis(node.metadata.creation_timestamp.as_ref()).unwrap_or_default(),
         labels,
+        // A property of a consolidation simulation, not of the Node object.
+        under_consolidate_after: false,
     })
 }

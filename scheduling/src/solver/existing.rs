@@ -84,7 +84,9 @@ impl<'a> ExistingNode<'a> {
         self.node.state == NodeState::Ready
     }
 
-    /// `ExistingNode.CanAdd`: whether pod `p` can go here and, if so, the node's narrowed
+    /// `ExistingNode.CanAdd` (with the scheduler's consolidateAfter check before it: a node
+    /// [`Node::under_consolidate_after`] refuses pods [`Pod::moved_by_consolidation`]):
+    /// whether pod `p` can go here and, if so, the node's narrowed
     /// requirements (`None` inside when the pod narrows nothing, the common case). The
     /// solver tries every node for every pod and only wants the first that fits, so a
     /// refusal carries no reason (building one per node and pod was a tenth of a solve) and
@@ -96,7 +98,8 @@ impl<'a> ExistingNode<'a> {
         data: &PodData,
         topology: &Topology,
     ) -> Option<Option<Requirements>> {
-        if first_untolerated(&self.node.taints, &pod.tolerations, !data.tolerate_pns).is_some()
+        if (self.node.under_consolidate_after && pod.moved_by_consolidation)
+            || first_untolerated(&self.node.taints, &pod.tolerations, !data.tolerate_pns).is_some()
             || self.ports.conflict(&pod.host_ports).is_some()
             || !arith::fits(&data.requests, &self.remaining)
             || !compatible_ok(&self.reqs, &data.requirements, false)
@@ -144,5 +147,81 @@ impl<'a> ExistingNode<'a> {
         }
         topology.record(p, pod, &self.node.taints, &self.reqs, false);
         self.ports.add(&pod.host_ports);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::{Node, Pod, Snapshot};
+    use crate::plan::Plan;
+    use crate::resources::Resources;
+    use crate::solver::{SolveOptions, solve};
+
+    fn node(name: &str, under_consolidate_after: bool) -> Node {
+        Node {
+            name: name.into(),
+            allocatable: Resources {
+                cpu_millis: 4000,
+                pods: 10,
+                ..Resources::default()
+            },
+            under_consolidate_after,
+            ..Node::default()
+        }
+    }
+
+    fn pod(name: &str, moved_by_consolidation: bool) -> Pod {
+        Pod {
+            namespace: "ns".into(),
+            name: name.into(),
+            requests: Resources {
+                cpu_millis: 1000,
+                ..Resources::default()
+            },
+            moved_by_consolidation,
+            ..Pod::default()
+        }
+    }
+
+    fn node_of<'p>(plan: &'p Plan, pod: &str) -> Option<&'p str> {
+        plan.existing
+            .iter()
+            .find(|e| e.pods.iter().any(|k| k.name == pod))
+            .map(|e| e.node.as_str())
+    }
+
+    #[test]
+    fn a_node_under_consolidate_after_refuses_only_moved_pods() {
+        // No NodePool: a pod no existing node takes is unschedulable.
+        let mut snap = Snapshot {
+            nodes: vec![node("a-protected", true)],
+            pending_pods: vec![
+                pod("moved", true),
+                pod("pending", false),
+                // A pod of a node already being deleted is pending like any other: unmarked.
+                pod("from-deleting-node", false),
+            ],
+            ..Snapshot::default()
+        };
+        let plan = solve(&snap, &SolveOptions::default());
+        assert_eq!(node_of(&plan, "pending"), Some("a-protected"));
+        assert_eq!(node_of(&plan, "from-deleting-node"), Some("a-protected"));
+        assert_eq!(node_of(&plan, "moved"), None);
+        assert_eq!(plan.unschedulable.len(), 1, "{plan:#?}");
+        assert_eq!(plan.unschedulable[0].pod.name, "moved");
+
+        // The moved pod skips the protected node (tried first: nodes go by name) and takes
+        // the next one that fits.
+        snap.nodes.push(node("b-open", false));
+        let plan = solve(&snap, &SolveOptions::default());
+        assert_eq!(node_of(&plan, "moved"), Some("b-open"));
+        assert_eq!(node_of(&plan, "pending"), Some("a-protected"));
+        assert!(plan.unschedulable.is_empty(), "{plan:#?}");
+
+        // Outside a consolidation simulation nothing is protected.
+        snap.nodes.truncate(1);
+        snap.nodes[0].under_consolidate_after = false;
+        let plan = solve(&snap, &SolveOptions::default());
+        assert_eq!(node_of(&plan, "moved"), Some("a-protected"));
     }
 }
