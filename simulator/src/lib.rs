@@ -17,6 +17,7 @@ pub mod kubelet;
 pub mod metrics;
 pub mod scenario;
 pub mod table;
+pub mod timeline;
 mod workloads;
 
 pub use engine::{Engine, LogLine, RunOptions, SimulationError};
