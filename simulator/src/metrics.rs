@@ -348,14 +348,19 @@ impl Metrics {
             allocatable.add_assign(&r.node.allocatable);
         }
         let mut requested = Resources::default();
+        let mut pending = 0;
         for p in state.pods().values() {
             if p.pod.node_name.is_some() {
                 requested.add_assign(&p.pod.requests);
+            } else if !p.pod.is_daemon() && !p.pod.terminating {
+                // What `ClusterState::pending_pods` lists, counted in the pass over every pod
+                // this method makes anyway.
+                pending += 1;
             }
         }
         self.allocatable = allocatable;
         self.requested = requested;
-        self.pending = state.pending_pods().count();
+        self.pending = pending;
         self.peak_nodes = self.peak_nodes.max(self.node_count);
         self.peak_price = self.peak_price.max(self.price);
         while self.next_sample <= now && self.next_sample <= self.duration {

@@ -17,14 +17,14 @@ use std::collections::BTreeMap;
 /// The most intervals a run is cut into.
 pub const MAX_INTERVALS: i64 = 720;
 
-const SECOND: Millis = 1000;
-const MINUTE: Millis = 60 * SECOND;
-const HOUR: Millis = 60 * MINUTE;
-const DAY: Millis = 24 * HOUR;
+pub(crate) const SECOND: Millis = 1000;
+pub(crate) const MINUTE: Millis = 60 * SECOND;
+pub(crate) const HOUR: Millis = 60 * MINUTE;
+pub(crate) const DAY: Millis = 24 * HOUR;
 
-/// The sampling intervals on offer, shortest first: round figures, so that samples fall on
-/// the clock's minutes and hours.
-const ROUND_INTERVALS: [Millis; 18] = [
+/// Round spans of time, shortest first: sampling intervals (so that samples fall on the
+/// clock's minutes and hours), and the charts' tick and bar spans.
+pub(crate) const ROUND_SPANS: [Millis; 22] = [
     SECOND,
     2 * SECOND,
     5 * SECOND,
@@ -43,13 +43,17 @@ const ROUND_INTERVALS: [Millis; 18] = [
     6 * HOUR,
     12 * HOUR,
     DAY,
+    2 * DAY,
+    7 * DAY,
+    14 * DAY,
+    28 * DAY,
 ];
 
-/// The sampling interval for a run of `duration`: the shortest round interval that cuts it
-/// into at most [`MAX_INTERVALS`] (whole days beyond 720 days).
+/// The sampling interval for a run of `duration`: the shortest round span that cuts it into
+/// at most [`MAX_INTERVALS`] (whole days beyond 4 weeks' worth).
 pub fn interval_for(duration: Millis) -> Millis {
     let wanted = ceil_div(duration.max(0), MAX_INTERVALS).max(1);
-    ROUND_INTERVALS
+    ROUND_SPANS
         .iter()
         .copied()
         .find(|&i| i >= wanted)
@@ -237,7 +241,8 @@ mod tests {
         assert_eq!(interval_for(DAY), 2 * MINUTE);
         assert_eq!(interval_for(7 * DAY), 15 * MINUTE);
         assert_eq!(interval_for(1000 * DAY), 2 * DAY);
-        for duration in [1, 59_999, HOUR + 1, 3 * DAY + 7, 400 * DAY] {
+        assert_eq!(interval_for(100_000 * DAY), 139 * DAY);
+        for duration in [1, 59_999, HOUR + 1, 3 * DAY + 7, 400 * DAY, 50_000 * DAY] {
             let i = interval_for(duration);
             assert!(ceil_div(duration, i) <= MAX_INTERVALS, "{duration}: {i}");
         }
