@@ -1,7 +1,8 @@
 //! The HTML report in a real browser. Headless Chromium opens the pages of the bundled
 //! daily-traffic scenario — one run, and `--compare`'s two — and must log nothing to its
 //! console (no script error, no fetch the page's Content-Security-Policy blocked), while the
-//! DOM it rendered holds every chart's SVG, series and legend, and the tables.
+//! DOM it rendered holds every chart's SVG, series and legend, and the tables; a pointer moved
+//! over the cost chart shows each run's $/h at that time.
 //!
 //! Chromium is the one `KARPENTER_CHROMIUM` names; `scripts/test.sh` installs Debian's
 //! package and sets it. Without it the tests are skipped with a message, except under
@@ -199,20 +200,80 @@ fn assert_charts(rendered: &Rendered, runs: &[&str]) {
     assert!(dom.contains(r#"<table id="table-summary">"#));
 }
 
+/// `page` with a script after its own that moves the pointer over the cost chart at
+/// `seconds` and records what the hover box then shows in `<body data-probe>`.
+fn with_hover_probe(page: &str, seconds: u32) -> String {
+    let probe = format!(
+        r##"<script>
+(function () {{
+  var svg = document.getElementById("chart-cost-svg");
+  var box = svg.getBoundingClientRect();
+  var x0 = Number(svg.getAttribute("data-x0"));
+  var x1 = Number(svg.getAttribute("data-x1"));
+  var x = x0 + (x1 - x0) * {seconds} / Number(svg.getAttribute("data-span"));
+  svg.dispatchEvent(new MouseEvent("mousemove", {{
+    clientX: box.left + x * box.width / svg.viewBox.baseVal.width,
+    clientY: box.top + box.height / 2,
+    bubbles: true
+  }}));
+  var tip = document.querySelector("#chart-cost .tip");
+  document.body.setAttribute("data-probe", tip.style.display + "|" + tip.textContent);
+}}());
+</script></body>"##
+    );
+    page.replace("</body>", &probe)
+}
+
+/// What the probe recorded.
+fn probe(dom: &str) -> &str {
+    let start = dom.find(r#"data-probe=""#).expect("the probe ran") + 12;
+    &dom[start..start + dom[start..].find('"').expect("attribute ends")]
+}
+
 #[test]
 fn the_daily_traffic_report_renders_in_chromium_without_console_messages() {
     let Some(chromium) = chromium("the_daily_traffic_report_renders_in_chromium") else {
         return;
     };
     let (optimized, greedy) = daily_traffic();
-    let one = open(&chromium, &render_html(&optimized));
+    // The pointer at 16:01. Pointer positions are whole pixels, a few minutes of the day at
+    // the page's width, so the box may show a neighbouring sample: it must show that
+    // sample's time and each run's $/h at it.
+    let at = 16 * 3600 + 60;
+    let expected = |shown: &str, reports: &[(&str, &Report)]| {
+        let clock = &shown[shown.find("|at ").expect("a time") + 4..][..5];
+        let minutes: usize =
+            clock[..2].parse::<usize>().unwrap() * 60 + clock[3..].parse::<usize>().unwrap();
+        assert!((956..=965).contains(&minutes), "{shown}: not near 16:01");
+        let k = minutes / 2; // a sample every 2 minutes
+        let mut text = format!("block|at {clock}");
+        for (label, r) in reports {
+            assert_eq!(r.timeline.at_seconds[k], (minutes * 60) as f64);
+            text.push_str(&format!("{label}: ${:.4}/h", r.timeline.cost_per_hour[k]));
+        }
+        text
+    };
+
+    let one = open(&chromium, &with_hover_probe(&render_html(&optimized), at));
     assert_charts(&one, &["karpenter-rs"]);
     assert!(
         one.dom.contains(r#"<path class="series area""#),
         "stacked areas"
     );
-    let both = open(&chromium, &render_html_comparison(&optimized, &greedy));
+    let shown = probe(&one.dom);
+    assert_eq!(shown, expected(shown, &[("karpenter-rs", &optimized)]));
+
+    let page = render_html_comparison(&optimized, &greedy);
+    let both = open(&chromium, &with_hover_probe(&page, at));
     assert_charts(&both, &["karpenter-rs", "greedy first fit"]);
+    let shown = probe(&both.dom);
+    assert_eq!(
+        shown,
+        expected(
+            shown,
+            &[("karpenter-rs", &optimized), ("greedy first fit", &greedy)]
+        )
+    );
 }
 
 /// The harness itself: a page with a console error, an uncaught exception or a fetch must
