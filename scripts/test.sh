@@ -4,11 +4,14 @@
 # - a real Kubernetes control plane (etcd, kube-apiserver, kube-scheduler,
 #   kube-controller-manager) on 127.0.0.1 for the operator's end-to-end suite, built once
 #   from the Go module proxy and cached outside the clone (scripts/control-plane.sh);
-# - the `karpenter` binary the end-to-end suite runs, built the way the README builds it.
+# - the `karpenter` binary the end-to-end suite runs, built the way the README builds it;
+# - Chromium from the Debian packages, in which simulator/tests/html_report.rs opens the HTML
+#   report of `karpenter simulate --report` (KARPENTER_CHROMIUM).
 # Both servers are stopped again by their PIDs when the tests end.
 #
 # KARPENTER_E2E_SKIP=1 leaves the control plane out (the end-to-end tests then skip); it is
-# refused under CI=true, where a missing control plane is a failure.
+# refused under CI=true, where a missing control plane is a failure. Likewise a Chromium that
+# cannot be installed fails the run under CI=true, and only skips the browser test locally.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
@@ -25,11 +28,34 @@ if [[ "${CI:-}" == "true" ]]; then
     fi
 fi
 
+# Debian's chromium at /usr/bin/chromium, installed when missing; the package lists are
+# fetched first only when they do not offer it (a fresh container has none).
+install_chromium() {
+    [[ -x /usr/bin/chromium ]] && return 0
+    local sudo=()
+    [[ "$(id -u)" -eq 0 ]] || sudo=(sudo)
+    if ! apt-cache policy chromium 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+        "${sudo[@]}" apt-get update
+    fi
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y --no-install-recommends chromium
+}
+
 cleanup() {
     scripts/aws-emulator.sh stop || true
     [[ -n "${KARPENTER_E2E_SKIP:-}" ]] || scripts/control-plane.sh stop || true
 }
 trap cleanup EXIT
+
+step "Chromium (the HTML report's browser test)"
+if install_chromium; then
+    export KARPENTER_CHROMIUM=/usr/bin/chromium
+elif [[ "${CI:-}" == "true" ]]; then
+    echo "cannot install chromium, which the HTML report's test needs under CI=true" >&2
+    exit 1
+else
+    echo "WARNING: chromium could not be installed: the HTML report's browser test will skip" >&2
+fi
 
 step "AWS emulator"
 scripts/aws-emulator.sh install

@@ -1,9 +1,9 @@
 //! `karpenter simulate SCENARIO.yaml`: the command around [`karpenter_simulator`]. It parses
 //! the arguments, reads the scenario and the files it names from disk, runs the scenario
 //! (twice with `--compare`), and prints the log lines, a progress bar on a terminal and the
-//! report. See docs/simulator.md.
+//! report, and writes the HTML report with `--report`. See docs/simulator.md.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use karpenter_cluster::manifests::{Document, ManifestError};
 use karpenter_simulator::{Files, LogLine, RunOptions, Scenario, clock, run_scenario};
 use std::io::{IsTerminal, Write};
@@ -24,6 +24,10 @@ pub struct SimulateArgs {
     /// show both reports side by side.
     #[arg(long)]
     pub compare: bool,
+    /// Also write the report as one self-contained HTML page (charts over time and the
+    /// tables; both runs with `--compare`) to this file.
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
 }
 
 /// Report formats.
@@ -111,6 +115,15 @@ pub fn run(args: &SimulateArgs, out: &mut dyn Write) -> Result<()> {
     }
     if let Some(b) = &bar {
         b.finish_and_clear();
+    }
+    if let Some(path) = &args.report {
+        let page = if args.compare {
+            karpenter_simulator::render_html_comparison(&reports[0], &reports[1])
+        } else {
+            karpenter_simulator::render_html(&reports[0])
+        };
+        std::fs::write(path, page)
+            .with_context(|| format!("cannot write the HTML report to {}", path.display()))?;
     }
     if json {
         if args.compare {

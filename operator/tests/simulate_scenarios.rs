@@ -204,6 +204,47 @@ fn compare_reports_both_runs() {
     assert!(n(&r, "/greedy/cost/total") > 0.0);
 }
 
+/// `--report` writes the HTML page beside the usual output: with `--compare`, both runs on
+/// every chart and the JSON report (with its timeline) unchanged on stdout.
+#[test]
+fn report_writes_the_html_page_of_both_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("report.html");
+    let r = simulate(
+        "quickstart.yaml",
+        &["--compare", "--report", page.to_str().unwrap()],
+    );
+    assert_eq!(r["optimized"]["timeline"]["intervalSeconds"], 5.0);
+    assert_eq!(
+        r["greedy"]["timeline"]["atSeconds"]
+            .as_array()
+            .unwrap()
+            .len(),
+        361,
+        "30 minutes in 5-second samples, both ends included"
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"), "{}", &html[..200]);
+    assert!(html.contains("karpenter simulate — <span class=\"scenario\">quickstart</span>"));
+    for run in ["karpenter-rs", "greedy first fit"] {
+        assert!(html.contains(&format!(r#"data-run="{run}""#)), "{run}");
+    }
+    // A path that cannot be written is an error naming it, after the runs.
+    let out = Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .arg("simulate")
+        .arg(example("quickstart.yaml"))
+        .args(["--quiet", "--report"])
+        .arg(dir.path().join("missing/report.html"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot write the HTML report to ") && err.contains("missing/report.html"),
+        "{err}"
+    );
+}
+
 #[test]
 fn text_output_logs_decisions_with_virtual_time() {
     let out = Command::new(env!("CARGO_BIN_EXE_karpenter"))

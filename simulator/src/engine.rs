@@ -234,7 +234,7 @@ impl<'a> Engine<'a> {
                 break;
             }
             let next = self.next_wakeup().min(end);
-            self.metrics.integrate(self.now, next);
+            self.metrics.integrate(self.now, next, &self.state);
             self.now = next;
         }
         // Only pods still pending at the end count as never scheduled.
@@ -1150,11 +1150,8 @@ impl<'a> Engine<'a> {
     }
 
     fn count_disruption(&mut self, command: &Command) {
-        *self
-            .metrics
-            .disruptions
-            .entry(command.reason.as_str().to_owned())
-            .or_default() += command.candidates.len();
+        self.metrics
+            .disrupted(command.reason.as_str(), command.candidates.len(), self.now);
     }
 
     fn log_outcome(&mut self, outcome: &Outcome) {
@@ -1381,7 +1378,7 @@ impl<'a> Engine<'a> {
                     self.state.apply(Object::Node(Box::new(record)));
                 }
                 if reason == "Interrupted" || reason.ends_with("Deleted") {
-                    *self.metrics.disruptions.entry(reason.clone()).or_default() += 1;
+                    self.metrics.disrupted(&reason, 1, now);
                 }
                 self.log(format!("deleting nodeclaim {node_claim} (reason {reason})"));
             }

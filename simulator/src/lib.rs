@@ -3,9 +3,10 @@
 //! The real provisioning and disruption logic of karpenter-rs on an embedded cluster (the
 //! [`karpenter_cluster`] index and the fake cloud provider) with a virtual clock: the
 //! scenario format ([`scenario`]), the engine that runs one ([`engine`]) and what a run
-//! measures ([`metrics::Report`], rendered as text by [`render`] and
-//! [`render_comparison`]). `karpenter simulate` is a thin command around this crate; see
-//! docs/simulator.md.
+//! measures ([`metrics::Report`], with the run over time in [`timeline`]), rendered as text
+//! by [`render`] and [`render_comparison`] and as a self-contained HTML page of charts and
+//! tables by [`render_html`] and [`render_html_comparison`] ([`html`]). `karpenter simulate`
+//! is a thin command around this crate; see docs/simulator.md.
 //!
 //! Deterministic and without I/O of its own: time is virtual, maps are ordered, names come
 //! from counters, and every file a scenario names is read through the caller's [`Files`].
@@ -13,14 +14,17 @@
 #![forbid(unsafe_code)]
 
 pub mod engine;
+pub mod html;
 pub mod kubelet;
 pub mod metrics;
 pub mod plan_table;
 pub mod scenario;
 pub mod table;
+pub mod timeline;
 mod workloads;
 
 pub use engine::{Engine, LogLine, RunOptions, SimulationError};
+pub use html::{CHARTS, render_html, render_html_comparison};
 pub use metrics::Report;
 pub use scenario::{Scenario, ScenarioError};
 
@@ -118,23 +122,9 @@ pub fn render(r: &Report) -> String {
     if !r.description.is_empty() {
         out.insert_str(out.len() - 1, &format!("{}\n", r.description.trim()));
     }
-    let mut nodes = Table::new(&[
-        "INSTANCE TYPE",
-        "CAPACITY",
-        "LAUNCHED",
-        "AT END",
-        "NODE-HOURS",
-        "COST $",
-    ]);
+    let mut nodes = Table::new(&TYPE_COLUMNS);
     for row in &r.nodes.by_type {
-        nodes.row(vec![
-            row.instance_type.clone(),
-            row.capacity_type.clone(),
-            row.launched.to_string(),
-            row.at_end.to_string(),
-            format!("{:.2}", row.node_hours),
-            format!("{:.4}", row.cost),
-        ]);
+        nodes.row(type_cells(row));
     }
     if !nodes.is_empty() {
         out.push_str(&nodes.render());
@@ -226,52 +216,76 @@ pub fn render(r: &Report) -> String {
     out
 }
 
+/// The columns of the instance-type table.
+pub(crate) const TYPE_COLUMNS: [&str; 6] = [
+    "INSTANCE TYPE",
+    "CAPACITY",
+    "LAUNCHED",
+    "AT END",
+    "NODE-HOURS",
+    "COST $",
+];
+
+/// One row of the instance-type table, under [`TYPE_COLUMNS`].
+pub(crate) fn type_cells(row: &metrics::TypeRow) -> Vec<String> {
+    vec![
+        row.instance_type.clone(),
+        row.capacity_type.clone(),
+        row.launched.to_string(),
+        row.at_end.to_string(),
+        format!("{:.2}", row.node_hours),
+        format!("{:.4}", row.cost),
+    ]
+}
+
+/// The figures two runs are compared on, named: what [`render_comparison`] and the HTML
+/// report's summary show for each run.
+pub(crate) fn summary_rows(r: &Report) -> Vec<(&'static str, String)> {
+    vec![
+        ("total cost $", format!("{:.4}", r.cost.total)),
+        ("average $/h", format!("{:.4}", r.cost.average_per_hour)),
+        ("peak $/h", format!("{:.4}", r.cost.peak_per_hour)),
+        ("nodes launched", r.nodes.launched.to_string()),
+        ("peak nodes", r.nodes.peak.to_string()),
+        ("nodes at end", r.nodes.at_end.to_string()),
+        ("cpu utilization", pct(r.utilization.cpu)),
+        ("memory utilization", pct(r.utilization.memory)),
+        (
+            "pending p50 / p99 s",
+            format!(
+                "{:.0} / {:.0}",
+                r.pods.pending_seconds.p50, r.pods.pending_seconds.p99
+            ),
+        ),
+        ("pods evicted", r.pods.evicted.to_string()),
+        (
+            "nodes disrupted",
+            r.disruptions.values().sum::<usize>().to_string(),
+        ),
+        ("never scheduled", r.pods.never_scheduled.len().to_string()),
+    ]
+}
+
+/// The share of the greedy run's cost, in percent, that the optimised run saves (negative
+/// when it costs more); `None` when the greedy run cost nothing.
+pub(crate) fn saving_percent(optimized: &Report, greedy: &Report) -> Option<f64> {
+    (greedy.cost.total > 0.0)
+        .then(|| (greedy.cost.total - optimized.cost.total) / greedy.cost.total * 100.0)
+}
+
 /// Two reports of the same scenario side by side — the optimiser's and the greedy first
 /// fit's — and the share of the greedy cost the optimiser saves.
 pub fn render_comparison(optimized: &Report, greedy: &Report) -> String {
     let mut t = Table::new(&["", "KARPENTER-RS", "GREEDY FIRST FIT"]);
-    let both = |f: &dyn Fn(&Report) -> String| (f(optimized), f(greedy));
-    let rows: Vec<(&str, (String, String))> = vec![
-        ("total cost $", both(&|r| format!("{:.4}", r.cost.total))),
-        (
-            "average $/h",
-            both(&|r| format!("{:.4}", r.cost.average_per_hour)),
-        ),
-        (
-            "peak $/h",
-            both(&|r| format!("{:.4}", r.cost.peak_per_hour)),
-        ),
-        ("nodes launched", both(&|r| r.nodes.launched.to_string())),
-        ("peak nodes", both(&|r| r.nodes.peak.to_string())),
-        ("nodes at end", both(&|r| r.nodes.at_end.to_string())),
-        ("cpu utilization", both(&|r| pct(r.utilization.cpu))),
-        ("memory utilization", both(&|r| pct(r.utilization.memory))),
-        (
-            "pending p50 / p99 s",
-            both(&|r| {
-                format!(
-                    "{:.0} / {:.0}",
-                    r.pods.pending_seconds.p50, r.pods.pending_seconds.p99
-                )
-            }),
-        ),
-        ("pods evicted", both(&|r| r.pods.evicted.to_string())),
-        (
-            "nodes disrupted",
-            both(&|r| r.disruptions.values().sum::<usize>().to_string()),
-        ),
-        (
-            "never scheduled",
-            both(&|r| r.pods.never_scheduled.len().to_string()),
-        ),
-    ];
-    for (name, (a, b)) in rows {
+    for ((name, a), (_, b)) in summary_rows(optimized)
+        .into_iter()
+        .zip(summary_rows(greedy))
+    {
         t.row(vec![name.to_owned(), a, b]);
     }
     let mut out = format!("scenario {} — comparison\n\n", optimized.scenario);
     out.push_str(&t.render());
-    if greedy.cost.total > 0.0 {
-        let saving = (greedy.cost.total - optimized.cost.total) / greedy.cost.total * 100.0;
+    if let Some(saving) = saving_percent(optimized, greedy) {
         out.push_str(&format!(
             "\nkarpenter-rs saves {saving:.1}% of the greedy cost\n"
         ));

@@ -1,5 +1,6 @@
 //! What a run measures, accumulated step by step, and the final [`Report`].
 
+use crate::timeline::{Recorder, Timeline, Totals};
 use karpenter_cluster::ClusterState;
 use karpenter_scheduling::model::{Millis, PodKey};
 use karpenter_scheduling::{Node, Resources};
@@ -35,6 +36,8 @@ pub struct Report {
     /// Manifest kinds the simulator does not model, with counts.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub ignored_kinds: BTreeMap<String, usize>,
+    /// Cost, nodes, pending pods and disruptions over time, sampled on the virtual clock.
+    pub timeline: Timeline,
 }
 
 /// Node counts.
@@ -208,8 +211,7 @@ pub struct Metrics {
     pub disruption_passes: usize,
     /// Invalidated commands.
     pub invalidated_commands: usize,
-    /// Disrupted nodes by reason.
-    pub disruptions: BTreeMap<String, usize>,
+    disruptions: BTreeMap<String, usize>,
     /// Ignored manifest kinds.
     pub ignored_kinds: BTreeMap<String, usize>,
     /// Job pods completed.
@@ -221,6 +223,7 @@ pub struct Metrics {
     nodes: BTreeMap<String, Vec<NodeLife>>,
     price: f64,
     node_count: usize,
+    pending: usize,
     requested: Resources,
     allocatable: Resources,
     cost: f64,
@@ -233,6 +236,7 @@ pub struct Metrics {
     series: Vec<CostPoint>,
     next_sample: Millis,
     sample_every: Millis,
+    timeline: Recorder,
     /// The report, once the run finished.
     pub report: Option<Report>,
 }
@@ -260,6 +264,7 @@ impl Metrics {
             nodes: BTreeMap::new(),
             price: 0.0,
             node_count: 0,
+            pending: 0,
             requested: Resources::default(),
             allocatable: Resources::default(),
             cost: 0.0,
@@ -272,6 +277,7 @@ impl Metrics {
             series: Vec::new(),
             next_sample: 0,
             sample_every: (duration / 24).max(60_000),
+            timeline: Recorder::new(duration),
             report: None,
         }
     }
@@ -302,6 +308,12 @@ impl Metrics {
         {
             life.stopped = Some(now);
         }
+    }
+
+    /// `count` nodes were disrupted for `reason` at `now`.
+    pub fn disrupted(&mut self, reason: &str, count: usize, now: Millis) {
+        *self.disruptions.entry(reason.to_owned()).or_default() += count;
+        self.timeline.disrupted(reason, count, now);
     }
 
     /// Records how many nodes are being disrupted now.
@@ -336,13 +348,19 @@ impl Metrics {
             allocatable.add_assign(&r.node.allocatable);
         }
         let mut requested = Resources::default();
+        let mut pending = 0;
         for p in state.pods().values() {
             if p.pod.node_name.is_some() {
                 requested.add_assign(&p.pod.requests);
+            } else if !p.pod.is_daemon() && !p.pod.terminating {
+                // What `ClusterState::pending_pods` lists, counted in the pass over every pod
+                // this method makes anyway.
+                pending += 1;
             }
         }
         self.allocatable = allocatable;
         self.requested = requested;
+        self.pending = pending;
         self.peak_nodes = self.peak_nodes.max(self.node_count);
         self.peak_price = self.peak_price.max(self.price);
         while self.next_sample <= now && self.next_sample <= self.duration {
@@ -355,14 +373,24 @@ impl Metrics {
         }
     }
 
-    /// Accounts for the interval `[from, to)` at the current rates.
-    pub fn integrate(&mut self, from: Millis, to: Millis) {
+    /// Accounts for the interval `[from, to)` at the current rates, over which `state` (the
+    /// state last sampled) holds.
+    pub fn integrate(&mut self, from: Millis, to: Millis, state: &ClusterState) {
+        self.timeline.hold(from, to, state, self.totals());
         let dt = (to - from).max(0) as f64;
         self.cost += self.price * dt / 3_600_000.0;
         self.cpu_req += self.requested.cpu_millis as f64 * dt;
         self.cpu_alloc += self.allocatable.cpu_millis as f64 * dt;
         self.mem_req += self.requested.memory as f64 * dt;
         self.mem_alloc += self.allocatable.memory as f64 * dt;
+    }
+
+    fn totals(&self) -> Totals {
+        Totals {
+            price: self.price,
+            nodes: self.node_count,
+            pending: self.pending,
+        }
     }
 
     /// Builds the report at the end of the run.
@@ -372,6 +400,7 @@ impl Metrics {
         state: &ClusterState,
         unschedulable: &BTreeMap<PodKey, String>,
     ) {
+        self.timeline.hold(now, now, state, self.totals());
         let mut by_type: BTreeMap<(String, String), TypeRow> = BTreeMap::new();
         let mut launched = 0;
         let mut terminated = 0;
@@ -480,10 +509,12 @@ impl Metrics {
                 longest_drain_seconds: self.longest_drain as f64 / 1000.0,
             },
             ignored_kinds: self.ignored_kinds.clone(),
+            timeline: self.timeline.timeline(),
         });
     }
 }
 
-fn round4(x: f64) -> f64 {
+/// Rounds to 4 decimals, as the report's dollar figures are.
+pub(crate) fn round4(x: f64) -> f64 {
     (x * 10_000.0).round() / 10_000.0
 }

@@ -6,6 +6,7 @@
 use karpenter_simulator::{
     Files, LogLine, Report, RunOptions, Scenario, render, render_comparison, run_scenario,
 };
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Reads the scenario's files from disk (the library itself reads nothing).
@@ -119,6 +120,178 @@ fn assert_consistent(r: &Report, lines: &[LogLine]) {
         lines.windows(2).all(|w| w[0].at <= w[1].at),
         "{name}: log lines in time order"
     );
+    assert_timeline_matches_log(r, lines);
+}
+
+/// The text after `key` in `message`, up to the next `,` or `)`.
+fn field<'a>(message: &'a str, key: &str) -> &'a str {
+    let rest = &message[message
+        .find(key)
+        .unwrap_or_else(|| panic!("{key} in {message}"))
+        + key.len()..];
+    &rest[..rest.find([',', ')']).unwrap_or(rest.len())]
+}
+
+/// A node's life as the decision log tells it (no bundled scenario has unmanaged nodes).
+struct Life {
+    name: String,
+    start: i64,
+    stop: Option<i64>,
+    instance_type: String,
+    zone: String,
+    capacity_type: String,
+    price: f64,
+}
+
+fn lives(lines: &[LogLine]) -> Vec<Life> {
+    let mut lives: Vec<Life> = Vec::new();
+    for l in lines {
+        if let Some(rest) = l.message.strip_prefix("launched nodeclaim ") {
+            let price = field(&l.message, ", $");
+            lives.push(Life {
+                name: rest[..rest.find(' ').unwrap()].to_owned(),
+                start: l.at,
+                stop: None,
+                instance_type: field(&l.message, "instance-type ").to_owned(),
+                zone: field(&l.message, "zone ").to_owned(),
+                capacity_type: field(&l.message, "capacity-type ").to_owned(),
+                price: price.trim_end_matches("/h").parse().unwrap(),
+            });
+        } else if let Some(rest) = l.message.strip_prefix("deleted nodeclaim ") {
+            let name = &rest[..rest.find(';').unwrap()];
+            let life = lives
+                .iter_mut()
+                .find(|x| x.name == name && x.stop.is_none())
+                .unwrap_or_else(|| panic!("{name} deleted but never launched"));
+            life.stop = Some(l.at);
+        }
+    }
+    lives
+}
+
+/// The report's timeline says at each sample what the decision log says happened by then:
+/// the nodes alive (by instance type, capacity type and zone) and their price, the nodes
+/// disrupted in each interval, and the batches of pending pods.
+fn assert_timeline_matches_log(r: &Report, lines: &[LogLine]) {
+    let name = &r.scenario;
+    let t = &r.timeline;
+    let n = t.at_seconds.len();
+    assert!((2..=721).contains(&n), "{name}: {n} samples");
+    assert_eq!(t.at_seconds[0], 0.0);
+    assert_eq!(
+        t.at_seconds[n - 1],
+        r.duration_seconds,
+        "{name}: last sample at the end"
+    );
+    for (what, len) in [
+        ("cost", t.cost_per_hour.len()),
+        ("nodes", t.nodes.len()),
+        ("pending", t.pending_pods.len()),
+        ("pending peak", t.pending_pods_peak.len()),
+    ] {
+        assert_eq!(len, n, "{name}: {what} samples");
+    }
+    let breakdowns = [
+        &t.nodes_by_instance_type,
+        &t.nodes_by_capacity_type,
+        &t.nodes_by_zone,
+    ];
+    for series in breakdowns
+        .iter()
+        .flat_map(|b| b.values())
+        .chain(t.disruptions.values())
+    {
+        assert_eq!(series.len(), n, "{name}");
+    }
+    let lives = lives(lines);
+    let ms = |k: usize| (t.at_seconds[k] * 1000.0).round() as i64;
+    for k in 0..n {
+        let at = ms(k);
+        let alive: Vec<&Life> = lives
+            .iter()
+            .filter(|l| l.start <= at && l.stop.is_none_or(|s| s > at))
+            .collect();
+        assert_eq!(t.nodes[k], alive.len(), "{name}: nodes at {at} ms");
+        let price: f64 = alive.iter().map(|l| l.price).sum();
+        assert!(
+            close(
+                t.cost_per_hour[k],
+                price,
+                0.0001 * (alive.len() as f64 + 1.0)
+            ),
+            "{name}: $/h at {at} ms: {} vs {price}",
+            t.cost_per_hour[k]
+        );
+        let fields: [fn(&Life) -> &str; 3] =
+            [|l| &l.instance_type, |l| &l.capacity_type, |l| &l.zone];
+        for (series, key) in breakdowns.iter().zip(fields) {
+            let mut expected: BTreeMap<&str, usize> = BTreeMap::new();
+            for l in &alive {
+                *expected.entry(key(l)).or_default() += 1;
+            }
+            let actual: BTreeMap<&str, usize> = series
+                .iter()
+                .filter(|(_, v)| v[k] > 0)
+                .map(|(key, v)| (key.as_str(), v[k]))
+                .collect();
+            assert_eq!(actual, expected, "{name}: breakdown at {at} ms");
+        }
+    }
+    // Disruptions land in the interval (previous sample, sample] that holds them.
+    let interval = (t.interval_seconds * 1000.0) as i64;
+    let sample_of = |at: i64| {
+        usize::try_from((at + interval - 1) / interval)
+            .unwrap()
+            .min(n - 1)
+    };
+    let mut expected: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for l in lines {
+        let m = &l.message;
+        let (reason, count) = if m.starts_with("disrupting node(s) via ") {
+            (
+                field(m, "reason "),
+                field(m, "terminating ")
+                    .split(' ')
+                    .next()
+                    .unwrap_or_default()
+                    .parse::<usize>()
+                    .unwrap_or_else(|_| panic!("{m}")),
+            )
+        } else if m.starts_with("deleting nodeclaim ") {
+            let reason = field(m, "(reason ");
+            if reason != "Interrupted" && !reason.ends_with("Deleted") {
+                continue;
+            }
+            (reason, 1)
+        } else {
+            continue;
+        };
+        expected
+            .entry(reason.to_owned())
+            .or_insert_with(|| vec![0; n])[sample_of(l.at)] += count;
+    }
+    assert_eq!(t.disruptions, expected, "{name}: disruptions over time");
+    for (reason, total) in &r.disruptions {
+        assert_eq!(
+            t.disruptions[reason].iter().sum::<usize>(),
+            *total,
+            "{name}: {reason}"
+        );
+    }
+    // Pending pods: an interval's peak is at least what its sample saw; what is left at the
+    // end never scheduled. (A planned batch is no lower bound: it counts the pods of deleting
+    // nodes, which are still bound.)
+    for k in 0..n {
+        assert!(
+            t.pending_pods_peak[k] >= t.pending_pods[k],
+            "{name}: sample {k}"
+        );
+    }
+    assert_eq!(
+        t.pending_pods[n - 1],
+        r.pods.never_scheduled.len(),
+        "{name}"
+    );
 }
 
 #[test]
@@ -154,6 +327,18 @@ fn quickstart_launches_one_node_for_five_pods_and_removes_it() {
     );
     assert_eq!(r.disruptions.get("Empty"), Some(&1));
     assert_eq!(r.cost.at_end_per_hour, 0.0);
+    // The five pods wait from the scale-up at 30 s until they bind 41 s later.
+    assert_eq!(r.pods.pending_seconds.max, 41.0);
+    let t = &r.timeline;
+    assert_eq!(t.interval_seconds, 5.0, "30 minutes in 5-second samples");
+    for (k, at) in t.at_seconds.iter().enumerate() {
+        let pending = if (30.0..71.0).contains(at) { 5 } else { 0 };
+        assert_eq!(t.pending_pods[k], pending, "at {at} s");
+        // The interval (70 s, 75 s] saw them until 71 s.
+        let peak = if (30.0..76.0).contains(at) { 5 } else { 0 };
+        assert_eq!(t.pending_pods_peak[k], peak, "at {at} s");
+    }
+    assert_eq!(t.disruptions["Empty"].iter().sum::<usize>(), 1);
     let [row] = r.nodes.by_type.as_slice() else {
         panic!("one instance type expected: {:?}", r.nodes.by_type);
     };
