@@ -13,6 +13,8 @@
 #![forbid(unsafe_code)]
 
 pub mod engine;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod kubelet;
 pub mod metrics;
 pub mod scenario;
