@@ -30,6 +30,8 @@
 
 pub mod api_objects;
 pub mod feed;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod garbage;
 pub mod inputs;
 pub mod manifests;

@@ -34,7 +34,9 @@ pub fn main(cli: Cli) -> std::process::ExitCode {
         // A reader that stops early (`| head`) is not an error worth reporting.
         Err(e) if is_broken_pipe(&e) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // Not `eprintln!`, which panics when stderr is a closed pipe: with nowhere to
+            // report the error, the exit code alone tells it.
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
             std::process::ExitCode::FAILURE
         }
     }

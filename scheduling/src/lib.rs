@@ -74,6 +74,8 @@
 //! `karpenter-testing` has builders that make such inputs shorter in tests.
 #![forbid(unsafe_code)]
 
+#[doc(hidden)]
+pub mod fuzzing;
 #[cfg(feature = "k8s")]
 pub mod k8s;
 pub mod labels;

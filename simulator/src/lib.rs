@@ -14,6 +14,8 @@
 #![forbid(unsafe_code)]
 
 pub mod engine;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod html;
 pub mod kubelet;
 pub mod metrics;

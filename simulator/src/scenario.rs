@@ -14,7 +14,13 @@ use std::path::{Path, PathBuf};
 /// The scenario API version.
 pub const API_VERSION: &str = "karpenter-rs/v1alpha1";
 
-/// A Go-style duration (`30s`, `1h30m`) in milliseconds; negative values are rejected.
+/// The longest duration a scenario may write: Go's (`2562047h47m16.854775807s`, the most
+/// nanoseconds an `i64` holds), in milliseconds. Bare seconds are held to it too, so sums of
+/// a few durations (the virtual clock plus a latency) stay far from the `i64` limit.
+pub const MAX_DURATION_MS: Millis = i64::MAX / 1_000_000;
+
+/// A Go-style duration (`30s`, `1h30m`) or whole seconds, in milliseconds; negative values
+/// and values above [`MAX_DURATION_MS`] are rejected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Dur(pub Millis);
 
@@ -30,13 +36,22 @@ impl<'de> Deserialize<'de> for Dur {
                 }
                 nanos / 1_000_000
             }
-            Value::Number(n) => n
-                .as_u64()
-                .and_then(|s| i64::try_from(s).ok())
-                .and_then(|s| s.checked_mul(1000))
-                .ok_or_else(|| {
+            Value::Number(n) => {
+                let seconds = n.as_u64().ok_or_else(|| {
                     serde::de::Error::custom(format!("{n} is not a whole number of seconds"))
-                })?,
+                })?;
+                i64::try_from(seconds)
+                    .ok()
+                    .and_then(|s| s.checked_mul(1000))
+                    .filter(|ms| *ms <= MAX_DURATION_MS)
+                    .ok_or_else(|| {
+                        serde::de::Error::custom(format!(
+                            "{n} seconds is longer than the longest duration, \
+                             2562047h47m16s ({} seconds)",
+                            MAX_DURATION_MS / 1000
+                        ))
+                    })?
+            }
             other => {
                 return Err(serde::de::Error::custom(format!(
                     "expected a duration such as \"30s\" or \"1h30m\", found {other}"
@@ -442,7 +457,12 @@ impl Scenario {
             let field = format!("spec.timeline[{i}]");
             let at = match (e.at, e.after) {
                 (Some(at), None) => at.0,
-                (None, Some(after)) => previous + after.0,
+                (None, Some(after)) => previous.checked_add(after.0).ok_or_else(|| {
+                    doc.invalid(
+                        format!("{field}.after"),
+                        "the event's time since the start is too large to represent",
+                    )
+                })?,
                 _ => {
                     return Err(doc
                         .invalid(&field, "exactly one of `at` and `after` is required")
@@ -519,7 +539,16 @@ impl Scenario {
                 action: actions.pop().unwrap_or(Action::Advance),
             });
         }
-        let duration = spec.duration.map_or(previous + 15 * 60_000, |x| x.0);
+        let duration = match spec.duration {
+            Some(d) => d.0,
+            None => previous.checked_add(15 * 60_000).ok_or_else(|| {
+                doc.invalid(
+                    "spec.duration",
+                    "the default (the last event plus 15 minutes) is too large to represent; \
+                     set a duration",
+                )
+            })?,
+        };
         if duration <= 0 {
             return Err(doc.invalid("spec.duration", "must be positive").into());
         }
@@ -655,6 +684,34 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("field apiVersion"), "{err}");
+    }
+
+    /// Found by the `scenario` fuzz target (and its proptest): bare seconds near the `i64`
+    /// millisecond limit overflowed when an `after` was added to the previous event, when 15
+    /// minutes were added to the last event for the default duration, and in the engine when
+    /// a latency setting was added to the virtual clock. Durations are now held to Go's
+    /// range, and the timeline's sums are checked (about a million `after`s of the longest duration
+    /// would still add up past the limit).
+    #[test]
+    fn durations_beyond_go_range_are_errors() {
+        let too_long = i64::MAX / 1000;
+        for field in ["duration", "settings:\n    launchLatency"] {
+            let err = load(&format!("{HEAD}spec:\n  {field}: {too_long}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("longer than the longest duration"), "{err}");
+        }
+        let err = load(&format!("{HEAD}spec:\n  timeline:\n  - at: {too_long}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("field spec.timeline[0].at"), "{err}");
+        // The longest duration is accepted, and Go's spelling of it means the same.
+        let max_seconds = MAX_DURATION_MS / 1000;
+        let s = load(&format!(
+            "{HEAD}spec:\n  duration: 2562047h47m16s\n  timeline:\n  - at: {max_seconds}\n"
+        ))
+        .unwrap();
+        assert_eq!(s.timeline[0].at, s.duration);
     }
 
     #[test]

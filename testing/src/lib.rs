@@ -28,6 +28,7 @@
 //!   and reading the plan.
 //! - [`strategies`]: proptest strategies for pods, scheduling problems and instance types;
 //!   [`oracle`]: the optimum of tiny problems by exhaustive search.
+//! - [`fuzz`]: replaying the fuzz targets' committed corpora through their entry functions.
 //! - `disruption` (feature `disruption`): a `DisruptionInput` built node by node and a node
 //!   strategy.
 //! - `api` (feature `api`): NodeClaims and Nodes as the API server returns them.
@@ -41,6 +42,7 @@ pub mod api;
 pub mod benchmark;
 #[cfg(feature = "disruption")]
 pub mod disruption;
+pub mod fuzz;
 pub mod instance_types;
 pub mod nodes;
 pub mod oracle;

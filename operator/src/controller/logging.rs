@@ -21,9 +21,12 @@ pub fn directive(level: LogLevel) -> &'static str {
 pub fn init(settings: &Settings) -> Result<(), String> {
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(directive(settings.log_level)));
+    // A log line that cannot be written is dropped: by default the subscriber reports the
+    // failure with `eprintln!`, which panics when stderr is a closed pipe too.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_target(true);
+        .with_target(true)
+        .log_internal_errors(false);
     let result = match (settings.log_format, settings.log_output) {
         (LogFormat::Json, LogOutput::Stdout) => builder
             .json()
