@@ -43,6 +43,19 @@ impl NodePool {
     }
 }
 
+/// One warning line per ignored field of each pool, `NodePool <name>: <field> is not acted
+/// on: <why>`, in the pools' order.
+pub fn node_pool_warnings<'a>(pools: impl IntoIterator<Item = &'a NodePool>) -> Vec<String> {
+    pools
+        .into_iter()
+        .flat_map(|p| {
+            p.ignored_fields()
+                .into_iter()
+                .map(move |f| format!("NodePool {}: {f}", p.name()))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,5 +85,12 @@ mod tests {
                 .to_string()
                 .starts_with("spec.replicas is not acted on: static NodePools")
         );
+        let pools = [
+            pool(serde_json::json!({})),
+            pool(serde_json::json!({"replicas": 3})),
+        ];
+        let warnings = node_pool_warnings(&pools);
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].starts_with("NodePool p: spec.replicas is not acted on"));
     }
 }

@@ -5,6 +5,7 @@
 
 use crate::controller::dry_run;
 use anyhow::{Context, Result};
+use karpenter_cloudprovider::ignored::node_pool_warnings;
 use karpenter_cloudprovider::{NodeClaim, NodePool};
 use karpenter_cluster::feed::{ApiObjects, Feed};
 use karpenter_cluster::{ClusterState, Scope};
@@ -71,11 +72,7 @@ pub fn snapshot(instance_types: &[Arc<InstanceType>]) -> Result<(Snapshot, Vec<S
             .into_iter()
             .map(|(key, why)| format!("{key:?} left out of the plan: {why}"))
             .collect();
-        for pool in &node_pools {
-            for field in pool.ignored_fields() {
-                warnings.push(format!("NodePool {}: {field}", pool.name()));
-            }
-        }
+        warnings.extend(node_pool_warnings(node_pools.iter().map(|p| p.as_ref())));
         let now = jiff::Timestamp::now().as_millisecond();
         Ok((state.snapshot(now, Scope::Provisioner), warnings))
     })

@@ -4,6 +4,7 @@
 use crate::manifests;
 use anyhow::{Context, Result, bail};
 use karpenter_catalog::{Catalogue, CatalogueOptions, default_instance_types};
+use karpenter_cloudprovider::ignored::node_pool_warnings;
 use karpenter_cluster::inputs::Inputs;
 use karpenter_scheduling::model::InstanceType;
 use karpenter_scheduling::solver::{MinValuesPolicy, PreferencePolicy};
@@ -118,16 +119,7 @@ pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
     });
     let docs = docs?;
     let inputs = Inputs::from_documents(&docs)?;
-    let warnings: Vec<String> = inputs
-        .node_pools
-        .iter()
-        .flat_map(|p| {
-            p.ignored_fields()
-                .into_iter()
-                .map(|f| format!("NodePool {}: {f}", p.name()))
-        })
-        .collect();
-    warn(&warnings);
+    warn(&node_pool_warnings(&inputs.node_pools));
     if inputs.node_pools.is_empty() {
         bail!(
             "no NodePool (karpenter.sh/v1) found in {}",

@@ -188,9 +188,13 @@ impl Controller {
                 .touched
                 .iter()
                 .any(|k| matches!(k, ObjectKey::NodePool(_) | ObjectKey::NodeClaim(_)));
-        for pool in self.ctx.stores.node_pools.state() {
-            self.told
-                .tell(&self.ctx, pool.as_ref(), || pool.ignored_fields());
+        // Ignored fields can only change with a NodePool; `told` keeps each to once per
+        // generation.
+        if pools_changed {
+            for pool in self.ctx.stores.node_pools.state() {
+                self.told
+                    .tell(&self.ctx, pool.as_ref(), || pool.ignored_fields());
+            }
         }
         for (key, why) in synced.skipped {
             tracing::debug!(object = ?key, error = %why, "not indexed");
