@@ -3,12 +3,15 @@
 //! keep working. The cloud-provider families come from the
 //! [`Metered`](cloudprovider::Metered) decorator and are registered in the same registry.
 //!
-//! The crate holds definitions and recording only; what is observed, and when, is the
+//! The crate holds the definitions and the recording of what the index and the shared
+//! reconciler report ([`pods::PodMetrics`], [`Metrics::observe`]); when to observe is the
 //! operator's business. An embedder can register [`Metrics`] and serve [`Metrics::encode`].
 
 #![forbid(unsafe_code)]
 
 pub mod cloudprovider;
+pub mod pods;
+mod reconciler;
 
 use cloudprovider::CloudProviderMetrics;
 use prometheus_client::encoding::EncodeLabelSet;

@@ -1,18 +1,19 @@
-//! The per-pod metrics, updated from the pods a pass changed rather than from every pod:
-//! `karpenter_pods_state`, and `karpenter_pods_bound_duration_seconds` and
+//! The per-pod metrics, updated from the pods a feed pass changed rather than from every
+//! pod: `karpenter_pods_state`, and `karpenter_pods_bound_duration_seconds` and
 //! `karpenter_pods_startup_duration_seconds` as [`PodTransitions`] observes them.
 
+use crate::{Metrics, PodStateLabels};
 use k8s_openapi::api::core::v1::Pod;
 use karpenter_cluster::pod_transitions::PodTransitions;
 use karpenter_cluster::{ClusterState, ObjectKey};
-use karpenter_metrics::{Metrics, PodStateLabels};
 use karpenter_scheduling::model::{Millis, PodKey};
-use kube::runtime::reflector::{ObjectRef, Store};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The per-pod metrics, kept up to date from the pods each pass changed:
-/// `karpenter_pods_state` (one series per pod the index holds) and the bound and startup
-/// durations ([`PodTransitions`]).
+/// `karpenter_pods_state` (one series per pod the index holds, replaced when its node,
+/// pool or phase changes, removed with the pod) and the bound and startup durations, each
+/// observed once per pod ([`PodTransitions`]).
 #[derive(Debug, Default)]
 pub struct PodMetrics {
     transitions: PodTransitions,
@@ -21,13 +22,14 @@ pub struct PodMetrics {
 
 impl PodMetrics {
     /// Updates the metrics of the pods among `touched` (the keys a feed pass applied or
-    /// deleted). After a full feed (`full`), also drops the series of pods the index no
-    /// longer holds, which a lost index would otherwise leave behind.
+    /// deleted), reading each pod's object through `pod`. After a full feed (`full`), also
+    /// drops the series of pods the index no longer holds, which a lost index would
+    /// otherwise leave behind.
     pub fn record(
         &mut self,
         touched: &[ObjectKey],
         full: bool,
-        pods: &Store<Pod>,
+        pod: impl Fn(&PodKey) -> Option<Arc<Pod>>,
         state: &ClusterState,
         now: Millis,
         metrics: &Metrics,
@@ -36,7 +38,7 @@ impl PodMetrics {
             let ObjectKey::Pod(key) = key else {
                 continue;
             };
-            match pods.get(&ObjectRef::new(&key.name).within(&key.namespace)) {
+            match pod(key) {
                 Some(pod) => {
                     let seen = self.transitions.observe(&pod, now);
                     if let Some(seconds) = seen.bound_seconds {
@@ -100,56 +102,8 @@ impl PodMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{PodCondition, PodSpec, PodStatus};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-    use std::sync::Arc;
-
-    fn t(ms: Millis) -> Time {
-        Time(jiff::Timestamp::from_millisecond(ms).unwrap())
-    }
-
-    fn pod(node: Option<&str>, scheduled_at: Option<Millis>, ready_at: Option<Millis>) -> Arc<Pod> {
-        let mut conditions = Vec::new();
-        if let Some(at) = scheduled_at {
-            conditions.push(PodCondition {
-                type_: "PodScheduled".into(),
-                status: "True".into(),
-                last_transition_time: Some(t(at)),
-                ..PodCondition::default()
-            });
-        }
-        if let Some(at) = ready_at {
-            conditions.push(PodCondition {
-                type_: "Ready".into(),
-                status: "True".into(),
-                last_transition_time: Some(t(at)),
-                ..PodCondition::default()
-            });
-        }
-        Arc::new(Pod {
-            metadata: ObjectMeta {
-                uid: Some("u1".into()),
-                creation_timestamp: Some(t(1_000)),
-                ..ObjectMeta::default()
-            },
-            spec: Some(PodSpec {
-                node_name: node.map(str::to_owned),
-                ..PodSpec::default()
-            }),
-            status: Some(PodStatus {
-                phase: Some(
-                    if ready_at.is_some() {
-                        "Running"
-                    } else {
-                        "Pending"
-                    }
-                    .into(),
-                ),
-                conditions: Some(conditions),
-                ..PodStatus::default()
-            }),
-        })
-    }
+    use karpenter_cluster::feed::{ApiObjects, Feed};
+    use karpenter_testing::api::pod_with_conditions;
 
     fn counts(m: &Metrics) -> (u64, u64) {
         let text = m.encode();
@@ -166,47 +120,38 @@ mod tests {
 
     #[test]
     fn pod_state_series_follow_the_changed_pods_only() {
-        use karpenter_cluster::feed::{ApiObjects, Feed};
-        let (stores, mut w) = crate::controller::state::stores();
         let mut state = ClusterState::new();
         let mut feed = Feed::default();
         let m = Metrics::new();
         let mut pm = PodMetrics::default();
-        let named = |node: Option<&str>, ready: Option<Millis>, rv: &str| {
-            let mut p = Pod::clone(&pod(node, node.map(|_| 31_000), ready));
-            p.metadata.name = Some("web".into());
-            p.metadata.namespace = Some("default".into());
-            p.metadata.resource_version = Some(rv.into());
-            p
-        };
-        let mut step = |p: Option<Pod>, full: bool| {
-            match p {
-                Some(p) => crate::controller::testing::put(&mut w.pods, p),
-                None => w
-                    .pods
-                    .apply_watcher_event(&kube::runtime::watcher::Event::Delete(named(
-                        None, None, "9",
-                    ))),
-            }
-            let pods = stores.pods.state();
+        let mut step = |p: Option<(Option<&str>, Option<Millis>, &str)>, full: bool| {
+            let pods: Vec<Arc<Pod>> = p
+                .map(|(node, ready, rv)| {
+                    let mut p = pod_with_conditions(node, node.map(|_| 31_000), ready);
+                    p.metadata.resource_version = Some(rv.into());
+                    Arc::new(p)
+                })
+                .into_iter()
+                .collect();
             let objects = ApiObjects {
                 pods: &pods,
                 ..ApiObjects::default()
             };
             let synced = feed.sync(&mut state, &objects, &BTreeMap::new(), 0);
-            pm.record(&synced.touched, full, &stores.pods, &state, 90_000, &m);
+            let lookup = |_: &PodKey| pods.first().cloned();
+            pm.record(&synced.touched, full, lookup, &state, 90_000, &m);
             m.encode()
                 .lines()
                 .filter(|l| l.starts_with("karpenter_pods_state{"))
                 .map(str::to_owned)
                 .collect::<Vec<_>>()
         };
-        let pending = step(Some(named(None, None, "1")), true);
+        let pending = step(Some((None, None, "1")), true);
         assert!(
             matches!(&pending[..], [l] if l.contains(r#"phase="Pending""#)),
             "{pending:?}"
         );
-        let running = step(Some(named(Some("n1"), Some(61_000), "2")), false);
+        let running = step(Some((Some("n1"), Some(61_000), "2")), false);
         assert!(
             matches!(&running[..], [l] if l.contains(r#"phase="Running""#) && l.contains(r#"node="n1""#)),
             "the old series is replaced, not kept: {running:?}"
