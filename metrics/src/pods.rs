@@ -6,6 +6,7 @@ use crate::{Metrics, PodStateLabels};
 use k8s_openapi::api::core::v1::Pod;
 use karpenter_cluster::pod_transitions::PodTransitions;
 use karpenter_cluster::{ClusterState, ObjectKey};
+use karpenter_scheduling::labels;
 use karpenter_scheduling::model::{Millis, PodKey};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -38,9 +39,10 @@ impl PodMetrics {
             let ObjectKey::Pod(key) = key else {
                 continue;
             };
-            match pod(key) {
+            let object = pod(key);
+            match &object {
                 Some(pod) => {
-                    let seen = self.transitions.observe(&pod, now);
+                    let seen = self.transitions.observe(pod, now);
                     if let Some(seconds) = seen.bound_seconds {
                         metrics.pods_bound_duration.observe(seconds);
                     }
@@ -50,7 +52,7 @@ impl PodMetrics {
                 }
                 None => self.transitions.forget(key),
             }
-            self.update_series(key, state, now, metrics);
+            self.update_series(key, object.as_deref(), state, metrics);
         }
         if full {
             let gone: Vec<PodKey> = self
@@ -60,30 +62,46 @@ impl PodMetrics {
                 .cloned()
                 .collect();
             for key in gone {
-                self.update_series(&key, state, now, metrics);
+                self.update_series(&key, None, state, metrics);
             }
         }
     }
 
-    fn update_series(&mut self, key: &PodKey, state: &ClusterState, now: Millis, m: &Metrics) {
-        let labels = state.pods().get(key).map(|record| {
+    fn update_series(
+        &mut self,
+        key: &PodKey,
+        pod: Option<&Pod>,
+        state: &ClusterState,
+        m: &Metrics,
+    ) {
+        let labels = state.pods().get(key).zip(pod).map(|(record, pod)| {
             let node = record.pod.node_name.clone().unwrap_or_default();
-            let nodepool = state
-                .nodes()
-                .get(&node)
-                .and_then(|n| n.node.node_pool.clone())
-                .unwrap_or_default();
-            let phase = if record.pod.node_name.is_some() && record.is_ready(now) {
-                "Running"
-            } else {
-                "Pending"
+            let node_labels = state.nodes().get(&node).map(|n| &n.node.labels);
+            let label = |k: &str| {
+                node_labels
+                    .and_then(|l| l.get(k))
+                    .cloned()
+                    .unwrap_or_default()
             };
+            let nodepool = label(labels::NODEPOOL);
             PodStateLabels {
                 name: key.name.clone(),
                 namespace: key.namespace.clone(),
+                owner: owner_link(pod),
+                scheduled: (!node.is_empty()).to_string(),
                 node,
+                zone: label(labels::ZONE),
+                arch: label(labels::ARCH),
+                capacity_type: label(labels::CAPACITY_TYPE),
+                instance_type: label(labels::INSTANCE_TYPE),
+                phase: pod
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.phase.clone())
+                    .unwrap_or_default(),
+                ready: pod_ready(pod).to_string(),
+                managed: (!nodepool.is_empty()).to_string(),
                 nodepool,
-                phase: phase.into(),
             }
         });
         let old = self.series.remove(key);
@@ -97,6 +115,32 @@ impl PodMetrics {
             self.series.insert(key.clone(), labels);
         }
     }
+}
+
+/// Upstream's stand-in for the deprecated selfLink of the pod's first owner.
+fn owner_link(pod: &Pod) -> String {
+    let Some(owner) = pod
+        .metadata
+        .owner_references
+        .as_ref()
+        .and_then(|o| o.first())
+    else {
+        return String::new();
+    };
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    format!(
+        "/apis/{}/namespaces/{namespace}/{}s/{}",
+        owner.api_version,
+        owner.kind.to_lowercase(),
+        owner.name
+    )
+}
+
+fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 #[cfg(test)]

@@ -4,9 +4,10 @@
 //! passes every event here; what is logged or published as a Kubernetes event is its own
 //! business.
 
-use crate::{ControllerLabels, DecisionLabels, Metrics, ReasonLabels};
+use crate::{ControllerLabels, DecisionLabels, Metrics, NodePoolDecisionLabels, ReasonLabels};
 use karpenter_cluster::ClusterState;
 use karpenter_cluster::reconciler::Event;
+use std::collections::BTreeSet;
 
 impl Metrics {
     /// Sets `karpenter_scheduler_queue_depth` to the pods the index holds for provisioning
@@ -25,12 +26,17 @@ impl Metrics {
     /// are ignored.
     pub fn observe(&self, event: &Event) {
         match event {
-            Event::Planned { seconds, .. } => self
-                .scheduling_duration
-                .get_or_create(&ControllerLabels {
+            Event::Planned { plan, seconds, .. } => {
+                let provisioner = ControllerLabels {
                     controller: "provisioner".into(),
-                })
-                .observe(*seconds),
+                };
+                self.scheduling_duration
+                    .get_or_create(&provisioner)
+                    .observe(*seconds);
+                self.scheduler_unschedulable_pods
+                    .get_or_create(&provisioner)
+                    .set(i64::try_from(plan.unschedulable.len()).unwrap_or(i64::MAX));
+            }
             Event::DisruptionPass {
                 result, seconds, ..
             } => {
@@ -44,13 +50,30 @@ impl Metrics {
                 }
             }
             Event::DisruptionDecided(command) => {
+                let decision = format!("{:?}", command.decision).to_lowercase();
+                let reason = command.reason.as_str().to_lowercase();
                 self.disruption_decisions
                     .get_or_create(&DecisionLabels {
-                        decision: format!("{:?}", command.decision).to_lowercase(),
-                        reason: command.reason.as_str().to_lowercase(),
+                        decision: decision.clone(),
+                        reason: reason.clone(),
                         consolidation_type: String::new(),
                     })
                     .inc();
+                let pools: BTreeSet<&str> = command
+                    .candidates
+                    .iter()
+                    .map(|c| c.node_pool.as_str())
+                    .collect();
+                for nodepool in pools {
+                    self.disruption_decisions_by_nodepool
+                        .get_or_create(&NodePoolDecisionLabels {
+                            nodepool: nodepool.to_owned(),
+                            decision: decision.clone(),
+                            reason: reason.clone(),
+                            consolidation_type: String::new(),
+                        })
+                        .inc();
+                }
             }
             Event::Nominated { .. }
             | Event::FailedScheduling { .. }
@@ -89,7 +112,15 @@ mod tests {
         m.observe(&Event::DisruptionDecided(Box::new(Command {
             reason: Reason::Empty,
             decision: Decision::Delete,
-            candidates: Vec::new(),
+            candidates: ["a", "b"]
+                .map(|n| karpenter_disruption::CandidateRef {
+                    node: n.into(),
+                    node_claim: n.into(),
+                    node_pool: "default".into(),
+                    price: 0.1,
+                    pods: Vec::new(),
+                })
+                .to_vec(),
             replacements: Vec::new(),
             savings: 0.0,
             explanation: String::new(),
@@ -120,6 +151,10 @@ mod tests {
         assert!(
             line(&text, "karpenter_voluntary_disruption_decisions_total{decision=\"delete\",reason=\"empty\",consolidation_type=\"\"} 1").is_some(),
             "{text}"
+        );
+        assert!(
+            line(&text, "karpenter_voluntary_disruption_decisions_by_nodepool_total{nodepool=\"default\",decision=\"delete\",reason=\"empty\",consolidation_type=\"\"} 1").is_some(),
+            "one count per pool, however many of its nodes: {text}"
         );
     }
 

@@ -21,8 +21,9 @@ use karpenter_cluster::provisioner::NameGenerator;
 use karpenter_cluster::reconciler::{Event, ProviderFacts, Reconciler, ReconcilerSettings};
 use karpenter_cluster::{Action, ClusterState, ObjectKey};
 use karpenter_disruption::DisruptionOptions;
+use karpenter_metrics::Metrics;
+use karpenter_metrics::index::IndexMetrics;
 use karpenter_metrics::pods::PodMetrics;
-use karpenter_metrics::{Metrics, ResourceTypeLabels};
 use karpenter_scheduling::SolveOptions;
 use karpenter_scheduling::model::{InstanceType, Millis, PodKey};
 use kube::runtime::events::{Recorder, Reporter};
@@ -67,6 +68,7 @@ pub struct Controller {
     resync_at: Option<Millis>,
     hooks: Option<Arc<dyn ProviderHooks>>,
     pod_metrics: PodMetrics,
+    index_metrics: IndexMetrics,
     /// When node utilisation was last computed (a scan of every managed node).
     utilization_at: Option<Millis>,
     explainer: Explainer,
@@ -93,6 +95,7 @@ impl Controller {
             nodepools_at: None,
             hooks: None,
             pod_metrics: PodMetrics::default(),
+            index_metrics: IndexMetrics::default(),
             utilization_at: None,
             explainer: Explainer::default(),
             told: ignored::Told::default(),
@@ -510,6 +513,8 @@ impl Controller {
         };
         let m = &self.ctx.metrics;
         m.cluster_state_node_count.set(state.nodes().len() as i64);
+        let types = &self.instance_types;
+        (self.index_metrics).record_instance_types(types, self.types_version, m);
         if self
             .utilization_at
             .is_some_and(|t| now - t < UTILIZATION_PERIOD_MS)
@@ -517,13 +522,7 @@ impl Controller {
             return;
         }
         self.utilization_at = Some(now);
-        for (resource, percent) in state.utilization_percent() {
-            m.cluster_utilization
-                .get_or_create(&ResourceTypeLabels {
-                    resource_type: resource,
-                })
-                .set(percent);
-        }
+        self.index_metrics.record_nodes(state, now, m);
     }
 }
 
@@ -692,7 +691,7 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
             return Ok(());
         }
     }
-    metrics.is_leader.set(1);
+    metrics.set_leader(&settings.leader_election_name, true);
     tracing::info!(identity = %id, "acquired leadership");
     let (stop_tasks, tasks_stopped) = tokio::sync::watch::channel(false);
     match &built.hooks {
@@ -707,7 +706,7 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     let mut controller = Controller::new(ctx).with_hooks(built.hooks);
     let result = run_leader(&mut controller, &mut gate, &changed).await;
     let _ = stop_tasks.send(true);
-    metrics.is_leader.set(0);
+    metrics.set_leader(&settings.leader_election_name, false);
     stop(election).await;
     if result.is_ok() {
         tracing::info!("shut down");
