@@ -41,6 +41,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
+/// How long after a pod event the controller's next pass stamps the NodeClaim: it passes
+/// at least once a second.
+const POD_EVENT_PASS_MS: Millis = 1_000;
+
 /// The annotation that sets how long a Job's pods run once Ready.
 pub const JOB_RUN_TIME_ANNOTATION: &str = "karpenter-rs/simulated-run-time";
 
@@ -262,6 +266,11 @@ impl<'a> Engine<'a> {
         }
         candidates.extend(kubelet::step(&self.state, self.timings(), now).1);
         candidates.extend(self.interruptions.values().copied());
+        // The controller passes at least once a second; pods bound or removed since the last
+        // tick have their NodeClaims stamped by then.
+        if self.reconciler.has_pod_events(&self.state) {
+            candidates.push(now + POD_EVENT_PASS_MS);
+        }
         // The kube-scheduler retries pods it could not place when the cluster changed.
         if self.state.pending_pods().next().is_some()
             && self.scheduled_generation != Some(self.state.generation())
@@ -1105,7 +1114,6 @@ impl<'a> Engine<'a> {
                 record.unschedulable = false;
                 self.metrics.pod_bound(self.now - record.pod.created_at);
                 self.state.apply(Object::Pod(Box::new(record)));
-                self.touch(&placement.node);
             }
         }
     }
@@ -1396,6 +1404,16 @@ impl<'a> Engine<'a> {
                     ));
                 }
             }
+            Action::StampPodEvent { node_claim, at } => {
+                let Some(mut claim) = self.state.node_claims().get(&node_claim).cloned() else {
+                    return;
+                };
+                claim
+                    .status
+                    .get_or_insert_with(Default::default)
+                    .last_pod_event_time = Some(time(at));
+                self.state.apply(Object::NodeClaim(Box::new(claim)));
+            }
             Action::TerminateInstance { node_claim } => {
                 let Some(claim) = self.state.node_claims().get(&node_claim).cloned() else {
                     return;
@@ -1423,40 +1441,7 @@ impl<'a> Engine<'a> {
 
     /// Deletes a pod and records the pod event on its node's NodeClaim.
     fn delete_pod(&mut self, key: PodKey) -> bool {
-        let node = self
-            .state
-            .pods()
-            .get(&key)
-            .and_then(|p| p.pod.node_name.clone());
-        let existed = self.state.delete(&ObjectKey::Pod(key));
-        if let Some(node) = node {
-            self.touch(&node);
-        }
-        existed
-    }
-
-    /// Sets `status.lastPodEventTime` of the node's NodeClaim, as upstream's pod-events
-    /// controller does when a pod is bound to or leaves the node (consolidateAfter counts
-    /// from it).
-    fn touch(&mut self, node: &str) {
-        let Some(claim) = self
-            .state
-            .nodes()
-            .get(node)
-            .and_then(|r| r.node_claim.clone())
-        else {
-            return;
-        };
-        let Some(mut c) = self.state.node_claims().get(&claim).cloned() else {
-            return;
-        };
-        if c.is_deleting() {
-            return;
-        }
-        c.status
-            .get_or_insert_with(Default::default)
-            .last_pod_event_time = Some(time(self.now));
-        self.state.apply(Object::NodeClaim(Box::new(c)));
+        self.state.delete(&ObjectKey::Pod(key))
     }
 
     fn remove_node(&mut self, node: &str) {

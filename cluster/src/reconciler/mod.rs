@@ -28,6 +28,7 @@
 mod disruption;
 mod event;
 mod lifecycle;
+pub mod pod_events;
 mod provisioning;
 mod repair;
 
@@ -154,6 +155,8 @@ pub struct Reconciler {
     /// What disruption passes' scheduling simulations derive from unchanged nodes and
     /// NodePools, kept from one pass to the next (it never changes a result).
     solve_cache: SolveCache,
+    /// The index generation up to which pod events were stamped.
+    pod_events_seen: u64,
 }
 
 impl Reconciler {
@@ -175,6 +178,7 @@ impl Reconciler {
             repair_memo: None,
             repair_blocked: BTreeMap::new(),
             solve_cache: SolveCache::new(),
+            pod_events_seen: 0,
         }
     }
 
@@ -191,6 +195,7 @@ impl Reconciler {
             self.mature(index, now, &mut tick);
             self.repair(index, facts, now, &mut tick);
             self.terminate(index, now, &mut tick);
+            self.stamp_pod_events(index, now, &mut tick);
         }
         self.provision(index, facts, now, &mut tick);
         self.disrupt(index, facts, now, &mut tick);

@@ -520,3 +520,147 @@ fn a_blocked_repair_is_reported_once_per_interval_and_a_due_one_repairs() {
     let t = tick(&mut off, &s, 0, 60 * MIN);
     assert_eq!((blocked(&t), repairs(&t)), (0, 0));
 }
+
+fn stamps(t: &Tick) -> Vec<(String, Millis)> {
+    t.actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::StampPodEvent { node_claim, at } => Some((node_claim.clone(), *at)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn bind(s: &mut ClusterState, name: &str, node: &str) {
+    let mut p = pod(name, 100, GI);
+    p.node_name = Some(node.into());
+    s.apply(Object::Pod(Box::new(PodRecord {
+        pod: p,
+        ready_at: None,
+        deleting_at: None,
+        unschedulable: false,
+    })));
+}
+
+#[test]
+fn pod_events_stamp_the_nodeclaim_at_most_once_per_dedupe_window() {
+    let mut s = index(&[], false);
+    add_node(&mut s, "n1", &[ConditionType::Initialized]);
+    let mut r = reconciler();
+    assert!(
+        stamps(&tick(&mut r, &s, 0, 1_000)).is_empty(),
+        "no pods, no events"
+    );
+    bind(&mut s, "web-1", "n1");
+    assert!(r.has_pod_events(&s));
+    assert_eq!(stamps(&tick(&mut r, &s, 0, 2_000)), [("n1".into(), 2_000)]);
+    assert!(!r.has_pod_events(&s), "an event is stamped once");
+    // The watch brings the stamp back; a second pod within 10 s is not stamped again.
+    let mut c = s.node_claims()["n1"].clone();
+    c.status
+        .get_or_insert_with(Default::default)
+        .last_pod_event_time = Some(time(2_000));
+    s.apply(Object::NodeClaim(Box::new(c)));
+    bind(&mut s, "web-2", "n1");
+    assert!(
+        stamps(&tick(&mut r, &s, 0, 5_000)).is_empty(),
+        "deduplicated"
+    );
+    s.delete(&crate::ObjectKey::Pod(pod("web-1", 100, GI).key()));
+    assert_eq!(
+        stamps(&tick(&mut r, &s, 0, 12_000)),
+        [("n1".into(), 12_000)],
+        "a pod leaving the node is an event too"
+    );
+}
+
+#[test]
+fn only_arrivals_departures_and_terminations_of_workload_pods_are_pod_events() {
+    let mut s = index(&[], false);
+    add_node(&mut s, "n1", &[ConditionType::Initialized]);
+    let seen = s.generation();
+    let events = |s: &ClusterState| s.pod_events_after(seen).count();
+    add_pod(&mut s, "pending", 100, true);
+    assert_eq!(events(&s), 0, "an unbound pod is no event");
+    let mut daemon = pod("agent", 100, GI);
+    daemon.node_name = Some("n1".into());
+    daemon.owner = Some(karpenter_scheduling::model::OwnerRef {
+        kind: "DaemonSet".into(),
+        name: "agent".into(),
+        uid: String::new(),
+    });
+    s.apply(Object::Pod(Box::new(PodRecord {
+        pod: daemon,
+        ready_at: None,
+        deleting_at: None,
+        unschedulable: false,
+    })));
+    assert_eq!(events(&s), 0, "DaemonSet pods are not counted");
+    bind(&mut s, "web", "n1");
+    let bound = s.generation();
+    assert_eq!(events(&s), 1);
+    bind(&mut s, "web", "n1");
+    assert_eq!(
+        s.pod_events_after(bound).count(),
+        0,
+        "an update that keeps the pod bound is no event"
+    );
+    let mut terminating = s.pods()[&pod("web", 100, GI).key()].clone();
+    terminating.deleting_at = Some(30_000);
+    s.apply(Object::Pod(Box::new(terminating)));
+    assert_eq!(
+        s.pod_events_after(bound).count(),
+        1,
+        "terminating is an event"
+    );
+    assert_eq!(events(&s), 1, "one entry per node, the latest");
+}
+
+#[test]
+fn deleting_claims_and_shadow_mode_are_not_stamped() {
+    let mut s = index(&[], false);
+    add_node(&mut s, "n1", &[ConditionType::Initialized]);
+    bind(&mut s, "web", "n1");
+    let settings = ReconcilerSettings {
+        observe_only: true,
+        ..ReconcilerSettings::default()
+    };
+    let mut shadow = Reconciler::new(settings, NameGenerator::default());
+    assert!(stamps(&tick(&mut shadow, &s, 0, 1_000)).is_empty());
+    let mut c = s.node_claims()["n1"].clone();
+    c.metadata.deletion_timestamp = Some(time(500));
+    s.apply(Object::NodeClaim(Box::new(c)));
+    assert!(stamps(&tick(&mut reconciler(), &s, 0, 1_000)).is_empty());
+}
+
+#[test]
+fn a_pod_leaving_a_node_restarts_consolidate_after_in_the_same_tick() {
+    let mut s = index(&[], false);
+    let mut p = pool();
+    p.spec.disruption.consolidate_after = serde_json::from_value(serde_json::json!("1m")).unwrap();
+    s.apply(Object::NodePool(Box::new(p)));
+    add_node(
+        &mut s,
+        "n1",
+        &[
+            ConditionType::Launched,
+            ConditionType::Registered,
+            ConditionType::Initialized,
+        ],
+    );
+    bind(&mut s, "web", "n1");
+    let mut r = reconciler();
+    let decided = |t: &Tick| {
+        t.events
+            .iter()
+            .filter(|e| matches!(e, Event::DisruptionDecided(_)))
+            .count()
+    };
+    assert_eq!(decided(&tick(&mut r, &s, 0, 600_000)), 0, "not empty");
+    // The last pod leaves ten minutes after the node initialized: it is empty, but its
+    // window starts again now, though the claim still carries no lastPodEventTime.
+    s.delete(&crate::ObjectKey::Pod(pod("web", 100, GI).key()));
+    let t = tick(&mut r, &s, 0, 610_000);
+    assert_eq!(stamps(&t), [("n1".into(), 610_000)]);
+    assert_eq!(decided(&t), 0, "consolidateAfter counts from the stamp");
+}
