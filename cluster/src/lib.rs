@@ -918,6 +918,14 @@ pub enum Action {
         /// NodeClaim name.
         node_claim: String,
     },
+    /// Write these conditions on the NodeClaim
+    /// ([`reconciler::conditions::apply`]).
+    SetClaimConditions {
+        /// NodeClaim name.
+        node_claim: String,
+        /// What to set or remove.
+        changes: Vec<reconciler::conditions::ConditionChange>,
+    },
     /// A pod event happened on the claim's node: set its `status.lastPodEventTime` to `at`
     /// (upstream's pod-events controller; `consolidateAfter` counts from it).
     StampPodEvent {

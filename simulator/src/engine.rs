@@ -22,7 +22,7 @@ use karpenter_cluster::manifests::{Document, ManifestError};
 use karpenter_cluster::orchestration::Outcome;
 use karpenter_cluster::provisioner::{NameGenerator, time};
 use karpenter_cluster::reconciler::{
-    Event as Decided, PlanSummary, ProviderFacts, Reconciler, ReconcilerSettings,
+    Event as Decided, PlanSummary, ProviderFacts, Reconciler, ReconcilerSettings, conditions,
 };
 use karpenter_cluster::{
     Action, ClusterState, Kubelet, NodeRecord, Object, ObjectKey, PdbRecord, PodRecord, Scope,
@@ -1402,6 +1402,17 @@ impl<'a> Engine<'a> {
                     self.log(format!(
                         "deleted pod {pod} from node {node}: terminationGracePeriod elapsed"
                     ));
+                }
+            }
+            Action::SetClaimConditions {
+                node_claim,
+                changes,
+            } => {
+                let Some(mut claim) = self.state.node_claims().get(&node_claim).cloned() else {
+                    return;
+                };
+                if conditions::apply(&mut claim, &changes, time(now)) {
+                    self.state.apply(Object::NodeClaim(Box::new(claim)));
                 }
             }
             Action::StampPodEvent { node_claim, at } => {

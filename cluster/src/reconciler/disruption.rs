@@ -111,8 +111,9 @@ impl Reconciler {
                     .extend(self.orchestrator.submit(command.clone()));
             }
         }
+        self.drifted = candidate::drifted(&input);
         tick.events.push(Event::DisruptionPass {
-            drifted: candidate::drifted(&input),
+            drifted: self.drifted.clone(),
             result: Box::new(result),
             seconds,
         });

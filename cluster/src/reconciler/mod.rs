@@ -25,6 +25,7 @@
 //! Decisions within one tick all read the same index; the caller applies the actions and the
 //! index reflects them at the next tick, as a controller's watches do.
 
+pub mod conditions;
 mod disruption;
 mod event;
 mod lifecycle;
@@ -157,6 +158,10 @@ pub struct Reconciler {
     solve_cache: SolveCache,
     /// The index generation up to which pod events were stamped.
     pod_events_seen: u64,
+    /// Drifted NodeClaims (name to reason) as the last disruption pass found them.
+    drifted: BTreeMap<String, String>,
+    /// Condition changes last asked for, per NodeClaim, and when.
+    conditions_sent: BTreeMap<String, (Vec<conditions::ConditionChange>, Millis)>,
 }
 
 impl Reconciler {
@@ -179,6 +184,8 @@ impl Reconciler {
             repair_blocked: BTreeMap::new(),
             solve_cache: SolveCache::new(),
             pod_events_seen: 0,
+            drifted: BTreeMap::new(),
+            conditions_sent: BTreeMap::new(),
         }
     }
 
@@ -199,6 +206,9 @@ impl Reconciler {
         }
         self.provision(index, facts, now, &mut tick);
         self.disrupt(index, facts, now, &mut tick);
+        if !self.settings.observe_only {
+            self.claim_conditions(index, now, &mut tick);
+        }
         tick
     }
 

@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::{Node, Taint as K8sTaint};
 use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, StatusConditions, labels as v1labels};
 use karpenter_cluster::Action;
 use karpenter_cluster::provisioner;
+use karpenter_cluster::reconciler::conditions;
 use karpenter_cluster::termination::NODE_DELETED;
 use karpenter_metrics::{
     CodeLabels, CreatedLabels, DisruptedLabels, NodePoolLabels, NodePoolZoneLabels,
@@ -251,6 +252,19 @@ pub async fn execute(ctx: &Ctx, action: &Action) -> Result<Executed, ReconcileEr
         }
         Action::TerminateInstance { node_claim } => {
             terminate_instance(ctx, node_claim).await?;
+            Ok(Executed::Done)
+        }
+        Action::SetClaimConditions {
+            node_claim,
+            changes,
+        } => {
+            let Some(claim) = claim_of(ctx, node_claim) else {
+                return Ok(Executed::Done);
+            };
+            let mut updated = NodeClaim::clone(&claim);
+            if conditions::apply(&mut updated, changes, ctx.now_time()) {
+                lifecycle::patch_claim_status(ctx, &updated).await?;
+            }
             Ok(Executed::Done)
         }
         Action::StampPodEvent { node_claim, at } => {
