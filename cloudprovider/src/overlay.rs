@@ -131,6 +131,16 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// Why the overlay `name` is not applied, as one line for logs and warnings
+    /// (`NodeOverlay "a" is not applied: it conflicts with …`); `None` when it is applied.
+    pub fn not_applied(&self, name: &str) -> Option<String> {
+        match self {
+            Self::Applied => None,
+            Self::Invalid(why) => Some(format!("NodeOverlay {name:?} is not applied: {why}")),
+            Self::Conflict(why) => Some(format!("NodeOverlay {name:?} is not applied: it {why}")),
+        }
+    }
+
     /// Writes the verdict as the overlay's `ValidationSucceeded` condition (and the `Ready`
     /// roll-up); returns whether the status changed. `now` is used only on a transition.
     pub fn set_condition(&self, overlay: &mut NodeOverlay, now: Time) -> bool {

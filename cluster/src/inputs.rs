@@ -7,7 +7,7 @@ use crate::manifests::{Document, ManifestError, Origin};
 use k8s_openapi::api::{
     apps::v1 as apps, batch::v1 as batch, core::v1 as core, policy::v1 as policy,
 };
-use karpenter_cloudprovider::overlay::{Verdict, overlay_instance_types};
+use karpenter_cloudprovider::overlay::overlay_instance_types;
 use karpenter_cloudprovider::{NodeOverlay, NodePool};
 use karpenter_scheduling::Resources;
 use karpenter_scheduling::k8s::{
@@ -158,15 +158,7 @@ impl Inputs {
         let warnings = evaluation
             .verdicts()
             .iter()
-            .filter_map(|(name, verdict)| match verdict {
-                Verdict::Applied => None,
-                Verdict::Invalid(why) => {
-                    Some(format!("NodeOverlay {name:?} is not applied: {why}"))
-                }
-                Verdict::Conflict(why) => {
-                    Some(format!("NodeOverlay {name:?} is not applied: it {why}"))
-                }
-            })
+            .filter_map(|(name, verdict)| verdict.not_applied(name))
             .collect();
         PoolTypes { by_pool, warnings }
     }

@@ -71,10 +71,9 @@ impl Overlays {
             if self.verdicts.get(name) == Some(verdict) {
                 continue;
             }
-            lines.push(match verdict {
-                Verdict::Applied => format!("nodeoverlay {name} applied"),
-                Verdict::Invalid(why) => format!("nodeoverlay {name} not applied: {why}"),
-                Verdict::Conflict(why) => format!("nodeoverlay {name} not applied: it {why}"),
+            lines.push(match verdict.not_applied(name) {
+                None => format!("nodeoverlay {name} applied"),
+                Some(why) => format!("warning: {why}"),
             });
         }
         self.verdicts = evaluation.verdicts().clone();

@@ -92,7 +92,7 @@ fn deleting_an_overlay_restores_the_instance_types_and_reports_conflicts() {
     let joined = lines.join("\n");
     assert!(
         joined.contains(
-            "nodeoverlay a-fuse not applied: it conflicts with NodeOverlay \"fuse-device\""
+            "warning: NodeOverlay \"a-fuse\" is not applied: it conflicts with NodeOverlay \"fuse-device\""
         ),
         "{joined}"
     );

@@ -7,7 +7,7 @@
 
 use super::state::spawn_one;
 use super::{Ctx, ReconcileError};
-use karpenter_cloudprovider::overlay::{Evaluation, Verdict, overlay_instance_types};
+use karpenter_cloudprovider::overlay::{Evaluation, overlay_instance_types};
 use karpenter_cloudprovider::{NodeOverlay, NodePool};
 use karpenter_cluster::ObjectKey;
 use karpenter_scheduling::model::InstanceType;
@@ -125,11 +125,8 @@ async fn write_status(
         if !verdict.set_condition(&mut updated, ctx.now_time()) {
             continue;
         }
-        if let Verdict::Invalid(why) | Verdict::Conflict(why) = verdict {
-            tracing::warn!(
-                nodeoverlay = overlay.name(),
-                "NodeOverlay not applied: {why}"
-            );
+        if let Some(why) = verdict.not_applied(overlay.name()) {
+            tracing::warn!(nodeoverlay = overlay.name(), "{why}");
         }
         ctx.limiter.acquire().await;
         let patch = serde_json::json!({"status": updated.status});
