@@ -159,7 +159,7 @@ mod tests {
                 requirements: vec![NodeSelectorRequirement::new(
                     "node.kubernetes.io/instance-type",
                     NodeSelectorOperator::In,
-                    ["small"],
+                    ["m5.large"],
                 )],
                 weight: Some(1),
                 price_adjustment: Some(adjustment.into()),
@@ -199,7 +199,7 @@ mod tests {
         let raw = BTreeMap::from([(
             "default".to_owned(),
             vec![
-                InstanceTypeBuilder::new("small", 2, 4)
+                InstanceTypeBuilder::new("m5.large", 2, 8)
                     .on_demand(0.1)
                     .build(),
             ],
@@ -242,5 +242,58 @@ mod tests {
         a2.metadata.generation = Some(2);
         put(&mut writer, a2);
         assert!(overlays.stale(&pools));
+    }
+
+    /// The controller's pass evaluates the overlays when they are new and writes their
+    /// status, and does not again while nothing changed.
+    #[tokio::test]
+    async fn a_controller_pass_evaluates_overlays_once_per_change() {
+        let (client, api) = mock_client(|s| {
+            if s.uri.contains("/nodeoverlays/") {
+                let object = serde_json::json!({
+                    "apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay",
+                    "metadata": {"name": "patched"}, "spec": {"requirements": []},
+                });
+                (200, object)
+            } else if s.uri.contains("/nodepools/") {
+                (200, serde_json::to_value(pool().as_ref()).unwrap())
+            } else {
+                (
+                    200,
+                    serde_json::json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": []}),
+                )
+            }
+        });
+        let provider: Arc<dyn karpenter_cloudprovider::CloudProvider> =
+            Arc::new(karpenter_cloudprovider_fake::FakeCloudProvider::default());
+        let (ctx, mut w, _events) = ctx(client, provider, 1_000);
+        put(&mut w.node_pools, NodePool::clone(&pool()));
+        let (store, mut writer) = reflector::store();
+        put(&mut writer, overlay("a", "+1"));
+        let mut controller =
+            super::super::run::Controller::new(ctx).with_overlays(Some(Overlays::new(store)));
+        let status_patches = || {
+            api.requests()
+                .iter()
+                .filter(|r| r.uri.contains("/nodeoverlays/a/status"))
+                .count()
+        };
+        controller.pass().await;
+        assert_eq!(status_patches(), 1);
+        controller.pass().await;
+        assert_eq!(status_patches(), 1, "nothing changed: not evaluated again");
+        // A conflicting overlay makes the next pass evaluate again and report the conflict.
+        put(&mut writer, overlay("b", "+2"));
+        controller.pass().await;
+        let a = api
+            .requests()
+            .into_iter()
+            .rfind(|r| r.uri.contains("/nodeoverlays/a/status"))
+            .unwrap();
+        assert!(
+            a.body.to_string().contains("\"reason\":\"Conflict\""),
+            "{}",
+            a.body
+        );
     }
 }
