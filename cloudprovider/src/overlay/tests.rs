@@ -448,3 +448,62 @@ fn validation_follows_the_crd_and_runtime_rules() {
     let msg = bad.validate().unwrap_err().to_string();
     assert!(msg.starts_with("NodeOverlay \"bad\" is invalid"), "{msg}");
 }
+
+#[test]
+fn numeric_and_existence_requirements_match_type_labels() {
+    let mem_label = "karpenter.k8s.aws/instance-memory";
+    let with_memory = |it: Arc<InstanceType>, mib: &str| {
+        let mut t = InstanceType::clone(&it);
+        t.requirements
+            .add(Requirement::new(mem_label, Operator::In, [mib]).unwrap());
+        Arc::new(t)
+    };
+    let p = pool("default", &[]);
+    let raw = BTreeMap::from([(
+        "default".to_owned(),
+        vec![
+            with_memory(types()[0].clone(), "4096"),
+            with_memory(types()[1].clone(), "16384"),
+        ],
+    )]);
+    let big = priced(
+        overlay("big", None, vec![req(mem_label, Op::Gt, &["8192"])]),
+        "+1",
+    );
+    let gpu = priced(
+        overlay(
+            "gpu",
+            Some(2),
+            vec![req("karpenter.k8s.aws/instance-gpu-count", Op::Exists, &[])],
+        ),
+        "+5",
+    );
+    let no_gpu = priced(
+        overlay(
+            "no-gpu",
+            Some(3),
+            vec![
+                req(
+                    "karpenter.k8s.aws/instance-gpu-count",
+                    Op::DoesNotExist,
+                    &[],
+                ),
+                req(labels::INSTANCE_TYPE, Op::In, &["small"]),
+            ],
+        ),
+        "+2",
+    );
+    let (out, eval) = overlay_instance_types(&[big, gpu, no_gpu], &[&p], &raw);
+    assert!(
+        eval.verdicts().values().all(|v| *v == Verdict::Applied),
+        "{:?}",
+        eval.verdicts()
+    );
+    let t = &out["default"];
+    assert!(
+        close(price(t, "large", "zone-a", "on-demand"), 1.40),
+        "Gt 8192 matches 16384"
+    );
+    // Exists on a label no type has matches nothing; DoesNotExist matches its absence.
+    assert!(close(price(t, "small", "zone-a", "on-demand"), 2.10));
+}
