@@ -41,6 +41,11 @@ pub const PRICE_PATTERN: &str = r"^\d+(\.\d+)?$";
 pub const PRICE_ADJUSTMENT_PATTERN: &str =
     r"^(([+-]{1}(\d*\.?\d+))|(\+{1}\d*\.?\d+%)|(^(-\d{1,2}(\.\d+)?%)$)|(-100%))$";
 
+/// NodeClaim annotation: some instance type among the claim's options has an overlaid price.
+pub const PRICE_OVERLAY_APPLIED_ANNOTATION: &str = "karpenter.sh/price-overlay-applied";
+/// NodeClaim annotation: some instance type among the claim's options has overlaid capacity.
+pub const CAPACITY_OVERLAY_APPLIED_ANNOTATION: &str = "karpenter.sh/capacity-overlay-applied";
+
 /// Condition reason of an overlay that overlaps another of the same weight.
 pub const REASON_CONFLICT: &str = "Conflict";
 /// Condition reason of an overlay that fails validation.
@@ -395,6 +400,35 @@ impl Evaluation {
                 }
             }
         }
+    }
+
+    /// The annotations Karpenter puts on a NodeClaim of `pool` whose instance-type options
+    /// are `options`: [`PRICE_OVERLAY_APPLIED_ANNOTATION`] when one of them has an overlaid
+    /// price, [`CAPACITY_OVERLAY_APPLIED_ANNOTATION`] when one has overlaid capacity (each
+    /// with the value `"true"`); empty when no overlay touched any of them.
+    pub fn claim_annotations<'a>(
+        &self,
+        pool: &str,
+        options: impl IntoIterator<Item = &'a str>,
+    ) -> Vec<(&'static str, &'static str)> {
+        let Some(by_type) = self.updates.get(pool) else {
+            return Vec::new();
+        };
+        let (mut price, mut capacity) = (false, false);
+        for name in options {
+            if let Some(u) = by_type.get(name) {
+                price |= !u.prices.is_empty();
+                capacity |= !u.capacity.resources.is_empty();
+            }
+        }
+        let mut out = Vec::new();
+        if price {
+            out.push((PRICE_OVERLAY_APPLIED_ANNOTATION, "true"));
+        }
+        if capacity {
+            out.push((CAPACITY_OVERLAY_APPLIED_ANNOTATION, "true"));
+        }
+        out
     }
 
     /// Each overlay's verdict, by name.

@@ -354,11 +354,12 @@ impl<'a> Engine<'a> {
             repair_policies: &[],
             seconds: &|| 0.0,
         };
-        let tick = self.reconciler.tick(&self.state, &facts, self.now);
+        let mut tick = self.reconciler.tick(&self.state, &facts, self.now);
         self.reconcile_at = tick.next_wakeup;
         for event in tick.events {
             self.record(event);
         }
+        self.overlays.annotate(&mut tick.actions);
         self.apply_all(tick.actions);
     }
 

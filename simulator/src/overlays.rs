@@ -2,8 +2,10 @@
 //! instance types as the controller applies them when the NodeOverlay gate is on
 //! (`settings.nodeOverlay`), with a log line whenever an overlay's verdict changes.
 
-use karpenter_cloudprovider::overlay::{Verdict, overlay_instance_types};
+use karpenter_cloudprovider::overlay::{Evaluation, Verdict, overlay_instance_types};
 use karpenter_cloudprovider::{NodeOverlay, NodePool};
+use karpenter_cluster::Action;
+use karpenter_cluster::overlay_annotations::annotate_launches;
 use karpenter_scheduling::model::InstanceType;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,6 +17,8 @@ pub struct Overlays {
     enabled: bool,
     objects: BTreeMap<String, NodeOverlay>,
     verdicts: BTreeMap<String, Verdict>,
+    /// The last evaluation, for the launches' annotations.
+    last: Option<Evaluation>,
 }
 
 impl Overlays {
@@ -48,6 +52,14 @@ impl Overlays {
         line
     }
 
+    /// Annotates the launches among `actions` whose options were overlaid, as Karpenter
+    /// does (nothing with the gate off or before any evaluation).
+    pub fn annotate(&self, actions: &mut [Action]) {
+        if let Some(evaluation) = self.last.as_ref().filter(|_| self.active()) {
+            annotate_launches(actions, evaluation);
+        }
+    }
+
     /// Deletes the overlay `name`; whether it existed.
     pub fn delete(&mut self, name: &str) -> bool {
         self.objects.remove(name).is_some()
@@ -77,6 +89,7 @@ impl Overlays {
             });
         }
         self.verdicts = evaluation.verdicts().clone();
+        self.last = Some(evaluation);
         (types, lines)
     }
 }

@@ -507,3 +507,38 @@ fn numeric_and_existence_requirements_match_type_labels() {
     // Exists on a label no type has matches nothing; DoesNotExist matches its absence.
     assert!(close(price(t, "small", "zone-a", "on-demand"), 2.10));
 }
+
+#[test]
+fn claims_are_annotated_with_the_kinds_of_overlay_among_their_options() {
+    let p = pool("default", &[]);
+    let price_on_large = priced(
+        overlay(
+            "price",
+            None,
+            vec![req(labels::INSTANCE_TYPE, Op::In, &["large"])],
+        ),
+        "+1",
+    );
+    let fuse_on_small = with_capacity(
+        overlay(
+            "fuse",
+            None,
+            vec![req(labels::INSTANCE_TYPE, Op::In, &["small"])],
+        ),
+        &[("example.com/fuse", "1")],
+    );
+    let (_, eval) = run(&[price_on_large, fuse_on_small], &[&p]);
+    assert_eq!(
+        eval.claim_annotations("default", ["large"]),
+        [(PRICE_OVERLAY_APPLIED_ANNOTATION, "true")]
+    );
+    assert_eq!(
+        eval.claim_annotations("default", ["small", "large"]),
+        [
+            (PRICE_OVERLAY_APPLIED_ANNOTATION, "true"),
+            (CAPACITY_OVERLAY_APPLIED_ANNOTATION, "true")
+        ]
+    );
+    assert!(eval.claim_annotations("default", ["medium"]).is_empty());
+    assert!(eval.claim_annotations("other", ["large"]).is_empty());
+}

@@ -9,7 +9,8 @@ use super::state::spawn_one;
 use super::{Ctx, ReconcileError};
 use karpenter_cloudprovider::overlay::{Evaluation, overlay_instance_types};
 use karpenter_cloudprovider::{NodeOverlay, NodePool};
-use karpenter_cluster::ObjectKey;
+use karpenter_cluster::overlay_annotations::annotate_launches;
+use karpenter_cluster::{Action, ObjectKey};
 use karpenter_scheduling::model::InstanceType;
 use kube::runtime::reflector::{self, Store};
 use kube::{Api, Client};
@@ -24,6 +25,8 @@ type Fingerprint = Vec<(String, Option<i64>)>;
 pub struct Overlays {
     store: Store<NodeOverlay>,
     evaluated: Option<Fingerprint>,
+    /// The last evaluation, for the launches' annotations.
+    last: Option<Evaluation>,
 }
 
 /// Starts the NodeOverlay watch; the task goes with the controller's other watches.
@@ -60,6 +63,7 @@ impl Overlays {
         Self {
             store,
             evaluated: None,
+            last: None,
         }
     }
 
@@ -89,7 +93,17 @@ impl Overlays {
         self.evaluated = Some(fingerprint(&overlays, pools));
         let objects: Vec<NodeOverlay> = overlays.iter().map(|o| NodeOverlay::clone(o)).collect();
         let pool_refs: Vec<&NodePool> = pools.iter().map(AsRef::as_ref).collect();
-        overlay_instance_types(&objects, &pool_refs, &raw)
+        let (types, evaluation) = overlay_instance_types(&objects, &pool_refs, &raw);
+        self.last = Some(evaluation.clone());
+        (types, evaluation)
+    }
+
+    /// Annotates the launches among `actions` whose instance-type options were overlaid
+    /// (`karpenter.sh/price-overlay-applied`, `karpenter.sh/capacity-overlay-applied`).
+    pub fn annotate(&self, actions: &mut [Action]) {
+        if let Some(evaluation) = &self.last {
+            annotate_launches(actions, evaluation);
+        }
     }
 
     /// Writes each overlay's verdict as its status conditions, patching only those that

@@ -304,7 +304,7 @@ impl Controller {
             (state, reconciler, tick)
         })
         .await;
-        let (state, reconciler, tick) = match joined {
+        let (state, reconciler, mut tick) = match joined {
             Ok(done) => done,
             Err(e) => {
                 // A panic in the decision code: the bookkeeping is lost, so start afresh
@@ -322,6 +322,9 @@ impl Controller {
         }
         for event in tick.events {
             self.record(event).await;
+        }
+        if let Some(overlays) = &self.overlays {
+            overlays.annotate(&mut tick.actions);
         }
         self.run_actions(&tick.actions).await;
     }
