@@ -43,6 +43,23 @@ pub fn spawn(client: &Client, changed: Arc<Notify>) -> (Overlays, tokio::task::J
     (Overlays::new(store), task)
 }
 
+/// With the NodeOverlay gate off, says at start-up which NodeOverlays the cluster holds that
+/// will change nothing (nothing when there are none or their CRD is not installed).
+pub async fn warn_if_ignored(client: &Client) {
+    let api: Api<NodeOverlay> = Api::all(client.clone());
+    match api.list(&kube::api::ListParams::default()).await {
+        Ok(list) if !list.items.is_empty() => {
+            let names: Vec<&str> = list.items.iter().map(NodeOverlay::name).collect();
+            tracing::warn!(
+                nodeoverlays = ?names,
+                "NodeOverlays are ignored: the NodeOverlay feature gate is off"
+            );
+        }
+        Ok(_) | Err(kube::Error::Api(_)) => {}
+        Err(e) => tracing::debug!(error = %e, "listing nodeoverlays failed"),
+    }
+}
+
 fn fingerprint(overlays: &[Arc<NodeOverlay>], pools: &[Arc<NodePool>]) -> Fingerprint {
     let mut f: Fingerprint = overlays
         .iter()

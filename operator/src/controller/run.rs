@@ -629,6 +629,9 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
         watchers.push(task);
         overlays
     });
+    if overlays.is_none() {
+        nodeoverlay::warn_if_ignored(&client).await;
+    }
     let built = provider::build(&settings, &client, &metrics, changed.clone()).await?;
     watchers.extend(built.watchers);
     let watch_health = health.clone();
