@@ -276,27 +276,54 @@ fn offering_requirements(o: &Offering) -> Requirements {
     Requirements::from_labels(pairs.iter().map(|(k, v)| (k, v)))
 }
 
-/// The offerings of `it` that `overlay` selects in `pool` (empty: the overlay does not
+/// One instance type of one pool with what overlays are matched against, computed once
+/// per evaluation rather than once per overlay.
+struct Candidate<'a> {
+    it: &'a InstanceType,
+    requirements: Requirements,
+    offerings: Vec<(&'a Offering, Requirements)>,
+}
+
+/// A pool and its candidates.
+struct PoolCandidates<'a> {
+    pool: &'a NodePool,
+    types: Vec<Candidate<'a>>,
+}
+
+fn candidates<'a>(pools: &[(&'a NodePool, &'a [Arc<InstanceType>])]) -> Vec<PoolCandidates<'a>> {
+    pools
+        .iter()
+        .map(|(pool, types)| PoolCandidates {
+            pool,
+            types: types
+                .iter()
+                .map(|it| Candidate {
+                    it,
+                    requirements: type_requirements(pool, it),
+                    offerings: it
+                        .offerings
+                        .iter()
+                        .map(|o| (o, offering_requirements(o)))
+                        .collect(),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// The offerings of the candidate type that `overlay` selects (empty: the overlay does not
 /// match the type at all).
-fn matching_offerings<'t>(
-    overlay: &Prepared<'_>,
-    pool: &NodePool,
-    it: &'t InstanceType,
-) -> Vec<&'t Offering> {
-    if type_requirements(pool, it)
+fn matching_offerings<'t>(overlay: &Prepared<'_>, c: &Candidate<'t>) -> Vec<&'t Offering> {
+    if c.requirements
         .compatible(&overlay.requirements, false)
         .is_err()
     {
         return Vec::new();
     }
-    it.offerings
+    c.offerings
         .iter()
-        .filter(|o| {
-            overlay
-                .requirements
-                .compatible(&offering_requirements(o), true)
-                .is_ok()
-        })
+        .filter(|(_, reqs)| overlay.requirements.compatible(reqs, true).is_ok())
+        .map(|(o, _)| *o)
         .collect()
 }
 
@@ -305,18 +332,15 @@ fn offering_key(o: &Offering) -> (String, String) {
 }
 
 impl Evaluation {
-    fn conflict(
-        &self,
-        p: &Prepared<'_>,
-        pools: &[(&NodePool, &[Arc<InstanceType>])],
-    ) -> Option<String> {
+    fn conflict(&self, p: &Prepared<'_>, pools: &[PoolCandidates<'_>]) -> Option<String> {
         let weight = p.overlay.weight();
-        for (pool, types) in pools {
+        for PoolCandidates { pool, types } in pools {
             let Some(by_type) = self.updates.get(pool.name()) else {
                 continue;
             };
-            for it in types.iter() {
-                let offerings = matching_offerings(p, pool, it);
+            for c in types {
+                let it = c.it;
+                let offerings = matching_offerings(p, c);
                 if offerings.is_empty() {
                     continue;
                 }
@@ -357,17 +381,18 @@ impl Evaluation {
         None
     }
 
-    fn store(&mut self, p: &Prepared<'_>, pools: &[(&NodePool, &[Arc<InstanceType>])]) {
+    fn store(&mut self, p: &Prepared<'_>, pools: &[PoolCandidates<'_>]) {
         let touch = Touch {
             weight: p.overlay.weight(),
             overlay: p.overlay.name().to_owned(),
         };
-        for (pool, types) in pools {
-            for it in types.iter() {
-                let offerings = matching_offerings(p, pool, it);
+        for PoolCandidates { pool, types } in pools {
+            for c in types {
+                let offerings = matching_offerings(p, c);
                 if offerings.is_empty() {
                     continue;
                 }
+                let it = c.it;
                 let has_price = p.price.is_some();
                 if !has_price && p.capacity.is_empty() {
                     continue;
@@ -501,13 +526,18 @@ pub fn evaluate(
         evaluated: pools.iter().map(|(p, _)| p.name().to_owned()).collect(),
         ..Evaluation::default()
     };
+    let candidates = if overlays.is_empty() {
+        Vec::new()
+    } else {
+        candidates(pools)
+    };
     for overlay in ordered(overlays) {
         let verdict = match prepare(overlay) {
             Err(why) => Verdict::Invalid(why),
-            Ok(p) => match eval.conflict(&p, pools) {
+            Ok(p) => match eval.conflict(&p, &candidates) {
                 Some(why) => Verdict::Conflict(why),
                 None => {
-                    eval.store(&p, pools);
+                    eval.store(&p, &candidates);
                     Verdict::Applied
                 }
             },
