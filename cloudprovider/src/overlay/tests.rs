@@ -542,3 +542,91 @@ fn claims_are_annotated_with_the_kinds_of_overlay_among_their_options() {
     assert!(eval.claim_annotations("default", ["medium"]).is_empty());
     assert!(eval.claim_annotations("other", ["large"]).is_empty());
 }
+
+/// The cases of upstream's NodeOverlay validation suite for `price` and `priceAdjustment`.
+#[test]
+fn upstream_price_validation_cases() {
+    for ok in [
+        "+1%",
+        "-1%",
+        "-100%",
+        "+100.102%",
+        "+298%",
+        "+43",
+        "-43",
+        "+34.43",
+        "-34.43",
+        "-129",
+    ] {
+        assert!(PriceChange::parse_adjustment(ok).is_some(), "{ok}");
+    }
+    for bad in ["1%", "1", "1.3", "-100.0%", "-101.1%"] {
+        assert!(PriceChange::parse_adjustment(bad).is_none(), "{bad}");
+    }
+    for bad in [
+        "+42",
+        ".5",
+        "42.",
+        "42%",
+        "3,14",
+        "1e10",
+        "0x42",
+        "forty-two",
+        "42a",
+        "42 ",
+        " 42",
+        "42.0.0",
+        "-",
+        ".",
+        "-.42",
+    ] {
+        assert!(PriceChange::parse_price(bad).is_none(), "{bad}");
+    }
+    for ok in ["43", "43.5", "0.0001"] {
+        assert!(PriceChange::parse_price(ok).is_some(), "{ok}");
+    }
+}
+
+/// The requirement cases of upstream's NodeOverlay validation suite.
+#[test]
+fn upstream_requirement_validation_cases() {
+    let valid = |reqs: Vec<Req>| overlay("o", None, reqs).validate().is_ok();
+    for key in [
+        "test.com.com}",
+        "Test.com/test",
+        "test/test/test",
+        "test/",
+        "/test",
+    ] {
+        assert!(!valid(vec![req(key, Op::Exists, &[])]), "{key}");
+    }
+    let long = format!("test.com.test/test-{}", "a".repeat(250));
+    assert!(!valid(vec![req(&long, Op::Exists, &[])]));
+    assert!(!valid(vec![req("karpenter.sh/test", Op::In, &["test"])]));
+    for key in [
+        "kubernetes.io/test",
+        "k8s.io/test",
+        "subdomain.kubernetes.io/test",
+        "subdomain.k8s.io/test",
+        labels::NODEPOOL,
+        labels::ZONE,
+        labels::INSTANCE_TYPE,
+        "test",
+    ] {
+        let op = if key == "test" { Op::Exists } else { Op::In };
+        let values: &[&str] = if key == "test" { &[] } else { &["test"] };
+        assert!(valid(vec![req(key, op, values)]), "{key}");
+    }
+    let zone = labels::ZONE;
+    assert!(valid(vec![
+        req(zone, Op::In, &["test"]),
+        req(zone, Op::Gt, &["1"]),
+        req(zone, Op::Lt, &["1"]),
+        req(zone, Op::Gte, &["1"]),
+        req(zone, Op::Lte, &["1"]),
+        req(zone, Op::NotIn, &["1"]),
+        req(zone, Op::Exists, &[]),
+    ]));
+    assert!(!valid(vec![req(zone, Op::Gt, &["-1"])]));
+    assert!(!valid(vec![req(zone, Op::Lte, &["one"])]));
+}
