@@ -630,3 +630,48 @@ fn upstream_requirement_validation_cases() {
     assert!(!valid(vec![req(zone, Op::Gt, &["-1"])]));
     assert!(!valid(vec![req(zone, Op::Lte, &["one"])]));
 }
+
+/// Upstream's "conflicting capacity overlays with multiple overlays": same-weight capacity
+/// overlays are checked against the resources of the last one applied to the type only, and
+/// equal values conflict too.
+#[test]
+fn upstream_capacity_conflict_cases() {
+    let p = pool("default", &[]);
+    let on = |names: &[&str]| vec![req(labels::INSTANCE_TYPE, Op::In, names)];
+    let a = with_capacity(
+        overlay("conflicting-overlay-1", Some(10), on(&["small", "large"])),
+        &[("hugepages-1Gi", "2Gi")],
+    );
+    let b = with_capacity(
+        overlay("good-overlay-1", Some(10), on(&["small"])),
+        &[("example.com/fuse", "1")],
+    );
+    let c = with_capacity(
+        overlay("conflicting-overlay-2", Some(10), on(&["small"])),
+        &[("hugepages-1Gi", "3Gi")],
+    );
+    let (_, eval) = run(&[a, b, c], &[&p]);
+    let v = eval.verdicts();
+    assert!(
+        matches!(v["conflicting-overlay-1"], Verdict::Conflict(_)),
+        "{v:?}"
+    );
+    assert_eq!(v["good-overlay-1"], Verdict::Applied);
+    assert_eq!(v["conflicting-overlay-2"], Verdict::Applied);
+
+    let same = |name: &str, types: &[&str]| {
+        with_capacity(
+            overlay(name, Some(10), on(types)),
+            &[("example.com/fuse", "54")],
+        )
+    };
+    let (_, eval) = run(
+        &[
+            same("overlay-a", &["small", "large"]),
+            same("overlay-b", &["small"]),
+        ],
+        &[&p],
+    );
+    assert!(matches!(eval.verdicts()["overlay-a"], Verdict::Conflict(_)));
+    assert_eq!(eval.verdicts()["overlay-b"], Verdict::Applied);
+}
