@@ -283,10 +283,26 @@ fn to_k8s(resources: &Resources) -> BTreeMap<String, K8sQuantity> {
         .collect()
 }
 
+/// `resources` plus every extended resource of `requests` it does not define, at the
+/// requested amount. As Karpenter's kwok provider does, the fake takes a resource the
+/// catalogue does not know about (one a NodeOverlay's `capacity` promised, which a device
+/// plugin would advertise) to be present on the node as requested; resources the type does
+/// define must still fit.
+fn with_unknown_extended(resources: &Resources, requests: &Resources) -> Resources {
+    let mut out = resources.clone();
+    for (name, amount) in &requests.extended {
+        if resources.get(name) == 0 {
+            out.set(name, *amount);
+        }
+    }
+    out
+}
+
 fn launched_claim(
     claim: &NodeClaim,
     it: &InstanceType,
     offering: &Offering,
+    requests: &Resources,
     provider_id: String,
 ) -> NodeClaim {
     let mut out = claim.clone();
@@ -300,8 +316,8 @@ fn launched_claim(
     let status = out.status.get_or_insert_with(NodeClaimStatus::default);
     status.provider_id = provider_id;
     status.image_id = FAKE_IMAGE_ID.to_string();
-    status.capacity = to_k8s(&it.capacity);
-    status.allocatable = to_k8s(&it.allocatable());
+    status.capacity = to_k8s(&with_unknown_extended(&it.capacity, requests));
+    status.allocatable = to_k8s(&with_unknown_extended(&it.allocatable(), requests));
     out
 }
 
@@ -321,7 +337,9 @@ impl CloudProvider for FakeCloudProvider {
 
         let mut candidates: Vec<(&Arc<InstanceType>, &Offering)> = Vec::new();
         for it in &self.instance_types {
-            if it.requirements.intersects(&reqs).is_err() || !requests.fits(&it.allocatable()) {
+            if it.requirements.intersects(&reqs).is_err()
+                || !requests.fits(&with_unknown_extended(&it.allocatable(), &requests))
+            {
                 continue;
             }
             for o in &it.offerings {
@@ -366,7 +384,7 @@ impl CloudProvider for FakeCloudProvider {
             }
             state.next_id += 1;
             let provider_id = format!("fake://{}/i-{:017x}", offering.zone, state.next_id);
-            let claim = launched_claim(node_claim, it, offering, provider_id.clone());
+            let claim = launched_claim(node_claim, it, offering, &requests, provider_id.clone());
             state.instances.insert(
                 provider_id,
                 Instance {

@@ -425,3 +425,33 @@ async fn every_call_is_recorded() {
     provider.clear_calls();
     assert!(provider.calls().is_empty());
 }
+
+/// A resource the catalogue does not know (a NodeOverlay's `capacity`, which a device plugin
+/// would advertise) is taken to be present as requested, as Karpenter's kwok provider does;
+/// resources the type defines must still fit.
+#[tokio::test]
+async fn unknown_extended_resources_are_assumed_present_as_requested() {
+    let provider = small_provider();
+    let launched = provider
+        .create(&claim(
+            "fuse",
+            types_in(&["b1.large"]),
+            json!({"cpu": "1", "example.com/fuse": "2"}),
+        ))
+        .await
+        .unwrap();
+    let status = launched.status.unwrap();
+    assert_eq!(status.capacity["example.com/fuse"].0, "2");
+    assert_eq!(status.allocatable["example.com/fuse"].0, "2");
+    let too_big = provider
+        .create(&claim(
+            "big",
+            types_in(&["b1.large"]),
+            json!({"cpu": "3", "example.com/fuse": "1"}),
+        ))
+        .await;
+    assert!(matches!(
+        too_big,
+        Err(CloudProviderError::InsufficientCapacity { .. })
+    ));
+}

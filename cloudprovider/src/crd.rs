@@ -1,4 +1,4 @@
-//! The CustomResourceDefinitions of NodePool and NodeClaim.
+//! The CustomResourceDefinitions of NodePool, NodeClaim and NodeOverlay.
 //!
 //! kube's derive gives the structure (fields, types, enums, required lists, defaults from
 //! `#[serde(default = …)]`, printer columns, subresources). A post-processing pass then adds
@@ -9,6 +9,7 @@
 //! never allows null.
 
 use crate::v1::{NodeClaim, NodePool};
+use crate::v1alpha1::NodeOverlay;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube_core::CustomResourceExt;
 use serde_json::{Map, Value, json};
@@ -362,11 +363,87 @@ pub fn node_claim_crd() -> CustomResourceDefinition {
     })
 }
 
-/// Every CRD (NodeClaim, then NodePool) as one multi-document YAML stream, for
+/// The NodeOverlay CRD (`karpenter.sh/v1alpha1`), with upstream's validation rules.
+pub fn node_overlay_crd() -> CustomResourceDefinition {
+    with_schema(NodeOverlay::crd(), |s| {
+        set(
+            s,
+            "spec.requirements",
+            json!({
+                "maxItems": 100,
+                "x-kubernetes-list-type": "atomic",
+                "x-kubernetes-validations": [
+                    rule(
+                        "self.all(x, x.operator == 'NotIn' ? x.values.size() != 0 : true)",
+                        "requirements with operator 'NotIn' must have a value defined"
+                    ),
+                    rule(
+                        "self.all(x, x.operator == 'In' ? x.values.size() != 0 : true)",
+                        "requirements with operator 'In' must have a value defined"
+                    ),
+                    rule(
+                        "self.all(x, (x.operator == 'Gt' || x.operator == 'Lt' || x.operator == 'Gte' || x.operator == 'Lte') ? (x.values.size() == 1 && int(x.values[0]) >= 0) : true)",
+                        "requirements operator 'Gt', 'Lt', 'Gte' or 'Lte' must have a single positive integer value"
+                    ),
+                ]
+            }),
+        );
+        remove(s, "spec.requirements", "default");
+        set(
+            s,
+            "spec.requirements[].key",
+            json!({ "maxLength": 316, "pattern": QUALIFIED_NAME_PATTERN, "x-kubernetes-validations": key_rules(false, false) }),
+        );
+        set(
+            s,
+            "spec.requirements[].values",
+            json!({ "x-kubernetes-list-type": "atomic" }),
+        );
+        set(
+            s,
+            "spec.requirements[].values[]",
+            json!({ "maxLength": 63, "pattern": LABEL_VALUE_PATTERN }),
+        );
+        set(
+            s,
+            "spec.priceAdjustment",
+            json!({ "pattern": crate::overlay::PRICE_ADJUSTMENT_PATTERN }),
+        );
+        set(
+            s,
+            "spec.price",
+            json!({ "pattern": crate::overlay::PRICE_PATTERN }),
+        );
+        set(s, "spec.capacity", quantity_map());
+        set(
+            s,
+            "spec.capacity",
+            json!({ "x-kubernetes-validations": [rule(
+                "self.all(x, !(x in ['cpu', 'memory', 'ephemeral-storage', 'pods']))",
+                "invalid resource restricted"
+            )]}),
+        );
+        set(s, "spec.weight", json!({ "minimum": 1, "maximum": 10000 }));
+        set(
+            s,
+            "spec",
+            json!({
+                "required": ["requirements"],
+                "x-kubernetes-validations": [rule(
+                    "!has(self.price) || !has(self.priceAdjustment)",
+                    "cannot set both 'price' and 'priceAdjustment'"
+                )]
+            }),
+        );
+        patch_conditions(s, "status.conditions", true);
+    })
+}
+
+/// Every CRD (NodeClaim, NodeOverlay, then NodePool) as one multi-document YAML stream, for
 /// `karpenter crds` and the Helm chart.
 pub fn crds_yaml() -> String {
     let mut out = String::new();
-    for crd in [node_claim_crd(), node_pool_crd()] {
+    for crd in [node_claim_crd(), node_overlay_crd(), node_pool_crd()] {
         out.push_str(&crd_yaml(&crd));
     }
     out

@@ -1,7 +1,8 @@
 //! # karpenter-cloudprovider
 //!
-//! The `karpenter.sh/v1` API types ([`NodePool`], [`NodeClaim`]) with Karpenter's defaults,
-//! validation, template hash and CRDs; the [`CloudProvider`] contract every provider
+//! The `karpenter.sh/v1` API types ([`NodePool`], [`NodeClaim`]) and `karpenter.sh/v1alpha1`
+//! [`NodeOverlay`] with Karpenter's defaults, validation, template hash and CRDs; how
+//! overlays change instance types ([`overlay`]); the [`CloudProvider`] contract every provider
 //! implements. Metrics decorators live with the binary that exports them (the operator), so
 //! this contract crate and its users do not depend on a metrics library.
 #![forbid(unsafe_code)]
@@ -11,8 +12,10 @@ pub mod crd;
 pub mod duration;
 pub mod hash;
 pub mod ignored;
+pub mod overlay;
 pub mod provider;
 pub mod v1;
+pub mod v1alpha1;
 pub mod validation;
 
 pub use convert::ConversionError;
@@ -22,4 +25,5 @@ pub use hash::{NODEPOOL_HASH_VERSION, template_hash};
 pub use ignored::IgnoredField;
 pub use provider::*;
 pub use v1::{NodeClaim, NodePool};
+pub use v1alpha1::NodeOverlay;
 pub use validation::{ValidationError, ValidationErrors};

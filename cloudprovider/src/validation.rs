@@ -1,4 +1,4 @@
-//! Validation of NodePools and NodeClaims as the API server applies Karpenter's CRD schema
+//! Validation of NodePools, NodeClaims and NodeOverlays as the API server applies Karpenter's CRD schema
 //! (patterns, enums, ranges, maxItems) and CEL rules, plus Karpenter's runtime validation
 //! (restricted labels, well-known values). Every error names the JSON path of the field.
 
@@ -7,6 +7,7 @@ use crate::v1::{
     Budget, NodeClaim, NodeClaimSpec, NodeClassReference, NodePool, NodePoolSpec,
     NodeSelectorOperator, NodeSelectorRequirementWithMinValues, Taint, labels,
 };
+use crate::v1alpha1::{NodeOverlay, NodeOverlaySpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -883,4 +884,102 @@ pub fn validate_node_claim_update(
     new: &NodeClaim,
 ) -> Result<(), ValidationErrors> {
     new.validate_update(old)
+}
+
+/// Largest NodeOverlay weight.
+pub const MAX_OVERLAY_WEIGHT: i32 = 10_000;
+/// Resources a NodeOverlay may not set: the instance type's own, which overlays never
+/// replace.
+pub const OVERLAY_RESTRICTED_RESOURCES: [&str; 4] = ["cpu", "memory", "ephemeral-storage", "pods"];
+
+fn validate_node_overlay_spec(errs: &mut Errs, spec: &NodeOverlaySpec) {
+    let path = "spec.requirements";
+    if spec.requirements.len() > MAX_REQUIREMENTS {
+        errs.push(
+            path,
+            ErrorKind::TooMany,
+            Some(&spec.requirements.len().to_string()),
+            format!("must have at most {MAX_REQUIREMENTS} items"),
+        );
+    }
+    for (i, r) in spec.requirements.iter().enumerate() {
+        let rpath = format!("{path}[{i}]");
+        // Overlays may select on karpenter.sh/nodepool, as NodeClaims may.
+        validate_requirement(errs, &rpath, &r.with_min_values(), Owner::NodeClaim);
+        if r.operator == NodeSelectorOperator::NotIn && r.values.is_empty() {
+            errs.push(
+                format!("{rpath}.values"),
+                ErrorKind::Required,
+                None,
+                "requirements with operator 'NotIn' must have a value defined",
+            );
+        }
+    }
+    if spec.price.is_some() && spec.price_adjustment.is_some() {
+        errs.push(
+            "spec",
+            ErrorKind::Invalid,
+            None,
+            "cannot set both 'price' and 'priceAdjustment'",
+        );
+    }
+    use crate::overlay::{PRICE_ADJUSTMENT_PATTERN, PRICE_PATTERN, PriceChange};
+    type Parse = fn(&str) -> Option<PriceChange>;
+    let prices: [(&str, &Option<String>, Parse, &str); 2] = [
+        (
+            "spec.price",
+            &spec.price,
+            PriceChange::parse_price,
+            PRICE_PATTERN,
+        ),
+        (
+            "spec.priceAdjustment",
+            &spec.price_adjustment,
+            PriceChange::parse_adjustment,
+            PRICE_ADJUSTMENT_PATTERN,
+        ),
+    ];
+    for (path, value, parse, pattern) in prices {
+        if let Some(v) = value
+            && parse(v).is_none()
+        {
+            errs.push(
+                path,
+                ErrorKind::Invalid,
+                Some(v),
+                format!("should match '{pattern}'"),
+            );
+        }
+    }
+    validate_resource_list(errs, "spec.capacity", &spec.capacity);
+    for name in spec.capacity.keys() {
+        if OVERLAY_RESTRICTED_RESOURCES.contains(&name.as_str()) {
+            errs.push(
+                format!("spec.capacity[{name}]"),
+                ErrorKind::Invalid,
+                Some(name),
+                "invalid resource restricted",
+            );
+        }
+    }
+    if let Some(w) = spec.weight
+        && !(1..=MAX_OVERLAY_WEIGHT).contains(&w)
+    {
+        errs.push(
+            "spec.weight",
+            ErrorKind::Invalid,
+            Some(&w.to_string()),
+            format!("must be between 1 and {MAX_OVERLAY_WEIGHT}"),
+        );
+    }
+}
+
+impl NodeOverlay {
+    /// Checks the overlay as the API server (schema + CEL) and Karpenter's runtime
+    /// validation would, returning every failure with its field path.
+    pub fn validate(&self) -> Result<(), ValidationErrors> {
+        let mut errs = Errs::default();
+        validate_node_overlay_spec(&mut errs, &self.spec);
+        errs.into_result(describe("NodeOverlay", self.metadata.name.as_deref()))
+    }
 }

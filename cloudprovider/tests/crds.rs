@@ -1,7 +1,7 @@
 //! The committed CRDs under charts/karpenter-rs/crds/ match the generated ones.
 //! Regenerate with `UPDATE_CRDS=1 cargo test -p karpenter-cloudprovider --test crds`.
 
-use karpenter_cloudprovider::crd::{crd_yaml, node_claim_crd, node_pool_crd};
+use karpenter_cloudprovider::crd::{crd_yaml, node_claim_crd, node_overlay_crd, node_pool_crd};
 use std::path::PathBuf;
 
 fn chart_dir() -> PathBuf {
@@ -13,6 +13,10 @@ fn committed_crds_are_fresh() {
     let files = [
         ("karpenter.sh_nodeclaims.yaml", crd_yaml(&node_claim_crd())),
         ("karpenter.sh_nodepools.yaml", crd_yaml(&node_pool_crd())),
+        (
+            "karpenter.sh_nodeoverlays.yaml",
+            crd_yaml(&node_overlay_crd()),
+        ),
     ];
     let update = std::env::var_os("UPDATE_CRDS").is_some();
     let dir = chart_dir();
@@ -33,14 +37,16 @@ fn committed_crds_are_fresh() {
 }
 
 #[test]
-fn crds_yaml_holds_both_documents_and_upstream_rules() {
+fn crds_yaml_holds_every_document_and_upstream_rules() {
     let all = karpenter_cloudprovider::crds_yaml();
     assert_eq!(
         all.matches("\n---\n").count() + usize::from(all.starts_with("---\n")),
-        2
+        3
     );
-    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&all).expect("valid YAML");
-    assert_eq!(docs.len(), 2);
+    let mut docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&all).expect("valid YAML");
+    assert_eq!(docs.len(), 3);
+    let overlay = docs.remove(1);
+    check_node_overlay_crd(&overlay);
     let names: Vec<&str> = docs
         .iter()
         .map(|d| d["metadata"]["name"].as_str().unwrap())
@@ -137,4 +143,58 @@ fn crds_yaml_holds_both_documents_and_upstream_rules() {
         np["spec"]["versions"][0]["subresources"]["scale"]["specReplicasPath"],
         ".spec.replicas"
     );
+}
+
+/// The NodeOverlay CRD carries upstream's names, printer columns and validation rules.
+fn check_node_overlay_crd(crd: &serde_json::Value) {
+    assert_eq!(crd["metadata"]["name"], "nodeoverlays.karpenter.sh");
+    assert_eq!(crd["spec"]["scope"], "Cluster");
+    assert_eq!(crd["spec"]["names"]["shortNames"][0], "overlays");
+    assert_eq!(crd["spec"]["names"]["categories"][0], "karpenter");
+    let v = &crd["spec"]["versions"][0];
+    assert_eq!(v["name"], "v1alpha1");
+    assert_eq!(v["subresources"]["status"], serde_json::json!({}));
+    let cols = v["additionalPrinterColumns"].as_array().unwrap();
+    assert_eq!(cols.len(), 3);
+    let spec = &v["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    assert_eq!(spec["required"], serde_json::json!(["requirements"]));
+    assert_eq!(
+        spec["x-kubernetes-validations"][0]["rule"],
+        "!has(self.price) || !has(self.priceAdjustment)"
+    );
+    let p = &spec["properties"];
+    assert_eq!(p["weight"]["minimum"], 1);
+    assert_eq!(p["weight"]["maximum"], 10000);
+    assert_eq!(p["price"]["pattern"], r"^\d+(\.\d+)?$");
+    assert_eq!(
+        p["priceAdjustment"]["pattern"],
+        r"^(([+-]{1}(\d*\.?\d+))|(\+{1}\d*\.?\d+%)|(^(-\d{1,2}(\.\d+)?%)$)|(-100%))$"
+    );
+    assert_eq!(
+        p["capacity"]["x-kubernetes-validations"][0]["rule"],
+        "self.all(x, !(x in ['cpu', 'memory', 'ephemeral-storage', 'pods']))"
+    );
+    assert_eq!(
+        p["capacity"]["additionalProperties"]["x-kubernetes-int-or-string"],
+        true
+    );
+    let reqs = &p["requirements"];
+    assert_eq!(reqs["maxItems"], 100);
+    assert_eq!(
+        reqs["x-kubernetes-validations"].as_array().unwrap().len(),
+        3
+    );
+    assert!(reqs.get("default").is_none());
+    let key = &reqs["items"]["properties"]["key"];
+    assert_eq!(key["x-kubernetes-validations"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        reqs["items"]["properties"]["operator"]["enum"]
+            .as_array()
+            .unwrap()
+            .len(),
+        8
+    );
+    let conditions =
+        &v["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["conditions"];
+    assert_eq!(conditions["x-kubernetes-list-type"], "map");
 }

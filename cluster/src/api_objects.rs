@@ -160,7 +160,8 @@ pub fn node_record(node: &Node, claim: Option<&NodeClaim>) -> Result<NodeRecord,
     })
 }
 
-fn quantities(
+/// A `ResourceList` in scheduler units; entries that do not parse are left out.
+pub fn quantities(
     q: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
 ) -> Resources {
     let parsed: Vec<(String, Quantity)> = q

@@ -1,13 +1,14 @@
 //! Turning manifests into the solver's inputs: workloads and pods become pending pods,
-//! NodePools are validated and converted, DaemonSets become overhead, PDBs are kept for
-//! disruption. Shared by `karpenter plan` and the simulator. Pure: documents in, typed
-//! objects out.
+//! NodePools are validated and converted, NodeOverlays change the pools' instance types,
+//! DaemonSets become overhead, PDBs are kept for disruption. Shared by `karpenter plan` and
+//! the simulator. Pure: documents in, typed objects out.
 
 use crate::manifests::{Document, ManifestError, Origin};
 use k8s_openapi::api::{
     apps::v1 as apps, batch::v1 as batch, core::v1 as core, policy::v1 as policy,
 };
-use karpenter_cloudprovider::NodePool;
+use karpenter_cloudprovider::overlay::overlay_instance_types;
+use karpenter_cloudprovider::{NodeOverlay, NodePool};
 use karpenter_scheduling::Resources;
 use karpenter_scheduling::k8s::{
     daemonset_from_k8s, pdb_from_k8s, pod_from_k8s, pods_from_workload,
@@ -24,6 +25,8 @@ pub struct Inputs {
     pub pending_pods: Vec<Pod>,
     /// NodePools, validated (defaults applied while parsing).
     pub node_pools: Vec<NodePool>,
+    /// NodeOverlays (`karpenter.sh/v1alpha1`), validated.
+    pub node_overlays: Vec<NodeOverlay>,
     /// DaemonSets.
     pub daemon_sets: Vec<DaemonSet>,
     /// PodDisruptionBudgets.
@@ -41,6 +44,7 @@ impl Inputs {
     pub fn from_documents(docs: &[Document]) -> Result<Self, ManifestError> {
         let mut inputs = Inputs::default();
         let mut pool_names = BTreeMap::new();
+        let mut overlay_names = BTreeMap::new();
         for doc in docs {
             doc.refuse_older_karpenter_api()?;
             let kind = doc.kind().unwrap_or_default();
@@ -108,6 +112,18 @@ impl Inputs {
                     }
                     inputs.node_pools.push(pool);
                 }
+                "NodeOverlay" => {
+                    let overlay = doc.decode_node_overlay()?;
+                    let name = overlay.name().to_owned();
+                    if let Some(first) = overlay_names.insert(name.clone(), Origin(doc).to_string())
+                    {
+                        return Err(doc.invalid(
+                            "metadata.name",
+                            format!("NodeOverlay {name:?} is already defined by {first}"),
+                        ));
+                    }
+                    inputs.node_overlays.push(overlay);
+                }
                 other => *inputs.ignored.entry(other.to_string()).or_default() += 1,
             }
         }
@@ -122,18 +138,57 @@ impl Inputs {
         Ok(inputs)
     }
 
+    /// Each NodePool's instance types: `instance_types` with the NodeOverlays applied (as
+    /// Karpenter applies them with the NodeOverlay gate on), plus a warning for every overlay
+    /// that is not applied and why (a conflict, or a failed validation).
+    pub fn pool_instance_types(&self, instance_types: &[Arc<InstanceType>]) -> PoolTypes {
+        let raw: BTreeMap<String, Vec<Arc<InstanceType>>> = self
+            .node_pools
+            .iter()
+            .map(|p| (p.name().to_owned(), instance_types.to_vec()))
+            .collect();
+        if self.node_overlays.is_empty() {
+            return PoolTypes {
+                by_pool: raw,
+                warnings: Vec::new(),
+            };
+        }
+        let pools: Vec<&NodePool> = self.node_pools.iter().collect();
+        let (by_pool, evaluation) = overlay_instance_types(&self.node_overlays, &pools, &raw);
+        let warnings = evaluation
+            .verdicts()
+            .iter()
+            .filter_map(|(name, verdict)| verdict.not_applied(name))
+            .collect();
+        PoolTypes { by_pool, warnings }
+    }
+
     /// A snapshot with every pending pod, no nodes yet, and each dynamic NodePool offered
-    /// `instance_types` (the solver keeps only those compatible with the pool). Static pools
-    /// (`replicas`) take no pods from the scheduler, as in Karpenter.
+    /// `instance_types` with the NodeOverlays applied (the solver keeps only those
+    /// compatible with the pool). Static pools (`replicas`) take no pods from the
+    /// scheduler, as in Karpenter.
     pub fn snapshot(
         &self,
         instance_types: &[Arc<InstanceType>],
+    ) -> Result<Snapshot, karpenter_cloudprovider::ConversionError> {
+        self.snapshot_for(&self.pool_instance_types(instance_types).by_pool)
+    }
+
+    /// [`snapshot`](Self::snapshot) with each pool's instance types given (from
+    /// [`pool_instance_types`](Self::pool_instance_types)); a pool missing from `by_pool` is
+    /// offered none.
+    pub fn snapshot_for(
+        &self,
+        by_pool: &BTreeMap<String, Vec<Arc<InstanceType>>>,
     ) -> Result<Snapshot, karpenter_cloudprovider::ConversionError> {
         let node_pools = self
             .node_pools
             .iter()
             .filter(|p| !p.is_static())
-            .map(|p| p.to_model(instance_types.to_vec(), Resources::default()))
+            .map(|p| {
+                let types = by_pool.get(p.name()).cloned().unwrap_or_default();
+                p.to_model(types, Resources::default())
+            })
             .collect::<Result<Vec<model::NodePool>, _>>()?;
         Ok(Snapshot {
             pending_pods: self.pending_pods.clone(),
@@ -142,5 +197,141 @@ impl Inputs {
             namespaces: self.namespaces.clone(),
             ..Snapshot::default()
         })
+    }
+}
+
+/// Each NodePool's instance types after NodeOverlays, and what could not be applied.
+#[derive(Debug, Default)]
+pub struct PoolTypes {
+    /// Pool name → its instance types.
+    pub by_pool: BTreeMap<String, Vec<Arc<InstanceType>>>,
+    /// One line per overlay that is not applied, saying why.
+    pub warnings: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifests::parse_str;
+    use karpenter_scheduling::{SolveOptions, solve};
+    use karpenter_testing::instance_types::InstanceTypeBuilder;
+    use std::path::Path;
+
+    const BASE: &str = "\
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: default}
+spec:
+  containers:
+  - name: c
+    resources: {requests: {cpu: '1', example.com/fuse: '1'}}
+";
+
+    fn types() -> Vec<Arc<InstanceType>> {
+        vec![
+            InstanceTypeBuilder::new("small", 2, 4)
+                .on_demand(0.10)
+                .build(),
+            InstanceTypeBuilder::new("medium", 4, 8)
+                .on_demand(0.20)
+                .build(),
+        ]
+    }
+
+    fn plan(overlays: &str) -> (Vec<String>, Vec<String>) {
+        let docs = parse_str(Path::new("t.yaml"), &format!("{BASE}{overlays}")).unwrap();
+        let inputs = Inputs::from_documents(&docs).unwrap();
+        let types = inputs.pool_instance_types(&types());
+        let snapshot = inputs.snapshot_for(&types.by_pool).unwrap();
+        let plan = solve(&snapshot, &SolveOptions::default());
+        let chosen = plan
+            .new_node_claims
+            .iter()
+            .map(|c| c.instance_type_options[0].name.to_string())
+            .collect();
+        (chosen, types.warnings)
+    }
+
+    #[test]
+    fn overlays_in_the_manifests_change_capacity_and_prices() {
+        // Without a capacity overlay nothing offers the extended resource.
+        assert_eq!(plan("").0, Vec::<String>::new());
+        let fuse = "---
+apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata: {name: fuse}
+spec:
+  requirements: []
+  capacity: {example.com/fuse: '1'}
+";
+        assert_eq!(plan(fuse).0, ["small"]);
+        let dearer_small = "---
+apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata: {name: dearer-small}
+spec:
+  requirements:
+  - {key: node.kubernetes.io/instance-type, operator: In, values: [small]}
+  priceAdjustment: '+200%'
+";
+        assert_eq!(plan(&format!("{fuse}{dearer_small}")).0, ["medium"]);
+    }
+
+    #[test]
+    fn conflicting_overlays_are_named_and_invalid_ones_refused() {
+        let conflict = "---
+apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata: {name: a}
+spec: {requirements: [], weight: 5, priceAdjustment: '+1'}
+---
+apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata: {name: b}
+spec:
+  requirements: [{key: node.kubernetes.io/instance-type, operator: In, values: [small]}]
+  weight: 5
+  price: '0.01'
+  capacity: {example.com/fuse: '1'}
+";
+        let (chosen, warnings) = plan(conflict);
+        assert_eq!(chosen, ["small"]);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with(
+                "NodeOverlay \"a\" is not applied: it conflicts with NodeOverlay \"b\""
+            ),
+            "{warnings:?}"
+        );
+
+        let bad = "---
+apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata: {name: bad}
+spec: {requirements: [], capacity: {cpu: '1'}}
+";
+        let docs = parse_str(Path::new("t.yaml"), &format!("{BASE}{bad}")).unwrap();
+        let err = Inputs::from_documents(&docs).unwrap_err().to_string();
+        assert!(
+            err.contains("NodeOverlay bad") && err.contains("spec.capacity[cpu]"),
+            "{err}"
+        );
+        let wrong_version = bad.replace("v1alpha1", "v1");
+        let docs = parse_str(Path::new("t.yaml"), &format!("{BASE}{wrong_version}")).unwrap();
+        let err = Inputs::from_documents(&docs).unwrap_err().to_string();
+        assert!(
+            err.contains("NodeOverlay must be karpenter.sh/v1alpha1"),
+            "{err}"
+        );
     }
 }

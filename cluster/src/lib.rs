@@ -37,6 +37,7 @@ pub mod inputs;
 pub mod manifests;
 pub mod nodepool_status;
 pub mod orchestration;
+pub mod overlay_annotations;
 pub mod pod_transitions;
 pub mod provisioner;
 pub mod reconciler;

@@ -94,6 +94,27 @@ impl Document {
         self.decode()
     }
 
+    /// Decodes the document as a `karpenter.sh/v1alpha1` NodeOverlay and validates it as the
+    /// API server would; any other apiVersion is an error on `apiVersion`.
+    pub fn decode_node_overlay(
+        &self,
+    ) -> Result<karpenter_cloudprovider::NodeOverlay, ManifestError> {
+        if self.api_version() != Some(NODE_OVERLAY_API_VERSION) {
+            return Err(self.invalid(
+                "apiVersion",
+                format!(
+                    "NodeOverlay must be {NODE_OVERLAY_API_VERSION}, found {:?}",
+                    self.api_version().unwrap_or_default()
+                ),
+            ));
+        }
+        let overlay: karpenter_cloudprovider::NodeOverlay = self.decode()?;
+        overlay
+            .validate()
+            .map_err(|e| self.invalid("spec", e.to_string()))?;
+        Ok(overlay)
+    }
+
     /// An error on `apiVersion` when the document is an object of one of Karpenter's older
     /// APIs ([`OLDER_KARPENTER_APIS`]), naming `karpenter convert`, which turns it into v1.
     /// Readers of v1 manifests call it before anything else, so that a v1alpha5 Provisioner is
@@ -133,6 +154,9 @@ impl Document {
         }
     }
 }
+
+/// The apiVersion of NodeOverlay.
+pub const NODE_OVERLAY_API_VERSION: &str = "karpenter.sh/v1alpha1";
 
 /// Objects of Karpenter's older APIs that `karpenter convert` turns into v1:
 /// `(apiVersion, kind, "v1 apiVersion and kind")`.

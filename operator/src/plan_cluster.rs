@@ -6,7 +6,8 @@
 use crate::controller::dry_run;
 use anyhow::{Context, Result};
 use karpenter_cloudprovider::ignored::node_pool_warnings;
-use karpenter_cloudprovider::{NodeClaim, NodePool};
+use karpenter_cloudprovider::overlay::overlay_instance_types;
+use karpenter_cloudprovider::{NodeClaim, NodeOverlay, NodePool};
 use karpenter_cluster::feed::{ApiObjects, Feed};
 use karpenter_cluster::{ClusterState, Scope};
 use karpenter_scheduling::model::{InstanceType, Snapshot};
@@ -29,9 +30,19 @@ where
     Ok(items.items.into_iter().map(Arc::new).collect())
 }
 
-/// The provisioner's snapshot of the cluster, each NodePool offered `instance_types`, and
-/// warnings: objects the scheduling model could not represent, and NodePool fields not acted
-/// on.
+/// The cluster's NodeOverlays; none when their CRD is not installed.
+async fn node_overlays(client: &kube::Client) -> Result<Vec<NodeOverlay>> {
+    let api: Api<NodeOverlay> = Api::all(client.clone());
+    match api.list(&ListParams::default()).await {
+        Ok(list) => Ok(list.items),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
+        Err(e) => Err(e).context("listing nodeoverlays"),
+    }
+}
+
+/// The provisioner's snapshot of the cluster, each NodePool offered `instance_types` with the
+/// cluster's NodeOverlays applied, and warnings: objects the scheduling model could not
+/// represent, NodePool fields not acted on, and NodeOverlays applied or not.
 ///
 /// # Errors
 /// No cluster configuration, or a list request failed (for example forbidden).
@@ -61,10 +72,13 @@ pub fn snapshot(instance_types: &[Arc<InstanceType>]) -> Result<(Snapshot, Vec<S
             pdbs: &pdbs,
             namespaces: &namespaces,
         };
-        let types: BTreeMap<String, Vec<Arc<InstanceType>>> = node_pools
+        let raw: BTreeMap<String, Vec<Arc<InstanceType>>> = node_pools
             .iter()
             .map(|p| (p.name().to_owned(), instance_types.to_vec()))
             .collect();
+        let overlays = node_overlays(&client).await?;
+        let pools: Vec<&NodePool> = node_pools.iter().map(AsRef::as_ref).collect();
+        let (types, evaluation) = overlay_instance_types(&overlays, &pools, &raw);
         let mut state = ClusterState::new();
         let synced = Feed::default().sync(&mut state, &objects, &types, 1);
         let mut warnings: Vec<String> = synced
@@ -72,6 +86,12 @@ pub fn snapshot(instance_types: &[Arc<InstanceType>]) -> Result<(Snapshot, Vec<S
             .into_iter()
             .map(|(key, why)| format!("{key:?} left out of the plan: {why}"))
             .collect();
+        // The controller applies them only with the NodeOverlay gate, which a plan cannot see.
+        warnings.extend(evaluation.verdicts().iter().map(|(name, verdict)| {
+            verdict.not_applied(name).unwrap_or_else(|| {
+                format!("NodeOverlay {name:?} applied (as the controller does with the NodeOverlay feature gate on)")
+            })
+        }));
         warnings.extend(node_pool_warnings(node_pools.iter().map(|p| p.as_ref())));
         let now = jiff::Timestamp::now().as_millisecond();
         Ok((state.snapshot(now, Scope::Provisioner), warnings))

@@ -19,7 +19,8 @@ use std::sync::Arc;
 #[derive(Debug, clap::Args)]
 pub struct PlanArgs {
     /// Manifest files or directories (YAML or JSON; multi-document and `kind: List` allowed):
-    /// Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets, NodePools, Namespaces.
+    /// Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets, NodePools, NodeOverlays,
+    /// Namespaces.
     #[arg(
         required_unless_present = "from_cluster",
         conflicts_with = "from_cluster"
@@ -127,7 +128,11 @@ pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
         );
     }
     let instance_types = instance_types?;
-    let snapshot = inputs.snapshot(&instance_types)?;
+    // NodeOverlays in the manifests apply as with the NodeOverlay gate on: whoever passes
+    // them asks for their prices and capacity.
+    let types = inputs.pool_instance_types(&instance_types);
+    warn(&types.warnings);
+    let snapshot = inputs.snapshot_for(&types.by_pool)?;
     let plan = solve(&snapshot, &solve_options(args));
     let ignored: Vec<String> = inputs
         .ignored

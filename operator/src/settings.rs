@@ -156,7 +156,7 @@ pub struct FeatureGates {
     pub node_repair: bool,
     /// Launch into reserved capacity first.
     pub reserved_capacity: bool,
-    /// NodeOverlay resources.
+    /// Apply NodeOverlays (`karpenter.sh/v1alpha1`) to instance types before scheduling.
     pub node_overlay: bool,
     /// Static-capacity NodePools (`spec.replicas`).
     pub static_capacity: bool,
@@ -180,12 +180,6 @@ impl FeatureGates {
     /// instead (logged at start-up: an enabled gate that changes nothing must say so).
     pub fn not_implemented(&self) -> Vec<(&'static str, &'static str)> {
         let mut out = Vec::new();
-        if self.node_overlay {
-            out.push((
-                "NodeOverlay",
-                "NodeOverlay objects are not read; instance types keep their catalogue prices and capacity",
-            ));
-        }
         if self.static_capacity {
             out.push((
                 "StaticCapacity",
@@ -591,7 +585,8 @@ mod tests {
         assert!(FeatureGates::default().not_implemented().is_empty());
         let gates = FeatureGates::parse("NodeOverlay=true,StaticCapacity=true").unwrap();
         let names: Vec<&str> = gates.not_implemented().iter().map(|(n, _)| *n).collect();
-        assert_eq!(names, ["NodeOverlay", "StaticCapacity"]);
+        // NodeOverlay is implemented (controller::nodeoverlay): no start-up warning.
+        assert_eq!(names, ["StaticCapacity"]);
     }
 
     #[test]

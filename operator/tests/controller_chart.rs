@@ -279,6 +279,10 @@ fn chart_ships_the_crds() {
         names.iter().any(|n| n == "nodeclaims.karpenter.sh"),
         "{names:?}"
     );
+    assert!(
+        names.iter().any(|n| n == "nodeoverlays.karpenter.sh"),
+        "{names:?}"
+    );
 }
 
 #[test]

@@ -152,6 +152,55 @@ fn crds_are_printed() {
     let text = stdout(&out);
     assert!(text.contains("name: nodepools.karpenter.sh"), "{text}");
     assert!(text.contains("name: nodeclaims.karpenter.sh"), "{text}");
+    assert!(text.contains("name: nodeoverlays.karpenter.sh"), "{text}");
+}
+
+/// NodeOverlays among the manifests change the plan: a fee on everything but the r family
+/// leaves only r types among the options; a conflicting overlay is named on stderr.
+#[test]
+fn node_overlays_in_the_manifests_are_applied() {
+    let first_option = |extra: &[&str]| -> (String, String) {
+        let mut args = vec!["plan", "examples/inflate", "--output", "json"];
+        args.extend_from_slice(extra);
+        let out = karpenter(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let name = plan["newNodeClaims"][0]["instanceTypeOptions"][0]["name"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        (name, stderr(&out))
+    };
+    let (before, _) = first_option(&[]);
+    assert!(!before.starts_with('r'), "{before}");
+    let dir = tempfile::tempdir().unwrap();
+    let overlays = dir.path().join("overlays.yaml");
+    std::fs::write(
+        &overlays,
+        "apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata: {name: fee}
+spec:
+  requirements: [{key: karpenter.k8s.aws/instance-category, operator: NotIn, values: [r]}]
+  priceAdjustment: '+1000%'
+---
+apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata: {name: another-fee}
+spec:
+  requirements: [{key: karpenter.k8s.aws/instance-category, operator: In, values: [c]}]
+  priceAdjustment: '+5%'
+",
+    )
+    .unwrap();
+    let (after, warnings) = first_option(&[overlays.to_str().unwrap()]);
+    assert!(after.starts_with('r'), "{after}");
+    assert!(
+        warnings.contains(
+            "NodeOverlay \"another-fee\" is not applied: it conflicts with NodeOverlay \"fee\""
+        ),
+        "{warnings}"
+    );
 }
 
 #[test]

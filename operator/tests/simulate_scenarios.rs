@@ -196,6 +196,18 @@ fn batch_job_runs_50_pods_on_spot_and_cleans_up() {
 }
 
 #[test]
+fn node_overlays_choose_the_r_family_and_promise_the_extended_resource() {
+    let r = simulate("node-overlay.yaml", &[]);
+    assert_eq!(
+        rows(&r),
+        [("r5a.large".to_owned(), "on-demand".to_owned())],
+        "{r:#}"
+    );
+    assert_eq!(n(&r, "/pods/scheduled"), 3.0);
+    assert_eq!(never_scheduled(&r), 0);
+}
+
+#[test]
 fn compare_reports_both_runs() {
     let r = simulate("consolidation.yaml", &["--compare"]);
     assert_eq!(r["optimized"]["optimizer"], true);

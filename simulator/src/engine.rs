@@ -10,6 +10,7 @@
 use crate::Files;
 use crate::kubelet;
 use crate::metrics::Metrics;
+use crate::overlays::Overlays;
 use crate::scenario::{self, Action as Event, Scenario, Settings};
 use crate::workloads::{Kind, Workload, WorkloadKey, Workloads};
 use k8s_openapi::api::{
@@ -18,6 +19,7 @@ use k8s_openapi::api::{
 use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, NodePool, StatusConditions};
 use karpenter_cloudprovider::{CloudProvider, DriftReason, OfferingRef};
 use karpenter_cloudprovider_fake::FakeCloudProvider;
+use karpenter_cluster::api_objects::quantities;
 use karpenter_cluster::manifests::{Document, ManifestError};
 use karpenter_cluster::orchestration::Outcome;
 use karpenter_cluster::provisioner::{NameGenerator, time};
@@ -124,6 +126,8 @@ pub struct Engine<'a> {
     sampled_version: Option<u64>,
     /// Drift the provider reports, by NodeClaim name.
     drift: BTreeMap<String, String>,
+    /// NodeOverlays, applied to the pools' instance types.
+    overlays: Overlays,
     pod_counter: u64,
     scheduled_generation: Option<u64>,
     interruptions: BTreeMap<String, Millis>,
@@ -188,6 +192,7 @@ impl<'a> Engine<'a> {
             facts_version: 0,
             sampled_version: None,
             drift: BTreeMap::new(),
+            overlays: Overlays::new(settings.node_overlay),
             settings,
             provider,
             catalogue,
@@ -349,11 +354,12 @@ impl<'a> Engine<'a> {
             repair_policies: &[],
             seconds: &|| 0.0,
         };
-        let tick = self.reconciler.tick(&self.state, &facts, self.now);
+        let mut tick = self.reconciler.tick(&self.state, &facts, self.now);
         self.reconcile_at = tick.next_wakeup;
         for event in tick.events {
             self.record(event);
         }
+        self.overlays.annotate(&mut tick.actions);
         self.apply_all(tick.actions);
     }
 
@@ -408,6 +414,12 @@ impl<'a> Engine<'a> {
                 let pool: NodePool = doc.decode_node_pool()?;
                 self.apply_node_pool(pool)
                     .map_err(|e| doc.invalid("spec", e))?;
+            }
+            "NodeOverlay" => {
+                let overlay = doc.decode_node_overlay()?;
+                let line = self.overlays.apply(overlay);
+                self.log(line);
+                self.refresh_instance_types();
             }
             "Deployment" => {
                 let w: apps::Deployment = doc.decode()?;
@@ -589,6 +601,11 @@ impl<'a> Engine<'a> {
         let types = block_on(self.provider.instance_types(&pool)).unwrap_or_default();
         self.state.set_instance_types(&name, types);
         self.state.apply(Object::NodePool(Box::new(pool)));
+        // Overlays are evaluated across every pool at once (a conflict in one withholds an
+        // overlay from all), so a pool change re-evaluates them all.
+        if self.overlays.active() {
+            self.refresh_instance_types();
+        }
         Ok(())
     }
 
@@ -879,6 +896,11 @@ impl<'a> Engine<'a> {
                 }
                 None => false,
             },
+            "NodeOverlay" => {
+                let found = self.overlays.delete(&r.name);
+                self.refresh_instance_types();
+                found
+            }
             other => return Err(format!("cannot delete objects of kind {other}")),
         };
         if !found {
@@ -890,9 +912,19 @@ impl<'a> Engine<'a> {
 
     fn refresh_instance_types(&mut self) {
         let pools: Vec<NodePool> = self.state.node_pools().values().cloned().collect();
-        for pool in pools {
-            let types = block_on(self.provider.instance_types(&pool)).unwrap_or_default();
-            self.state.set_instance_types(pool.name(), types);
+        let raw = pools
+            .iter()
+            .map(|pool| {
+                let types = block_on(self.provider.instance_types(pool)).unwrap_or_default();
+                (pool.name().to_owned(), types)
+            })
+            .collect();
+        let (types, lines) = self.overlays.apply_to(&pools, raw);
+        for line in lines {
+            self.log(line);
+        }
+        for (pool, types) in types {
+            self.state.set_instance_types(&pool, types);
         }
     }
 
@@ -1515,8 +1547,16 @@ impl<'a> Engine<'a> {
                     labels: node_labels,
                     annotations: launched.metadata.annotations.clone().unwrap_or_default(),
                     taints: launched.spec.taints.iter().map(|t| t.to_model()).collect(),
-                    allocatable: it.as_ref().map(|i| i.allocatable()).unwrap_or_default(),
-                    capacity: it.as_ref().map(|i| i.capacity.clone()).unwrap_or_default(),
+                    // The provider's launched status: the catalogue's shape plus what it
+                    // takes to be there (extended resources a NodeOverlay promised).
+                    allocatable: launched.status.as_ref().map_or_else(
+                        || it.as_ref().map(|i| i.allocatable()).unwrap_or_default(),
+                        |s| quantities(&s.allocatable),
+                    ),
+                    capacity: launched.status.as_ref().map_or_else(
+                        || it.as_ref().map(|i| i.capacity.clone()).unwrap_or_default(),
+                        |s| quantities(&s.capacity),
+                    ),
                     state: NodeState::InFlight,
                     price,
                     created_at: self.now,

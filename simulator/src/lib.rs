@@ -19,6 +19,7 @@ pub mod fuzzing;
 pub mod html;
 pub mod kubelet;
 pub mod metrics;
+pub mod overlays;
 pub mod plan_table;
 pub mod scenario;
 pub mod table;

@@ -137,6 +137,9 @@ pub struct Settings {
     pub interruption_notice: Dur,
     /// The SpotToSpotConsolidation feature gate (default false).
     pub spot_to_spot_consolidation: bool,
+    /// The NodeOverlay feature gate (default false, as Karpenter's): NodeOverlays in the
+    /// manifests change the pools' instance types only when it is on.
+    pub node_overlay: bool,
     /// Whether the packing optimiser improves greedy plans (default true; `--compare`
     /// runs both).
     pub optimizer: bool,
@@ -157,6 +160,7 @@ impl Default for Settings {
             validation_delay: d(15_000),
             interruption_notice: d(120_000),
             spot_to_spot_consolidation: false,
+            node_overlay: false,
             optimizer: true,
             catalogue: None,
         }

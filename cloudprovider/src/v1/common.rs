@@ -362,6 +362,32 @@ pub trait StatusConditions {
     }
 }
 
+/// Implements [`StatusConditions`] for a `kube` custom resource whose status type (with a
+/// `conditions` field) is `$status`, rolling `Ready` up from `$deps`.
+#[macro_export]
+macro_rules! status_conditions {
+    ($kind:ty, $status:ty, $deps:expr) => {
+        impl $crate::v1::StatusConditions for $kind {
+            const READY_DEPENDENTS: &'static [&'static str] = $deps;
+
+            fn conditions(&self) -> &[$crate::v1::Condition] {
+                self.status.as_ref().map_or(&[], |s| &s.conditions)
+            }
+
+            fn conditions_mut(&mut self) -> &mut Vec<$crate::v1::Condition> {
+                &mut self
+                    .status
+                    .get_or_insert_with(<$status>::default)
+                    .conditions
+            }
+
+            fn generation(&self) -> Option<i64> {
+                self.metadata.generation
+            }
+        }
+    };
+}
+
 fn upsert(
     conditions: &mut Vec<Condition>,
     type_: &str,

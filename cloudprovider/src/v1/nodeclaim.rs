@@ -231,24 +231,11 @@ impl AsRef<str> for ConditionType {
     }
 }
 
-impl StatusConditions for NodeClaim {
-    const READY_DEPENDENTS: &'static [&'static str] = &["Launched", "Registered", "Initialized"];
-
-    fn conditions(&self) -> &[Condition] {
-        self.status.as_ref().map_or(&[], |s| &s.conditions)
-    }
-
-    fn conditions_mut(&mut self) -> &mut Vec<Condition> {
-        &mut self
-            .status
-            .get_or_insert_with(NodeClaimStatus::default)
-            .conditions
-    }
-
-    fn generation(&self) -> Option<i64> {
-        self.metadata.generation
-    }
-}
+crate::status_conditions!(
+    NodeClaim,
+    NodeClaimStatus,
+    &["Launched", "Registered", "Initialized"]
+);
 
 impl NodeClaim {
     /// The name, empty if unset.

@@ -2,8 +2,7 @@
 //! disruption settings and limits.
 
 use super::common::{
-    Condition, NodeClassReference, NodeSelectorRequirementWithMinValues, StatusConditions, Taint,
-    TemplateMetadata,
+    Condition, NodeClassReference, NodeSelectorRequirementWithMinValues, Taint, TemplateMetadata,
 };
 use crate::duration::{Duration, NillableDuration};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -329,27 +328,14 @@ pub const NODEPOOL_CONDITION_NODE_CLASS_READY: &str = "NodeClassReady";
 /// NodePool condition: nodes launched from the pool register.
 pub const NODEPOOL_CONDITION_NODE_REGISTRATION_HEALTHY: &str = "NodeRegistrationHealthy";
 
-impl StatusConditions for NodePool {
-    const READY_DEPENDENTS: &'static [&'static str] = &[
+crate::status_conditions!(
+    NodePool,
+    NodePoolStatus,
+    &[
         NODEPOOL_CONDITION_VALIDATION_SUCCEEDED,
         NODEPOOL_CONDITION_NODE_CLASS_READY,
-    ];
-
-    fn conditions(&self) -> &[Condition] {
-        self.status.as_ref().map_or(&[], |s| &s.conditions)
-    }
-
-    fn conditions_mut(&mut self) -> &mut Vec<Condition> {
-        &mut self
-            .status
-            .get_or_insert_with(NodePoolStatus::default)
-            .conditions
-    }
-
-    fn generation(&self) -> Option<i64> {
-        self.metadata.generation
-    }
-}
+    ]
+);
 
 /// Default `expireAfter`: `720h`.
 pub fn default_expire_after() -> NillableDuration {

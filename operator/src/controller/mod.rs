@@ -25,6 +25,7 @@ pub mod kubelet;
 pub mod leader;
 pub mod lifecycle;
 pub mod logging;
+pub mod nodeoverlay;
 pub mod nodepool;
 pub mod provider;
 pub mod repair;

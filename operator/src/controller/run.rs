@@ -7,8 +7,8 @@ use super::explain::Explainer;
 use super::leader::{self, LeaderGate};
 use super::provider::ProviderHooks;
 use super::{
-    Ctx, consolidation, dry_run, ignored, kubelet, logging, nodepool, provider, repair, state,
-    system_clock,
+    Ctx, consolidation, dry_run, ignored, kubelet, logging, nodeoverlay, nodepool, provider,
+    repair, state, system_clock,
 };
 use crate::http::{self, Health};
 use crate::settings::{ControllerArgs, ProviderKind, Settings};
@@ -76,6 +76,8 @@ pub struct Controller {
     told: ignored::Told,
     /// `--dry-run`: what was already reported; `None` when the controller acts.
     shadow: Option<dry_run::Reporter>,
+    /// NodeOverlays (with the NodeOverlay gate on), applied to refreshed instance types.
+    overlays: Option<nodeoverlay::Overlays>,
 }
 
 impl Controller {
@@ -100,6 +102,7 @@ impl Controller {
             explainer: Explainer::default(),
             told: ignored::Told::default(),
             shadow: ctx.settings.dry_run.then(dry_run::Reporter::default),
+            overlays: None,
             ctx,
         }
     }
@@ -120,6 +123,12 @@ impl Controller {
         self
     }
 
+    /// Adds NodeOverlays, applied to the instance types of every refresh.
+    pub fn with_overlays(mut self, overlays: Option<nodeoverlay::Overlays>) -> Self {
+        self.overlays = overlays;
+        self
+    }
+
     async fn refresh_instance_types(&mut self, now: Millis) {
         let pools = self.ctx.stores.node_pools.state();
         let stale = self
@@ -127,19 +136,29 @@ impl Controller {
             .is_none_or(|t| now - t >= INSTANCE_TYPES_TTL_MS)
             || pools
                 .iter()
-                .any(|p| !self.instance_types.contains_key(p.name()));
+                .any(|p| !self.instance_types.contains_key(p.name()))
+            || self.overlays.as_ref().is_some_and(|o| o.stale(&pools));
         if !stale {
             return;
         }
         let mut fresh = BTreeMap::new();
-        for pool in pools {
-            match self.ctx.provider.instance_types(&pool).await {
+        for pool in &pools {
+            match self.ctx.provider.instance_types(pool).await {
                 Ok(types) => {
                     fresh.insert(pool.name().to_owned(), types);
                 }
                 Err(e) => {
                     tracing::warn!(nodepool = pool.name(), error = %e, "listing instance types failed")
                 }
+            }
+        }
+        if let Some(overlays) = &mut self.overlays {
+            let (overlaid, evaluation) = overlays.apply(&pools, fresh);
+            fresh = overlaid;
+            if self.shadow.is_none()
+                && let Err(e) = overlays.write_status(&self.ctx, &evaluation).await
+            {
+                tracing::warn!(error = %e, "nodeoverlay status update failed");
             }
         }
         self.instance_types_at = Some(now);
@@ -285,7 +304,7 @@ impl Controller {
             (state, reconciler, tick)
         })
         .await;
-        let (state, reconciler, tick) = match joined {
+        let (state, reconciler, mut tick) = match joined {
             Ok(done) => done,
             Err(e) => {
                 // A panic in the decision code: the bookkeeping is lost, so start afresh
@@ -303,6 +322,9 @@ impl Controller {
         }
         for event in tick.events {
             self.record(event).await;
+        }
+        if let Some(overlays) = &self.overlays {
+            overlays.annotate(&mut tick.actions);
         }
         self.run_actions(&tick.actions).await;
     }
@@ -599,6 +621,14 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     let (stores, writers) = state::stores();
     let changed = Arc::new(Notify::new());
     let mut watchers = state::spawn_watchers(&client, writers, changed.clone());
+    let overlays = settings.feature_gates.node_overlay.then(|| {
+        let (overlays, task) = nodeoverlay::spawn(&client, changed.clone());
+        watchers.push(task);
+        overlays
+    });
+    if overlays.is_none() {
+        nodeoverlay::warn_if_ignored(&client).await;
+    }
     let built = provider::build(&settings, &client, &metrics, changed.clone()).await?;
     watchers.extend(built.watchers);
     let watch_health = health.clone();
@@ -642,10 +672,12 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     };
 
     let synced = async {
-        stores
-            .wait_until_ready()
-            .await
-            .map_err(|e| anyhow::anyhow!("a watch stopped before listing: {e}"))
+        stores.wait_until_ready().await?;
+        match &overlays {
+            Some(o) => o.wait_until_ready().await,
+            None => Ok(()),
+        }
+        .map_err(|e| anyhow::anyhow!("a watch stopped before listing: {e}"))
     };
     tokio::select! {
         r = synced => r?,
@@ -700,7 +732,9 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
         Some(hooks) => hooks.start_leader_tasks(&ctx, tasks_stopped),
         None => {}
     }
-    let mut controller = Controller::new(ctx).with_hooks(built.hooks);
+    let mut controller = Controller::new(ctx)
+        .with_hooks(built.hooks)
+        .with_overlays(overlays);
     let result = run_leader(&mut controller, &mut gate, &changed).await;
     let _ = stop_tasks.send(true);
     metrics.set_leader(&settings.leader_election_name, false);

@@ -28,6 +28,7 @@ async fn karpenter_crds_and_the_charts_crds_are_accepted() {
         [
             "ec2nodeclasses.karpenter.k8s.aws",
             "nodeclaims.karpenter.sh",
+            "nodeoverlays.karpenter.sh",
             "nodepools.karpenter.sh"
         ]
     );
