@@ -43,6 +43,7 @@ pub mod reconciler;
 pub mod registration;
 pub mod repair;
 pub mod shadow;
+pub mod static_capacity;
 pub mod termination;
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;

@@ -10,7 +10,7 @@
 //! at once. While queued, a command's nodes are reported as `disrupting` so the next pass
 //! leaves them alone.
 
-use super::provisioner::{NameGenerator, node_claim_for};
+use super::provisioner::{NameGenerator, node_claim_for, static_node_claim};
 use super::{Action, ClusterState};
 use karpenter_cloudprovider::v1::ConditionType;
 use karpenter_disruption::{Command, Decision, DisruptionInput, validate};
@@ -20,7 +20,10 @@ use std::collections::BTreeSet;
 #[derive(Debug, Clone)]
 enum Stage {
     Validating,
-    Launching { replacements: Vec<String> },
+    /// The replacements launched, each with its NodePool.
+    Launching {
+        replacements: Vec<(String, String)>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -74,6 +77,23 @@ impl Orchestrator {
             .iter()
             .flat_map(|q| q.command.candidates.iter().map(|c| c.node.clone()))
             .collect()
+    }
+
+    /// Replacement NodeClaims queued commands launched, each with its NodePool, that `state`
+    /// does not show yet (just created; the index catches up on a later tick).
+    pub fn unseen_replacements<'a>(
+        &'a self,
+        state: &'a ClusterState,
+    ) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+        self.queue
+            .iter()
+            .filter_map(|q| match &q.stage {
+                Stage::Launching { replacements } => Some(replacements),
+                Stage::Validating => None,
+            })
+            .flatten()
+            .filter(|(name, _)| !state.node_claims().contains_key(name))
+            .map(|(name, pool)| (name.as_str(), pool.as_str()))
     }
 
     /// Whether any command is queued.
@@ -169,14 +189,21 @@ impl Orchestrator {
                             };
                             let taken = |n: &str| {
                                 state.node_claims().contains_key(n)
-                                    || replacements.iter().any(|r: &String| r == n)
+                                    || replacements.iter().any(|(r, _): &(String, String)| r == n)
                             };
                             let name = names.next(pool.name(), &taken);
+                            // A static pool's replacement is built from its template alone,
+                            // as its other NodeClaims are.
+                            let claim = if pool.is_static() {
+                                static_node_claim(&name, pool, now)
+                            } else {
+                                node_claim_for(&name, pool, planned, now)
+                            };
                             actions.push(Action::LaunchNodeClaim {
-                                claim: Box::new(node_claim_for(&name, pool, planned, now)),
+                                claim: Box::new(claim),
                                 plan: Box::new(planned.clone()),
                             });
-                            replacements.push(name);
+                            replacements.push((name, pool.name().to_owned()));
                         }
                     }
                     outcomes.push(Outcome::Started(Box::new(q.command.clone())));
@@ -184,9 +211,9 @@ impl Orchestrator {
                     keep.push(q);
                 }
                 Stage::Launching { replacements } => {
-                    if let Some(missing) = replacements
+                    if let Some((missing, _)) = replacements
                         .iter()
-                        .find(|r| !state.node_claims().contains_key(*r))
+                        .find(|(r, _)| !state.node_claims().contains_key(r))
                     {
                         for c in &q.command.candidates {
                             actions.push(Action::UntaintDisrupted {
@@ -199,7 +226,7 @@ impl Orchestrator {
                         });
                         continue;
                     }
-                    let ready = replacements.iter().all(|r| {
+                    let ready = replacements.iter().all(|(r, _)| {
                         state
                             .node_claims()
                             .get(r)

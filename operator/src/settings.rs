@@ -158,7 +158,8 @@ pub struct FeatureGates {
     pub reserved_capacity: bool,
     /// NodeOverlay resources.
     pub node_overlay: bool,
-    /// Static-capacity NodePools (`spec.replicas`).
+    /// Static-capacity NodePools (`spec.replicas`): kept at their size (the reconciler's
+    /// `static_capacity`).
     pub static_capacity: bool,
 }
 
@@ -184,12 +185,6 @@ impl FeatureGates {
             out.push((
                 "NodeOverlay",
                 "NodeOverlay objects are not read; instance types keep their catalogue prices and capacity",
-            ));
-        }
-        if self.static_capacity {
-            out.push((
-                "StaticCapacity",
-                "static NodePools (spec.replicas) get no nodes of their own; they take no pending pods and are not consolidated",
             ));
         }
         out
@@ -590,8 +585,9 @@ mod tests {
     fn enabled_gates_without_an_implementation_are_named() {
         assert!(FeatureGates::default().not_implemented().is_empty());
         let gates = FeatureGates::parse("NodeOverlay=true,StaticCapacity=true").unwrap();
+        assert!(gates.static_capacity);
         let names: Vec<&str> = gates.not_implemented().iter().map(|(n, _)| *n).collect();
-        assert_eq!(names, ["NodeOverlay", "StaticCapacity"]);
+        assert_eq!(names, ["NodeOverlay"]);
     }
 
     #[test]

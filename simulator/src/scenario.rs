@@ -137,6 +137,9 @@ pub struct Settings {
     pub interruption_notice: Dur,
     /// The SpotToSpotConsolidation feature gate (default false).
     pub spot_to_spot_consolidation: bool,
+    /// The StaticCapacity feature gate (default false, as in Karpenter): static NodePools
+    /// (`spec.replicas`) are kept at their size.
+    pub static_capacity: bool,
     /// Whether the packing optimiser improves greedy plans (default true; `--compare`
     /// runs both).
     pub optimizer: bool,
@@ -157,6 +160,7 @@ impl Default for Settings {
             validation_delay: d(15_000),
             interruption_notice: d(120_000),
             spot_to_spot_consolidation: false,
+            static_capacity: false,
             optimizer: true,
             catalogue: None,
         }

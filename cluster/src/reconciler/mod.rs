@@ -18,7 +18,10 @@
 //! 4. **provisioning**: batch provisionable pods (1 s idle, 10 s max), plan them with
 //!    `karpenter_scheduling::solve`, nominate the existing nodes the plan uses, and launch the
 //!    new NodeClaims;
-//! 5. **disruption**: advance the queued commands ([`crate::orchestration`]), and every poll
+//! 5. **static NodePools** (with the `StaticCapacity` gate, [`ReconcilerSettings::static_capacity`]):
+//!    create or delete NodeClaims so each static pool has `spec.replicas` of them, within
+//!    `limits.nodes` ([`crate::static_capacity`]);
+//! 6. **disruption**: advance the queued commands ([`crate::orchestration`]), and every poll
 //!    interval compute a pass with `karpenter_disruption::compute_pass`; nodes tainted
 //!    `karpenter.sh/disrupted` by a predecessor and held by no command are untainted.
 //!
@@ -30,8 +33,9 @@ mod event;
 mod lifecycle;
 mod provisioning;
 mod repair;
+mod static_pools;
 
-pub use event::{Event, PlanSummary};
+pub use event::{Event, PlanSummary, StaticChange};
 pub use repair::BLOCKED_REPORT_INTERVAL_MS;
 
 use super::provisioner::{Batcher, NameGenerator, ProvisionQueue};
@@ -69,6 +73,11 @@ pub struct ReconcilerSettings {
     /// orchestration queue, and orphaned taints are left alone. Provisioning still returns its
     /// `LaunchNodeClaim` actions, for the caller to report instead of carrying out.
     pub observe_only: bool,
+    /// Karpenter's `StaticCapacity` feature gate (default off, as upstream): static NodePools
+    /// (`spec.replicas`) get their NodeClaims created and removed. Whatever the gate, static
+    /// pools take no pending pods and are not consolidated, and drifted static nodes are
+    /// replaced one for one, as upstream.
+    pub static_capacity: bool,
 }
 
 impl Default for ReconcilerSettings {
@@ -81,6 +90,7 @@ impl Default for ReconcilerSettings {
             solve: SolveOptions::default(),
             disruption: DisruptionOptions::default(),
             observe_only: false,
+            static_capacity: false,
         }
     }
 }
@@ -154,6 +164,14 @@ pub struct Reconciler {
     /// What disruption passes' scheduling simulations derive from unchanged nodes and
     /// NodePools, kept from one pass to the next (it never changes a result).
     solve_cache: SolveCache,
+    /// Static pools' NodeClaims created and not yet seen in the index, with their pool and
+    /// until when they count as created (a creation that failed is forgotten then).
+    static_launches: BTreeMap<String, (String, Millis)>,
+    /// Static pools' NodeClaims whose deletion was asked for and is not yet in the index,
+    /// until when they count as deleting.
+    static_deletions: BTreeMap<String, Millis>,
+    /// Static pools held at `limits.nodes`, and when that was last reported.
+    static_limited: BTreeMap<String, Millis>,
 }
 
 impl Reconciler {
@@ -175,6 +193,9 @@ impl Reconciler {
             repair_memo: None,
             repair_blocked: BTreeMap::new(),
             solve_cache: SolveCache::new(),
+            static_launches: BTreeMap::new(),
+            static_deletions: BTreeMap::new(),
+            static_limited: BTreeMap::new(),
         }
     }
 
@@ -184,7 +205,8 @@ impl Reconciler {
     }
 
     /// One reconcile at `now`: NodeClaim lifecycle, node repair, termination, provisioning,
-    /// then disruption (only the last two in [`ReconcilerSettings::observe_only`]).
+    /// static NodePools, then disruption (only provisioning and disruption in
+    /// [`ReconcilerSettings::observe_only`]).
     pub fn tick(&mut self, index: &ClusterState, facts: &ProviderFacts, now: Millis) -> Tick {
         let mut tick = Tick::default();
         if !self.settings.observe_only {
@@ -193,6 +215,9 @@ impl Reconciler {
             self.terminate(index, now, &mut tick);
         }
         self.provision(index, facts, now, &mut tick);
+        if self.settings.static_capacity && !self.settings.observe_only {
+            self.keep_static(index, now, &mut tick);
+        }
         self.disrupt(index, facts, now, &mut tick);
         tick
     }
@@ -244,5 +269,7 @@ impl Reconciler {
     }
 }
 
+#[cfg(test)]
+mod static_tests;
 #[cfg(test)]
 mod tests;

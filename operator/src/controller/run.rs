@@ -7,6 +7,7 @@ use super::explain::Explainer;
 use super::leader::{self, LeaderGate};
 use super::podmetrics::PodMetrics;
 use super::provider::ProviderHooks;
+use super::static_pools;
 use super::{
     Ctx, consolidation, drift, dry_run, ignored, kubelet, logging, nodepool, provider, repair,
     state, system_clock,
@@ -192,8 +193,9 @@ impl Controller {
         // generation.
         if pools_changed {
             for pool in self.ctx.stores.node_pools.state() {
-                self.told
-                    .tell(&self.ctx, pool.as_ref(), || pool.ignored_fields());
+                self.told.tell(&self.ctx, pool.as_ref(), || {
+                    pool.ignored_fields(self.ctx.settings.feature_gates.static_capacity)
+                });
             }
         }
         for (key, why) in synced.skipped {
@@ -426,6 +428,12 @@ impl Controller {
                     tracing::warn!(nodes = ?command.node_names(), %node_claim, "replacement failed; untainting nodes")
                 }
             },
+            Event::StaticCapacity {
+                node_pool,
+                current,
+                desired,
+                change,
+            } => static_pools::report(&node_pool, current, desired, &change),
             Event::OrphanTaint { node } => {
                 tracing::info!(node = %node, "removing disrupted taint left by an earlier leader");
             }
@@ -620,6 +628,7 @@ fn fresh_core(ctx: &Ctx) -> (ClusterState, Reconciler) {
         },
         solve,
         observe_only: s.dry_run,
+        static_capacity: s.feature_gates.static_capacity,
         ..ReconcilerSettings::default()
     };
     let names = NameGenerator::starting_at(name_seed());

@@ -1,0 +1,142 @@
+//! The static-NodePool half of a tick: keep each static pool at `spec.replicas` NodeClaims
+//! (upstream's `static.provisioning` and `static.deprovisioning` controllers).
+
+use super::{Event, Reconciler, StaticChange, Tick};
+use crate::provisioner::static_node_claim;
+use crate::static_capacity::{Scale, claim_counts, node_limit, scale, scale_down_choice};
+use crate::{Action, ClusterState};
+use karpenter_scheduling::Requirements;
+use karpenter_scheduling::model::Millis;
+use karpenter_scheduling::plan::NewNodeClaim;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// How long a NodeClaim the reconciler created (or asked to delete) counts as such before the
+/// index shows it: long enough for a watch to deliver it, short enough that a request which
+/// failed is soon decided again.
+pub const STATIC_OBSERVE_MS: Millis = 30_000;
+
+/// The deletion reason static scale-down gives its NodeClaims (upstream's `overprovisioned`).
+pub const OVERPROVISIONED: &str = "Overprovisioned";
+
+impl Reconciler {
+    /// Creates or deletes NodeClaims so that every static pool not being deleted has
+    /// `replicas` active ones, within `limits.nodes`.
+    pub(super) fn keep_static(&mut self, index: &ClusterState, now: Millis, tick: &mut Tick) {
+        let claims = index.node_claims();
+        self.static_launches
+            .retain(|name, (_, until)| *until > now && !claims.contains_key(name));
+        self.static_deletions.retain(|name, until| {
+            *until > now && claims.get(name).is_some_and(|c| !c.is_deleting())
+        });
+        let held: BTreeSet<String> = self
+            .orchestrator
+            .disrupting()
+            .iter()
+            .filter_map(|node| index.nodes().get(node)?.node_claim.clone())
+            .collect();
+        let deleting: BTreeSet<String> = self.static_deletions.keys().cloned().collect();
+        let pools = index
+            .node_pools()
+            .values()
+            .filter(|p| p.is_static() && p.metadata.deletion_timestamp.is_none());
+        for pool in pools {
+            let name = pool.name();
+            let replicas = pool.spec.replicas.unwrap_or(0);
+            let launching = self
+                .static_launches
+                .values()
+                .filter(|(p, _)| p == name)
+                .count()
+                + self
+                    .orchestrator
+                    .unseen_replacements(index)
+                    .filter(|(_, p)| *p == name)
+                    .count();
+            let counts = claim_counts(index, name, &held, &deleting, launching);
+            let decision = scale(replicas, node_limit(pool), counts);
+            if decision != Scale::LimitReached {
+                self.static_limited.remove(name);
+            }
+            let change = match decision {
+                Scale::Steady => continue,
+                Scale::LimitReached => {
+                    // Reported when it starts and then every half minute, as upstream
+                    // requeues a pool at its limit.
+                    if self
+                        .static_limited
+                        .get(name)
+                        .is_some_and(|at| now - at < STATIC_OBSERVE_MS)
+                    {
+                        continue;
+                    }
+                    self.static_limited.insert(name.to_owned(), now);
+                    StaticChange::LimitReached
+                }
+                Scale::Up(n) => {
+                    let mut created = Vec::new();
+                    for _ in 0..n {
+                        let taken = |c: &str| {
+                            claims.contains_key(c)
+                                || self.static_launches.contains_key(c)
+                                || created.iter().any(|x: &String| x == c)
+                        };
+                        let claim_name = self.names.next(name, &taken);
+                        tick.actions.push(Action::LaunchNodeClaim {
+                            claim: Box::new(static_node_claim(&claim_name, pool, now)),
+                            plan: Box::new(template_plan(name)),
+                        });
+                        created.push(claim_name);
+                    }
+                    for c in &created {
+                        self.static_launches
+                            .insert(c.clone(), (name.to_owned(), now + STATIC_OBSERVE_MS));
+                    }
+                    StaticChange::Provision(created)
+                }
+                Scale::Down(n) => {
+                    let skip: BTreeSet<String> = held.union(&deleting).cloned().collect();
+                    let chosen = scale_down_choice(index, name, n as usize, &skip, now);
+                    for c in &chosen {
+                        tick.actions.push(Action::DeleteNodeClaim {
+                            node_claim: c.clone(),
+                            reason: OVERPROVISIONED.to_owned(),
+                        });
+                        self.static_deletions
+                            .insert(c.clone(), now + STATIC_OBSERVE_MS);
+                    }
+                    StaticChange::Deprovision(chosen)
+                }
+            };
+            tick.events.push(Event::StaticCapacity {
+                node_pool: name.to_owned(),
+                current: counts.active,
+                desired: replicas,
+                change,
+            });
+        }
+        let until = self
+            .static_launches
+            .values()
+            .map(|(_, t)| *t)
+            .chain(self.static_deletions.values().copied())
+            .min();
+        if let Some(t) = until {
+            tick.wake_at(t);
+        }
+    }
+}
+
+/// What a static NodeClaim is "planned" for, for the callers that report launches: no pods,
+/// no instance-type list (the provider picks from the template's requirements), no price.
+pub(crate) fn template_plan(pool: &str) -> NewNodeClaim {
+    NewNodeClaim {
+        node_pool: pool.to_owned(),
+        requirements: Requirements::default(),
+        instance_type_options: Arc::new(Vec::new()),
+        pods: Vec::new(),
+        requests: Default::default(),
+        daemon_overhead: Default::default(),
+        price: 0.0,
+    }
+}

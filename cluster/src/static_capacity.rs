@@ -1,0 +1,176 @@
+//! Static NodePools (`spec.replicas`, Karpenter's `StaticCapacity` feature): how many
+//! NodeClaims a static pool has in each state, how many to create to reach `replicas` within
+//! `limits.nodes`, and which to delete when it has too many — the decisions of upstream's
+//! `static.provisioning` and `static.deprovisioning` controllers (v1.14), as pure functions of
+//! the index. The reconciler turns them into actions ([`crate::reconciler`]).
+//!
+//! Upstream counts a static pool's NodeClaims in three states (its `NodePoolState`):
+//! *active* (neither deleting nor held by a disruption command), *pending disruption* (held
+//! by a command that is replacing it) and *deleting*. Scale-up creates
+//! `replicas − active` claims unless `active + pending ≥ replicas`; scale-down deletes
+//! `active − replicas`; `limits.nodes` caps `active + pending + deleting` for every new claim.
+
+use crate::ClusterState;
+use karpenter_cloudprovider::v1::NodePool;
+use karpenter_disruption::candidate::{
+    do_not_disrupt_active, lifetime_remaining, node_disruption_cost,
+};
+use karpenter_scheduling::Quantity;
+use karpenter_scheduling::model::Millis;
+use std::collections::BTreeSet;
+
+/// How a static pool's NodeClaims stand, as upstream's `NodePoolState` counts them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClaimCounts {
+    /// Claims neither deleting nor held by a disruption command (launched or not, and
+    /// claims just created that the index does not show yet).
+    pub active: i64,
+    /// Claims held by a disruption command (a static drift replacing them).
+    pub pending_disruption: i64,
+    /// Claims with a deletion timestamp, or whose deletion was just asked for.
+    pub deleting: i64,
+}
+
+impl ClaimCounts {
+    /// Every claim that counts against `limits.nodes`.
+    pub fn total(&self) -> i64 {
+        self.active + self.pending_disruption + self.deleting
+    }
+}
+
+/// What the index (and the reconciler's memory of its own recent requests) says of a pool's
+/// claims. `held` are the claims disruption commands hold; `deleting` the claims whose
+/// deletion was asked for but is not yet in the index; `launching` how many claims were
+/// created for the pool that the index does not show yet.
+pub fn claim_counts(
+    index: &ClusterState,
+    pool: &str,
+    held: &BTreeSet<String>,
+    deleting: &BTreeSet<String>,
+    launching: usize,
+) -> ClaimCounts {
+    let mut counts = ClaimCounts {
+        active: launching as i64,
+        ..ClaimCounts::default()
+    };
+    for claim in index.node_claims().values() {
+        if claim.node_pool() != Some(pool) {
+            continue;
+        }
+        if claim.is_deleting() || deleting.contains(claim.name()) {
+            counts.deleting += 1;
+        } else if held.contains(claim.name()) {
+            counts.pending_disruption += 1;
+        } else {
+            counts.active += 1;
+        }
+    }
+    counts
+}
+
+/// `limits.nodes` of a pool, when set and readable (validation rejects an unreadable one).
+pub fn node_limit(pool: &NodePool) -> Option<i64> {
+    let q = pool.spec.limits.get("nodes")?;
+    Quantity::parse(&q.0).ok().map(|q| q.value())
+}
+
+/// How many of `wanted` new claims `limit` leaves room for (upstream's `ReserveNodeCount`):
+/// the limit minus every claim that counts against it, never negative.
+pub fn room_under_limit(limit: Option<i64>, counts: ClaimCounts, wanted: i64) -> i64 {
+    let wanted = wanted.max(0);
+    match limit {
+        None => wanted,
+        Some(limit) => wanted.min((limit - counts.total()).max(0)),
+    }
+}
+
+/// What a static pool needs now to keep `replicas` nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scale {
+    /// Nothing: it has what it wants, or claims being replaced make up the difference.
+    Steady,
+    /// Create this many claims.
+    Up(i64),
+    /// It is short of replicas but `limits.nodes` leaves no room.
+    LimitReached,
+    /// Delete this many claims.
+    Down(i64),
+}
+
+/// Upstream's decision for a static pool with `replicas` and `limit`: scale up when the
+/// active and pending-disruption claims are fewer than `replicas` (claims being replaced by
+/// a drift command count, so the replacement is not created twice), scale down when the
+/// active claims alone are more.
+pub fn scale(replicas: i64, limit: Option<i64>, counts: ClaimCounts) -> Scale {
+    if counts.active > replicas {
+        return Scale::Down(counts.active - replicas);
+    }
+    if counts.active + counts.pending_disruption >= replicas {
+        return Scale::Steady;
+    }
+    match room_under_limit(limit, counts, replicas - counts.active) {
+        0 => Scale::LimitReached,
+        n => Scale::Up(n),
+    }
+}
+
+/// The `count` claims of `pool` to delete on a scale-down, in upstream's order: claims not
+/// yet launched (no provider ID) first; then nodes without pods other than DaemonSet pods
+/// (and none of those protected by `karpenter.sh/do-not-disrupt`); then the rest, nodes with
+/// protected pods last, the others by rescheduling cost × remaining lifetime, cheapest first.
+/// Ties go by name, so the choice is deterministic. `skip` are claims already on their way
+/// out (deleting or held by a command).
+pub fn scale_down_choice(
+    index: &ClusterState,
+    pool: &str,
+    count: usize,
+    skip: &BTreeSet<String>,
+    now: Millis,
+) -> Vec<String> {
+    let claims = index
+        .node_claims()
+        .values()
+        .filter(|c| c.node_pool() == Some(pool) && !c.is_deleting() && !skip.contains(c.name()));
+    let mut unlaunched = Vec::new();
+    let mut empty = Vec::new();
+    // (protected, cost, name)
+    let mut busy: Vec<(bool, f64, String)> = Vec::new();
+    for claim in claims {
+        let name = claim.name().to_owned();
+        if claim.provider_id().is_empty() {
+            unlaunched.push(name);
+            continue;
+        }
+        let Some(node) = index.joined_node(&name).or_else(|| {
+            index
+                .nodes()
+                .get(&name)
+                .filter(|r| r.node_claim.as_ref() == Some(&name))
+        }) else {
+            // Launched but with no node in the index yet: nothing runs there.
+            empty.push(name);
+            continue;
+        };
+        let pods: Vec<_> = index.pods_on(&node.node.name).map(|p| &p.pod).collect();
+        let protected = pods.iter().any(|p| do_not_disrupt_active(p, now));
+        if !protected && pods.iter().all(|p| p.is_daemon()) {
+            empty.push(name);
+            continue;
+        }
+        let expire_after = claim.spec.expire_after.duration().map(|d| d.millis());
+        let cost = node_disruption_cost(pods.iter().copied())
+            * lifetime_remaining(node.node.created_at, expire_after, now);
+        busy.push((protected, cost, name));
+    }
+    busy.sort_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then_with(|| a.1.total_cmp(&b.1))
+            .then_with(|| a.2.cmp(&b.2))
+    });
+    unlaunched
+        .into_iter()
+        .chain(empty)
+        .chain(busy.into_iter().map(|(_, _, n)| n))
+        .take(count)
+        .collect()
+}
