@@ -20,10 +20,7 @@ use std::collections::BTreeSet;
 #[derive(Debug, Clone)]
 enum Stage {
     Validating,
-    /// The replacements launched, each with its NodePool.
-    Launching {
-        replacements: Vec<(String, String)>,
-    },
+    Launching { replacements: Vec<String> },
 }
 
 #[derive(Debug, Clone)]
@@ -77,23 +74,6 @@ impl Orchestrator {
             .iter()
             .flat_map(|q| q.command.candidates.iter().map(|c| c.node.clone()))
             .collect()
-    }
-
-    /// Replacement NodeClaims queued commands launched, each with its NodePool, that `state`
-    /// does not show yet (just created; the index catches up on a later tick).
-    pub fn unseen_replacements<'a>(
-        &'a self,
-        state: &'a ClusterState,
-    ) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
-        self.queue
-            .iter()
-            .filter_map(|q| match &q.stage {
-                Stage::Launching { replacements } => Some(replacements),
-                Stage::Validating => None,
-            })
-            .flatten()
-            .filter(|(name, _)| !state.node_claims().contains_key(name))
-            .map(|(name, pool)| (name.as_str(), pool.as_str()))
     }
 
     /// Whether any command is queued.
@@ -189,7 +169,7 @@ impl Orchestrator {
                             };
                             let taken = |n: &str| {
                                 state.node_claims().contains_key(n)
-                                    || replacements.iter().any(|(r, _): &(String, String)| r == n)
+                                    || replacements.iter().any(|r: &String| r == n)
                             };
                             let name = names.next(pool.name(), &taken);
                             // A static pool's replacement is built from its template alone,
@@ -203,7 +183,7 @@ impl Orchestrator {
                                 claim: Box::new(claim),
                                 plan: Box::new(planned.clone()),
                             });
-                            replacements.push((name, pool.name().to_owned()));
+                            replacements.push(name);
                         }
                     }
                     outcomes.push(Outcome::Started(Box::new(q.command.clone())));
@@ -211,9 +191,9 @@ impl Orchestrator {
                     keep.push(q);
                 }
                 Stage::Launching { replacements } => {
-                    if let Some((missing, _)) = replacements
+                    if let Some(missing) = replacements
                         .iter()
-                        .find(|(r, _)| !state.node_claims().contains_key(r))
+                        .find(|r| !state.node_claims().contains_key(*r))
                     {
                         for c in &q.command.candidates {
                             actions.push(Action::UntaintDisrupted {
@@ -226,7 +206,7 @@ impl Orchestrator {
                         });
                         continue;
                     }
-                    let ready = replacements.iter().all(|(r, _)| {
+                    let ready = replacements.iter().all(|r| {
                         state
                             .node_claims()
                             .get(r)

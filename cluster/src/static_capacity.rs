@@ -11,32 +11,12 @@
 //! `active − replicas`; `limits.nodes` caps `active + pending + deleting` for every new claim.
 
 use crate::ClusterState;
-use karpenter_cloudprovider::v1::NodePool;
 use karpenter_disruption::candidate::{
     do_not_disrupt_active, lifetime_remaining, node_disruption_cost,
 };
-use karpenter_scheduling::Quantity;
+pub use karpenter_disruption::static_pool::{ClaimCounts, node_limit, room_under_limit};
 use karpenter_scheduling::model::Millis;
 use std::collections::BTreeSet;
-
-/// How a static pool's NodeClaims stand, as upstream's `NodePoolState` counts them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ClaimCounts {
-    /// Claims neither deleting nor held by a disruption command (launched or not, and
-    /// claims just created that the index does not show yet).
-    pub active: i64,
-    /// Claims held by a disruption command (a static drift replacing them).
-    pub pending_disruption: i64,
-    /// Claims with a deletion timestamp, or whose deletion was just asked for.
-    pub deleting: i64,
-}
-
-impl ClaimCounts {
-    /// Every claim that counts against `limits.nodes`.
-    pub fn total(&self) -> i64 {
-        self.active + self.pending_disruption + self.deleting
-    }
-}
 
 /// What the index (and the reconciler's memory of its own recent requests) says of a pool's
 /// claims. `held` are the claims disruption commands hold; `deleting` the claims whose
@@ -66,22 +46,6 @@ pub fn claim_counts(
         }
     }
     counts
-}
-
-/// `limits.nodes` of a pool, when set and readable (validation rejects an unreadable one).
-pub fn node_limit(pool: &NodePool) -> Option<i64> {
-    let q = pool.spec.limits.get("nodes")?;
-    Quantity::parse(&q.0).ok().map(|q| q.value())
-}
-
-/// How many of `wanted` new claims `limit` leaves room for (upstream's `ReserveNodeCount`):
-/// the limit minus every claim that counts against it, never negative.
-pub fn room_under_limit(limit: Option<i64>, counts: ClaimCounts, wanted: i64) -> i64 {
-    let wanted = wanted.max(0);
-    match limit {
-        None => wanted,
-        Some(limit) => wanted.min((limit - counts.total()).max(0)),
-    }
 }
 
 /// What a static pool needs now to keep `replicas` nodes.

@@ -173,6 +173,12 @@ pub enum Hold {
     },
     /// The NodePool is static (`replicas`).
     StaticNodePool,
+    /// A drifted node of a static pool waits: the pool has more NodeClaims than `replicas`
+    /// and is scaling down first.
+    StaticScalingDown,
+    /// A drifted node of a static pool waits: `limits.nodes` leaves no room for its
+    /// replacement.
+    StaticNodeLimit,
     /// `consolidateAfter: Never`.
     ConsolidationDisabled,
     /// `consolidateAfter` has not passed since the last pod event.
@@ -303,6 +309,14 @@ impl fmt::Display for Hold {
                 "pdb {pdb} allows no more evictions alongside the other candidates"
             ),
             Self::StaticNodePool => write!(f, "NodePool is static"),
+            Self::StaticScalingDown => write!(
+                f,
+                "static NodePool has more NodeClaims than replicas and is scaling down"
+            ),
+            Self::StaticNodeLimit => write!(
+                f,
+                "static NodePool's limits.nodes leaves no room for a replacement"
+            ),
             Self::ConsolidationDisabled => write!(f, "NodePool has consolidation disabled"),
             Self::ConsolidateAfter { remaining_ms } => write!(
                 f,

@@ -1610,11 +1610,19 @@ fn describe(command: &Command, prefix: &str) -> String {
                     .map(|o| o.name.to_string())
             })
             .collect();
-        out.push_str(&format!(
-            " and replacing with {} node(s) from types {}",
-            command.replacements.len(),
-            types.join(", ")
-        ));
+        if types.is_empty() {
+            // A static pool's replacement: the provider picks from the template.
+            out.push_str(&format!(
+                " and replacing with {} node(s) from the NodePool's template",
+                command.replacements.len()
+            ));
+        } else {
+            out.push_str(&format!(
+                " and replacing with {} node(s) from types {}",
+                command.replacements.len(),
+                types.join(", ")
+            ));
+        }
     }
     if !command.forceful && command.savings > 0.0 {
         out.push_str(&format!(", saving ${:.4}/h", command.savings));

@@ -1,6 +1,7 @@
 //! Static NodePools. With the StaticCapacity gate on, a pool keeps `replicas` nodes from its
 //! template, follows a change of `replicas` both ways, is never consolidated (its nodes stay
-//! empty), takes no pending pods, and is not named as ignored. With the gate off (Karpenter's
+//! empty), has a drifted node replaced from the template, takes no pending pods, and is not
+//! named as ignored. With the gate off (Karpenter's
 //! default) it gets no nodes, still takes no pods, and `spec.replicas` is named in the decision
 //! log as a field not acted on.
 
@@ -20,7 +21,7 @@ apiVersion: karpenter-rs/v1alpha1
 kind: Scenario
 metadata: {name: static-capacity}
 spec:
-  duration: 10m
+  duration: 12m
   settings:
     staticCapacity: true
   manifests:
@@ -63,6 +64,8 @@ spec:
       updateNodePool: {name: fixed, patch: {spec: {replicas: 3}}}
     - at: 6m
       updateNodePool: {name: fixed, patch: {spec: {replicas: 1}}}
+    - at: 8m
+      updateNodePool: {name: fixed, patch: {spec: {template: {metadata: {labels: {team: stream}}}}}}
 "#;
 
 fn run(text: &str) -> Vec<String> {
@@ -105,13 +108,23 @@ fn a_static_pool_is_kept_at_its_replicas_and_never_consolidated() {
     }
     // Launched from the template: the cheapest type its requirements allow.
     let launched = with(&lines, "launched nodeclaim fixed-");
-    assert_eq!(launched.len(), 3, "{lines:#?}");
+    assert_eq!(launched.len(), 4, "{lines:#?}");
     assert!(
         launched
             .iter()
             .all(|l| l.contains("instance-type m5.large")),
         "{launched:#?}"
     );
+    // The template changed at 8m: the one node left drifts and is replaced one for one, the
+    // replacement first.
+    let drift = with(&lines, "via replace, reason Drifted");
+    assert_eq!(drift.len(), 1, "{lines:#?}");
+    assert!(
+        drift[0].contains("replacing with 1 node(s) from the NodePool's template"),
+        "{drift:#?}"
+    );
+    let at = |needle: &str| lines.iter().position(|l| l.contains(needle)).unwrap();
+    assert!(at("replacement(s) initialized") < at("(reason Drifted)"));
     // The web pods do not tolerate the pool's taint and the pool takes no pending pods:
     // every claim created for pods is the dynamic pool's.
     let for_pods: Vec<_> = with(&lines, "created nodeclaim")
@@ -148,7 +161,7 @@ fn without_the_gate_the_same_pool_gets_no_nodes() {
             "warning: nodepool fixed: spec.replicas is not acted on"
         )
         .len(),
-        3,
+        4,
         "named when applied and at each update: {lines:#?}"
     );
 }

@@ -5,11 +5,9 @@ use super::{Event, Reconciler, StaticChange, Tick};
 use crate::provisioner::static_node_claim;
 use crate::static_capacity::{Scale, claim_counts, node_limit, scale, scale_down_choice};
 use crate::{Action, ClusterState};
-use karpenter_scheduling::Requirements;
+use karpenter_disruption::static_pool::template_claim;
 use karpenter_scheduling::model::Millis;
-use karpenter_scheduling::plan::NewNodeClaim;
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 /// How long a NodeClaim the reconciler created (or asked to delete) counts as such before the
 /// index shows it: long enough for a watch to deliver it, short enough that a request which
@@ -47,12 +45,7 @@ impl Reconciler {
                 .static_launches
                 .values()
                 .filter(|(p, _)| p == name)
-                .count()
-                + self
-                    .orchestrator
-                    .unseen_replacements(index)
-                    .filter(|(_, p)| *p == name)
-                    .count();
+                .count();
             let counts = claim_counts(index, name, &held, &deleting, launching);
             let decision = scale(replicas, node_limit(pool), counts);
             if decision != Scale::LimitReached {
@@ -84,7 +77,7 @@ impl Reconciler {
                         let claim_name = self.names.next(name, &taken);
                         tick.actions.push(Action::LaunchNodeClaim {
                             claim: Box::new(static_node_claim(&claim_name, pool, now)),
-                            plan: Box::new(template_plan(name)),
+                            plan: Box::new(template_claim(name)),
                         });
                         created.push(claim_name);
                     }
@@ -124,19 +117,5 @@ impl Reconciler {
         if let Some(t) = until {
             tick.wake_at(t);
         }
-    }
-}
-
-/// What a static NodeClaim is "planned" for, for the callers that report launches: no pods,
-/// no instance-type list (the provider picks from the template's requirements), no price.
-pub(crate) fn template_plan(pool: &str) -> NewNodeClaim {
-    NewNodeClaim {
-        node_pool: pool.to_owned(),
-        requirements: Requirements::default(),
-        instance_type_options: Arc::new(Vec::new()),
-        pods: Vec::new(),
-        requests: Default::default(),
-        daemon_overhead: Default::default(),
-        price: 0.0,
     }
 }

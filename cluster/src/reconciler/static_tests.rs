@@ -5,7 +5,9 @@ use super::static_pools::{OVERPROVISIONED, STATIC_OBSERVE_MS};
 use super::*;
 use crate::provisioner::time;
 use crate::{Kubelet, NodeRecord, Object, PodRecord};
-use karpenter_cloudprovider::v1::{NodeClaim, NodeClaimStatus, NodePool};
+use karpenter_cloudprovider::v1::{
+    ConditionType, NodeClaim, NodeClaimStatus, NodePool, StatusConditions,
+};
 use karpenter_scheduling::labels::{DO_NOT_DISRUPT, INSTANCE_TYPE};
 use karpenter_scheduling::model::OwnerRef;
 use karpenter_testing::instance_types::on_demand_catalogue;
@@ -52,9 +54,18 @@ fn reconciler(gate: bool) -> Reconciler {
 }
 
 fn tick(r: &mut Reconciler, s: &ClusterState, now: Millis) -> Tick {
-    let drift = BTreeMap::new();
+    tick_drifted(r, s, &BTreeMap::new(), now)
+}
+
+/// A tick with the provider reporting `drift` (NodeClaim name to reason).
+fn tick_drifted(
+    r: &mut Reconciler,
+    s: &ClusterState,
+    drift: &BTreeMap<String, String>,
+    now: Millis,
+) -> Tick {
     let facts = ProviderFacts {
-        drift: &drift,
+        drift,
         version: 0,
         repair_policies: &[],
         seconds: &|| 0.0,
@@ -103,9 +114,17 @@ fn static_claim(name: &str, launched: bool) -> NodeClaim {
     c
 }
 
-/// A launched claim of the static pool with its joined, ready node.
+/// A launched, initialized claim of the static pool with its joined, ready node.
 fn add_node(s: &mut ClusterState, name: &str) {
-    s.apply(Object::NodeClaim(Box::new(static_claim(name, true))));
+    let mut claim = static_claim(name, true);
+    for t in [
+        ConditionType::Launched,
+        ConditionType::Registered,
+        ConditionType::Initialized,
+    ] {
+        claim.set_true(t.as_str(), time(0));
+    }
+    s.apply(Object::NodeClaim(Box::new(claim)));
     let mut n = node(name, "zone-a", 4, 16);
     n.node_pool = Some("fixed".into());
     s.apply(Object::Node(Box::new(NodeRecord {
@@ -340,4 +359,64 @@ fn a_static_pool_being_deleted_is_left_alone() {
     let s = index(pool);
     let mut r = reconciler(true);
     assert!(launched(&tick(&mut r, &s, 0)).is_empty());
+}
+
+#[test]
+fn a_drifted_static_node_is_replaced_from_the_template_before_it_goes() {
+    let mut s = index(static_pool(2, None));
+    add_node(&mut s, "a");
+    add_node(&mut s, "b");
+    let drift = BTreeMap::from([("a".to_owned(), "AMIDrift".to_owned())]);
+    let mut r = reconciler(true);
+    let decided = tick_drifted(&mut r, &s, &drift, 0);
+    assert!(launched(&decided).is_empty());
+    let command = decided
+        .events
+        .iter()
+        .find_map(|e| match e {
+            Event::DisruptionDecided(c) => Some(c.clone()),
+            _ => None,
+        })
+        .expect("a static drift command");
+    assert_eq!(command.reason, karpenter_disruption::Reason::Drifted);
+    assert_eq!(command.node_names(), ["a"]);
+
+    // Drift needs no validation delay: the node is tainted and its replacement launched,
+    // built from the template like the pool's other claims.
+    let started = tick_drifted(&mut r, &s, &drift, 1_000);
+    let [replacement] = launched(&started).try_into().expect("one replacement");
+    assert!(
+        replacement
+            .spec
+            .requirements
+            .iter()
+            .all(|q| q.key != INSTANCE_TYPE),
+        "{replacement:?}"
+    );
+    assert!(
+        started
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::TaintDisrupted { node } if node == "a"))
+    );
+    // Neither the replacement nor the node it replaces makes the pool look short or over its
+    // replicas.
+    assert!(static_events(&started).is_empty());
+    s.apply(Object::NodeClaim(Box::new(replacement.clone())));
+    let t = tick_drifted(&mut r, &s, &drift, 2_000);
+    assert!(
+        launched(&t).is_empty() && static_events(&t).is_empty(),
+        "{t:?}"
+    );
+
+    // Once the replacement initializes, the drifted claim is deleted.
+    let mut ready = replacement;
+    ready.set_true(ConditionType::Initialized.as_str(), time(2_500));
+    s.apply(Object::NodeClaim(Box::new(ready)));
+    let done = tick_drifted(&mut r, &s, &drift, 3_000);
+    assert!(done.actions.iter().any(|a| matches!(
+        a,
+        Action::DeleteNodeClaim { node_claim, reason } if node_claim == "a" && reason == "Drifted"
+    )), "{:?}", done.actions);
+    assert!(static_events(&done).is_empty());
 }
