@@ -558,7 +558,7 @@ impl<'a> Ctx<'a> {
                 .input
                 .node_pools
                 .get(pool)
-                .and_then(|p| p.static_capacity)
+                .and_then(|p| p.static_capacity.as_ref())
             else {
                 continue;
             };

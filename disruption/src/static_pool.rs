@@ -29,7 +29,7 @@ impl ClaimCounts {
 }
 
 /// What disruption needs to know of a static pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StaticPool {
     /// `spec.replicas`.
@@ -38,16 +38,30 @@ pub struct StaticPool {
     pub node_limit: Option<i64>,
     /// Its NodeClaims now (filled by the caller, which sees them all).
     pub claims: ClaimCounts,
+    /// The template's requirements, for requirement drift: a static pool is not among the
+    /// snapshot's pools (those take pods), so its requirements come here.
+    #[serde(default)]
+    pub requirements: Requirements,
 }
 
 impl StaticPool {
     /// The static settings of `pool`, `None` for a dynamic pool; claim counts start at zero
-    /// for the caller to fill.
+    /// for the caller to fill. Requirements that do not parse (validation rejects them) are
+    /// left empty, so they never make a node drift.
     pub fn of(pool: &NodePool) -> Option<Self> {
+        let reqs: Vec<_> = pool
+            .spec
+            .template
+            .spec
+            .requirements
+            .iter()
+            .map(|r| r.to_model())
+            .collect();
         Some(Self {
             replicas: pool.spec.replicas?,
             node_limit: node_limit(pool),
             claims: ClaimCounts::default(),
+            requirements: Requirements::from_node_selector(&reqs).unwrap_or_default(),
         })
     }
 }

@@ -7,8 +7,10 @@ use karpenter_cloudprovider::v1::Budget;
 use karpenter_disruption::static_pool::{ClaimCounts, StaticPool};
 use karpenter_disruption::{Decision, Hold, Reason, validate};
 use karpenter_disruption::{compute_commands, compute_pass};
-use karpenter_scheduling::labels::DO_NOT_DISRUPT;
+use karpenter_scheduling::labels::{ARCH, DO_NOT_DISRUPT};
+use karpenter_scheduling::requirements::Operator;
 use karpenter_testing::disruption::*;
+use karpenter_testing::requirements::{nsr, reqs};
 
 /// The default pool made static with `replicas`, `limit` and `active` claims; nodes `a`, `b`
 /// and `c` each run a pod, `a` and `b` drifted; `idle` is empty.
@@ -24,6 +26,7 @@ fn cluster(replicas: i64, limit: Option<i64>, active: i64, budget: &str) -> Clus
             active,
             ..ClaimCounts::default()
         },
+        requirements: Default::default(),
     });
     for (n, drifted) in [("a", true), ("b", true), ("c", false)] {
         w.node(n, "large");
@@ -134,4 +137,26 @@ fn a_dynamic_pool_is_not_affected() {
     // Emptiness first, as for any dynamic pool.
     assert_eq!(r.commands.len(), 1, "{:#?}", r.commands);
     assert_eq!(r.commands[0].reason, Reason::Empty);
+}
+
+#[test]
+fn a_static_node_outside_the_template_requirements_drifts() {
+    let mut w = cluster(4, None, 4, "100%");
+    for n in ["a", "b"] {
+        w.info(n).provider_drift = None;
+    }
+    let r = compute_pass(&w.input, w.now);
+    assert!(r.commands.is_empty(), "{:#?}", r.commands);
+    // The template now asks for arm64; every node here is amd64.
+    let sp = w.settings(POOL).static_capacity.as_mut().unwrap();
+    sp.requirements = reqs(&[nsr(ARCH, Operator::In, &["arm64"])]);
+    let r = compute_pass(&w.input, w.now);
+    assert_eq!(r.commands.len(), 4, "{:#?}", r.commands);
+    assert!(
+        r.commands[0]
+            .explanation
+            .ends_with("drift: RequirementsDrifted"),
+        "{}",
+        r.commands[0].explanation
+    );
 }
