@@ -49,19 +49,11 @@ impl StaticPool {
     /// for the caller to fill. Requirements that do not parse (validation rejects them) are
     /// left empty, so they never make a node drift.
     pub fn of(pool: &NodePool) -> Option<Self> {
-        let reqs: Vec<_> = pool
-            .spec
-            .template
-            .spec
-            .requirements
-            .iter()
-            .map(|r| r.to_model())
-            .collect();
         Some(Self {
             replicas: pool.spec.replicas?,
             node_limit: node_limit(pool),
             claims: ClaimCounts::default(),
-            requirements: Requirements::from_node_selector(&reqs).unwrap_or_default(),
+            requirements: pool.template_requirements().unwrap_or_default(),
         })
     }
 }
