@@ -247,10 +247,10 @@ pub enum Hold {
 impl Hold {
     /// The Kubernetes event Karpenter publishes for this hold, as `(reason, message)`:
     /// `DisruptionBlocked` when something forbids touching the node (a `do-not-disrupt`
-    /// annotation, a PodDisruptionBudget, the pool's budget, a static pool) and
-    /// `Unconsolidatable` when consolidation looked and found nothing better. `None` for holds
-    /// not worth telling: nothing to do, a transient countdown, a node that is not
-    /// Karpenter's or is already going away.
+    /// annotation, a PodDisruptionBudget, the pool's budget) and `Unconsolidatable` when
+    /// consolidation looked and found nothing better. `None` for holds not worth telling:
+    /// nothing to do, a transient countdown, a node that is not Karpenter's or is already
+    /// going away, and a static pool's node (upstream's methods pass over those in silence).
     pub fn event(&self) -> Option<(&'static str, String)> {
         match self {
             Self::DoNotDisruptNode
@@ -258,8 +258,7 @@ impl Hold {
             | Self::PdbBlocked { .. }
             | Self::MultiplePdbs { .. }
             | Self::Budget { .. }
-            | Self::NodePoolNotFound { .. }
-            | Self::StaticNodePool => {
+            | Self::NodePoolNotFound { .. } => {
                 Some(("DisruptionBlocked", format!("Cannot disrupt Node: {self}")))
             }
             Self::WouldNotFit { .. }
@@ -440,6 +439,9 @@ mod tests {
                 reason: Reason::Empty,
             },
             Hold::Deleting,
+            Hold::StaticNodePool,
+            Hold::StaticScalingDown,
+            Hold::StaticNodeLimit,
         ] {
             assert_eq!(quiet.event(), None, "{quiet:?}");
         }

@@ -27,17 +27,22 @@ impl Reconciler {
         self.static_deletions.retain(|name, until| {
             *until > now && claims.get(name).is_some_and(|c| !c.is_deleting())
         });
-        let held: BTreeSet<String> = self
-            .orchestrator
-            .disrupting()
-            .iter()
-            .filter_map(|node| index.nodes().get(node)?.node_claim.clone())
-            .collect();
-        let deleting: BTreeSet<String> = self.static_deletions.keys().cloned().collect();
-        let pools = index
+        let pools: Vec<_> = index
             .node_pools()
             .values()
-            .filter(|p| p.is_static() && p.metadata.deletion_timestamp.is_none());
+            .filter(|p| p.is_static() && p.metadata.deletion_timestamp.is_none())
+            .collect();
+        // Without static pools (the usual case) a tick costs nothing here.
+        let held: BTreeSet<String> = if pools.is_empty() {
+            BTreeSet::new()
+        } else {
+            self.orchestrator
+                .disrupting()
+                .iter()
+                .filter_map(|node| index.nodes().get(node)?.node_claim.clone())
+                .collect()
+        };
+        let deleting: BTreeSet<String> = self.static_deletions.keys().cloned().collect();
         for pool in pools {
             let name = pool.name();
             let replicas = pool.spec.replicas.unwrap_or(0);
