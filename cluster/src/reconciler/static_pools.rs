@@ -18,7 +18,7 @@ pub const STATIC_OBSERVE_MS: Millis = 30_000;
 pub const OVERPROVISIONED: &str = "Overprovisioned";
 
 impl Reconciler {
-    /// Creates or deletes NodeClaims so that every static pool not being deleted has
+    /// Creates or deletes NodeClaims so that every valid static pool not being deleted has
     /// `replicas` active ones, within `limits.nodes`.
     pub(super) fn keep_static(&mut self, index: &ClusterState, now: Millis, tick: &mut Tick) {
         let claims = index.node_claims();
@@ -31,6 +31,9 @@ impl Reconciler {
             .node_pools()
             .values()
             .filter(|p| p.is_static() && p.metadata.deletion_timestamp.is_none())
+            // Upstream waits for a Ready pool; an invalid one (ValidationSucceeded=False) is
+            // not.
+            .filter(|p| p.validate().is_ok())
             .collect();
         // Without static pools (the usual case) a tick costs nothing here.
         let held: BTreeSet<String> = if pools.is_empty() {

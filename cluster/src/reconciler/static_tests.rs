@@ -357,6 +357,7 @@ fn a_static_pool_being_deleted_is_left_alone() {
     let mut pool = static_pool(2, None);
     pool.metadata.deletion_timestamp = Some(time(0));
     let s = index(pool);
+    assert!(s.node_pools().contains_key("fixed"), "the index keeps it");
     let mut r = reconciler(true);
     assert!(launched(&tick(&mut r, &s, 0)).is_empty());
 }
@@ -419,4 +420,17 @@ fn a_drifted_static_node_is_replaced_from_the_template_before_it_goes() {
         Action::DeleteNodeClaim { node_claim, reason } if node_claim == "a" && reason == "Drifted"
     )), "{:?}", done.actions);
     assert!(static_events(&done).is_empty());
+}
+
+#[test]
+fn an_invalid_static_pool_gets_no_node_claims() {
+    // `weight` is not allowed on a static pool: the pool is not Ready, as upstream's
+    // validation controller would mark it.
+    let mut pool = static_pool(2, None);
+    pool.spec.weight = Some(10);
+    assert!(pool.validate().is_err());
+    let s = index(pool);
+    assert!(s.node_pools().contains_key("fixed"), "the index keeps it");
+    let mut r = reconciler(true);
+    assert!(launched(&tick(&mut r, &s, 0)).is_empty());
 }
