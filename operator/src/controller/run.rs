@@ -611,7 +611,7 @@ impl Controller {
 }
 
 /// An empty index and a reconciler paced by the controller's settings.
-fn fresh_core(ctx: &Ctx) -> (ClusterState, Reconciler) {
+pub(super) fn fresh_core(ctx: &Ctx) -> (ClusterState, Reconciler) {
     let s = &ctx.settings;
     let solve = SolveOptions {
         preference_policy: s.preference_policy,
