@@ -98,6 +98,11 @@ impl Reconciler {
                 Scale::Down(n) => {
                     let skip: BTreeSet<String> = held.union(&deleting).cloned().collect();
                     let chosen = scale_down_choice(index, name, n as usize, &skip, now);
+                    if chosen.is_empty() {
+                        // Only claims just created and not yet in the index are extra:
+                        // they are removed once it shows them.
+                        continue;
+                    }
                     for c in &chosen {
                         tick.actions.push(Action::DeleteNodeClaim {
                             node_claim: c.clone(),

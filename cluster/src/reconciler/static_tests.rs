@@ -434,3 +434,18 @@ fn an_invalid_static_pool_gets_no_node_claims() {
     let mut r = reconciler(true);
     assert!(launched(&tick(&mut r, &s, 0)).is_empty());
 }
+
+#[test]
+fn claims_scaled_away_before_the_index_shows_them_are_removed_once_it_does() {
+    let mut s = index(static_pool(3, None));
+    let mut r = reconciler(true);
+    let claims = launched(&tick(&mut r, &s, 0));
+    assert_eq!(claims.len(), 3);
+    s.apply(Object::NodePool(Box::new(static_pool(1, None))));
+    let early = tick(&mut r, &s, 500);
+    assert!(deleted(&early).is_empty() && static_events(&early).is_empty());
+    for c in &claims {
+        s.apply(Object::NodeClaim(Box::new(c.clone())));
+    }
+    assert_eq!(deleted(&tick(&mut r, &s, 1_000)).len(), 2);
+}
