@@ -39,6 +39,18 @@ impl InterruptionKind {
         }
     }
 
+    /// The reason of the Kubernetes events Karpenter publishes on the NodeClaim and its Node
+    /// for the kind.
+    pub fn event_reason(self) -> &'static str {
+        match self {
+            Self::SpotInterruption => "SpotInterrupted",
+            Self::RebalanceRecommendation => "SpotRebalanceRecommendation",
+            Self::ScheduledChange => "InstanceUnhealthy",
+            Self::InstanceStopped => "InstanceStopping",
+            Self::InstanceTerminated => "InstanceTerminating",
+        }
+    }
+
     /// Whether Karpenter replaces the node (cordon, drain, delete the NodeClaim). A
     /// rebalance recommendation is only recorded.
     pub fn triggers_replacement(self) -> bool {
@@ -188,6 +200,28 @@ pub mod fuzzing;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn event_reasons_are_karpenters() {
+        let reasons = [
+            InterruptionKind::SpotInterruption,
+            InterruptionKind::RebalanceRecommendation,
+            InterruptionKind::ScheduledChange,
+            InterruptionKind::InstanceStopped,
+            InterruptionKind::InstanceTerminated,
+        ]
+        .map(InterruptionKind::event_reason);
+        assert_eq!(
+            reasons,
+            [
+                "SpotInterrupted",
+                "SpotRebalanceRecommendation",
+                "InstanceUnhealthy",
+                "InstanceStopping",
+                "InstanceTerminating",
+            ]
+        );
+    }
 
     #[test]
     fn parses_every_event_kind() {

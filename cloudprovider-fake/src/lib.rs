@@ -11,11 +11,13 @@
 //!   ([`FakeCloudProvider::new`]), with failure injection and a call log.
 //! - [`node_instances`]: fake instances kept as Node objects (the operator's
 //!   `--cloud-provider fake` on a real cluster), and their conversions from and to NodeClaims.
+//! - [`kubelet`]: what those instances' kubelet would post (Ready, Lease, running pods).
 //!
 //! The catalogue format, the allocatable arithmetic and the spot-price rule are documented in
 //! [`karpenter_catalog`].
 #![forbid(unsafe_code)]
 
+pub mod kubelet;
 pub mod node_instances;
 pub mod provider;
 

@@ -7,9 +7,15 @@
 //!   registration timeout, so a slow or eventually consistent listing cannot delete them;
 //! - an instance no NodeClaim names, older than [`MIN_INSTANCE_AGE_MS`] (its claim may not
 //!   carry the provider ID yet), is terminated.
+//!
+//! Apart from that, a Node left deleting with Karpenter's termination finalizer after its
+//! NodeClaim was removed out of band has nobody to finish its termination: its finalizer is
+//! released ([`orphaned_node_finalizers`]).
 
 use crate::ClusterState;
-use karpenter_cloudprovider::v1::ConditionType;
+use k8s_openapi::api::core::v1::Node;
+use karpenter_cloudprovider::NodeClaim;
+use karpenter_cloudprovider::v1::{ConditionType, labels};
 use karpenter_scheduling::model::Millis;
 use std::collections::BTreeSet;
 
@@ -27,6 +33,21 @@ pub struct Instance {
     pub created_at: Option<Millis>,
     /// The provider reports it shutting down or terminated.
     pub terminating: bool,
+}
+
+impl Instance {
+    /// The provider's listing entry `instance` (a NodeClaim as the provider returns it).
+    pub fn listed(instance: &NodeClaim) -> Self {
+        Self {
+            provider_id: instance.provider_id().to_owned(),
+            created_at: instance
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.as_millisecond()),
+            terminating: instance.is_deleting(),
+        }
+    }
 }
 
 /// What to collect.
@@ -85,6 +106,51 @@ pub fn decide(index: &ClusterState, instances: &[Instance], now: Millis) -> Coll
         node_claims,
         instances,
     }
+}
+
+/// A Node's finalizers to write so that its deletion can finish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinalizerRelease {
+    /// The Node's name.
+    pub node: String,
+    /// The resourceVersion it was read at, for an optimistic write.
+    pub resource_version: Option<String>,
+    /// Its finalizers without Karpenter's termination finalizer, in their order.
+    pub finalizers: Vec<String>,
+}
+
+/// The Nodes being deleted that carry Karpenter's termination finalizer while no NodeClaim
+/// among `claims` has their provider ID (the claim was deleted out of band, so no
+/// termination will release them), with the finalizers to leave on each.
+pub fn orphaned_node_finalizers<'a>(
+    nodes: impl IntoIterator<Item = &'a Node>,
+    claims: impl IntoIterator<Item = &'a NodeClaim>,
+) -> Vec<FinalizerRelease> {
+    let known: BTreeSet<&str> = claims
+        .into_iter()
+        .map(NodeClaim::provider_id)
+        .filter(|p| !p.is_empty())
+        .collect();
+    nodes
+        .into_iter()
+        .filter(|n| n.metadata.deletion_timestamp.is_some())
+        .filter(|n| !known.contains(crate::node_provider_id(n)))
+        .filter_map(|n| {
+            let finalizers = n.metadata.finalizers.as_deref().unwrap_or_default();
+            finalizers
+                .iter()
+                .any(|f| f == labels::TERMINATION_FINALIZER)
+                .then(|| FinalizerRelease {
+                    node: n.metadata.name.clone().unwrap_or_default(),
+                    resource_version: n.metadata.resource_version.clone(),
+                    finalizers: finalizers
+                        .iter()
+                        .filter(|f| *f != labels::TERMINATION_FINALIZER)
+                        .cloned()
+                        .collect(),
+                })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -168,5 +234,41 @@ mod tests {
             ["fake://z/orphan".to_owned()]
         );
         assert_eq!(decide(&s, &listed, 80_000).instances.len(), 2);
+    }
+
+    #[test]
+    fn a_deleting_node_without_a_claim_loses_only_our_finalizer() {
+        let node = |name: &str, deleting: bool, finalizers: &[&str]| {
+            let mut n = karpenter_testing::api::registering_node(name, &format!("fake://z/{name}"));
+            n.metadata.resource_version = Some("7".into());
+            n.metadata.finalizers = Some(finalizers.iter().map(|f| (*f).to_owned()).collect());
+            n.metadata.deletion_timestamp = deleting.then(|| crate::provisioner::time(0));
+            n
+        };
+        let ours = labels::TERMINATION_FINALIZER;
+        let nodes = [
+            node("orphan", true, &["example.com/keep", ours]),
+            node("claimed", true, &[ours]),
+            node("alive", false, &[ours]),
+            node("foreign", true, &["example.com/keep"]),
+        ];
+        let claims = [claim("claimed", true)];
+        assert_eq!(
+            orphaned_node_finalizers(&nodes, &claims),
+            [FinalizerRelease {
+                node: "orphan".into(),
+                resource_version: Some("7".into()),
+                finalizers: vec!["example.com/keep".into()],
+            }]
+        );
+    }
+
+    #[test]
+    fn a_listed_instance_keeps_its_creation_time_and_deletion() {
+        let mut c = claim("i-1", true);
+        c.metadata.creation_timestamp = Some(crate::provisioner::time(5_000));
+        let i = Instance::listed(&c);
+        assert_eq!((i.created_at, i.terminating), (Some(5_000), false));
+        assert_eq!(i.provider_id, "fake://z/i-1");
     }
 }

@@ -101,48 +101,7 @@ impl PodTransitions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{PodCondition, PodSpec, PodStatus};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-
-    fn t(ms: Millis) -> Time {
-        Time(jiff::Timestamp::from_millisecond(ms).unwrap())
-    }
-
-    fn pod(node: Option<&str>, scheduled_at: Option<Millis>, ready_at: Option<Millis>) -> Pod {
-        let condition = |type_: &str, at: Millis| PodCondition {
-            type_: type_.into(),
-            status: "True".into(),
-            last_transition_time: Some(t(at)),
-            ..PodCondition::default()
-        };
-        let mut conditions = Vec::new();
-        conditions.extend(scheduled_at.map(|at| condition("PodScheduled", at)));
-        conditions.extend(ready_at.map(|at| condition("Ready", at)));
-        Pod {
-            metadata: ObjectMeta {
-                name: Some("web".into()),
-                namespace: Some("default".into()),
-                creation_timestamp: Some(t(1_000)),
-                ..ObjectMeta::default()
-            },
-            spec: Some(PodSpec {
-                node_name: node.map(str::to_owned),
-                ..PodSpec::default()
-            }),
-            status: Some(PodStatus {
-                phase: Some(
-                    if ready_at.is_some() {
-                        "Running"
-                    } else {
-                        "Pending"
-                    }
-                    .into(),
-                ),
-                conditions: Some(conditions),
-                ..PodStatus::default()
-            }),
-        }
-    }
+    use karpenter_testing::api::pod_with_conditions as pod;
 
     #[test]
     fn each_transition_is_seen_once() {

@@ -29,7 +29,7 @@ fn new_histogram() -> Histogram {
 }
 
 /// Labels of the duration histogram.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct DurationLabels {
     /// The controller that made the call.
     pub controller: String,
@@ -40,7 +40,7 @@ pub struct DurationLabels {
 }
 
 /// Labels of the error counter.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct ErrorLabels {
     /// The controller that made the call.
     pub controller: String,
@@ -55,8 +55,10 @@ pub struct ErrorLabels {
 /// The metric families, shared by every [`Metered`] built from the same registry.
 #[derive(Clone)]
 pub struct CloudProviderMetrics {
-    duration: Family<DurationLabels, Histogram, fn() -> Histogram>,
-    errors: Family<ErrorLabels, Counter>,
+    /// `karpenter_cloudprovider_duration_seconds`.
+    pub duration: Family<DurationLabels, Histogram, fn() -> Histogram>,
+    /// `karpenter_cloudprovider_errors_total`.
+    pub errors: Family<ErrorLabels, Counter>,
 }
 
 impl CloudProviderMetrics {

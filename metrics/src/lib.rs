@@ -3,12 +3,16 @@
 //! keep working. The cloud-provider families come from the
 //! [`Metered`](cloudprovider::Metered) decorator and are registered in the same registry.
 //!
-//! The crate holds definitions and recording only; what is observed, and when, is the
+//! The crate holds the definitions and the recording of what the index and the shared
+//! reconciler report ([`pods::PodMetrics`], [`Metrics::observe`]); when to observe is the
 //! operator's business. An embedder can register [`Metrics`] and serve [`Metrics::encode`].
 
 #![forbid(unsafe_code)]
 
 pub mod cloudprovider;
+pub mod index;
+pub mod pods;
+mod reconciler;
 
 use cloudprovider::CloudProviderMetrics;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -25,9 +29,50 @@ pub type FloatGauge = Gauge<f64, AtomicU64>;
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
+/// Karpenter's `DurationBuckets` (controller-runtime's thresholds extended to 10 minutes).
+const DURATION_BUCKETS: [f64; 45] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
+    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
+    25.0, 30.0, 40.0, 50.0, 60.0, 120.0, 150.0, 300.0, 450.0, 600.0,
+];
+
 fn duration_histogram() -> Histogram {
-    // Karpenter's DurationBuckets: 5 ms … ~10 min.
-    Histogram::new(exponential_buckets(0.005, 2.0, 18))
+    Histogram::new(DURATION_BUCKETS)
+}
+
+fn nodeclaim_termination_histogram() -> Histogram {
+    // 1 s … 2048 s, doubling.
+    Histogram::new(exponential_buckets(1.0, 2.0, 12))
+}
+
+fn node_lifetime_histogram() -> Histogram {
+    // 15 minutes to 30 days, as upstream.
+    const MIN: f64 = 60.0;
+    const HOUR: f64 = 3_600.0;
+    const DAY: f64 = 86_400.0;
+    Histogram::new([
+        15.0 * MIN,
+        30.0 * MIN,
+        45.0 * MIN,
+        HOUR,
+        2.0 * HOUR,
+        4.0 * HOUR,
+        6.0 * HOUR,
+        8.0 * HOUR,
+        10.0 * HOUR,
+        12.0 * HOUR,
+        16.0 * HOUR,
+        20.0 * HOUR,
+        DAY,
+        2.0 * DAY,
+        3.0 * DAY,
+        5.0 * DAY,
+        10.0 * DAY,
+        15.0 * DAY,
+        20.0 * DAY,
+        25.0 * DAY,
+        30.0 * DAY,
+    ])
 }
 
 fn consolidation_score_histogram() -> Histogram {
@@ -36,7 +81,7 @@ fn consolidation_score_histogram() -> Histogram {
 }
 
 /// `{decision, nodepool, policy}` of the balanced consolidation metrics.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct ConsolidationLabels {
     /// `approved` or `rejected`.
     pub decision: String,
@@ -47,14 +92,14 @@ pub struct ConsolidationLabels {
 }
 
 /// `{nodepool}`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct NodePoolLabels {
     /// NodePool name.
     pub nodepool: String,
 }
 
 /// `{reason, nodepool, min_values_relaxed}` of `karpenter_nodeclaims_created_total`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct CreatedLabels {
     /// `provisioning` or the disruption reason that asked for a replacement.
     pub reason: String,
@@ -64,17 +109,52 @@ pub struct CreatedLabels {
     pub min_values_relaxed: String,
 }
 
-/// `{nodepool, capacity_type}`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+/// `{nodepool, capacity_type, zone}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct TerminatedLabels {
     /// NodePool name.
     pub nodepool: String,
     /// `spot`, `on-demand`, `reserved`.
     pub capacity_type: String,
+    /// The claim's zone.
+    pub zone: String,
 }
 
+/// `{nodepool, zone}` of the node counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct NodePoolZoneLabels {
+    /// NodePool name.
+    pub nodepool: String,
+    /// The node's zone.
+    pub zone: String,
+}
+
+/// `{name}` of client-go's leader-election gauge: the Lease's name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct LeaseLabels {
+    /// The leader-election Lease.
+    pub name: String,
+}
+
+/// `{version, goversion, goarch, commit}` of `karpenter_build_info`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct BuildLabels {
+    /// The release version.
+    pub version: String,
+    /// Upstream's Go version; here the Rust toolchain (`rust`), as no Go is involved.
+    pub goversion: String,
+    /// The architecture in Go's names (`amd64`, `arm64`).
+    pub goarch: String,
+    /// The commit, when the build set `KARPENTER_COMMIT`.
+    pub commit: String,
+}
+
+/// Label sets built at run time: the node families carry one label per well-known node
+/// label, as upstream's do.
+pub type DynamicLabels = Vec<(String, String)>;
+
 /// `{reason, nodepool, capacity_type}`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct DisruptedLabels {
     /// `Empty`, `Underutilized`, `Drifted`, `Expired`, `Interrupted` …
     pub reason: String,
@@ -103,29 +183,46 @@ impl DisruptedLabels {
 }
 
 /// `{namespace, name, node, nodepool, phase}` of `karpenter_pods_state`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct PodStateLabels {
     /// Pod name.
     pub name: String,
     /// Pod namespace.
     pub namespace: String,
+    /// The first owner as a self link (`/apis/apps/v1/namespaces/ns/replicasets/web-1`),
+    /// empty without an owner.
+    pub owner: String,
     /// Node name, empty while pending.
     pub node: String,
+    /// `true` once bound to a node.
+    pub scheduled: String,
     /// NodePool of the node, empty if unmanaged.
     pub nodepool: String,
-    /// Pod phase.
+    /// The node's zone.
+    pub zone: String,
+    /// The node's architecture.
+    pub arch: String,
+    /// The node's capacity type.
+    pub capacity_type: String,
+    /// The node's instance type.
+    pub instance_type: String,
+    /// The pod's `status.phase`.
     pub phase: String,
+    /// `true` while the pod's Ready condition is true.
+    pub ready: String,
+    /// `true` when the node belongs to a NodePool.
+    pub managed: String,
 }
 
 /// `{controller}`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct ControllerLabels {
     /// `provisioner` or `disruption`.
     pub controller: String,
 }
 
 /// `{decision, reason, consolidation_type}`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct DecisionLabels {
     /// `delete` or `replace`.
     pub decision: String,
@@ -136,7 +233,7 @@ pub struct DecisionLabels {
 }
 
 /// `{action, reason, nodepool}` of `karpenter_dry_run_decisions_total`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct DryRunLabels {
     /// `create` (a NodeClaim for pending pods), `delete` or `replace` (a disruption).
     pub action: String,
@@ -147,14 +244,14 @@ pub struct DryRunLabels {
 }
 
 /// `{reason}`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct ReasonLabels {
     /// Disruption reason.
     pub reason: String,
 }
 
 /// `{nodepool, resource_type}`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct ResourceLabels {
     /// NodePool name.
     pub nodepool: String,
@@ -162,26 +259,71 @@ pub struct ResourceLabels {
     pub resource_type: String,
 }
 
+/// `{nodepool, decision, reason, consolidation_type}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct NodePoolDecisionLabels {
+    /// NodePool of a candidate.
+    pub nodepool: String,
+    /// `delete` or `replace`.
+    pub decision: String,
+    /// Disruption reason, lower case.
+    pub reason: String,
+    /// Consolidation type (empty: not reported by this build).
+    pub consolidation_type: String,
+}
+
+/// `{instance_type}` of the instance-type gauges.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct InstanceTypeLabels {
+    /// The instance type's name.
+    pub instance_type: String,
+}
+
+/// `{instance_type, capacity_type, zone}` of the offering gauges.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct OfferingLabels {
+    /// The instance type's name.
+    pub instance_type: String,
+    /// `spot`, `on-demand`, `reserved`.
+    pub capacity_type: String,
+    /// The offering's zone.
+    pub zone: String,
+}
+
 /// `{resource_type}`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct ResourceTypeLabels {
     /// `cpu`, `memory` …
     pub resource_type: String,
 }
 
-/// `{code}` of `karpenter_nodes_eviction_requests_total`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+/// `{code}` of `karpenter_pods_eviction_requests_total`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct CodeLabels {
     /// HTTP status code of the eviction request.
     pub code: String,
 }
 
 /// `{message_type}` of `karpenter_interruption_received_messages_total`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct MessageTypeLabels {
     /// `spot_interrupted`, `rebalance_recommendation`, `scheduled_change`,
     /// `instance_stopped`, `instance_terminated`.
     pub message_type: String,
+}
+
+fn build_labels() -> BuildLabels {
+    let goarch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    BuildLabels {
+        version: env!("CARGO_PKG_VERSION").into(),
+        goversion: "rust".into(),
+        goarch: goarch.into(),
+        commit: option_env!("KARPENTER_COMMIT").unwrap_or_default().into(),
+    }
 }
 
 /// Every family the controller records, registered once in [`Metrics::registry`].
@@ -198,9 +340,33 @@ pub struct Metrics {
     /// `karpenter_nodeclaims_disrupted_total`.
     pub nodeclaims_disrupted: Family<DisruptedLabels, Counter>,
     /// `karpenter_nodes_created_total`.
-    pub nodes_created: Family<NodePoolLabels, Counter>,
+    pub nodes_created: Family<NodePoolZoneLabels, Counter>,
     /// `karpenter_nodes_terminated_total`.
-    pub nodes_terminated: Family<NodePoolLabels, Counter>,
+    pub nodes_terminated: Family<NodePoolZoneLabels, Counter>,
+    /// `karpenter_nodes_lifetime_duration_seconds`: creation to deletion of a node.
+    pub nodes_lifetime_duration: HistogramFamily<NodePoolLabels>,
+    /// `karpenter_nodes_allocatable`, by node and resource type.
+    pub nodes_allocatable: Family<DynamicLabels, FloatGauge>,
+    /// `karpenter_nodes_total_pod_requests` (DaemonSet pods included).
+    pub nodes_total_pod_requests: Family<DynamicLabels, FloatGauge>,
+    /// `karpenter_nodes_total_daemon_requests`.
+    pub nodes_total_daemon_requests: Family<DynamicLabels, FloatGauge>,
+    /// `karpenter_nodes_system_overhead`: capacity minus allocatable.
+    pub nodes_system_overhead: Family<DynamicLabels, FloatGauge>,
+    /// `karpenter_nodes_current_lifetime_seconds`.
+    pub nodes_current_lifetime: Family<DynamicLabels, FloatGauge>,
+    /// `karpenter_cloudprovider_instance_type_cpu_cores`.
+    pub instance_type_cpu_cores: Family<InstanceTypeLabels, FloatGauge>,
+    /// `karpenter_cloudprovider_instance_type_memory_bytes`.
+    pub instance_type_memory_bytes: Family<InstanceTypeLabels, FloatGauge>,
+    /// `karpenter_cloudprovider_instance_type_offering_available` (1 or 0).
+    pub offering_available: Family<OfferingLabels, FloatGauge>,
+    /// `karpenter_cloudprovider_instance_type_offering_price_estimate`, $/h.
+    pub offering_price_estimate: Family<OfferingLabels, FloatGauge>,
+    /// `karpenter_scheduler_unschedulable_pods_count`: pods the latest plan could not place.
+    pub scheduler_unschedulable_pods: Family<ControllerLabels, Gauge>,
+    /// `karpenter_build_info` (1).
+    pub build_info: Family<BuildLabels, Gauge>,
     /// `karpenter_nodeclaims_termination_duration_seconds`.
     pub nodeclaims_termination_duration: HistogramFamily<NodePoolLabels>,
     /// `karpenter_pods_state` (1 for every pod the controller sees).
@@ -215,6 +381,9 @@ pub struct Metrics {
     pub scheduler_queue_depth: Family<ControllerLabels, Gauge>,
     /// `karpenter_voluntary_disruption_decisions_total`.
     pub disruption_decisions: Family<DecisionLabels, Counter>,
+    /// `karpenter_voluntary_disruption_decisions_by_nodepool_total`: a decision counted once
+    /// per NodePool among its candidates.
+    pub disruption_decisions_by_nodepool: Family<NodePoolDecisionLabels, Counter>,
     /// `karpenter_voluntary_disruption_eligible_nodes`.
     pub disruption_eligible_nodes: Family<ReasonLabels, Gauge>,
     /// `karpenter_voluntary_disruption_decision_evaluation_duration_seconds`.
@@ -233,10 +402,10 @@ pub struct Metrics {
     pub cluster_state_node_count: Gauge,
     /// `karpenter_cluster_state_synced` (1 once every watch has listed).
     pub cluster_state_synced: Gauge,
-    /// `karpenter_nodes_eviction_requests_total`.
+    /// `karpenter_pods_eviction_requests_total`.
     pub eviction_requests: Family<CodeLabels, Counter>,
-    /// `karpenter_leader_election_is_leader` (1 on the replica that holds the Lease).
-    pub is_leader: Gauge,
+    /// `leader_election_master_status` (1 on the replica that holds the Lease).
+    pub leader: Family<LeaseLabels, Gauge>,
     /// `karpenter_interruption_received_messages_total` (aws).
     pub interruption_received: Family<MessageTypeLabels, Counter>,
     /// `karpenter_interruption_deleted_messages_total` (aws).
@@ -273,13 +442,28 @@ impl Metrics {
             nodeclaims_disrupted: Family::default(),
             nodes_created: Family::default(),
             nodes_terminated: Family::default(),
-            nodeclaims_termination_duration: Family::new_with_constructor(duration_histogram),
+            nodes_lifetime_duration: Family::new_with_constructor(node_lifetime_histogram),
+            nodes_allocatable: Family::default(),
+            nodes_total_pod_requests: Family::default(),
+            nodes_total_daemon_requests: Family::default(),
+            nodes_system_overhead: Family::default(),
+            nodes_current_lifetime: Family::default(),
+            instance_type_cpu_cores: Family::default(),
+            instance_type_memory_bytes: Family::default(),
+            offering_available: Family::default(),
+            offering_price_estimate: Family::default(),
+            scheduler_unschedulable_pods: Family::default(),
+            build_info: Family::default(),
+            nodeclaims_termination_duration: Family::new_with_constructor(
+                nodeclaim_termination_histogram,
+            ),
             pods_state: Family::default(),
             pods_startup_duration: duration_histogram(),
             pods_bound_duration: duration_histogram(),
             scheduling_duration: Family::new_with_constructor(duration_histogram),
             scheduler_queue_depth: Family::default(),
             disruption_decisions: Family::default(),
+            disruption_decisions_by_nodepool: Family::default(),
             disruption_eligible_nodes: Family::default(),
             disruption_evaluation_duration: duration_histogram(),
             consolidation_moves: Family::default(),
@@ -290,7 +474,7 @@ impl Metrics {
             cluster_state_node_count: Gauge::default(),
             cluster_state_synced: Gauge::default(),
             eviction_requests: Family::default(),
-            is_leader: Gauge::default(),
+            leader: Family::default(),
             interruption_received: Family::default(),
             interruption_deleted: Counter::default(),
             interruption_queue_duration: duration_histogram(),
@@ -361,6 +545,11 @@ impl Metrics {
             m.disruption_decisions.clone(),
         );
         r.register(
+            "karpenter_voluntary_disruption_decisions_by_nodepool",
+            "Number of disruption decisions performed, per NodePool. Labeled by nodepool, disruption decision, reason, and consolidation type.",
+            m.disruption_decisions_by_nodepool.clone(),
+        );
+        r.register(
             "karpenter_voluntary_disruption_eligible_nodes",
             "Number of nodes eligible for disruption by Karpenter. Labeled by disruption reason.",
             m.disruption_eligible_nodes.clone(),
@@ -406,14 +595,74 @@ impl Metrics {
             m.cluster_state_synced.clone(),
         );
         r.register(
-            "karpenter_nodes_eviction_requests",
+            "karpenter_pods_eviction_requests",
             "The number of requests to evict pods. Labeled by the HTTP status code.",
             m.eviction_requests.clone(),
         );
         r.register(
-            "karpenter_leader_election_is_leader",
-            "1 when this replica holds the leader-election Lease.",
-            m.is_leader.clone(),
+            "leader_election_master_status",
+            "1 when this replica holds the leader-election Lease, 0 when it is a standby. Labeled by the Lease name.",
+            m.leader.clone(),
+        );
+        r.register(
+            "karpenter_nodes_lifetime_duration_seconds",
+            "The lifetime duration of the nodes since creation.",
+            m.nodes_lifetime_duration.clone(),
+        );
+        r.register(
+            "karpenter_nodes_allocatable",
+            "Node allocatable are the resources allocatable by nodes.",
+            m.nodes_allocatable.clone(),
+        );
+        r.register(
+            "karpenter_nodes_total_pod_requests",
+            "Node total pod requests are the resources requested by pods bound to nodes, including the DaemonSet pods.",
+            m.nodes_total_pod_requests.clone(),
+        );
+        r.register(
+            "karpenter_nodes_total_daemon_requests",
+            "Node total daemon requests are the resource requested by DaemonSet pods bound to nodes.",
+            m.nodes_total_daemon_requests.clone(),
+        );
+        r.register(
+            "karpenter_nodes_system_overhead",
+            "Node system daemon overhead are the resources reserved for system overhead, the difference between the node's capacity and allocatable values.",
+            m.nodes_system_overhead.clone(),
+        );
+        r.register(
+            "karpenter_nodes_current_lifetime_seconds",
+            "Node age in seconds.",
+            m.nodes_current_lifetime.clone(),
+        );
+        r.register(
+            "karpenter_cloudprovider_instance_type_cpu_cores",
+            "VCPUs cores for a given instance type.",
+            m.instance_type_cpu_cores.clone(),
+        );
+        r.register(
+            "karpenter_cloudprovider_instance_type_memory_bytes",
+            "Memory, in bytes, for a given instance type.",
+            m.instance_type_memory_bytes.clone(),
+        );
+        r.register(
+            "karpenter_cloudprovider_instance_type_offering_available",
+            "Instance type offering availability, based on instance type, capacity type, and zone.",
+            m.offering_available.clone(),
+        );
+        r.register(
+            "karpenter_cloudprovider_instance_type_offering_price_estimate",
+            "Instance type offering estimated hourly price used when making informed decisions on node cost calculation, based on instance type, capacity type, and zone.",
+            m.offering_price_estimate.clone(),
+        );
+        r.register(
+            "karpenter_scheduler_unschedulable_pods_count",
+            "The number of unschedulable pods in the latest provisioning simulation.",
+            m.scheduler_unschedulable_pods.clone(),
+        );
+        r.register(
+            "karpenter_build_info",
+            "A metric with a constant '1' value labeled by version from which karpenter was built.",
+            m.build_info.clone(),
         );
         r.register(
             "karpenter_interruption_received_messages",
@@ -446,7 +695,15 @@ impl Metrics {
             m.dry_run_disruption_savings.clone(),
         );
         *m.registry.lock().unwrap_or_else(PoisonError::into_inner) = r;
+        m.build_info.get_or_create(&build_labels()).set(1);
         m
+    }
+
+    /// Sets `leader_election_master_status` for the Lease `lease`.
+    pub fn set_leader(&self, lease: &str, leading: bool) {
+        self.leader
+            .get_or_create(&LeaseLabels { name: lease.into() })
+            .set(i64::from(leading));
     }
 
     /// The OpenMetrics text exposition of every family.

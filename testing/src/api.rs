@@ -1,7 +1,9 @@
 //! Kubernetes API objects as a controller reads them from the API server: karpenter.sh
 //! NodeClaims and core/v1 Nodes, with the metadata the server fills in.
 
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Taint};
+use k8s_openapi::api::core::v1::{
+    Node, NodeCondition, NodeSpec, NodeStatus, Pod, PodCondition, PodSpec, PodStatus, Taint,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use karpenter_cloudprovider::NodeClaim;
@@ -77,6 +79,50 @@ pub fn ready(mut node: Node) -> Node {
         ..NodeCondition::default()
     }]);
     node
+}
+
+/// Pod `default/web`, created at 1 s after the epoch, bound to `node` (if any), with a true
+/// `PodScheduled` condition since `scheduled_at` and a true `Ready` condition since
+/// `ready_at` (milliseconds since the epoch); its phase is `Running` once ready, else
+/// `Pending`. Models the transitions the pod metrics time.
+pub fn pod_with_conditions(
+    node: Option<&str>,
+    scheduled_at: Option<i64>,
+    ready_at: Option<i64>,
+) -> Pod {
+    let t = |ms: i64| Time(Timestamp::from_millisecond(ms).expect("a test time in range"));
+    let condition = |type_: &str, at: i64| PodCondition {
+        type_: type_.into(),
+        status: "True".into(),
+        last_transition_time: Some(t(at)),
+        ..PodCondition::default()
+    };
+    let mut conditions = Vec::new();
+    conditions.extend(scheduled_at.map(|at| condition("PodScheduled", at)));
+    conditions.extend(ready_at.map(|at| condition("Ready", at)));
+    let phase = if ready_at.is_some() {
+        "Running"
+    } else {
+        "Pending"
+    };
+    Pod {
+        metadata: ObjectMeta {
+            name: Some("web".into()),
+            namespace: Some("default".into()),
+            uid: Some("uid-web".into()),
+            creation_timestamp: Some(t(1_000)),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            node_name: node.map(str::to_owned),
+            ..PodSpec::default()
+        }),
+        status: Some(PodStatus {
+            phase: Some(phase.into()),
+            conditions: Some(conditions),
+            ..PodStatus::default()
+        }),
+    }
 }
 
 #[cfg(test)]

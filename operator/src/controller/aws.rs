@@ -341,17 +341,6 @@ impl ProviderHooks for AwsHooks {
     }
 }
 
-/// Karpenter's event reason for an interruption kind.
-pub fn event_reason(kind: InterruptionKind) -> &'static str {
-    match kind {
-        InterruptionKind::SpotInterruption => "SpotInterrupted",
-        InterruptionKind::RebalanceRecommendation => "SpotRebalanceRecommendation",
-        InterruptionKind::ScheduledChange => "InstanceUnhealthy",
-        InterruptionKind::InstanceStopped => "InstanceStopping",
-        InterruptionKind::InstanceTerminated => "InstanceTerminating",
-    }
-}
-
 /// Acts on interruptions the way Karpenter's interruption controller does: an event on
 /// the NodeClaim and its Node; for a spot interruption the offering is marked unavailable
 /// (so the replacement avoids it); for anything but a rebalance recommendation the
@@ -388,7 +377,7 @@ impl InterruptionSink for InterruptionHandler {
             return Ok(());
         };
         let node = self.ctx.stores.node_by_provider_id(claim.provider_id());
-        let reason = event_reason(kind);
+        let reason = kind.event_reason();
         let message = format!(
             "{} for instance {}",
             kind.as_str(),

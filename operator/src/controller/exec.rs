@@ -14,7 +14,8 @@ use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, StatusConditions, la
 use karpenter_cluster::Action;
 use karpenter_cluster::termination::NODE_DELETED;
 use karpenter_metrics::{
-    CodeLabels, CreatedLabels, DisruptedLabels, NodePoolLabels, TerminatedLabels,
+    CodeLabels, CreatedLabels, DisruptedLabels, NodePoolLabels, NodePoolZoneLabels,
+    TerminatedLabels,
 };
 use karpenter_scheduling::model::PodKey;
 use kube::api::{DeleteParams, EvictParams, PostParams};
@@ -360,12 +361,22 @@ pub async fn terminate_instance(ctx: &Ctx, name: &str) -> Result<(), ReconcileEr
     if let Some(node) = &node {
         let node_name = node.metadata.name.clone().unwrap_or_default();
         remove_finalizer_node(ctx, node).await?;
+        let nodepool = claim.node_pool().unwrap_or_default().to_owned();
+        let zone = claim.label(v1labels::ZONE).unwrap_or_default().to_owned();
         ctx.metrics
             .nodes_terminated
-            .get_or_create(&NodePoolLabels {
-                nodepool: claim.node_pool().unwrap_or_default().to_owned(),
+            .get_or_create(&NodePoolZoneLabels {
+                nodepool: nodepool.clone(),
+                zone,
             })
             .inc();
+        if let Some(created) = &node.metadata.creation_timestamp {
+            let secs = (now - created.0.as_millisecond()).max(0) as f64 / 1000.0;
+            ctx.metrics
+                .nodes_lifetime_duration
+                .get_or_create(&NodePoolLabels { nodepool })
+                .observe(secs);
+        }
         tracing::info!(node = %node_name, "deleted node");
     }
     let mut updated = NodeClaim::clone(&claim);
@@ -400,6 +411,7 @@ pub async fn terminate_instance(ctx: &Ctx, name: &str) -> Result<(), ReconcileEr
                 .label(v1labels::CAPACITY_TYPE)
                 .unwrap_or_default()
                 .to_owned(),
+            zone: claim.label(v1labels::ZONE).unwrap_or_default().to_owned(),
         })
         .inc();
     if let Some(started) = claim.metadata.deletion_timestamp.as_ref() {

@@ -99,8 +99,9 @@ pub async fn register(ctx: &Ctx, name: &str, node_name: &str) -> Result<(), Reco
     patch_claim_status(ctx, &updated).await?;
     ctx.metrics
         .nodes_created
-        .get_or_create(&karpenter_metrics::NodePoolLabels {
+        .get_or_create(&karpenter_metrics::NodePoolZoneLabels {
             nodepool: claim.node_pool().unwrap_or_default().to_owned(),
+            zone: claim.label(v1labels::ZONE).unwrap_or_default().to_owned(),
         })
         .inc();
     tracing::info!(nodeclaim = name, node = %node_name, "registered node");

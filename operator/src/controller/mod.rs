@@ -27,7 +27,6 @@ pub mod leader;
 pub mod lifecycle;
 pub mod logging;
 pub mod nodepool;
-pub mod podmetrics;
 pub mod provider;
 pub mod repair;
 pub mod run;

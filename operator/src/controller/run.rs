@@ -5,7 +5,6 @@ use super::events::{EventSink, publish_loop};
 use super::exec::{self, Executed};
 use super::explain::Explainer;
 use super::leader::{self, LeaderGate};
-use super::podmetrics::PodMetrics;
 use super::provider::ProviderHooks;
 use super::static_pools;
 use super::{
@@ -15,7 +14,7 @@ use super::{
 use crate::http::{self, Health};
 use crate::settings::{ControllerArgs, ProviderKind, Settings};
 use anyhow::Context as _;
-use karpenter_cloudprovider::v1::{ConditionType, labels as v1labels};
+use karpenter_cloudprovider::v1::ConditionType;
 use karpenter_cluster::feed::{Feed, Synced};
 use karpenter_cluster::garbage;
 use karpenter_cluster::orchestration::Outcome;
@@ -23,13 +22,14 @@ use karpenter_cluster::provisioner::NameGenerator;
 use karpenter_cluster::reconciler::{Event, ProviderFacts, Reconciler, ReconcilerSettings};
 use karpenter_cluster::{Action, ClusterState, ObjectKey};
 use karpenter_disruption::DisruptionOptions;
-use karpenter_metrics::{
-    ControllerLabels, DecisionLabels, Metrics, ReasonLabels, ResourceTypeLabels,
-};
+use karpenter_metrics::Metrics;
+use karpenter_metrics::index::IndexMetrics;
+use karpenter_metrics::pods::PodMetrics;
 use karpenter_scheduling::SolveOptions;
 use karpenter_scheduling::model::{InstanceType, Millis, PodKey};
 use kube::runtime::events::{Recorder, Reporter};
-use std::collections::{BTreeMap, BTreeSet};
+use kube::runtime::reflector::ObjectRef;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -69,6 +69,7 @@ pub struct Controller {
     resync_at: Option<Millis>,
     hooks: Option<Arc<dyn ProviderHooks>>,
     pod_metrics: PodMetrics,
+    index_metrics: IndexMetrics,
     /// When node utilisation was last computed (a scan of every managed node).
     utilization_at: Option<Millis>,
     explainer: Explainer,
@@ -95,6 +96,7 @@ impl Controller {
             nodepools_at: None,
             hooks: None,
             pod_metrics: PodMetrics::default(),
+            index_metrics: IndexMetrics::default(),
             utilization_at: None,
             explainer: Explainer::default(),
             told: ignored::Told::default(),
@@ -176,10 +178,11 @@ impl Controller {
         self.refresh_drift(now).await;
         let (mut state, reconciler) = self.take_core();
         let (synced, full) = self.feed_index(&mut state, now);
+        let pods = &self.ctx.stores.pods;
         self.pod_metrics.record(
             &synced.touched,
             full,
-            &self.ctx.stores.pods,
+            |key| pods.get(&ObjectRef::new(&key.name).within(&key.namespace)),
             &state,
             now,
             &self.ctx.metrics,
@@ -293,14 +296,7 @@ impl Controller {
                 return;
             }
         };
-        let provisionable = state.provisionable_pods().count() + state.displaced_pods().len();
-        self.ctx
-            .metrics
-            .scheduler_queue_depth
-            .get_or_create(&ControllerLabels {
-                controller: "provisioner".into(),
-            })
-            .set(provisionable as i64);
+        let provisionable = self.ctx.metrics.observe_queue(&state);
         self.core = Some((state, reconciler));
         if provisionable == 0
             && let Some(shadow) = &mut self.shadow
@@ -315,26 +311,16 @@ impl Controller {
 
     /// Logs, publishes and counts what the reconciler reports.
     async fn record(&mut self, event: Event) {
+        self.ctx.metrics.observe(&event);
         // A store lookup by name: a plan can nominate thousands of pods.
         let pod_ref = |key: &PodKey| {
             self.ctx
                 .stores
                 .pods
-                .get(&kube::runtime::reflector::ObjectRef::new(&key.name).within(&key.namespace))
+                .get(&ObjectRef::new(&key.name).within(&key.namespace))
         };
         match event {
-            Event::Planned {
-                pods,
-                plan,
-                seconds,
-            } => {
-                self.ctx
-                    .metrics
-                    .scheduling_duration
-                    .get_or_create(&ControllerLabels {
-                        controller: "provisioner".into(),
-                    })
-                    .observe(seconds);
+            Event::Planned { pods, plan, .. } => {
                 tracing::info!(
                     pods,
                     nodeclaims = plan.new_node_claims.len(),
@@ -367,23 +353,8 @@ impl Controller {
                 }
             }
             Event::DisruptionPass {
-                drifted,
-                result,
-                seconds,
+                drifted, result, ..
             } => {
-                self.ctx
-                    .metrics
-                    .disruption_evaluation_duration
-                    .observe(seconds);
-                for (reason, count) in &result.eligible {
-                    self.ctx
-                        .metrics
-                        .disruption_eligible_nodes
-                        .get_or_create(&ReasonLabels {
-                            reason: reason.as_str().to_lowercase(),
-                        })
-                        .set(*count as i64);
-                }
                 match &mut self.shadow {
                     Some(shadow) => shadow.pass_done(&self.ctx.metrics),
                     None => drift::record(&self.ctx, &drifted).await,
@@ -395,15 +366,6 @@ impl Controller {
                 if let Some(shadow) = &mut self.shadow {
                     shadow.decided(&command, &self.ctx.metrics);
                 }
-                self.ctx
-                    .metrics
-                    .disruption_decisions
-                    .get_or_create(&DecisionLabels {
-                        decision: format!("{:?}", command.decision).to_lowercase(),
-                        reason: command.reason.as_str().to_lowercase(),
-                        consolidation_type: String::new(),
-                    })
-                    .inc();
                 tracing::info!(
                     reason = command.reason.as_str(),
                     decision = ?command.decision,
@@ -497,18 +459,8 @@ impl Controller {
         };
         let listing_ok = instances.is_some();
         let instances = instances.unwrap_or_default();
-        let listed: Vec<garbage::Instance> = instances
-            .iter()
-            .map(|i| garbage::Instance {
-                provider_id: i.provider_id().to_owned(),
-                created_at: i
-                    .metadata
-                    .creation_timestamp
-                    .as_ref()
-                    .map(|t| t.0.as_millisecond()),
-                terminating: i.is_deleting(),
-            })
-            .collect();
+        let listed: Vec<garbage::Instance> =
+            instances.iter().map(garbage::Instance::listed).collect();
         let collect = match self.core.as_ref() {
             Some((state, _)) if listing_ok => garbage::decide(state, &listed, now),
             _ => garbage::Collect::default(),
@@ -543,43 +495,19 @@ impl Controller {
                 tracing::warn!(nodeclaim = name, error = %e, "garbage collection failed");
             }
         }
-        let known: BTreeSet<String> = self
-            .ctx
-            .stores
-            .node_claims
-            .state()
-            .iter()
-            .map(|c| c.provider_id().to_owned())
-            .filter(|p| !p.is_empty())
-            .collect();
-        // Nodes left terminating with our finalizer and no NodeClaim (deleted out of band).
-        for node in self.ctx.stores.nodes.state() {
-            let pid = karpenter_cluster::node_provider_id(&node);
-            let ours = node
-                .metadata
-                .finalizers
-                .as_ref()
-                .is_some_and(|f| f.iter().any(|x| x == v1labels::TERMINATION_FINALIZER));
-            if ours && node.metadata.deletion_timestamp.is_some() && !known.contains(pid) {
-                let kept: Vec<String> = node
-                    .metadata
-                    .finalizers
-                    .clone()
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter(|f| f != v1labels::TERMINATION_FINALIZER)
-                    .collect();
-                let name = node.metadata.name.clone().unwrap_or_default();
-                if let Err(e) = super::api::set_finalizers(
-                    &self.ctx.nodes(),
-                    &name,
-                    node.metadata.resource_version.as_deref(),
-                    &kept,
-                )
-                .await
-                {
-                    tracing::warn!(node = %name, error = %e, "removing finalizer of orphaned node failed");
-                }
+        let nodes = self.ctx.stores.nodes.state();
+        let claims = self.ctx.stores.node_claims.state();
+        let orphaned = garbage::orphaned_node_finalizers(
+            nodes.iter().map(AsRef::as_ref),
+            claims.iter().map(AsRef::as_ref),
+        );
+        for release in orphaned {
+            let rv = release.resource_version.as_deref();
+            let nodes = self.ctx.nodes();
+            if let Err(e) =
+                super::api::set_finalizers(&nodes, &release.node, rv, &release.finalizers).await
+            {
+                tracing::warn!(node = %release.node, error = %e, "removing finalizer of orphaned node failed");
             }
         }
     }
@@ -593,6 +521,8 @@ impl Controller {
         };
         let m = &self.ctx.metrics;
         m.cluster_state_node_count.set(state.nodes().len() as i64);
+        let types = &self.instance_types;
+        (self.index_metrics).record_instance_types(types, self.types_version, m);
         if self
             .utilization_at
             .is_some_and(|t| now - t < UTILIZATION_PERIOD_MS)
@@ -600,13 +530,7 @@ impl Controller {
             return;
         }
         self.utilization_at = Some(now);
-        for (resource, percent) in state.utilization_percent() {
-            m.cluster_utilization
-                .get_or_create(&ResourceTypeLabels {
-                    resource_type: resource,
-                })
-                .set(percent);
-        }
+        self.index_metrics.record_nodes(state, now, m);
     }
 }
 
@@ -776,7 +700,7 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
             return Ok(());
         }
     }
-    metrics.is_leader.set(1);
+    metrics.set_leader(&settings.leader_election_name, true);
     tracing::info!(identity = %id, "acquired leadership");
     let (stop_tasks, tasks_stopped) = tokio::sync::watch::channel(false);
     match &built.hooks {
@@ -791,7 +715,7 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     let mut controller = Controller::new(ctx).with_hooks(built.hooks);
     let result = run_leader(&mut controller, &mut gate, &changed).await;
     let _ = stop_tasks.send(true);
-    metrics.is_leader.set(0);
+    metrics.set_leader(&settings.leader_election_name, false);
     stop(election).await;
     if result.is_ok() {
         tracing::info!("shut down");

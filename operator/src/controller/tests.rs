@@ -265,11 +265,11 @@ async fn pdb_blocked_eviction_is_retried_until_allowed() {
     );
     let text = ctx.metrics.encode();
     assert!(
-        text.contains("karpenter_nodes_eviction_requests_total{code=\"429\"} 2"),
+        text.contains("karpenter_pods_eviction_requests_total{code=\"429\"} 2"),
         "{text}"
     );
     assert!(
-        text.contains("karpenter_nodes_eviction_requests_total{code=\"201\"} 1")
+        text.contains("karpenter_pods_eviction_requests_total{code=\"201\"} 1")
             || text.contains("code=\"200\"} 1"),
         "{text}"
     );

@@ -1,0 +1,334 @@
+//! The gauges read from the whole index rather than from events: per node (allocatable,
+//! pod and DaemonSet requests, system overhead, age) and per instance type and offering.
+//! Each refresh replaces a family's series, so nodes and offerings that are gone lose theirs.
+
+use crate::{
+    DynamicLabels, FloatGauge, InstanceTypeLabels, Metrics, OfferingLabels, ResourceTypeLabels,
+};
+use karpenter_cluster::{ClusterState, NodeRecord};
+use karpenter_scheduling::model::{InstanceType, Millis};
+use karpenter_scheduling::resources::Resources;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::hash::Hash;
+
+/// Node labels every node series carries, under upstream's metric label names: Karpenter's
+/// well-known labels and the AWS provider's. A node without one gets an empty value.
+pub const WELL_KNOWN_NODE_LABELS: [&str; 36] = [
+    "karpenter.sh/nodepool",
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "node.kubernetes.io/instance-type",
+    "kubernetes.io/arch",
+    "kubernetes.io/os",
+    "karpenter.sh/capacity-type",
+    "node.kubernetes.io/windows-build",
+    "karpenter.k8s.aws/capacity-reservation-id",
+    "karpenter.k8s.aws/capacity-reservation-type",
+    "karpenter.k8s.aws/capacity-reservation-interruptible",
+    "karpenter.k8s.aws/instance-hypervisor",
+    "karpenter.k8s.aws/instance-encryption-in-transit-supported",
+    "karpenter.k8s.aws/instance-category",
+    "karpenter.k8s.aws/instance-capability-flex",
+    "karpenter.k8s.aws/instance-family",
+    "karpenter.k8s.aws/instance-generation",
+    "karpenter.k8s.aws/instance-size",
+    "karpenter.k8s.aws/instance-local-nvme",
+    "karpenter.k8s.aws/instance-cpu",
+    "karpenter.k8s.aws/instance-cpu-manufacturer",
+    "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz",
+    "karpenter.k8s.aws/instance-memory",
+    "karpenter.k8s.aws/instance-ebs-bandwidth",
+    "karpenter.k8s.aws/instance-network-bandwidth",
+    "karpenter.k8s.aws/instance-gpu-name",
+    "karpenter.k8s.aws/instance-gpu-manufacturer",
+    "karpenter.k8s.aws/instance-gpu-count",
+    "karpenter.k8s.aws/instance-gpu-memory",
+    "karpenter.k8s.aws/instance-accelerator-name",
+    "karpenter.k8s.aws/instance-accelerator-manufacturer",
+    "karpenter.k8s.aws/instance-accelerator-count",
+    "topology.k8s.aws/zone-id",
+    "karpenter.k8s.aws/instance-tenancy",
+    "karpenter.k8s.aws/placement-group-id",
+    "karpenter.k8s.aws/placement-group-partition",
+];
+
+/// `topology.kubernetes.io/zone` → `zone`: the part after the `/`, lower case, `-` as `_`.
+fn metric_label(key: &str) -> String {
+    let name = key.rsplit_once('/').map_or(key, |(_, n)| n);
+    name.to_lowercase().replace('-', "_")
+}
+
+/// A resource name as a label value: lower case, `-` as `_` (`ephemeral_storage`).
+fn resource_label(name: &str) -> String {
+    name.to_lowercase().replace('-', "_")
+}
+
+/// A quantity as upstream reports it: CPU in cores, everything else in units.
+fn value(resource: &str, amount: i64) -> f64 {
+    if resource == "cpu" {
+        amount as f64 / 1000.0
+    } else {
+        amount as f64
+    }
+}
+
+/// The series last written to one family, so that the next refresh can remove the ones
+/// that no longer exist.
+#[derive(Debug)]
+struct Series<L> {
+    written: HashSet<L>,
+}
+
+impl<L> Default for Series<L> {
+    fn default() -> Self {
+        Self {
+            written: HashSet::new(),
+        }
+    }
+}
+
+impl<L: Clone + Eq + Hash + EncodeLabelSet + std::fmt::Debug> Series<L> {
+    fn replace(&mut self, family: &Family<L, FloatGauge>, now: Vec<(L, f64)>) {
+        let keep: HashSet<L> = now.iter().map(|(l, _)| l.clone()).collect();
+        for gone in self.written.difference(&keep) {
+            family.remove(gone);
+        }
+        for (labels, v) in now {
+            family.get_or_create(&labels).set(v);
+        }
+        self.written = keep;
+    }
+}
+
+/// Keeps the node and instance-type gauges in line with the index.
+#[derive(Debug, Default)]
+pub struct IndexMetrics {
+    allocatable: Series<DynamicLabels>,
+    pod_requests: Series<DynamicLabels>,
+    daemon_requests: Series<DynamicLabels>,
+    overhead: Series<DynamicLabels>,
+    lifetime: Series<DynamicLabels>,
+    cpu_cores: Series<InstanceTypeLabels>,
+    memory_bytes: Series<InstanceTypeLabels>,
+    available: Series<OfferingLabels>,
+    price: Series<OfferingLabels>,
+    types_seen: Option<u64>,
+}
+
+fn node_labels(record: &NodeRecord) -> DynamicLabels {
+    let mut labels: DynamicLabels = WELL_KNOWN_NODE_LABELS
+        .iter()
+        .map(|k| {
+            let v = record.node.labels.get(*k).cloned().unwrap_or_default();
+            (metric_label(k), v)
+        })
+        .collect();
+    labels.push(("node_name".into(), record.node.name.clone()));
+    // A Node's status.phase is deprecated and empty on every current kubelet.
+    labels.push(("phase".into(), String::new()));
+    labels.push(("managed".into(), record.node_claim.is_some().to_string()));
+    labels
+}
+
+fn per_resource(labels: &DynamicLabels, r: &Resources) -> Vec<(DynamicLabels, f64)> {
+    r.iter()
+        .map(|(name, amount)| {
+            let mut l = labels.clone();
+            l.push(("resource_type".into(), resource_label(name)));
+            (l, value(name, amount))
+        })
+        .collect()
+}
+
+impl IndexMetrics {
+    /// Sets the node gauges from every Node in `state` at `now` (in-flight claims without a
+    /// Node have none, as upstream's), and `karpenter_cluster_utilization_percent`.
+    pub fn record_nodes(&mut self, state: &ClusterState, now: Millis, m: &Metrics) {
+        let mut allocatable = Vec::new();
+        let mut pod_requests = Vec::new();
+        let mut daemon_requests = Vec::new();
+        let mut overhead = Vec::new();
+        let mut lifetime = Vec::new();
+        for (name, record) in state.nodes() {
+            if matches!(record.kubelet, karpenter_cluster::Kubelet::NotJoined) {
+                continue;
+            }
+            let labels = node_labels(record);
+            let mut pods = Resources::default();
+            let mut daemons = Resources::default();
+            for p in state.pods_on(name) {
+                pods.add_assign(&p.pod.requests);
+                if p.pod.is_daemon() {
+                    daemons.add_assign(&p.pod.requests);
+                }
+            }
+            let reserved = record
+                .node
+                .capacity
+                .checked_sub(&record.node.allocatable)
+                .unwrap_or_default();
+            allocatable.extend(per_resource(&labels, &record.node.allocatable));
+            pod_requests.extend(per_resource(&labels, &pods));
+            daemon_requests.extend(per_resource(&labels, &daemons));
+            overhead.extend(per_resource(&labels, &reserved));
+            let age = (now - record.node.created_at).max(0) as f64 / 1000.0;
+            lifetime.push((labels, age));
+        }
+        self.allocatable.replace(&m.nodes_allocatable, allocatable);
+        self.pod_requests
+            .replace(&m.nodes_total_pod_requests, pod_requests);
+        self.daemon_requests
+            .replace(&m.nodes_total_daemon_requests, daemon_requests);
+        self.overhead.replace(&m.nodes_system_overhead, overhead);
+        self.lifetime.replace(&m.nodes_current_lifetime, lifetime);
+        for (resource, percent) in state.utilization_percent() {
+            m.cluster_utilization
+                .get_or_create(&ResourceTypeLabels {
+                    resource_type: resource,
+                })
+                .set(percent);
+        }
+    }
+
+    /// Sets the instance-type and offering gauges from `types` (every pool's, a type listed
+    /// by several pools counted once), unless `version` says they are unchanged since the
+    /// last call.
+    pub fn record_instance_types(
+        &mut self,
+        types: &BTreeMap<String, Vec<std::sync::Arc<InstanceType>>>,
+        version: u64,
+        m: &Metrics,
+    ) {
+        if self.types_seen == Some(version) {
+            return;
+        }
+        self.types_seen = Some(version);
+        let mut seen = BTreeSet::new();
+        let (mut cpu, mut memory, mut available, mut price) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for it in types.values().flatten() {
+            if !seen.insert(it.name.as_str()) {
+                continue;
+            }
+            let labels = InstanceTypeLabels {
+                instance_type: it.name.clone(),
+            };
+            cpu.push((labels.clone(), it.capacity.cpu_millis as f64 / 1000.0));
+            memory.push((labels, it.capacity.memory as f64));
+            for o in &it.offerings {
+                let labels = OfferingLabels {
+                    instance_type: it.name.clone(),
+                    capacity_type: o.capacity_type.clone(),
+                    zone: o.zone.clone(),
+                };
+                available.push((labels.clone(), if o.available { 1.0 } else { 0.0 }));
+                price.push((labels, o.price));
+            }
+        }
+        self.cpu_cores.replace(&m.instance_type_cpu_cores, cpu);
+        self.memory_bytes
+            .replace(&m.instance_type_memory_bytes, memory);
+        self.available.replace(&m.offering_available, available);
+        self.price.replace(&m.offering_price_estimate, price);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use karpenter_cluster::Object;
+
+    fn lines(m: &Metrics, prefix: &str) -> Vec<String> {
+        m.encode()
+            .lines()
+            .filter(|l| l.starts_with(prefix))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn label_names_follow_upstream() {
+        assert_eq!(metric_label("topology.kubernetes.io/zone"), "zone");
+        assert_eq!(
+            metric_label("karpenter.k8s.aws/instance-cpu-manufacturer"),
+            "instance_cpu_manufacturer"
+        );
+        assert_eq!(resource_label("ephemeral-storage"), "ephemeral_storage");
+    }
+
+    #[test]
+    fn node_series_follow_the_nodes() {
+        let m = Metrics::new();
+        let mut im = IndexMetrics::default();
+        let mut state = ClusterState::new();
+        let node = karpenter_testing::api::ready(karpenter_testing::api::registering_node(
+            "n1",
+            "fake://z/n1",
+        ));
+        let mut node = node;
+        let status = node.status.get_or_insert_with(Default::default);
+        let q = |v: &str| k8s_openapi::apimachinery::pkg::api::resource::Quantity(v.into());
+        status.capacity = Some([("cpu".into(), q("4")), ("memory".into(), q("16Gi"))].into());
+        status.allocatable =
+            Some([("cpu".into(), q("3920m")), ("memory".into(), q("15Gi"))].into());
+        node.metadata.labels = Some([("topology.kubernetes.io/zone".into(), "z".into())].into());
+        node.metadata.creation_timestamp = Some(karpenter_cluster::provisioner::time(10_000));
+        let record = karpenter_cluster::api_objects::node_record(&node, None).unwrap();
+        state.apply(Object::Node(Box::new(record)));
+        im.record_nodes(&state, 70_000, &m);
+        let alloc = lines(&m, "karpenter_nodes_allocatable{");
+        assert_eq!(alloc.len(), 2, "{alloc:?}");
+        let cpu = alloc
+            .iter()
+            .find(|l| l.contains("resource_type=\"cpu\""))
+            .unwrap();
+        assert!(cpu.ends_with(" 3.92"), "{cpu}");
+        assert!(
+            cpu.contains("zone=\"z\"") && cpu.contains("node_name=\"n1\""),
+            "{cpu}"
+        );
+        assert!(cpu.contains("managed=\"false\""), "{cpu}");
+        let overhead = lines(&m, "karpenter_nodes_system_overhead{");
+        assert!(
+            overhead
+                .iter()
+                .any(|l| l.contains("\"memory\"") && l.ends_with(" 1073741824.0")),
+            "{overhead:?}"
+        );
+        let age = lines(&m, "karpenter_nodes_current_lifetime_seconds{");
+        assert!(age[0].ends_with(" 60.0"), "{age:?}");
+        state.delete(&karpenter_cluster::ObjectKey::Node("n1".into()));
+        im.record_nodes(&state, 80_000, &m);
+        assert!(
+            lines(&m, "karpenter_nodes_allocatable{").is_empty(),
+            "a gone node's series go"
+        );
+    }
+
+    #[test]
+    fn offerings_are_listed_once_per_type() {
+        let m = Metrics::new();
+        let mut im = IndexMetrics::default();
+        let types = karpenter_testing::instance_types::catalogue();
+        let by_pool: BTreeMap<String, Vec<_>> =
+            [("a".into(), types.clone()), ("b".into(), types.clone())].into();
+        im.record_instance_types(&by_pool, 1, &m);
+        let offerings: usize = types.iter().map(|t| t.offerings.len()).sum();
+        assert_eq!(
+            lines(
+                &m,
+                "karpenter_cloudprovider_instance_type_offering_price_estimate{"
+            )
+            .len(),
+            offerings
+        );
+        assert_eq!(
+            lines(&m, "karpenter_cloudprovider_instance_type_cpu_cores{").len(),
+            types.len()
+        );
+        im.record_instance_types(&BTreeMap::new(), 2, &m);
+        assert!(lines(&m, "karpenter_cloudprovider_instance_type_cpu_cores{").is_empty());
+    }
+}

@@ -1,0 +1,191 @@
+//! The families fed by what the shared reconciler reports ([`Event`]): solve durations,
+//! disruption pass durations, eligible nodes and disruption decisions, and the scheduler's
+//! queue depth read from the index. The controller
+//! passes every event here; what is logged or published as a Kubernetes event is its own
+//! business.
+
+use crate::{ControllerLabels, DecisionLabels, Metrics, NodePoolDecisionLabels, ReasonLabels};
+use karpenter_cluster::ClusterState;
+use karpenter_cluster::reconciler::Event;
+use std::collections::BTreeSet;
+
+impl Metrics {
+    /// Sets `karpenter_scheduler_queue_depth` to the pods the index holds for provisioning
+    /// (pending and unschedulable, or displaced from deleting nodes), and returns that count.
+    pub fn observe_queue(&self, state: &ClusterState) -> usize {
+        let provisionable = state.provisionable_pods().count() + state.displaced_pods().len();
+        self.scheduler_queue_depth
+            .get_or_create(&ControllerLabels {
+                controller: "provisioner".into(),
+            })
+            .set(i64::try_from(provisionable).unwrap_or(i64::MAX));
+        provisionable
+    }
+
+    /// Records what `event` says about the families above; events that carry no metric
+    /// are ignored.
+    pub fn observe(&self, event: &Event) {
+        match event {
+            Event::Planned { plan, seconds, .. } => {
+                let provisioner = ControllerLabels {
+                    controller: "provisioner".into(),
+                };
+                self.scheduling_duration
+                    .get_or_create(&provisioner)
+                    .observe(*seconds);
+                self.scheduler_unschedulable_pods
+                    .get_or_create(&provisioner)
+                    .set(i64::try_from(plan.unschedulable.len()).unwrap_or(i64::MAX));
+            }
+            Event::DisruptionPass {
+                result, seconds, ..
+            } => {
+                self.disruption_evaluation_duration.observe(*seconds);
+                for (reason, count) in &result.eligible {
+                    self.disruption_eligible_nodes
+                        .get_or_create(&ReasonLabels {
+                            reason: reason.as_str().to_lowercase(),
+                        })
+                        .set(i64::try_from(*count).unwrap_or(i64::MAX));
+                }
+            }
+            Event::DisruptionDecided(command) => {
+                let decision = format!("{:?}", command.decision).to_lowercase();
+                let reason = command.reason.as_str().to_lowercase();
+                self.disruption_decisions
+                    .get_or_create(&DecisionLabels {
+                        decision: decision.clone(),
+                        reason: reason.clone(),
+                        consolidation_type: String::new(),
+                    })
+                    .inc();
+                let pools: BTreeSet<&str> = command
+                    .candidates
+                    .iter()
+                    .map(|c| c.node_pool.as_str())
+                    .collect();
+                for nodepool in pools {
+                    self.disruption_decisions_by_nodepool
+                        .get_or_create(&NodePoolDecisionLabels {
+                            nodepool: nodepool.to_owned(),
+                            decision: decision.clone(),
+                            reason: reason.clone(),
+                            consolidation_type: String::new(),
+                        })
+                        .inc();
+                }
+            }
+            Event::Nominated { .. }
+            | Event::FailedScheduling { .. }
+            | Event::Disruption(_)
+            | Event::LifecycleTimeout { .. }
+            | Event::RepairBlocked { .. }
+            | Event::StaticCapacity { .. }
+            | Event::OrphanTaint { .. } => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use karpenter_disruption::{Command, Decision, PassResult, Reason};
+
+    fn line<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+        text.lines().find(|l| l.starts_with(prefix))
+    }
+
+    #[test]
+    fn reconciler_events_feed_their_families() {
+        let m = Metrics::new();
+        m.observe(&Event::Planned {
+            pods: 3,
+            plan: Box::default(),
+            seconds: 0.25,
+        });
+        let mut result = PassResult::default();
+        result.eligible.insert(Reason::Underutilized, 4);
+        m.observe(&Event::DisruptionPass {
+            drifted: Default::default(),
+            result: Box::new(result),
+            seconds: 1.5,
+        });
+        m.observe(&Event::DisruptionDecided(Box::new(Command {
+            reason: Reason::Empty,
+            decision: Decision::Delete,
+            candidates: ["a", "b"]
+                .map(|n| karpenter_disruption::CandidateRef {
+                    node: n.into(),
+                    node_claim: n.into(),
+                    node_pool: "default".into(),
+                    price: 0.1,
+                    pods: Vec::new(),
+                })
+                .to_vec(),
+            replacements: Vec::new(),
+            savings: 0.0,
+            explanation: String::new(),
+            created_at: 0,
+            forceful: false,
+        })));
+        let text = m.encode();
+        assert!(
+            line(&text, "karpenter_scheduler_scheduling_duration_seconds_sum{controller=\"provisioner\"} 0.25").is_some(),
+            "{text}"
+        );
+        assert!(
+            line(
+                &text,
+                "karpenter_voluntary_disruption_eligible_nodes{reason=\"underutilized\"} 4"
+            )
+            .is_some(),
+            "{text}"
+        );
+        assert!(
+            line(
+                &text,
+                "karpenter_voluntary_disruption_decision_evaluation_duration_seconds_sum 1.5"
+            )
+            .is_some(),
+            "{text}"
+        );
+        assert!(
+            line(&text, "karpenter_voluntary_disruption_decisions_total{decision=\"delete\",reason=\"empty\",consolidation_type=\"\"} 1").is_some(),
+            "{text}"
+        );
+        assert!(
+            line(&text, "karpenter_voluntary_disruption_decisions_by_nodepool_total{nodepool=\"default\",decision=\"delete\",reason=\"empty\",consolidation_type=\"\"} 1").is_some(),
+            "one count per pool, however many of its nodes: {text}"
+        );
+    }
+
+    #[test]
+    fn the_queue_depth_counts_unschedulable_pods() {
+        use k8s_openapi::api::core::v1::PodCondition;
+        use karpenter_cluster::Object;
+        let m = Metrics::new();
+        let mut state = ClusterState::new();
+        assert_eq!(m.observe_queue(&state), 0);
+        let mut pod = karpenter_testing::api::pod_with_conditions(None, None, None);
+        pod.status.as_mut().unwrap().conditions = Some(vec![PodCondition {
+            type_: "PodScheduled".into(),
+            status: "False".into(),
+            reason: Some("Unschedulable".into()),
+            ..PodCondition::default()
+        }]);
+        let record = karpenter_cluster::api_objects::pod_record(&pod)
+            .unwrap()
+            .unwrap();
+        state.apply(Object::Pod(Box::new(record)));
+        assert_eq!(m.observe_queue(&state), 1);
+        let text = m.encode();
+        assert!(
+            line(
+                &text,
+                "karpenter_scheduler_queue_depth{controller=\"provisioner\"} 1"
+            )
+            .is_some(),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,301 @@
+//! Compares the families karpenter-rs exports with Karpenter v1.14.1's
+//! (`upstream/karpenter-v1.14.1.txt`): name, type, label names and histogram buckets. Every
+//! difference must be listed in `upstream/gaps.txt`, and every listed difference must still
+//! exist, so the list only shrinks as families reach parity. `UPDATE_GAPS=1` rewrites it.
+
+use k8s_openapi::api::core::v1::{Container, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use karpenter_cluster::{ClusterState, Object};
+use karpenter_metrics::Metrics;
+use karpenter_metrics::index::IndexMetrics;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+/// One family as exported or as upstream defines it.
+#[derive(Debug, Default)]
+struct Family {
+    kind: String,
+    /// `None` where upstream's labels are defined by a library.
+    labels: Option<BTreeSet<String>>,
+    buckets: Vec<f64>,
+}
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("upstream")
+}
+
+const DURATION: [f64; 45] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
+    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
+    25.0, 30.0, 40.0, 50.0, 60.0, 120.0, 150.0, 300.0, 450.0, 600.0,
+];
+const DEFAULT: [f64; 11] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+fn buckets(spec: &str) -> Vec<f64> {
+    match spec {
+        "duration" => DURATION.to_vec(),
+        "default" => DEFAULT.to_vec(),
+        s if s.starts_with("exp(") => {
+            let args: Vec<f64> = s[4..s.len() - 1]
+                .split(',')
+                .map(|a| a.parse().unwrap())
+                .collect();
+            (0..args[2] as i32)
+                .map(|i| args[0] * args[1].powi(i))
+                .collect()
+        }
+        s => s.split(',').map(|b| b.parse().unwrap()).collect(),
+    }
+}
+
+fn upstream() -> BTreeMap<String, Family> {
+    let text = std::fs::read_to_string(dir().join("karpenter-v1.14.1.txt")).unwrap();
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            let labels = match cols[2] {
+                "?" => None,
+                "-" => Some(BTreeSet::new()),
+                ls => Some(ls.split(',').map(str::to_owned).collect()),
+            };
+            let family = Family {
+                kind: cols[1].to_owned(),
+                labels,
+                buckets: cols.get(3).map(|b| buckets(b)).unwrap_or_default(),
+            };
+            (cols[0].to_owned(), family)
+        })
+        .collect()
+}
+
+/// One series in every labelled family, so that its label names show in the exposition: the
+/// node families through a real refresh from an index holding one node.
+fn fill(m: &Metrics) {
+    drop(m.nodeclaims_created.get_or_create(&Default::default()));
+    drop(m.nodeclaims_terminated.get_or_create(&Default::default()));
+    drop(m.nodeclaims_disrupted.get_or_create(&Default::default()));
+    drop(m.nodes_created.get_or_create(&Default::default()));
+    drop(m.nodes_terminated.get_or_create(&Default::default()));
+    drop(
+        m.nodeclaims_termination_duration
+            .get_or_create(&Default::default()),
+    );
+    drop(m.pods_state.get_or_create(&Default::default()));
+    drop(m.scheduling_duration.get_or_create(&Default::default()));
+    drop(m.scheduler_queue_depth.get_or_create(&Default::default()));
+    drop(m.disruption_decisions.get_or_create(&Default::default()));
+    drop(
+        m.disruption_eligible_nodes
+            .get_or_create(&Default::default()),
+    );
+    drop(m.consolidation_moves.get_or_create(&Default::default()));
+    drop(m.consolidation_score.get_or_create(&Default::default()));
+    drop(m.nodepools_usage.get_or_create(&Default::default()));
+    drop(m.nodepools_limit.get_or_create(&Default::default()));
+    drop(m.cluster_utilization.get_or_create(&Default::default()));
+    drop(m.eviction_requests.get_or_create(&Default::default()));
+    drop(m.interruption_received.get_or_create(&Default::default()));
+    drop(m.dry_run_decisions.get_or_create(&Default::default()));
+    drop(
+        m.dry_run_provisioning_price
+            .get_or_create(&Default::default()),
+    );
+    drop(
+        m.dry_run_disruption_savings
+            .get_or_create(&Default::default()),
+    );
+    drop(m.cloudprovider.duration.get_or_create(&Default::default()));
+    drop(m.cloudprovider.errors.get_or_create(&Default::default()));
+    drop(
+        m.scheduler_unschedulable_pods
+            .get_or_create(&Default::default()),
+    );
+    drop(m.nodes_lifetime_duration.get_or_create(&Default::default()));
+    drop(m.leader.get_or_create(&Default::default()));
+    drop(
+        m.disruption_decisions_by_nodepool
+            .get_or_create(&Default::default()),
+    );
+    let mut state = ClusterState::new();
+    let mut node = karpenter_testing::api::ready(karpenter_testing::api::registering_node(
+        "n1",
+        "fake://z/n1",
+    ));
+    let status = node.status.get_or_insert_with(Default::default);
+    status.capacity = Some(BTreeMap::from([("cpu".into(), Quantity("2".into()))]));
+    status.allocatable = Some(BTreeMap::from([("cpu".into(), Quantity("1".into()))]));
+    let record = karpenter_cluster::api_objects::node_record(&node, None).unwrap();
+    state.apply(Object::Node(Box::new(record)));
+    let mut daemon = karpenter_testing::api::pod_with_conditions(Some("n1"), Some(0), Some(0));
+    daemon.metadata.owner_references = Some(vec![OwnerReference {
+        kind: "DaemonSet".into(),
+        name: "agent".into(),
+        controller: Some(true),
+        ..OwnerReference::default()
+    }]);
+    daemon.spec.as_mut().unwrap().containers = vec![Container {
+        name: "agent".into(),
+        resources: Some(ResourceRequirements {
+            requests: Some(BTreeMap::from([("cpu".into(), Quantity("100m".into()))])),
+            ..ResourceRequirements::default()
+        }),
+        ..Container::default()
+    }];
+    let record = karpenter_cluster::api_objects::pod_record(&daemon)
+        .unwrap()
+        .unwrap();
+    state.apply(Object::Pod(Box::new(record)));
+    let mut index = IndexMetrics::default();
+    index.record_nodes(&state, 0, m);
+    let types = BTreeMap::from([(
+        "default".to_owned(),
+        karpenter_testing::instance_types::catalogue(),
+    )]);
+    index.record_instance_types(&types, 1, m);
+}
+
+/// The families of `m`'s exposition, under upstream's names (counters with `_total`).
+fn ours(m: &Metrics) -> BTreeMap<String, Family> {
+    let text = m.encode();
+    let mut families: BTreeMap<String, Family> = BTreeMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            let family = Family {
+                kind: kind.to_owned(),
+                labels: Some(BTreeSet::new()),
+                buckets: Vec::new(),
+            };
+            families.insert(name.to_owned(), family);
+        }
+    }
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let (series, _) = line.rsplit_once(' ').unwrap();
+        let (sample, labels) = match series.split_once('{') {
+            Some((s, l)) => (s, &l[..l.len() - 1]),
+            None => (series, ""),
+        };
+        let Some(name) = families
+            .keys()
+            .filter(|f| sample.starts_with(f.as_str()))
+            .max_by_key(|f| f.len())
+            .cloned()
+        else {
+            continue;
+        };
+        let family = families.get_mut(&name).unwrap();
+        for pair in labels.split(',').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap();
+            match key {
+                "le" if value != "\"+Inf\"" => family
+                    .buckets
+                    .push(value.trim_matches('"').parse().unwrap()),
+                "le" | "quantile" => {}
+                _ => {
+                    family.labels.as_mut().unwrap().insert(key.to_owned());
+                }
+            }
+        }
+    }
+    families
+        .into_iter()
+        .map(|(name, mut f)| {
+            f.buckets.dedup();
+            let name = if f.kind == "counter" {
+                format!("{name}_total")
+            } else {
+                name
+            };
+            (name, f)
+        })
+        .collect()
+}
+
+fn gaps(upstream: &BTreeMap<String, Family>, ours: &BTreeMap<String, Family>) -> Vec<String> {
+    let join = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>().join(",");
+    let mut out = Vec::new();
+    for (name, up) in upstream {
+        let Some(our) = ours.get(name) else {
+            out.push(format!("missing {name}"));
+            continue;
+        };
+        if our.kind != up.kind {
+            out.push(format!(
+                "type {name} ours={} upstream={}",
+                our.kind, up.kind
+            ));
+        }
+        if let (Some(want), Some(have)) = (&up.labels, &our.labels)
+            && want != have
+        {
+            let missing: BTreeSet<String> = want.difference(have).cloned().collect();
+            let extra: BTreeSet<String> = have.difference(want).cloned().collect();
+            out.push(format!(
+                "labels {name} missing={} extra={}",
+                join(&missing),
+                join(&extra)
+            ));
+        }
+        if up.kind == "histogram" && our.kind == "histogram" && our.buckets != up.buckets {
+            out.push(format!("buckets {name}"));
+        }
+    }
+    for name in ours.keys().filter(|n| !upstream.contains_key(*n)) {
+        out.push(format!("extra {name}"));
+    }
+    out
+}
+
+#[test]
+fn every_difference_from_karpenter_is_listed() {
+    let m = Metrics::new();
+    fill(&m);
+    let found = gaps(&upstream(), &ours(&m));
+    let path = dir().join("gaps.txt");
+    if std::env::var_os("UPDATE_GAPS").is_some() {
+        let mut text = String::from(
+            "# Generated by tests/upstream_parity.rs (UPDATE_GAPS=1): how the exported families\n\
+             # differ from karpenter-v1.14.1.txt. docs/operator.md (Metrics) explains them.\n",
+        );
+        for g in &found {
+            text.push_str(g);
+            text.push('\n');
+        }
+        std::fs::write(&path, text).unwrap();
+    }
+    let listed: Vec<String> = std::fs::read_to_string(&path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let new: Vec<&String> = found.iter().filter(|g| !listed.contains(g)).collect();
+    let fixed: Vec<&String> = listed.iter().filter(|g| !found.contains(g)).collect();
+    assert!(
+        new.is_empty() && fixed.is_empty(),
+        "differences not in gaps.txt: {new:#?}\nlisted but gone (remove them): {fixed:#?}"
+    );
+}
+
+#[test]
+fn the_upstream_list_is_complete() {
+    let up = upstream();
+    assert_eq!(
+        up.len(),
+        127,
+        "126 documented families and the userdata gauge"
+    );
+    let histograms_without_buckets: Vec<&String> = up
+        .iter()
+        .filter(|(_, f)| f.kind == "histogram" && f.labels.is_some() && f.buckets.is_empty())
+        .map(|(n, _)| n)
+        .collect();
+    assert!(
+        histograms_without_buckets.is_empty(),
+        "{histograms_without_buckets:?}"
+    );
+}
