@@ -124,4 +124,37 @@ mod tests {
             );
         }
     }
+
+    #[tokio::test]
+    async fn a_scale_down_deletes_the_claim_without_a_disruption_event() {
+        let (client, api) = mock_client(|req| match req.method.as_str() {
+            "DELETE" => (
+                200,
+                serde_json::json!({"kind": "Status", "status": "Success"}),
+            ),
+            _ => status(500, "unexpected"),
+        });
+        let provider: Arc<dyn karpenter_cloudprovider::CloudProvider> =
+            Arc::new(karpenter_cloudprovider_fake::FakeCloudProvider::default());
+        let (ctx, mut w, mut events) = ctx(client, provider, 60_000);
+        put(
+            &mut w.node_claims,
+            karpenter_testing::api::node_claim("fixed-abcde"),
+        );
+        let delete = Action::DeleteNodeClaim {
+            node_claim: "fixed-abcde".into(),
+            reason: karpenter_cluster::reconciler::OVERPROVISIONED.into(),
+        };
+        super::super::exec::execute(&ctx, &delete).await.unwrap();
+        assert!(
+            api.requests()
+                .iter()
+                .any(|r| r.method == "DELETE" && r.uri.contains("/nodeclaims/fixed-abcde"))
+        );
+        assert!(events.try_recv().is_err(), "no DisruptionTerminating event");
+        assert!(
+            !ctx.metrics.encode().contains("reason=\"overprovisioned\""),
+            "no disruption metric"
+        );
+    }
 }
