@@ -138,3 +138,43 @@ pub fn scale_down_choice(
         .take(count)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever the counts: a scale-up never passes `replicas` or `limits.nodes`, a
+        /// scale-down lands exactly on `replicas`, and a steady pool is neither over its
+        /// replicas nor short of them once the claims being replaced are counted.
+        #[test]
+        fn decisions_land_within_replicas_and_the_node_limit(
+            replicas in 0i64..20,
+            limit in proptest::option::of(0i64..25),
+            active in 0i64..25,
+            pending_disruption in 0i64..5,
+            deleting in 0i64..5,
+        ) {
+            let counts = ClaimCounts { active, pending_disruption, deleting };
+            match scale(replicas, limit, counts) {
+                Scale::Up(n) => {
+                    prop_assert!(n >= 1);
+                    prop_assert!(active + n <= replicas);
+                    if let Some(l) = limit {
+                        prop_assert!(counts.total() + n <= l);
+                    }
+                }
+                Scale::Down(n) => prop_assert_eq!(active - n, replicas),
+                Scale::Steady => {
+                    prop_assert!(active <= replicas);
+                    prop_assert!(active + pending_disruption >= replicas);
+                }
+                Scale::LimitReached => {
+                    prop_assert!(active + pending_disruption < replicas);
+                    prop_assert!(limit.is_some_and(|l| counts.total() >= l));
+                }
+            }
+        }
+    }
+}
