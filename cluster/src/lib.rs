@@ -751,14 +751,14 @@ impl ClusterState {
             .iter()
             .filter_map(|n| self.nodes.get(n)?.node_claim.clone())
             .collect();
+        let mut counts = static_capacity::static_claim_counts(self, &held, &BTreeSet::new());
         let node_pools = self
             .node_pools
             .iter()
             .map(|(name, pool)| {
                 let mut settings = PoolDisruption::from_node_pool(pool);
                 if let Some(sp) = settings.static_capacity.as_mut() {
-                    sp.claims =
-                        static_capacity::claim_counts(self, name, &held, &BTreeSet::new(), 0);
+                    sp.claims = counts.remove(name).unwrap_or_default();
                 }
                 (name.clone(), settings)
             })

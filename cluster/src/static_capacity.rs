@@ -16,27 +16,30 @@ use karpenter_disruption::candidate::{
 };
 pub use karpenter_disruption::static_pool::{ClaimCounts, node_limit, room_under_limit};
 use karpenter_scheduling::model::Millis;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-/// What the index (and the reconciler's memory of its own recent requests) says of a pool's
-/// claims. `held` are the claims disruption commands hold; `deleting` the claims whose
-/// deletion was asked for but is not yet in the index; `launching` how many claims were
-/// created for the pool that the index does not show yet.
-pub fn claim_counts(
+/// What the index says of the claims of every static pool, in one pass over the claims:
+/// `held` are the claims disruption commands hold, `deleting` the claims whose deletion was
+/// asked for but is not yet in the index. Claims created and not yet in the index are the
+/// caller's to add to `active`.
+pub fn static_claim_counts(
     index: &ClusterState,
-    pool: &str,
     held: &BTreeSet<String>,
     deleting: &BTreeSet<String>,
-    launching: usize,
-) -> ClaimCounts {
-    let mut counts = ClaimCounts {
-        active: launching as i64,
-        ..ClaimCounts::default()
-    };
+) -> BTreeMap<String, ClaimCounts> {
+    let mut out: BTreeMap<String, ClaimCounts> = index
+        .node_pools()
+        .values()
+        .filter(|p| p.is_static())
+        .map(|p| (p.name().to_owned(), ClaimCounts::default()))
+        .collect();
+    if out.is_empty() {
+        return out;
+    }
     for claim in index.node_claims().values() {
-        if claim.node_pool() != Some(pool) {
+        let Some(counts) = claim.node_pool().and_then(|p| out.get_mut(p)) else {
             continue;
-        }
+        };
         if claim.is_deleting() || deleting.contains(claim.name()) {
             counts.deleting += 1;
         } else if held.contains(claim.name()) {
@@ -45,7 +48,7 @@ pub fn claim_counts(
             counts.active += 1;
         }
     }
-    counts
+    out
 }
 
 /// What a static pool needs now to keep `replicas` nodes.

@@ -3,7 +3,7 @@
 
 use super::{Event, Reconciler, StaticChange, Tick};
 use crate::provisioner::static_node_claim;
-use crate::static_capacity::{Scale, claim_counts, node_limit, scale, scale_down_choice};
+use crate::static_capacity::{Scale, node_limit, scale, scale_down_choice, static_claim_counts};
 use crate::{Action, ClusterState};
 use karpenter_disruption::static_pool::template_claim;
 use karpenter_scheduling::model::Millis;
@@ -46,15 +46,20 @@ impl Reconciler {
                 .collect()
         };
         let deleting: BTreeSet<String> = self.static_deletions.keys().cloned().collect();
+        let mut all_counts = if pools.is_empty() {
+            Default::default()
+        } else {
+            static_claim_counts(index, &held, &deleting)
+        };
+        for (pool, _) in self.static_launches.values() {
+            if let Some(c) = all_counts.get_mut(pool) {
+                c.active += 1;
+            }
+        }
         for pool in pools {
             let name = pool.name();
             let replicas = pool.spec.replicas.unwrap_or(0);
-            let launching = self
-                .static_launches
-                .values()
-                .filter(|(p, _)| p == name)
-                .count();
-            let counts = claim_counts(index, name, &held, &deleting, launching);
+            let counts = all_counts.remove(name).unwrap_or_default();
             let decision = scale(replicas, node_limit(pool), counts);
             if decision != Scale::LimitReached {
                 self.static_limited.remove(name);
