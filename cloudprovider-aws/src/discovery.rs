@@ -3,12 +3,13 @@
 //! ssmParameter). Results are cached per selector for [`AwsSettings::discovery_ttl`], so the
 //! NodeClass controller can refresh them periodically without hammering the APIs.
 
+use crate::alias::alias_ssm_parameters;
+use crate::ami::{AmiCandidate, select_amis};
 use crate::cache::{Clock, TtlCache};
 use crate::error::AwsError;
 use crate::nodeclass::{
-    AMI_FAMILY_AL2, AMI_FAMILY_AL2023, AMI_FAMILY_BOTTLEROCKET, AMI_FAMILY_WINDOWS2019,
-    AMI_FAMILY_WINDOWS2022, AMI_FAMILY_WINDOWS2025, Alias, AmiRequirement, AmiSelectorTerm,
-    AmiStatus, SecurityGroupSelectorTerm, SecurityGroupStatus, SubnetSelectorTerm, SubnetStatus,
+    AmiSelectorTerm, AmiStatus, SecurityGroupSelectorTerm, SecurityGroupStatus, SubnetSelectorTerm,
+    SubnetStatus,
 };
 use crate::settings::AwsSettings;
 use aws_sdk_ec2::types::Filter;
@@ -53,22 +54,6 @@ pub struct ResolvedAmi {
     pub creation_date: String,
     /// Whether the image is past its deprecation time.
     pub deprecated: bool,
-}
-
-impl ResolvedAmi {
-    /// The status form: the image and the architecture it serves.
-    pub fn to_status(&self) -> AmiStatus {
-        AmiStatus {
-            id: self.id.clone(),
-            name: self.name.clone(),
-            deprecated: self.deprecated,
-            requirements: vec![AmiRequirement {
-                key: labels::ARCH.to_string(),
-                operator: "In".into(),
-                values: vec![self.architecture.clone()],
-            }],
-        }
-    }
 }
 
 /// EC2 filters for a subnet or security-group term's tags: `tag:<key>=<value>`, or
@@ -121,68 +106,6 @@ pub fn kube_architecture(ec2: &str) -> Option<&'static str> {
     }
 }
 
-/// The SSM parameters that hold an alias's image ids, with the architecture each serves.
-/// `prefix` replaces `/aws/service`. Windows is amd64 only.
-pub fn alias_ssm_parameters(
-    alias: &Alias,
-    kubernetes_version: &str,
-    prefix: &str,
-) -> Vec<(String, &'static str)> {
-    let k8s = kubernetes_version;
-    let latest = alias.version == "latest";
-    let v = &alias.version;
-    let mut out = Vec::new();
-    for (ec2_arch, arch) in [("x86_64", "amd64"), ("arm64", "arm64")] {
-        let path = match alias.family.as_str() {
-            AMI_FAMILY_AL2023 => {
-                let base = format!(
-                    "{prefix}/eks/optimized-ami/{k8s}/amazon-linux-2023/{ec2_arch}/standard"
-                );
-                if latest {
-                    format!("{base}/recommended/image_id")
-                } else {
-                    format!("{base}/amazon-eks-node-al2023-{ec2_arch}-standard-{k8s}-{v}/image_id")
-                }
-            }
-            AMI_FAMILY_AL2 => {
-                let variant = if arch == "arm64" {
-                    "amazon-linux-2-arm64"
-                } else {
-                    "amazon-linux-2"
-                };
-                if latest {
-                    format!("{prefix}/eks/optimized-ami/{k8s}/{variant}/recommended/image_id")
-                } else {
-                    format!(
-                        "{prefix}/eks/optimized-ami/{k8s}/{variant}/amazon-eks-{}node-{k8s}-{v}/image_id",
-                        if arch == "arm64" { "arm64-" } else { "" }
-                    )
-                }
-            }
-            AMI_FAMILY_BOTTLEROCKET => {
-                let version = if latest {
-                    "latest".to_string()
-                } else {
-                    v.trim_start_matches('v').to_string()
-                };
-                format!("{prefix}/bottlerocket/aws-k8s-{k8s}/{ec2_arch}/{version}/image_id")
-            }
-            AMI_FAMILY_WINDOWS2019 | AMI_FAMILY_WINDOWS2022 | AMI_FAMILY_WINDOWS2025 => {
-                if arch != "amd64" {
-                    continue;
-                }
-                let year = &alias.family["Windows".len()..];
-                format!(
-                    "{prefix}/ami-windows-latest/Windows_Server-{year}-English-Core-EKS_Optimized-{k8s}/image_id"
-                )
-            }
-            _ => continue,
-        };
-        out.push((path, arch));
-    }
-    out
-}
-
 /// Subnets, security groups and AMIs from EC2 and SSM, cached.
 #[derive(Debug)]
 pub struct Discovery {
@@ -191,7 +114,7 @@ pub struct Discovery {
     settings: AwsSettings,
     subnets: TtlCache<String, Vec<ResolvedSubnet>>,
     security_groups: TtlCache<String, Vec<SecurityGroupStatus>>,
-    amis: TtlCache<String, Vec<ResolvedAmi>>,
+    amis: TtlCache<String, Vec<AmiStatus>>,
 }
 
 fn key<T: serde::Serialize>(value: &T) -> String {
@@ -380,14 +303,17 @@ impl Discovery {
             .collect())
     }
 
-    /// AMIs for the terms, newest first. An alias resolves through SSM (one image per
-    /// architecture); other terms through DescribeImages.
-    pub async fn amis(&self, terms: &[AmiSelectorTerm]) -> Result<Vec<ResolvedAmi>, AwsError> {
+    /// The status AMIs for the terms (see [`select_amis`]): for each distinct set of
+    /// requirements the best image, newest first. An alias resolves through its family's
+    /// SSM parameters, one entry per variant an image serves (standard, nvidia, neuron);
+    /// parameters that do not exist (a variant not published for this version or region) are
+    /// skipped. Other terms resolve through DescribeImages and serve their architecture.
+    pub async fn amis(&self, terms: &[AmiSelectorTerm]) -> Result<Vec<AmiStatus>, AwsError> {
         let k = key(&terms);
         if let Some(hit) = self.amis.get(&k) {
             return Ok(hit);
         }
-        let mut found: BTreeMap<String, ResolvedAmi> = BTreeMap::new();
+        let mut candidates: Vec<AmiCandidate> = Vec::new();
         for term in terms {
             if !term.alias.is_empty() {
                 let Some(alias) = crate::nodeclass::parse_alias(&term.alias) else {
@@ -396,27 +322,27 @@ impl Discovery {
                         message: format!("{:?} is not a supported alias", term.alias),
                     });
                 };
-                for (param, arch) in alias_ssm_parameters(
+                for param in alias_ssm_parameters(
                     &alias,
                     &self.settings.kubernetes_version,
                     &self.settings.ssm_prefix,
                 ) {
-                    let Some(id) = self.ssm_value(&param).await? else {
+                    let Some(id) = self.ssm_value(&param.path).await? else {
                         continue;
                     };
                     let described = self
                         .describe_images(vec![id.clone()], vec![], vec![])
                         .await?;
-                    let mut ami = described.into_iter().next().unwrap_or(ResolvedAmi {
+                    let mut image = described.into_iter().next().unwrap_or(ResolvedAmi {
                         id: id.clone(),
                         name: String::new(),
-                        architecture: arch.to_string(),
+                        architecture: param.architecture.to_string(),
                         creation_date: String::new(),
                         deprecated: false,
                     });
                     // The parameter path names the architecture the image is published for.
-                    ami.architecture = arch.to_string();
-                    found.insert(format!("{id}/{arch}"), ami);
+                    image.architecture = param.architecture.to_string();
+                    candidates.extend(AmiCandidate::for_variants(image, param.variants));
                 }
                 continue;
             }
@@ -444,42 +370,12 @@ impl Discovery {
                 };
                 self.describe_images(vec![], owners, filters).await?
             };
-            for ami in images {
-                found.insert(format!("{}/{}", ami.id, ami.architecture), ami);
-            }
+            candidates.extend(images.into_iter().map(AmiCandidate::plain));
         }
-        let mut amis: Vec<ResolvedAmi> = found.into_values().collect();
-        amis.sort_by(|a, b| {
-            b.creation_date
-                .cmp(&a.creation_date)
-                .then_with(|| a.id.cmp(&b.id))
-        });
+        let amis = select_amis(candidates);
         self.amis.insert(k, amis.clone());
         Ok(amis)
     }
-}
-
-/// For each architecture, the newest non-deprecated AMI (deprecated ones only when nothing
-/// else serves the architecture), as launches choose images.
-pub fn newest_per_architecture(amis: &[AmiStatus]) -> BTreeMap<String, String> {
-    let mut out: BTreeMap<String, String> = BTreeMap::new();
-    let mut fallback: BTreeMap<String, String> = BTreeMap::new();
-    for ami in amis {
-        for r in ami.requirements.iter().filter(|r| r.key == labels::ARCH) {
-            for arch in &r.values {
-                let target = if ami.deprecated {
-                    &mut fallback
-                } else {
-                    &mut out
-                };
-                target.entry(arch.clone()).or_insert_with(|| ami.id.clone());
-            }
-        }
-    }
-    for (arch, id) in fallback {
-        out.entry(arch).or_insert(id);
-    }
-    out
 }
 
 /// The zones of resolved subnets.
@@ -513,56 +409,5 @@ mod tests {
         let f = security_group_filters(&sg);
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].name(), Some("group-name"));
-    }
-
-    #[test]
-    fn alias_parameter_paths() {
-        let al2023 = crate::nodeclass::parse_alias("al2023@latest").expect("alias");
-        assert_eq!(
-            alias_ssm_parameters(&al2023, "1.33", "/aws/service"),
-            vec![
-                ("/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/recommended/image_id".to_string(), "amd64"),
-                ("/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/arm64/standard/recommended/image_id".to_string(), "arm64"),
-            ]
-        );
-        let pinned = crate::nodeclass::parse_alias("al2023@v20250101").expect("alias");
-        assert_eq!(
-            alias_ssm_parameters(&pinned, "1.33", "/test")[0].0,
-            "/test/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/amazon-eks-node-al2023-x86_64-standard-1.33-v20250101/image_id"
-        );
-        let br = crate::nodeclass::parse_alias("bottlerocket@v1.20.0").expect("alias");
-        assert_eq!(
-            alias_ssm_parameters(&br, "1.33", "/aws/service")[1].0,
-            "/aws/service/bottlerocket/aws-k8s-1.33/arm64/1.20.0/image_id"
-        );
-        let win = crate::nodeclass::parse_alias("windows2022@latest").expect("alias");
-        let w = alias_ssm_parameters(&win, "1.33", "/aws/service");
-        assert_eq!(w.len(), 1);
-        assert_eq!(
-            w[0].0,
-            "/aws/service/ami-windows-latest/Windows_Server-2022-English-Core-EKS_Optimized-1.33/image_id"
-        );
-    }
-
-    #[test]
-    fn newest_image_per_architecture_skips_deprecated() {
-        let ami = |id: &str, arch: &str, deprecated: bool| AmiStatus {
-            id: id.into(),
-            name: String::new(),
-            deprecated,
-            requirements: vec![AmiRequirement {
-                key: labels::ARCH.into(),
-                operator: "In".into(),
-                values: vec![arch.into()],
-            }],
-        };
-        let picked = newest_per_architecture(&[
-            ami("ami-new-dep", "amd64", true),
-            ami("ami-amd", "amd64", false),
-            ami("ami-old", "amd64", false),
-            ami("ami-arm-dep", "arm64", true),
-        ]);
-        assert_eq!(picked["amd64"], "ami-amd");
-        assert_eq!(picked["arm64"], "ami-arm-dep");
     }
 }

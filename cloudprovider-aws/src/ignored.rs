@@ -2,7 +2,7 @@
 //! [`karpenter_cloudprovider::ignored`]): they are named when a class is admitted, so a
 //! class that behaves differently from Karpenter says so.
 
-use crate::nodeclass::{AMI_FAMILY_AL2, AMI_FAMILY_AL2023, AMI_FAMILY_BOTTLEROCKET, EC2NodeClass};
+use crate::nodeclass::EC2NodeClass;
 use karpenter_cloudprovider::IgnoredField;
 
 impl EC2NodeClass {
@@ -26,19 +26,6 @@ impl EC2NodeClass {
                 why: "karpenter-rs does not call IAM, so it creates no instance profile for the \
                       role: it launches with the existing instance profile of the same name"
                     .into(),
-            });
-        }
-        if let Some(alias) = self.alias()
-            && [AMI_FAMILY_AL2, AMI_FAMILY_AL2023, AMI_FAMILY_BOTTLEROCKET]
-                .contains(&alias.family.as_str())
-        {
-            ignored.push(IgnoredField {
-                path: "spec.amiSelectorTerms[].alias".into(),
-                why: format!(
-                    "only the standard variant of the {} AMI is resolved: GPU (nvidia) and \
-                     Neuron instance types launch without their accelerator drivers",
-                    alias.family
-                ),
             });
         }
         for key in spec.other.keys() {
@@ -83,7 +70,7 @@ mod tests {
     }
 
     #[test]
-    fn the_getting_started_class_names_role_and_alias_variants() {
+    fn the_getting_started_class_names_role_but_not_its_alias() {
         let nc = class(serde_json::json!({
             "role": "KarpenterNodeRole-c",
             "amiSelectorTerms": [{"alias": "al2023@latest"}],
@@ -93,11 +80,7 @@ mod tests {
         }));
         assert_eq!(
             paths(&nc),
-            [
-                "spec.capacityReservationSelectorTerms",
-                "spec.role",
-                "spec.amiSelectorTerms[].alias"
-            ]
+            ["spec.capacityReservationSelectorTerms", "spec.role"]
         );
     }
 

@@ -1,6 +1,7 @@
 //! EC2 instances as the provider sees them, their NodeClaim form, drift, and garbage
 //! collection of leaked instances.
 
+use crate::ami::AmiMatcher;
 use crate::launch::{TAG_NODECLAIM, TAG_NODEPOOL};
 use crate::nodeclass::{
     ANNOTATION_NODE_CLASS_HASH, ANNOTATION_NODE_CLASS_HASH_VERSION, EC2NodeClass, LABEL_NODE_CLASS,
@@ -9,6 +10,7 @@ use crate::nodeclass::{
 use karpenter_cloudprovider::DriftReason;
 use karpenter_cloudprovider::v1::{NodeClaim, NodeClaimSpec, NodeClaimStatus, NodeClassReference};
 use karpenter_scheduling::labels;
+use karpenter_scheduling::model::InstanceType;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
@@ -169,17 +171,30 @@ pub const DRIFT_SECURITY_GROUP: &str = "SecurityGroupDrift";
 pub const DRIFT_NODE_CLASS: &str = "NodeClassDrift";
 
 /// Why `instance`, launched for `claim` from `node_class`, no longer matches the class:
-/// its AMI is not among the resolved AMIs, its subnet not among the resolved subnets, its
-/// security groups differ from the resolved set, or the claim's hash annotation (same hash
-/// version) differs from the class's hash. Checks run in that order (Karpenter's).
+/// its AMI is not the one the class would launch its type with now, its subnet not among the
+/// resolved subnets, its security groups differ from the resolved set, or the claim's hash
+/// annotation (same hash version) differs from the class's hash. Checks run in that order
+/// (Karpenter's).
+///
+/// `instance_type` is the instance's type as the provider offers it. With it, the AMI check
+/// is Karpenter's: the image [`AmiMatcher`] picks for that type (so a GPU node booted from a
+/// standard image drifts to the nvidia one). Without it (the type is no longer offered), the
+/// instance's image only has to be among the resolved AMIs.
 pub fn drift_reason(
     instance: &Ec2Instance,
+    instance_type: Option<&InstanceType>,
     node_class: &EC2NodeClass,
     claim: &NodeClaim,
 ) -> Option<DriftReason> {
     let status = node_class.status_or_default();
-    if !status.amis.is_empty() && !status.amis.iter().any(|a| a.id == instance.image_id) {
-        return Some(DriftReason::new(DRIFT_AMI));
+    if !status.amis.is_empty() {
+        let current = match instance_type {
+            Some(it) => AmiMatcher::new(&status.amis).image_for(it) == Some(&instance.image_id),
+            None => status.amis.iter().any(|a| a.id == instance.image_id),
+        };
+        if !current {
+            return Some(DriftReason::new(DRIFT_AMI));
+        }
     }
     if !status.subnets.is_empty() && !status.subnets.iter().any(|s| s.id == instance.subnet_id) {
         return Some(DriftReason::new(DRIFT_SUBNET));
@@ -242,7 +257,7 @@ pub fn leaked_instances(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nodeclass::{AmiStatus, SecurityGroupStatus, SubnetStatus};
+    use crate::nodeclass::{AmiRequirement, AmiStatus, SecurityGroupStatus, SubnetStatus};
 
     fn inst(id: &str, age_secs: u64, state: &str) -> Ec2Instance {
         Ec2Instance {
@@ -339,10 +354,10 @@ mod tests {
             NODE_CLASS_HASH_VERSION.into(),
         );
         let base = inst("i-1", 5, "running");
-        assert_eq!(drift_reason(&base, &nc, &claim), None);
+        assert_eq!(drift_reason(&base, None, &nc, &claim), None);
         let mut unreported = base.clone();
         unreported.security_group_ids.clear();
-        assert_eq!(drift_reason(&unreported, &nc, &claim), None);
+        assert_eq!(drift_reason(&unreported, None, &nc, &claim), None);
         type Mutate = fn(&mut Ec2Instance);
         let cases: Vec<(Mutate, &str)> = vec![
             (|i| i.image_id = "ami-2".into(), DRIFT_AMI),
@@ -355,12 +370,62 @@ mod tests {
         for (mutate, want) in cases {
             let mut i = base.clone();
             mutate(&mut i);
-            assert_eq!(drift_reason(&i, &nc, &claim), Some(DriftReason::new(want)));
+            assert_eq!(
+                drift_reason(&i, None, &nc, &claim),
+                Some(DriftReason::new(want))
+            );
         }
+        // With the instance type known, the image must be the one its variant maps to: a
+        // GPU node on the standard image drifts, on the nvidia image it does not.
+        let mut variants = nc.clone();
+        variants.status.get_or_insert_with(Default::default).amis = vec![
+            AmiStatus {
+                id: "ami-1".into(),
+                requirements: vec![AmiRequirement {
+                    key: labels::AWS_INSTANCE_GPU_COUNT.into(),
+                    operator: "DoesNotExist".into(),
+                    values: vec![],
+                }],
+                ..Default::default()
+            },
+            AmiStatus {
+                id: "ami-gpu".into(),
+                requirements: vec![AmiRequirement {
+                    key: labels::AWS_INSTANCE_GPU_COUNT.into(),
+                    operator: "Exists".into(),
+                    values: vec![],
+                }],
+                ..Default::default()
+            },
+        ];
+        let catalogue = |name: &str| {
+            karpenter_catalog::default_instance_types()
+                .iter()
+                .find(|it| it.name == name)
+                .expect("in the catalogue")
+                .clone()
+        };
+        let (m5, g4) = (catalogue("m5.large"), catalogue("g4dn.xlarge"));
+        assert_eq!(drift_reason(&base, Some(&m5), &variants, &claim), None);
+        let mut gpu = base.clone();
+        gpu.instance_type = "g4dn.xlarge".into();
+        assert_eq!(
+            drift_reason(&gpu, Some(&g4), &variants, &claim),
+            Some(DriftReason::new(DRIFT_AMI))
+        );
+        // Unknown type: membership is enough.
+        assert_eq!(drift_reason(&gpu, None, &variants, &claim), None);
+        gpu.image_id = "ami-gpu".into();
+        assert_eq!(drift_reason(&gpu, Some(&g4), &variants, &claim), None);
+        assert_eq!(
+            drift_reason(&gpu, Some(&m5), &variants, &claim),
+            Some(DriftReason::new(DRIFT_AMI))
+        );
+
         let mut changed = nc.clone();
         changed.spec.user_data = Some("echo changed".into());
         assert_eq!(
-            drift_reason(&base, &changed, &claim),
+            drift_reason(&base, None, &changed, &claim),
             Some(DriftReason::new(DRIFT_NODE_CLASS))
         );
         // Another hash version (e.g. upstream Karpenter's) is not drift.
@@ -369,6 +434,6 @@ mod tests {
             .annotations
             .get_or_insert_with(BTreeMap::new)
             .insert(ANNOTATION_NODE_CLASS_HASH_VERSION.into(), "v4".into());
-        assert_eq!(drift_reason(&base, &changed, &claim), None);
+        assert_eq!(drift_reason(&base, None, &changed, &claim), None);
     }
 }

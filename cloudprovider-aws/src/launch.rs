@@ -3,6 +3,7 @@
 //! the tags, and how CreateFleet's per-override errors become insufficient-capacity marks.
 //! Everything here is pure, so requests are tested without an AWS endpoint.
 
+use crate::ami::AmiMatcher;
 use crate::nodeclass::{EC2NodeClass, EC2NodeClassStatus, LABEL_NODE_CLASS};
 use aws_sdk_ec2::types::{
     CreateFleetError, DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest,
@@ -59,7 +60,7 @@ pub struct LaunchOverride {
     pub zone: String,
     /// Subnet in that zone.
     pub subnet_id: String,
-    /// AMI for the type's architecture.
+    /// The AMI the type boots (its architecture and accelerator variant).
     pub image_id: String,
     /// Offering price.
     pub price: f64,
@@ -83,9 +84,13 @@ pub enum PlanError {
     /// The NodeClass resolved no subnet in any compatible zone.
     #[error("no subnet of the EC2NodeClass is in a zone the NodeClaim allows")]
     NoSubnet,
-    /// The NodeClass resolved no AMI for any compatible architecture.
-    #[error("no AMI of the EC2NodeClass serves a compatible architecture")]
+    /// The NodeClass resolved no AMI at all.
+    #[error("the EC2NodeClass resolved no AMI")]
     NoImage,
+    /// AMIs exist, but none serves a compatible instance type (say only GPU types are
+    /// allowed and the family publishes no nvidia image for their architecture).
+    #[error("no AMI of the EC2NodeClass serves a compatible instance type")]
+    NoImageForInstanceTypes,
 }
 
 fn allows(reqs: &Requirements, key: &str, value: &str) -> bool {
@@ -102,7 +107,8 @@ pub fn subnet_per_zone(status: &EC2NodeClassStatus) -> BTreeMap<String, String> 
 }
 
 /// Plans a launch: the instance types compatible with `reqs` whose allocatable fits
-/// `requests`, in zones with a subnet, for the architectures with an AMI. Spot is used when
+/// `requests`, in zones with a subnet, each with the AMI [`AmiMatcher`] picks for it (types
+/// no AMI serves are left out). Spot is used when
 /// the claim allows it and some spot offering is available, else on-demand (Karpenter's
 /// preference). Overrides are sorted by price, then type and zone, and truncated to 60.
 pub fn plan_launch(
@@ -112,21 +118,19 @@ pub fn plan_launch(
     status: &EC2NodeClassStatus,
 ) -> Result<LaunchPlan, PlanError> {
     let subnets = subnet_per_zone(status);
-    let images = crate::discovery::newest_per_architecture(&status.amis);
+    let images = AmiMatcher::new(&status.amis);
     let mut candidates: Vec<LaunchOverride> = Vec::new();
     let mut spot: Vec<LaunchOverride> = Vec::new();
     let mut saw_type = false;
     let mut saw_zone = false;
+    let mut saw_image = false;
     for it in instance_types {
         if it.requirements.intersects(reqs).is_err() || !requests.fits(&it.allocatable()) {
             continue;
         }
         saw_type = true;
-        let arch = it
-            .requirements
-            .get(labels::ARCH)
-            .and_then(|r| r.any())
-            .unwrap_or(labels::ARCHITECTURE_AMD64);
+        // Each type boots the AMI built for it (GPU types the nvidia variant, and so on).
+        let image = images.image_for(it);
         for o in it.offerings.iter().filter(|o| o.available) {
             if !allows(reqs, labels::ZONE, &o.zone)
                 || !allows(reqs, labels::CAPACITY_TYPE, &o.capacity_type)
@@ -137,14 +141,15 @@ pub fn plan_launch(
                 continue;
             };
             saw_zone = true;
-            let Some(image) = images.get(arch) else {
+            let Some(image) = image else {
                 continue;
             };
+            saw_image = true;
             let ov = LaunchOverride {
                 instance_type: it.name.clone(),
                 zone: o.zone.clone(),
                 subnet_id: subnet.clone(),
-                image_id: image.clone(),
+                image_id: image.to_string(),
                 price: o.price,
             };
             match o.capacity_type.as_str() {
@@ -166,6 +171,8 @@ pub fn plan_launch(
             PlanError::NoSubnet
         } else if images.is_empty() {
             PlanError::NoImage
+        } else if !saw_image {
+            PlanError::NoImageForInstanceTypes
         } else {
             PlanError::NoCompatibleOffering
         });
@@ -518,6 +525,77 @@ mod tests {
         assert_eq!(
             plan_launch(&reqs(&[]), &huge, &its, &status()),
             Err(PlanError::NoCompatibleOffering)
+        );
+    }
+
+    /// The status of an `al2023@latest` class: per architecture a standard and an nvidia
+    /// image, and a neuron image for amd64, with the requirements discovery writes.
+    fn variant_status() -> EC2NodeClassStatus {
+        EC2NodeClassStatus {
+            amis: crate::ami::test_support::al2023_status(),
+            ..status()
+        }
+    }
+
+    #[test]
+    fn each_instance_type_launches_with_its_variant_and_one_template_per_image() {
+        let r = reqs(&[
+            (labels::CAPACITY_TYPE, &["on-demand"]),
+            (
+                labels::INSTANCE_TYPE,
+                &["m5.large", "g4dn.xlarge", "inf2.xlarge", "g5g.xlarge"],
+            ),
+            (labels::ZONE, &["us-east-1a"]),
+        ]);
+        let plan =
+            plan_launch(&r, &Resources::default(), &types(), &variant_status()).expect("plan");
+        let images: BTreeMap<&str, &str> = plan
+            .overrides
+            .iter()
+            .map(|o| (o.instance_type.as_str(), o.image_id.as_str()))
+            .collect();
+        assert_eq!(
+            images,
+            BTreeMap::from([
+                ("g4dn.xlarge", "ami-amd64-nvidia"),
+                ("g5g.xlarge", "ami-arm64-nvidia"),
+                ("inf2.xlarge", "ami-amd64-neuron"),
+                ("m5.large", "ami-amd64-standard"),
+            ])
+        );
+        let templates: BTreeMap<String, String> = images
+            .values()
+            .map(|id| (id.to_string(), format!("lt-{id}")))
+            .collect();
+        let cfgs = launch_template_configs(&plan, &templates);
+        assert_eq!(cfgs.len(), 4);
+        for cfg in &cfgs {
+            let name = cfg
+                .launch_template_specification()
+                .and_then(|s| s.launch_template_name())
+                .expect("template name");
+            for ov in cfg.overrides() {
+                let it = ov.instance_type().expect("type").as_str();
+                assert_eq!(name, format!("lt-{}", images[it]), "{it}");
+            }
+        }
+    }
+
+    #[test]
+    fn types_no_image_serves_are_left_out() {
+        // Without the arm64 nvidia image, g5g cannot launch, but the other types still do.
+        let mut st = variant_status();
+        st.amis.retain(|a| a.id != "ami-arm64-nvidia");
+        let r = reqs(&[
+            (labels::CAPACITY_TYPE, &["on-demand"]),
+            (labels::INSTANCE_TYPE, &["m5.large", "g5g.xlarge"]),
+        ]);
+        let plan = plan_launch(&r, &Resources::default(), &types(), &st).expect("plan");
+        assert!(plan.overrides.iter().all(|o| o.instance_type == "m5.large"));
+        let only_g5g = reqs(&[(labels::INSTANCE_TYPE, &["g5g.xlarge"])]);
+        assert_eq!(
+            plan_launch(&only_g5g, &Resources::default(), &types(), &st),
+            Err(PlanError::NoImageForInstanceTypes)
         );
     }
 

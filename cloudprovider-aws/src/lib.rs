@@ -1,10 +1,12 @@
 //! # karpenter-cloudprovider-aws
 //!
 //! The AWS provider of karpenter-rs: the `karpenter.k8s.aws/v1` [`EC2NodeClass`], discovery
-//! of subnets, security groups and AMIs, instance types and prices from EC2, launches through
+//! of subnets, security groups and AMIs (with the accelerator variant per instance type), instance types and prices from EC2, launches through
 //! CreateFleet, drift detection, and the SQS interruption queue.
 #![forbid(unsafe_code)]
 
+pub mod alias;
+pub mod ami;
 pub mod cache;
 pub mod crd;
 pub mod discovery;

@@ -279,8 +279,7 @@ impl AwsCloudProvider {
         let amis = self.discovery.amis(&nc.spec.ami_selector_terms).await;
         let res = match amis {
             Ok(a) if !a.is_empty() => {
-                nc.status.get_or_insert_with(Default::default).amis =
-                    a.iter().map(|a| a.to_status()).collect();
+                nc.status.get_or_insert_with(Default::default).amis = a;
                 Ok(())
             }
             Ok(_) => Err((
@@ -886,7 +885,15 @@ impl CloudProvider for AwsCloudProvider {
             return Ok(None);
         };
         let instance = self.get_instance(node_claim.provider_id()).await?;
-        Ok(drift_reason(&instance, &nc, node_claim))
+        // AMI drift compares with the image the type would boot now (its variant), so the
+        // type comes from the same list launches use.
+        let types = self
+            .instance_types
+            .list(&nc)
+            .await
+            .map_err(CloudProviderError::from)?;
+        let it = types.iter().find(|t| t.name == instance.instance_type);
+        Ok(drift_reason(&instance, it.map(|t| &**t), &nc, node_claim))
     }
 
     fn repair_policies(&self) -> Vec<RepairPolicy> {

@@ -143,6 +143,24 @@ async fn fixture(endpoint: &str, test: &str) -> Fixture {
     }
 }
 
+/// How many launch templates the provider created for the fixture's cluster.
+async fn launch_templates(f: &Fixture) -> usize {
+    f.clients
+        .ec2
+        .describe_launch_templates()
+        .filters(
+            Filter::builder()
+                .name("tag:karpenter.k8s.aws/cluster")
+                .values(&f.cluster)
+                .build(),
+        )
+        .send()
+        .await
+        .expect("DescribeLaunchTemplates")
+        .launch_templates()
+        .len()
+}
+
 fn node_class(cluster: &str) -> EC2NodeClass {
     from_yaml(&format!(
         r#"
@@ -325,20 +343,7 @@ async fn launch_tag_get_list_drift_gc_and_delete() {
         Some("owned")
     );
     // The launch template was created once and carries the user data.
-    let lts = f
-        .clients
-        .ec2
-        .describe_launch_templates()
-        .filters(
-            Filter::builder()
-                .name("tag:karpenter.k8s.aws/cluster")
-                .values(&f.cluster)
-                .build(),
-        )
-        .send()
-        .await
-        .expect("DescribeLaunchTemplates");
-    assert_eq!(lts.launch_templates().len(), 1);
+    assert_eq!(launch_templates(&f).await, 1);
 
     // get and list.
     let got = provider.get(&pid).await.expect("get");
@@ -407,6 +412,158 @@ async fn launch_tag_get_list_drift_gc_and_delete() {
             .is_not_found()
     );
     assert!(provider.list().await.expect("list").is_empty());
+}
+
+/// Writes an SSM parameter (an alias image id) in the emulator.
+async fn put_parameter(clients: &AwsClients, name: String, value: &str) {
+    clients
+        .ssm
+        .put_parameter()
+        .name(name)
+        .value(value)
+        .r#type(aws_sdk_ssm::types::ParameterType::String)
+        .overwrite(true)
+        .send()
+        .await
+        .expect("PutParameter");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alias_variants_give_gpu_and_neuron_types_their_images() {
+    let Some(ep) = endpoint("variants") else {
+        return;
+    };
+    let f = fixture(&ep, "variants").await;
+    // Two more x86_64 images stand in for the nvidia and neuron variants.
+    let images = f
+        .clients
+        .ec2
+        .describe_images()
+        .owners("amazon")
+        .send()
+        .await
+        .expect("DescribeImages");
+    let others: Vec<String> = images
+        .images()
+        .iter()
+        .filter(|i| i.architecture().map(|a| a.as_str()) == Some("x86_64"))
+        .filter_map(|i| i.image_id())
+        .filter(|id| *id != f.amd64_image)
+        .map(str::to_string)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert!(others.len() >= 2, "moto has too few x86_64 images");
+    let (nvidia, neuron) = (others[0].clone(), others[1].clone());
+    let base = format!(
+        "/{}/eks/optimized-ami/{}/amazon-linux-2023/x86_64",
+        f.cluster, f.settings.kubernetes_version
+    );
+    put_parameter(
+        &f.clients,
+        format!("{base}/nvidia/recommended/image_id"),
+        &nvidia,
+    )
+    .await;
+    put_parameter(
+        &f.clients,
+        format!("{base}/neuron/recommended/image_id"),
+        &neuron,
+    )
+    .await;
+    let provider = ready_provider(&f, f.clients.clone()).await;
+
+    // The status lists each image with its variant's requirements.
+    let status = provider
+        .node_class("default")
+        .and_then(|nc| nc.status)
+        .expect("status");
+    let requirement_keys = |id: &str| -> Vec<(String, String)> {
+        status
+            .amis
+            .iter()
+            .find(|a| a.id == id)
+            .unwrap_or_else(|| panic!("{id} in status.amis: {:?}", status.amis))
+            .requirements
+            .iter()
+            .map(|r| (r.key.clone(), r.operator.clone()))
+            .collect()
+    };
+    assert_eq!(
+        requirement_keys(&nvidia),
+        [
+            ("kubernetes.io/arch".to_string(), "In".to_string()),
+            (
+                "karpenter.k8s.aws/instance-gpu-count".to_string(),
+                "Exists".to_string()
+            ),
+        ]
+    );
+    assert_eq!(
+        requirement_keys(&neuron)[1],
+        (
+            "karpenter.k8s.aws/instance-accelerator-count".to_string(),
+            "Exists".to_string()
+        )
+    );
+    assert_eq!(requirement_keys(&f.amd64_image).len(), 3);
+
+    // Each launch boots the image of its instance type's variant.
+    let mut launched = Vec::new();
+    for (name, instance_type, want) in [
+        ("general-gpu01", "g4dn.xlarge", &nvidia),
+        ("general-inf01", "inf2.xlarge", &neuron),
+        ("general-std01", "m5.large", &f.amd64_image),
+    ] {
+        let c = claim(
+            name,
+            serde_json::json!([
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [instance_type]},
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+            ]),
+        );
+        let out = provider.create(&c).await.expect("create");
+        let instance = provider.get_instance(out.provider_id()).await.expect("get");
+        assert_eq!(instance.instance_type, instance_type);
+        assert_eq!(&instance.image_id, want, "{instance_type}");
+        assert_eq!(
+            out.status.as_ref().map(|s| s.image_id.as_str()),
+            Some(want.as_str())
+        );
+        assert_eq!(provider.is_drifted(&out).await.expect("drift"), None);
+        launched.push(out);
+    }
+    // One launch template per image.
+    assert_eq!(launch_templates(&f).await, 3);
+
+    // Swap the nvidia and neuron images: both stay listed, but the GPU and Neuron nodes now
+    // run another variant's image, which is AMI drift (listing alone would miss it); the
+    // standard node does not drift.
+    let mut swapped = provider.node_class("default").expect("nc");
+    if let Some(s) = swapped.status.as_mut() {
+        for a in &mut s.amis {
+            if a.id == nvidia {
+                a.id = neuron.clone();
+            } else if a.id == neuron {
+                a.id = nvidia.clone();
+            }
+        }
+    }
+    provider.apply_node_class(swapped);
+    for (c, want) in launched
+        .iter()
+        .zip([Some("AMIDrift"), Some("AMIDrift"), None])
+    {
+        assert_eq!(
+            provider.is_drifted(c).await.expect("drift").map(|d| d.0),
+            want.map(str::to_string),
+            "{}",
+            c.name()
+        );
+    }
+    for c in &launched {
+        provider.delete(c).await.expect("delete");
+    }
 }
 
 /// A proxy in front of moto that answers every CreateFleet with an

@@ -67,6 +67,19 @@ pub fn node_provider_id(node: &k8s_openapi::api::core::v1::Node) -> &str {
         .unwrap_or_default()
 }
 
+/// The node a change from `old` to `new` is a pod event on, if it is one (see
+/// [`ClusterState::pod_events_after`]).
+fn pod_event<'a>(old: Option<&PodRecord>, new: &'a PodRecord) -> Option<&'a str> {
+    let node = new.pod.node_name.as_deref()?;
+    if new.pod.is_daemon() {
+        return None;
+    }
+    let bound = old.is_none_or(|o| o.pod.node_name.as_deref() != Some(node));
+    let is_terminating = |r: &PodRecord| r.deleting_at.is_some() || r.pod.terminating;
+    let terminating = is_terminating(new) && old.is_none_or(|o| !is_terminating(o));
+    (bound || terminating).then_some(node)
+}
+
 /// Whether the index lists `record` among the provisionable pods: pending (unbound, not a
 /// DaemonSet pod, not terminating) and marked unschedulable by the kube-scheduler.
 fn is_provisionable(record: &PodRecord) -> bool {
@@ -301,6 +314,11 @@ pub struct ClusterState {
     pdbs: BTreeMap<(String, String), PdbRecord>,
     namespaces: BTreeMap<String, Labels>,
     instance_types: BTreeMap<String, Vec<Arc<InstanceType>>>,
+    /// The latest pod event on each node (a non-DaemonSet pod bound to it, starting to
+    /// terminate on it, or leaving it), by the generation it happened at, and the reverse
+    /// map; one entry per node, so it stays as large as the node count.
+    pod_events: BTreeMap<u64, String>,
+    pod_event_at: BTreeMap<String, u64>,
     generation: u64,
 }
 
@@ -356,6 +374,9 @@ impl ClusterState {
             Object::Pod(p) => {
                 self.namespaces.entry(p.pod.namespace.clone()).or_default();
                 let key = p.pod.key();
+                if let Some(node) = pod_event(self.pods.get(&key), &p) {
+                    self.note_pod_event(node.to_owned());
+                }
                 if is_provisionable(&p) {
                     self.provisionable.insert(key.clone());
                 } else {
@@ -387,6 +408,7 @@ impl ClusterState {
 
     /// Removes an object; returns whether it existed. Bumps the generation when it did.
     pub fn delete(&mut self, key: &ObjectKey) -> bool {
+        let mut departed: Option<String> = None;
         let existed = match key {
             ObjectKey::NodePool(n) => self.node_pools.remove(n).is_some(),
             ObjectKey::NodeClaim(n) => {
@@ -406,6 +428,9 @@ impl ClusterState {
             }
             ObjectKey::Pod(k) => match self.pods.remove(k) {
                 Some(old) => {
+                    if !old.pod.is_daemon() {
+                        departed.clone_from(&old.pod.node_name);
+                    }
                     self.provisionable.remove(k);
                     self.unindex_pod(&old, k);
                     true
@@ -421,6 +446,9 @@ impl ClusterState {
         if existed {
             self.generation += 1;
         }
+        if let Some(node) = departed {
+            self.note_pod_event(node);
+        }
         existed
     }
 
@@ -434,6 +462,24 @@ impl ClusterState {
     }
 
     /// Drops `key` from the node index of `old`'s node, unless the pod is still bound there.
+    fn note_pod_event(&mut self, node: String) {
+        if let Some(previous) = self.pod_event_at.insert(node.clone(), self.generation) {
+            self.pod_events.remove(&previous);
+        }
+        self.pod_events.insert(self.generation, node);
+    }
+
+    /// Nodes with a pod event after generation `after`, with the generation of each one's
+    /// latest: a non-DaemonSet pod was bound to the node (or first seen bound to it), began
+    /// terminating on it, or left it (deleted, or finished and dropped from the index). Like
+    /// upstream's pod-events controller, this is what moves a NodeClaim's
+    /// `lastPodEventTime`, from which `consolidateAfter` counts.
+    pub fn pod_events_after(&self, after: u64) -> impl Iterator<Item = (u64, &str)> + '_ {
+        self.pod_events
+            .range(after.saturating_add(1)..)
+            .map(|(g, node)| (*g, node.as_str()))
+    }
+
     fn unindex_pod(&mut self, old: &PodRecord, key: &PodKey) {
         let Some(node) = &old.pod.node_name else {
             return;
@@ -885,6 +931,22 @@ pub enum Action {
     TerminateInstance {
         /// NodeClaim name.
         node_claim: String,
+    },
+    /// Write these conditions on the NodeClaim
+    /// ([`reconciler::conditions::apply`]).
+    SetClaimConditions {
+        /// NodeClaim name.
+        node_claim: String,
+        /// What to set or remove.
+        changes: Vec<reconciler::conditions::ConditionChange>,
+    },
+    /// A pod event happened on the claim's node: set its `status.lastPodEventTime` to `at`
+    /// (upstream's pod-events controller; `consolidateAfter` counts from it).
+    StampPodEvent {
+        /// NodeClaim name.
+        node_claim: String,
+        /// The reconciler's `now`.
+        at: Millis,
     },
 }
 

@@ -15,7 +15,7 @@ use super::{Action, ClusterState};
 use karpenter_cloudprovider::v1::ConditionType;
 use karpenter_disruption::{Command, Decision, DisruptionInput, validate};
 use karpenter_scheduling::model::Millis;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug, Clone)]
 enum Stage {
@@ -73,6 +73,21 @@ impl Orchestrator {
         self.queue
             .iter()
             .flat_map(|q| q.command.candidates.iter().map(|c| c.node.clone()))
+            .collect()
+    }
+
+    /// The NodeClaims of commands past validation (being carried out), with their reason:
+    /// what upstream marks with the `DisruptionReason` condition.
+    pub fn started(&self) -> BTreeMap<String, karpenter_disruption::Reason> {
+        self.queue
+            .iter()
+            .filter(|q| matches!(q.stage, Stage::Launching { .. }))
+            .flat_map(|q| {
+                q.command
+                    .candidates
+                    .iter()
+                    .map(|c| (c.node_claim.clone(), q.command.reason))
+            })
             .collect()
     }
 

@@ -84,6 +84,15 @@ pub fn start(state: &ClusterState) -> Vec<Action> {
     actions
 }
 
+/// Whether node `name` is drained at `now`: every pod left is terminating, and none is
+/// still within its grace period (those hold the instance until they are gone or stuck, as
+/// upstream's drain waits).
+pub fn drained(state: &ClusterState, name: &str, now: Millis) -> bool {
+    state
+        .pods_on(name)
+        .all(|p| p.pod.terminating && !p.is_waiting_eviction(now))
+}
+
 /// One reconcile of every terminating node at `now`: the actions, and whether any node is
 /// still draining (so the caller reconciles again after [`RECONCILE_INTERVAL_MS`]).
 pub fn step(state: &ClusterState, now: Millis) -> (Vec<Action>, bool) {
@@ -109,9 +118,7 @@ pub fn step(state: &ClusterState, now: Millis) -> (Vec<Action>, bool) {
         let grace_over = claim.is_some_and(|c| deadline_passed(c, now));
         let pods: Vec<&PodRecord> = state.pods_on(name).filter(|p| !p.pod.terminating).collect();
         if pods.is_empty() {
-            // Every pod left is terminating. Those still within their grace period hold the
-            // instance: it goes only when they are gone (or stuck), as upstream's drain waits.
-            if state.pods_on(name).any(|p| p.is_waiting_eviction(now)) {
+            if !drained(state, name, now) {
                 draining = true;
                 continue;
             }

@@ -23,6 +23,7 @@ use karpenter_cluster::orchestration::Outcome;
 use karpenter_cluster::provisioner::{NameGenerator, time};
 use karpenter_cluster::reconciler::{
     Event as Decided, PlanSummary, ProviderFacts, Reconciler, ReconcilerSettings, StaticChange,
+    conditions,
 };
 use karpenter_cluster::{
     Action, ClusterState, Kubelet, NodeRecord, Object, ObjectKey, PdbRecord, PodRecord, Scope,
@@ -40,6 +41,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
+
+/// How long after a pod event the controller's next pass stamps the NodeClaim: it passes
+/// at least once a second.
+const POD_EVENT_PASS_MS: Millis = 1_000;
 
 /// The annotation that sets how long a Job's pods run once Ready.
 pub const JOB_RUN_TIME_ANNOTATION: &str = "karpenter-rs/simulated-run-time";
@@ -263,6 +268,11 @@ impl<'a> Engine<'a> {
         }
         candidates.extend(kubelet::step(&self.state, self.timings(), now).1);
         candidates.extend(self.interruptions.values().copied());
+        // The controller passes at least once a second; pods bound or removed since the last
+        // tick have their NodeClaims stamped by then.
+        if self.reconciler.has_pod_events(&self.state) {
+            candidates.push(now + POD_EVENT_PASS_MS);
+        }
         // The kube-scheduler retries pods it could not place when the cluster changed.
         if self.state.pending_pods().next().is_some()
             && self.scheduled_generation != Some(self.state.generation())
@@ -1126,7 +1136,6 @@ impl<'a> Engine<'a> {
                 record.unschedulable = false;
                 self.metrics.pod_bound(self.now - record.pod.created_at);
                 self.state.apply(Object::Pod(Box::new(record)));
-                self.touch(&placement.node);
             }
         }
     }
@@ -1417,6 +1426,27 @@ impl<'a> Engine<'a> {
                     ));
                 }
             }
+            Action::SetClaimConditions {
+                node_claim,
+                changes,
+            } => {
+                let Some(mut claim) = self.state.node_claims().get(&node_claim).cloned() else {
+                    return;
+                };
+                if conditions::apply(&mut claim, &changes, time(now)) {
+                    self.state.apply(Object::NodeClaim(Box::new(claim)));
+                }
+            }
+            Action::StampPodEvent { node_claim, at } => {
+                let Some(mut claim) = self.state.node_claims().get(&node_claim).cloned() else {
+                    return;
+                };
+                claim
+                    .status
+                    .get_or_insert_with(Default::default)
+                    .last_pod_event_time = Some(time(at));
+                self.state.apply(Object::NodeClaim(Box::new(claim)));
+            }
             Action::TerminateInstance { node_claim } => {
                 let Some(claim) = self.state.node_claims().get(&node_claim).cloned() else {
                     return;
@@ -1444,40 +1474,7 @@ impl<'a> Engine<'a> {
 
     /// Deletes a pod and records the pod event on its node's NodeClaim.
     fn delete_pod(&mut self, key: PodKey) -> bool {
-        let node = self
-            .state
-            .pods()
-            .get(&key)
-            .and_then(|p| p.pod.node_name.clone());
-        let existed = self.state.delete(&ObjectKey::Pod(key));
-        if let Some(node) = node {
-            self.touch(&node);
-        }
-        existed
-    }
-
-    /// Sets `status.lastPodEventTime` of the node's NodeClaim, as upstream's pod-events
-    /// controller does when a pod is bound to or leaves the node (consolidateAfter counts
-    /// from it).
-    fn touch(&mut self, node: &str) {
-        let Some(claim) = self
-            .state
-            .nodes()
-            .get(node)
-            .and_then(|r| r.node_claim.clone())
-        else {
-            return;
-        };
-        let Some(mut c) = self.state.node_claims().get(&claim).cloned() else {
-            return;
-        };
-        if c.is_deleting() {
-            return;
-        }
-        c.status
-            .get_or_insert_with(Default::default)
-            .last_pod_event_time = Some(time(self.now));
-        self.state.apply(Object::NodeClaim(Box::new(c)));
+        self.state.delete(&ObjectKey::Pod(key))
     }
 
     fn remove_node(&mut self, node: &str) {

@@ -8,16 +8,25 @@ use karpenter_disruption::{
 use karpenter_scheduling::model::Millis;
 use std::collections::BTreeSet;
 
-/// The disruption input at `now` with `disrupting` held by commands.
+/// The disruption input at `now` with `disrupting` held by commands. NodeClaims in
+/// `stamped` get a pod event at `now`: this tick stamps them, and a decision must not act on
+/// the time the stamp is about to replace.
 fn input(
     index: &ClusterState,
     options: &DisruptionOptions,
     facts: &ProviderFacts,
     nominated: &BTreeSet<String>,
     disrupting: &BTreeSet<String>,
+    stamped: &BTreeSet<String>,
     now: Millis,
 ) -> DisruptionInput {
-    index.disruption_input(now, options, disrupting, facts.drift, nominated)
+    let mut input = index.disruption_input(now, options, disrupting, facts.drift, nominated);
+    for info in input.nodes.values_mut() {
+        if stamped.contains(&info.node_claim) {
+            info.last_pod_event_at = Some(now);
+        }
+    }
+    input
 }
 
 impl Reconciler {
@@ -29,11 +38,25 @@ impl Reconciler {
         tick: &mut Tick,
     ) {
         let nominated = self.nominated_nodes(now);
+        let stamped: BTreeSet<String> = tick
+            .actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::StampPodEvent { node_claim, .. } => Some(node_claim.clone()),
+                _ => None,
+            })
+            .collect();
         let options = &self.settings.disruption;
         if self.orchestrator.is_busy() {
-            let fresh =
-                |others: &BTreeSet<String>| input(index, options, facts, &nominated, others, now);
+            let fresh = |others: &BTreeSet<String>| {
+                input(index, options, facts, &nominated, others, &stamped, now)
+            };
             let (actions, outcomes) = self.orchestrator.step(index, &fresh, &mut self.names, now);
+            if !outcomes.is_empty() {
+                // A command that ended frees its nodes: the next poll must look at them
+                // again, even with no change to the index.
+                self.pass_memo = None;
+            }
             tick.actions.extend(actions);
             tick.events
                 .extend(outcomes.into_iter().map(Event::Disruption));
@@ -56,9 +79,10 @@ impl Reconciler {
             self.untaint_orphans(index, tick);
         }
         let inputs = (index.generation(), facts.version);
-        if self
-            .pass_memo
-            .is_some_and(|(g, v, until)| (g, v) == inputs && now < until)
+        if stamped.is_empty()
+            && self
+                .pass_memo
+                .is_some_and(|(g, v, until)| (g, v) == inputs && now < until)
         {
             return;
         }
@@ -68,6 +92,7 @@ impl Reconciler {
             facts,
             &nominated,
             &self.orchestrator.disrupting(),
+            &stamped,
             now,
         );
         let started = (facts.seconds)();
@@ -86,8 +111,9 @@ impl Reconciler {
                     .extend(self.orchestrator.submit(command.clone()));
             }
         }
+        self.drifted = candidate::drifted(&input);
         tick.events.push(Event::DisruptionPass {
-            drifted: candidate::drifted(&input),
+            drifted: self.drifted.clone(),
             result: Box::new(result),
             seconds,
         });

@@ -28,9 +28,11 @@
 //! Decisions within one tick all read the same index; the caller applies the actions and the
 //! index reflects them at the next tick, as a controller's watches do.
 
+pub mod conditions;
 mod disruption;
 mod event;
 mod lifecycle;
+pub mod pod_events;
 mod provisioning;
 mod repair;
 mod static_pools;
@@ -165,6 +167,12 @@ pub struct Reconciler {
     /// What disruption passes' scheduling simulations derive from unchanged nodes and
     /// NodePools, kept from one pass to the next (it never changes a result).
     solve_cache: SolveCache,
+    /// The index generation up to which pod events were stamped.
+    pod_events_seen: u64,
+    /// Drifted NodeClaims (name to reason) as the last disruption pass found them.
+    drifted: BTreeMap<String, String>,
+    /// Condition changes last asked for, per NodeClaim, and when.
+    conditions_sent: BTreeMap<String, (Vec<conditions::ConditionChange>, Millis)>,
     /// Static pools' NodeClaims created and not yet seen in the index, with their pool and
     /// until when they count as created (a creation that failed is forgotten then).
     static_launches: BTreeMap<String, (String, Millis)>,
@@ -194,6 +202,9 @@ impl Reconciler {
             repair_memo: None,
             repair_blocked: BTreeMap::new(),
             solve_cache: SolveCache::new(),
+            pod_events_seen: 0,
+            drifted: BTreeMap::new(),
+            conditions_sent: BTreeMap::new(),
             static_launches: BTreeMap::new(),
             static_deletions: BTreeMap::new(),
             static_limited: BTreeMap::new(),
@@ -214,12 +225,16 @@ impl Reconciler {
             self.mature(index, now, &mut tick);
             self.repair(index, facts, now, &mut tick);
             self.terminate(index, now, &mut tick);
+            self.stamp_pod_events(index, now, &mut tick);
         }
         self.provision(index, facts, now, &mut tick);
         if self.settings.static_capacity && !self.settings.observe_only {
             self.keep_static(index, now, &mut tick);
         }
         self.disrupt(index, facts, now, &mut tick);
+        if !self.settings.observe_only {
+            self.claim_conditions(index, now, &mut tick);
+        }
         tick
     }
 

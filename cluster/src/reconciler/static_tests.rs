@@ -449,3 +449,20 @@ fn claims_scaled_away_before_the_index_shows_them_are_removed_once_it_does() {
     }
     assert_eq!(deleted(&tick(&mut r, &s, 1_000)).len(), 2);
 }
+
+#[test]
+fn a_static_pools_claims_are_never_marked_consolidatable() {
+    let mut s = index(static_pool(1, None));
+    add_node(&mut s, "a");
+    let mut r = reconciler(true);
+    for now in [0, 60_000, 3_600_000] {
+        let t = tick(&mut r, &s, now);
+        let marked = t.actions.iter().any(|a| match a {
+            Action::SetClaimConditions { changes, .. } => changes
+                .iter()
+                .any(|c| c.type_ == ConditionType::Consolidatable && c.to.is_some()),
+            _ => false,
+        });
+        assert!(!marked, "at {now}: {:?}", t.actions);
+    }
+}

@@ -3,12 +3,21 @@
 use super::*;
 use crate::provisioner::time;
 use crate::{Kubelet, NodeRecord, Object, PodRecord, disrupted_taint};
-use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, NodePool, StatusConditions};
+use karpenter_cloudprovider::v1::{
+    ConditionStatus, ConditionType, NodeClaim, NodePool, StatusConditions,
+};
 use karpenter_testing::instance_types::on_demand_catalogue;
 use karpenter_testing::nodes::node;
 use karpenter_testing::pods::pod;
 
 const GI: i64 = 1 << 30;
+
+/// A claim launched, registered and initialized.
+const LIVE: [ConditionType; 3] = [
+    ConditionType::Launched,
+    ConditionType::Registered,
+    ConditionType::Initialized,
+];
 
 fn pool() -> NodePool {
     serde_json::from_value(serde_json::json!({
@@ -201,15 +210,7 @@ fn a_node_initializing_replans_the_pods_left_pending() {
     tick(&mut r, &s, 0, 0);
     assert!(planned(&tick(&mut r, &s, 0, 1_000)));
     assert!(!planned(&tick(&mut r, &s, 0, 2_000)));
-    add_node(
-        &mut s,
-        "fresh",
-        &[
-            ConditionType::Launched,
-            ConditionType::Registered,
-            ConditionType::Initialized,
-        ],
-    );
+    add_node(&mut s, "fresh", &LIVE);
     let opened = tick(&mut r, &s, 0, 3_000);
     assert!(!planned(&opened));
     assert_eq!(opened.next_wakeup, Some(4_000));
@@ -219,15 +220,7 @@ fn a_node_initializing_replans_the_pods_left_pending() {
 #[test]
 fn a_disrupted_taint_no_command_holds_is_removed_on_the_second_poll() {
     let mut s = index(&[], true);
-    add_node(
-        &mut s,
-        "orphan",
-        &[
-            ConditionType::Launched,
-            ConditionType::Registered,
-            ConditionType::Initialized,
-        ],
-    );
+    add_node(&mut s, "orphan", &LIVE);
     let mut record = s.nodes()["orphan"].clone();
     record.node.taints.push(disrupted_taint());
     s.apply(Object::Node(Box::new(record)));
@@ -246,15 +239,7 @@ fn a_disrupted_taint_no_command_holds_is_removed_on_the_second_poll() {
 #[test]
 fn an_unchanged_cluster_is_evaluated_again_only_when_something_changes() {
     let mut s = index(&[], true);
-    add_node(
-        &mut s,
-        "n",
-        &[
-            ConditionType::Launched,
-            ConditionType::Registered,
-            ConditionType::Initialized,
-        ],
-    );
+    add_node(&mut s, "n", &LIVE);
     let mut r = reconciler();
     let passed = |t: &Tick| {
         t.events
@@ -519,4 +504,283 @@ fn a_blocked_repair_is_reported_once_per_interval_and_a_due_one_repairs() {
     let mut off = reconciler();
     let t = tick(&mut off, &s, 0, 60 * MIN);
     assert_eq!((blocked(&t), repairs(&t)), (0, 0));
+}
+
+fn stamps(t: &Tick) -> Vec<(String, Millis)> {
+    t.actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::StampPodEvent { node_claim, at } => Some((node_claim.clone(), *at)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn bind(s: &mut ClusterState, name: &str, node: &str) {
+    let mut p = pod(name, 100, GI);
+    p.node_name = Some(node.into());
+    s.apply(Object::Pod(Box::new(PodRecord {
+        pod: p,
+        ready_at: None,
+        deleting_at: None,
+        unschedulable: false,
+    })));
+}
+
+#[test]
+fn pod_events_stamp_the_nodeclaim_at_most_once_per_dedupe_window() {
+    let mut s = index(&[], false);
+    add_node(&mut s, "n1", &[ConditionType::Initialized]);
+    let mut r = reconciler();
+    assert!(
+        stamps(&tick(&mut r, &s, 0, 1_000)).is_empty(),
+        "no pods, no events"
+    );
+    bind(&mut s, "web-1", "n1");
+    assert!(r.has_pod_events(&s));
+    assert_eq!(stamps(&tick(&mut r, &s, 0, 2_000)), [("n1".into(), 2_000)]);
+    assert!(!r.has_pod_events(&s), "an event is stamped once");
+    // The watch brings the stamp back; a second pod within 10 s is not stamped again.
+    let mut c = s.node_claims()["n1"].clone();
+    c.status
+        .get_or_insert_with(Default::default)
+        .last_pod_event_time = Some(time(2_000));
+    s.apply(Object::NodeClaim(Box::new(c)));
+    bind(&mut s, "web-2", "n1");
+    assert!(
+        stamps(&tick(&mut r, &s, 0, 5_000)).is_empty(),
+        "deduplicated"
+    );
+    s.delete(&crate::ObjectKey::Pod(pod("web-1", 100, GI).key()));
+    assert_eq!(
+        stamps(&tick(&mut r, &s, 0, 12_000)),
+        [("n1".into(), 12_000)],
+        "a pod leaving the node is an event too"
+    );
+}
+
+#[test]
+fn only_arrivals_departures_and_terminations_of_workload_pods_are_pod_events() {
+    let mut s = index(&[], false);
+    add_node(&mut s, "n1", &[ConditionType::Initialized]);
+    let seen = s.generation();
+    let events = |s: &ClusterState| s.pod_events_after(seen).count();
+    add_pod(&mut s, "pending", 100, true);
+    assert_eq!(events(&s), 0, "an unbound pod is no event");
+    let mut daemon = pod("agent", 100, GI);
+    daemon.node_name = Some("n1".into());
+    daemon.owner = Some(karpenter_scheduling::model::OwnerRef {
+        kind: "DaemonSet".into(),
+        name: "agent".into(),
+        uid: String::new(),
+    });
+    s.apply(Object::Pod(Box::new(PodRecord {
+        pod: daemon,
+        ready_at: None,
+        deleting_at: None,
+        unschedulable: false,
+    })));
+    assert_eq!(events(&s), 0, "DaemonSet pods are not counted");
+    bind(&mut s, "web", "n1");
+    let bound = s.generation();
+    assert_eq!(events(&s), 1);
+    bind(&mut s, "web", "n1");
+    assert_eq!(
+        s.pod_events_after(bound).count(),
+        0,
+        "an update that keeps the pod bound is no event"
+    );
+    let mut terminating = s.pods()[&pod("web", 100, GI).key()].clone();
+    terminating.deleting_at = Some(30_000);
+    s.apply(Object::Pod(Box::new(terminating)));
+    assert_eq!(
+        s.pod_events_after(bound).count(),
+        1,
+        "terminating is an event"
+    );
+    assert_eq!(events(&s), 1, "one entry per node, the latest");
+}
+
+#[test]
+fn deleting_claims_and_shadow_mode_are_not_stamped() {
+    let mut s = index(&[], false);
+    add_node(&mut s, "n1", &[ConditionType::Initialized]);
+    bind(&mut s, "web", "n1");
+    let settings = ReconcilerSettings {
+        observe_only: true,
+        ..ReconcilerSettings::default()
+    };
+    let mut shadow = Reconciler::new(settings, NameGenerator::default());
+    assert!(stamps(&tick(&mut shadow, &s, 0, 1_000)).is_empty());
+    let mut c = s.node_claims()["n1"].clone();
+    c.metadata.deletion_timestamp = Some(time(500));
+    s.apply(Object::NodeClaim(Box::new(c)));
+    assert!(stamps(&tick(&mut reconciler(), &s, 0, 1_000)).is_empty());
+}
+
+#[test]
+fn a_pod_leaving_a_node_restarts_consolidate_after_in_the_same_tick() {
+    let mut s = index(&[], false);
+    let mut p = pool();
+    p.spec.disruption.consolidate_after = serde_json::from_value(serde_json::json!("1m")).unwrap();
+    s.apply(Object::NodePool(Box::new(p)));
+    add_node(&mut s, "n1", &LIVE);
+    bind(&mut s, "web", "n1");
+    let mut r = reconciler();
+    let decided = |t: &Tick| {
+        t.events
+            .iter()
+            .filter(|e| matches!(e, Event::DisruptionDecided(_)))
+            .count()
+    };
+    assert_eq!(decided(&tick(&mut r, &s, 0, 600_000)), 0, "not empty");
+    // The last pod leaves ten minutes after the node initialized: it is empty, but its
+    // window starts again now, though the claim still carries no lastPodEventTime.
+    s.delete(&crate::ObjectKey::Pod(pod("web", 100, GI).key()));
+    let t = tick(&mut r, &s, 0, 610_000);
+    assert_eq!(stamps(&t), [("n1".into(), 610_000)]);
+    assert_eq!(decided(&t), 0, "consolidateAfter counts from the stamp");
+}
+
+fn condition_changes(t: &Tick, claim: &str) -> Vec<conditions::ConditionChange> {
+    t.actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::SetClaimConditions {
+                node_claim,
+                changes,
+            } if node_claim == claim => Some(changes.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+/// Applies the tick's condition changes to the index, as the watch would bring them back.
+fn write_back(s: &mut ClusterState, t: &Tick, now: Millis) {
+    for a in &t.actions {
+        if let Action::SetClaimConditions {
+            node_claim,
+            changes,
+        } = a
+        {
+            let mut c = s.node_claims()[node_claim].clone();
+            conditions::apply(&mut c, changes, time(now));
+            s.apply(Object::NodeClaim(Box::new(c)));
+        }
+    }
+}
+
+#[test]
+fn consolidatable_follows_consolidate_after_and_is_written_once() {
+    let mut s = index(&[], false);
+    let mut p = pool();
+    p.spec.disruption.consolidate_after = serde_json::from_value(serde_json::json!("1m")).unwrap();
+    s.apply(Object::NodePool(Box::new(p)));
+    add_node(&mut s, "n1", &[ConditionType::Launched]);
+    let mut r = reconciler();
+    // The empty node is also disrupted (DisruptionReason): only Consolidatable matters here.
+    let only_consolidatable = |t: &Tick| {
+        let mut c = condition_changes(t, "n1");
+        c.retain(|c| c.type_ == ConditionType::Consolidatable);
+        c
+    };
+    let t = tick(&mut r, &s, 0, 1_000);
+    assert!(
+        only_consolidatable(&t).is_empty(),
+        "not initialized: no Consolidatable, nothing to remove"
+    );
+    let mut c = s.node_claims()["n1"].clone();
+    c.set_true(ConditionType::Initialized.as_str(), time(10_000));
+    s.apply(Object::NodeClaim(Box::new(c)));
+    let t = tick(&mut r, &s, 0, 20_000);
+    assert!(only_consolidatable(&t).is_empty(), "inside the window");
+    assert!(
+        t.next_wakeup.is_some_and(|w| w <= 70_000),
+        "wakes when it ends"
+    );
+    let t = tick(&mut r, &s, 0, 70_000);
+    let changes = only_consolidatable(&t);
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert_eq!(changes[0].type_, ConditionType::Consolidatable);
+    assert!(matches!(
+        &changes[0].to,
+        Some((ConditionStatus::True, _, _))
+    ));
+    assert!(
+        only_consolidatable(&tick(&mut r, &s, 0, 71_000)).is_empty(),
+        "not sent again while the write is on its way"
+    );
+    write_back(&mut s, &t, 70_000);
+    let again = only_consolidatable(&tick(&mut r, &s, 0, 90_000));
+    assert!(again.is_empty(), "{again:?}");
+    // A pod arrives: the window starts again and the condition goes.
+    bind(&mut s, "web", "n1");
+    let t = tick(&mut r, &s, 0, 100_000);
+    write_back(&mut s, &t, 100_000);
+    let mut c = s.node_claims()["n1"].clone();
+    c.status
+        .get_or_insert_with(Default::default)
+        .last_pod_event_time = Some(time(100_000));
+    s.apply(Object::NodeClaim(Box::new(c)));
+    let t = tick(&mut r, &s, 0, 101_000);
+    assert_eq!(
+        only_consolidatable(&t),
+        [conditions::ConditionChange {
+            type_: ConditionType::Consolidatable,
+            to: None
+        }]
+    );
+}
+
+#[test]
+fn draining_claims_report_drained_once_their_node_is_empty() {
+    let mut s = index(&[], false);
+    add_node(&mut s, "n1", &[ConditionType::Initialized]);
+    bind(&mut s, "web", "n1");
+    let mut c = s.node_claims()["n1"].clone();
+    c.metadata.deletion_timestamp = Some(time(1_000));
+    s.apply(Object::NodeClaim(Box::new(c)));
+    let mut n = s.nodes()["n1"].clone();
+    n.deleting = true;
+    s.apply(Object::Node(Box::new(n)));
+    let mut r = reconciler();
+    let drained = |t: &Tick| {
+        condition_changes(t, "n1")
+            .into_iter()
+            .find(|c| c.type_ == ConditionType::Drained)
+            .and_then(|c| c.to)
+            .map(|(status, reason, _)| (status, reason))
+    };
+    let t = tick(&mut r, &s, 0, 2_000);
+    assert_eq!(
+        drained(&t),
+        Some((ConditionStatus::Unknown, "Draining".into()))
+    );
+    write_back(&mut s, &t, 2_000);
+    s.delete(&crate::ObjectKey::Pod(pod("web", 100, GI).key()));
+    assert_eq!(
+        drained(&tick(&mut r, &s, 0, 3_000)),
+        Some((ConditionStatus::True, "Drained".into()))
+    );
+}
+
+#[test]
+fn a_started_command_marks_its_claims_with_the_disruption_reason() {
+    let mut s = index(&[], false);
+    add_node(&mut s, "n1", &LIVE);
+    let mut r = reconciler();
+    let reason = |t: &Tick| {
+        condition_changes(t, "n1")
+            .into_iter()
+            .find(|c| c.type_ == ConditionType::DisruptionReason)
+            .and_then(|c| c.to)
+            .map(|(_, reason, _)| reason)
+    };
+    assert_eq!(reason(&tick(&mut r, &s, 0, 1_000)), None, "validating");
+    assert_eq!(
+        reason(&tick(&mut r, &s, 0, 20_000)),
+        Some("Empty".to_owned()),
+        "validated and started"
+    );
 }

@@ -12,14 +12,16 @@ use super::{Ctx, ReconcileError, lifecycle, repair};
 use k8s_openapi::api::core::v1::{Node, Taint as K8sTaint};
 use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, StatusConditions, labels as v1labels};
 use karpenter_cluster::Action;
+use karpenter_cluster::provisioner;
 use karpenter_cluster::reconciler::OVERPROVISIONED;
+use karpenter_cluster::reconciler::conditions;
 use karpenter_cluster::termination::NODE_DELETED;
 use karpenter_metrics::{
     CodeLabels, CreatedLabels, DisruptedLabels, NodePoolLabels, NodePoolZoneLabels,
     TerminatedLabels,
 };
 use karpenter_scheduling::model::PodKey;
-use kube::api::{DeleteParams, EvictParams, PostParams};
+use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams};
 use std::sync::Arc;
 
 /// What executing one action did, for the caller's bookkeeping.
@@ -259,6 +261,36 @@ pub async fn execute(ctx: &Ctx, action: &Action) -> Result<Executed, ReconcileEr
         Action::TerminateInstance { node_claim } => {
             terminate_instance(ctx, node_claim).await?;
             Ok(Executed::Done)
+        }
+        Action::SetClaimConditions {
+            node_claim,
+            changes,
+        } => {
+            let Some(claim) = claim_of(ctx, node_claim) else {
+                return Ok(Executed::Done);
+            };
+            let mut updated = NodeClaim::clone(&claim);
+            if conditions::apply(&mut updated, changes, ctx.now_time()) {
+                lifecycle::patch_claim_status(ctx, &updated).await?;
+            }
+            Ok(Executed::Done)
+        }
+        Action::StampPodEvent { node_claim, at } => {
+            // A merge patch without resourceVersion, as upstream's: a later stamp wins.
+            let patch = serde_json::json!({"status": {"lastPodEventTime": provisioner::time(*at)}});
+            ctx.limiter.acquire().await;
+            match ctx
+                .node_claims()
+                .patch_status(node_claim, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => Ok(Executed::Done),
+                Err(e) if classify(&e) == ErrorClass::NotFound => Ok(Executed::Done),
+                Err(e) => Err(ReconcileError::api(
+                    "stamping NodeClaim lastPodEventTime",
+                    node_claim,
+                )(e)),
+            }
         }
     }
 }

@@ -15,7 +15,6 @@ pub mod aws;
 #[cfg(all(test, feature = "aws"))]
 mod aws_tests;
 pub mod consolidation;
-pub mod drift;
 pub mod dry_run;
 pub mod events;
 pub mod exec;

@@ -8,8 +8,8 @@ use super::leader::{self, LeaderGate};
 use super::provider::ProviderHooks;
 use super::static_pools;
 use super::{
-    Ctx, consolidation, drift, dry_run, ignored, kubelet, logging, nodepool, provider, repair,
-    state, system_clock,
+    Ctx, consolidation, dry_run, ignored, kubelet, logging, nodepool, provider, repair, state,
+    system_clock,
 };
 use crate::http::{self, Health};
 use crate::settings::{ControllerArgs, ProviderKind, Settings};
@@ -352,12 +352,9 @@ impl Controller {
                     );
                 }
             }
-            Event::DisruptionPass {
-                drifted, result, ..
-            } => {
-                match &mut self.shadow {
-                    Some(shadow) => shadow.pass_done(&self.ctx.metrics),
-                    None => drift::record(&self.ctx, &drifted).await,
+            Event::DisruptionPass { result, .. } => {
+                if let Some(shadow) = &mut self.shadow {
+                    shadow.pass_done(&self.ctx.metrics);
                 }
                 self.explainer.publish(&self.ctx, &result.explanations);
                 consolidation::publish(&self.ctx, &result.scored_moves);
