@@ -450,15 +450,7 @@ impl CloudProvider for FakeCloudProvider {
         if !self.filter_by_node_pool {
             return Ok(types);
         }
-        let reqs: Vec<NodeSelectorRequirement> = node_pool
-            .spec
-            .template
-            .spec
-            .requirements
-            .iter()
-            .map(|r| r.to_model())
-            .collect();
-        let pool_reqs = Requirements::from_node_selector(&reqs).map_err(|e| {
+        let pool_reqs = node_pool.template_requirements().map_err(|e| {
             CloudProviderError::Other(format!(
                 "NodePool {:?}: spec.template.spec.requirements: {e}",
                 node_pool.name()

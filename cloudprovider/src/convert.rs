@@ -35,6 +35,22 @@ pub enum ConversionError {
 }
 
 impl NodePool {
+    /// The template's requirements in the scheduling model (labels not folded in).
+    ///
+    /// # Errors
+    /// A requirement the model rejects (validation rejects such pools first).
+    pub fn template_requirements(&self) -> Result<Requirements, RequirementError> {
+        let reqs: Vec<_> = self
+            .spec
+            .template
+            .spec
+            .requirements
+            .iter()
+            .map(|r| r.to_model())
+            .collect();
+        Requirements::from_node_selector(&reqs)
+    }
+
     /// The solver's view of this pool: weight, template labels/annotations/taints,
     /// requirements (labels are not folded in; the solver adds them), limits, the capacity
     /// already in `usage`, and the provider's `instance_types` for the pool.
@@ -48,13 +64,12 @@ impl NodePool {
         self.validate()?;
         let name = self.name().to_owned();
         let t = &self.spec.template;
-        let reqs: Vec<_> = t.spec.requirements.iter().map(|r| r.to_model()).collect();
-        let requirements = Requirements::from_node_selector(&reqs).map_err(|source| {
-            ConversionError::Requirement {
-                pool: name.clone(),
-                source,
-            }
-        })?;
+        let requirements =
+            self.template_requirements()
+                .map_err(|source| ConversionError::Requirement {
+                    pool: name.clone(),
+                    source,
+                })?;
         let mut limits = BTreeMap::new();
         for (resource, q) in &self.spec.limits {
             let parsed = Quantity::parse(&q.0).map_err(|e| ConversionError::Limit {

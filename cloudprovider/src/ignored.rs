@@ -24,18 +24,23 @@ impl fmt::Display for IgnoredField {
 /// The event reason under which ignored fields are published.
 pub const EVENT_REASON: &str = "IgnoredField";
 
+/// Karpenter's default for the `StaticCapacity` feature gate (v1.14): off.
+pub const STATIC_CAPACITY_DEFAULT: bool = false;
+
 impl NodePool {
     /// The fields of this pool karpenter-rs does not act on; empty when it honours all of
-    /// them.
-    pub fn ignored_fields(&self) -> Vec<IgnoredField> {
+    /// them. `static_capacity` is the `StaticCapacity` feature gate: with it on, static pools
+    /// (`spec.replicas`) are kept at their size; with it off, as in Karpenter, `replicas`
+    /// creates no nodes.
+    pub fn ignored_fields(&self, static_capacity: bool) -> Vec<IgnoredField> {
         let mut ignored = Vec::new();
-        if let Some(replicas) = self.spec.replicas {
+        if let Some(replicas) = self.spec.replicas.filter(|_| !static_capacity) {
             ignored.push(IgnoredField {
                 path: "spec.replicas".into(),
                 why: format!(
-                    "static NodePools (Karpenter's StaticCapacity) are not implemented: no {replicas} \
-                     node(s) are created or kept for this pool; as in Karpenter, it takes no \
-                     pending pods and its nodes are not consolidated"
+                    "the StaticCapacity feature gate is off (its default, as in Karpenter): no \
+                     {replicas} node(s) are created or kept for this pool; as in Karpenter, it \
+                     takes no pending pods and its nodes are not consolidated"
                 ),
             });
         }
@@ -44,12 +49,15 @@ impl NodePool {
 }
 
 /// One warning line per ignored field of each pool, `NodePool <name>: <field> is not acted
-/// on: <why>`, in the pools' order.
-pub fn node_pool_warnings<'a>(pools: impl IntoIterator<Item = &'a NodePool>) -> Vec<String> {
+/// on: <why>`, in the pools' order, with the `StaticCapacity` gate as given.
+pub fn node_pool_warnings<'a>(
+    pools: impl IntoIterator<Item = &'a NodePool>,
+    static_capacity: bool,
+) -> Vec<String> {
     pools
         .into_iter()
         .flat_map(|p| {
-            p.ignored_fields()
+            p.ignored_fields(static_capacity)
                 .into_iter()
                 .map(move |f| format!("NodePool {}: {f}", p.name()))
         })
@@ -75,22 +83,28 @@ mod tests {
     }
 
     #[test]
-    fn a_dynamic_pool_has_none_and_a_static_one_names_replicas() {
-        assert!(pool(serde_json::json!({})).ignored_fields().is_empty());
-        let ignored = pool(serde_json::json!({"replicas": 3})).ignored_fields();
+    fn replicas_is_named_only_while_the_static_capacity_gate_is_off() {
+        assert!(pool(serde_json::json!({})).ignored_fields(false).is_empty());
+        let ignored = pool(serde_json::json!({"replicas": 3})).ignored_fields(false);
         assert_eq!(ignored.len(), 1);
         assert_eq!(ignored[0].path, "spec.replicas");
         assert!(
-            ignored[0]
-                .to_string()
-                .starts_with("spec.replicas is not acted on: static NodePools")
+            ignored[0].to_string().starts_with(
+                "spec.replicas is not acted on: the StaticCapacity feature gate is off"
+            )
+        );
+        assert!(
+            pool(serde_json::json!({"replicas": 3}))
+                .ignored_fields(true)
+                .is_empty()
         );
         let pools = [
             pool(serde_json::json!({})),
             pool(serde_json::json!({"replicas": 3})),
         ];
-        let warnings = node_pool_warnings(&pools);
+        let warnings = node_pool_warnings(&pools, STATIC_CAPACITY_DEFAULT);
         assert_eq!(warnings.len(), 1);
         assert!(warnings[0].starts_with("NodePool p: spec.replicas is not acted on"));
+        assert!(node_pool_warnings(&pools, true).is_empty());
     }
 }

@@ -44,6 +44,7 @@ pub mod reconciler;
 pub mod registration;
 pub mod repair;
 pub mod shadow;
+pub mod static_capacity;
 pub mod termination;
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -791,10 +792,23 @@ impl ClusterState {
         nominated: &BTreeSet<String>,
     ) -> DisruptionInput {
         let cluster = self.snapshot(now, Scope::Provisioner);
+        // Static pools' claims as upstream counts them, for static drift: the claims of the
+        // nodes commands hold are pending disruption.
+        let held: BTreeSet<String> = disrupting
+            .iter()
+            .filter_map(|n| self.nodes.get(n)?.node_claim.clone())
+            .collect();
+        let mut counts = static_capacity::static_claim_counts(self, &held, &BTreeSet::new());
         let node_pools = self
             .node_pools
             .iter()
-            .map(|(name, pool)| (name.clone(), PoolDisruption::from_node_pool(pool)))
+            .map(|(name, pool)| {
+                let mut settings = PoolDisruption::from_node_pool(pool);
+                if let Some(sp) = settings.static_capacity.as_mut() {
+                    sp.claims = counts.remove(name).unwrap_or_default();
+                }
+                (name.clone(), settings)
+            })
             .collect();
         let mut nodes = BTreeMap::new();
         for (name, record) in &self.nodes {

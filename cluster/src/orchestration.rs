@@ -10,7 +10,7 @@
 //! at once. While queued, a command's nodes are reported as `disrupting` so the next pass
 //! leaves them alone.
 
-use super::provisioner::{NameGenerator, node_claim_for};
+use super::provisioner::{NameGenerator, node_claim_for, static_node_claim};
 use super::{Action, ClusterState};
 use karpenter_cloudprovider::v1::ConditionType;
 use karpenter_disruption::{Command, Decision, DisruptionInput, validate};
@@ -187,8 +187,15 @@ impl Orchestrator {
                                     || replacements.iter().any(|r: &String| r == n)
                             };
                             let name = names.next(pool.name(), &taken);
+                            // A static pool's replacement is built from its template alone,
+                            // as its other NodeClaims are.
+                            let claim = if pool.is_static() {
+                                static_node_claim(&name, pool, now)
+                            } else {
+                                node_claim_for(&name, pool, planned, now)
+                            };
                             actions.push(Action::LaunchNodeClaim {
-                                claim: Box::new(node_claim_for(&name, pool, planned, now)),
+                                claim: Box::new(claim),
                                 plan: Box::new(planned.clone()),
                             });
                             replacements.push(name);

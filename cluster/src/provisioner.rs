@@ -222,6 +222,42 @@ pub fn node_claim_for(
             .map(|(k, q)| (k, K8sQuantity(q.to_string())))
             .collect(),
     };
+    NodeClaim {
+        metadata: claim_metadata(name, pool, now),
+        spec,
+        status: None,
+    }
+}
+
+/// The NodeClaim Karpenter creates for a static NodePool (`spec.replicas`): upstream builds
+/// it from the template alone, so it carries the template's requirements plus one `In`
+/// requirement per template label and the `karpenter.sh/nodepool` label (keys the template's
+/// requirements already constrain are left to them), no instance-type list and no resource
+/// requests. The cloud provider picks the cheapest offering the requirements allow.
+pub fn static_node_claim(name: &str, pool: &NodePool, now: Millis) -> NodeClaim {
+    let mut spec: NodeClaimSpec = pool.spec.template.to_node_claim_spec();
+    let mut labels = pool.spec.template.metadata.labels.clone();
+    labels.insert(v1labels::NODEPOOL.to_owned(), pool.name().to_owned());
+    for (key, value) in labels {
+        if !spec.requirements.iter().any(|r| r.key == key) {
+            spec.requirements
+                .push(NodeSelectorRequirementWithMinValues::new(
+                    key,
+                    NodeSelectorOperator::In,
+                    [value],
+                ));
+        }
+    }
+    NodeClaim {
+        metadata: claim_metadata(name, pool, now),
+        spec,
+        status: None,
+    }
+}
+
+/// Metadata shared by every NodeClaim launched from `pool`: the template's labels plus the
+/// pool's, its annotations plus the template hash, the termination finalizer and the owner.
+fn claim_metadata(name: &str, pool: &NodePool, now: Millis) -> ObjectMeta {
     let mut labels = pool.spec.template.metadata.labels.clone();
     labels.insert(v1labels::NODEPOOL.to_owned(), pool.name().to_owned());
     let mut annotations = pool.spec.template.metadata.annotations.clone();
@@ -230,18 +266,14 @@ pub fn node_claim_for(
         v1labels::NODEPOOL_HASH_VERSION_ANNOTATION.to_owned(),
         NODEPOOL_HASH_VERSION.to_owned(),
     );
-    NodeClaim {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            labels: Some(labels),
-            annotations: Some(annotations),
-            creation_timestamp: Some(time(now)),
-            finalizers: Some(vec![v1labels::TERMINATION_FINALIZER.to_owned()]),
-            owner_references: owner_reference(pool).map(|r| vec![r]),
-            ..ObjectMeta::default()
-        },
-        spec,
-        status: None,
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        labels: Some(labels),
+        annotations: Some(annotations),
+        creation_timestamp: Some(time(now)),
+        finalizers: Some(vec![v1labels::TERMINATION_FINALIZER.to_owned()]),
+        owner_references: owner_reference(pool).map(|r| vec![r]),
+        ..ObjectMeta::default()
     }
 }
 

@@ -270,12 +270,20 @@ fn pdb_check(input: &DisruptionInput, pod: &Pod, now: Millis) -> Result<Option<u
 }
 
 /// Each NodePool's requirements in the scheduling model, by pool name.
+/// Each pool's requirements: the snapshot's (dynamic) pools', and static pools' from their
+/// settings.
 fn pool_requirements(input: &DisruptionInput) -> HashMap<&str, &Requirements> {
+    let statics = input.node_pools.iter().filter_map(|(name, p)| {
+        p.static_capacity
+            .as_ref()
+            .map(|s| (name.as_str(), &s.requirements))
+    });
     input
         .cluster
         .node_pools
         .iter()
         .map(|p| (p.name.as_str(), &p.requirements))
+        .chain(statics)
         .collect()
 }
 

@@ -173,6 +173,12 @@ pub enum Hold {
     },
     /// The NodePool is static (`replicas`).
     StaticNodePool,
+    /// A drifted node of a static pool waits: the pool has more NodeClaims than `replicas`
+    /// and is scaling down first.
+    StaticScalingDown,
+    /// A drifted node of a static pool waits: `limits.nodes` leaves no room for its
+    /// replacement.
+    StaticNodeLimit,
     /// `consolidateAfter: Never`.
     ConsolidationDisabled,
     /// `consolidateAfter` has not passed since the last pod event.
@@ -241,10 +247,10 @@ pub enum Hold {
 impl Hold {
     /// The Kubernetes event Karpenter publishes for this hold, as `(reason, message)`:
     /// `DisruptionBlocked` when something forbids touching the node (a `do-not-disrupt`
-    /// annotation, a PodDisruptionBudget, the pool's budget, a static pool) and
-    /// `Unconsolidatable` when consolidation looked and found nothing better. `None` for holds
-    /// not worth telling: nothing to do, a transient countdown, a node that is not
-    /// Karpenter's or is already going away.
+    /// annotation, a PodDisruptionBudget, the pool's budget) and `Unconsolidatable` when
+    /// consolidation looked and found nothing better. `None` for holds not worth telling:
+    /// nothing to do, a transient countdown, a node that is not Karpenter's or is already
+    /// going away, and a static pool's node (upstream's methods pass over those in silence).
     pub fn event(&self) -> Option<(&'static str, String)> {
         match self {
             Self::DoNotDisruptNode
@@ -252,8 +258,7 @@ impl Hold {
             | Self::PdbBlocked { .. }
             | Self::MultiplePdbs { .. }
             | Self::Budget { .. }
-            | Self::NodePoolNotFound { .. }
-            | Self::StaticNodePool => {
+            | Self::NodePoolNotFound { .. } => {
                 Some(("DisruptionBlocked", format!("Cannot disrupt Node: {self}")))
             }
             Self::WouldNotFit { .. }
@@ -303,6 +308,14 @@ impl fmt::Display for Hold {
                 "pdb {pdb} allows no more evictions alongside the other candidates"
             ),
             Self::StaticNodePool => write!(f, "NodePool is static"),
+            Self::StaticScalingDown => write!(
+                f,
+                "static NodePool has more NodeClaims than replicas and is scaling down"
+            ),
+            Self::StaticNodeLimit => write!(
+                f,
+                "static NodePool's limits.nodes leaves no room for a replacement"
+            ),
             Self::ConsolidationDisabled => write!(f, "NodePool has consolidation disabled"),
             Self::ConsolidateAfter { remaining_ms } => write!(
                 f,
@@ -426,6 +439,9 @@ mod tests {
                 reason: Reason::Empty,
             },
             Hold::Deleting,
+            Hold::StaticNodePool,
+            Hold::StaticScalingDown,
+            Hold::StaticNodeLimit,
         ] {
             assert_eq!(quiet.event(), None, "{quiet:?}");
         }

@@ -45,8 +45,13 @@ pub struct PoolDisruption {
     pub template_hash: Option<String>,
     /// The hash algorithm version (`karpenter.sh/nodepool-hash-version`).
     pub hash_version: Option<String>,
-    /// `spec.replicas` is set: static pools are never consolidated or drift-replaced here.
+    /// `spec.replicas` is set: static pools are never consolidated; their drifted nodes are
+    /// replaced one for one (see [`crate::static_pool`]).
     pub is_static: bool,
+    /// A static pool's replicas, node limit and NodeClaim counts; `None` for a dynamic pool
+    /// (and for a static one whose caller gives none: its drifted nodes then stay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub static_capacity: Option<crate::static_pool::StaticPool>,
 }
 
 impl Default for PoolDisruption {
@@ -58,6 +63,7 @@ impl Default for PoolDisruption {
             template_hash: None,
             hash_version: None,
             is_static: false,
+            static_capacity: None,
         }
     }
 }
@@ -74,6 +80,7 @@ impl PoolDisruption {
             template_hash: Some(pool.hash()),
             hash_version: Some(NODEPOOL_HASH_VERSION.to_owned()),
             is_static: pool.is_static(),
+            static_capacity: crate::static_pool::StaticPool::of(pool),
         }
     }
 }

@@ -85,6 +85,7 @@ pub mod eviction;
 pub mod input;
 mod pass;
 mod simulate;
+pub mod static_pool;
 pub mod validate;
 
 pub use balanced::{ConsolidationMethod, PoolScore, PoolTotals, ScoreResult, ScoredMove};

@@ -1,6 +1,7 @@
 //! One disruption pass: forceful commands (expiry, interruption), then Karpenter's methods in
-//! order — Emptiness, Drift, multi-node consolidation, single-node consolidation — where the
-//! first method with work produces the pass's command.
+//! order — Emptiness, static drift, Drift, multi-node consolidation, single-node
+//! consolidation — where the first method with work produces the pass's command (static drift
+//! one command per node it replaces).
 
 use crate::balanced::{ConsolidationMethod, ScoredMove, Scorer};
 use crate::budget::{BudgetMapping, PoolCounts};
@@ -9,6 +10,7 @@ use crate::command::{CandidateRef, Command, Decision, Hold, NodeExplanation, Pas
 use crate::consolidation::{self, Catalog, Proposal};
 use crate::input::DisruptionInput;
 use crate::simulate::Simulator;
+use crate::static_pool::{room_under_limit, template_claim};
 use karpenter_cloudprovider::v1::{ConsolidationPolicy, DisruptionReason};
 use karpenter_scheduling::model::{Millis, NodeState};
 use karpenter_scheduling::plan::NewNodeClaim;
@@ -104,14 +106,26 @@ pub fn compute_pass_cached(
     };
     let cands = &eval.candidates;
     let eligible = eligible_counts(input, cands);
-    let chosen = ctx
-        .emptiness(cands)
-        .or_else(|| ctx.drift(cands))
-        .or_else(|| ctx.multi_node(cands))
-        .or_else(|| ctx.single_node(cands));
+    // Karpenter's methods in order; the first with work decides the pass. Static drift may
+    // produce one command per drifted node, as upstream's does.
+    let chosen: Vec<Command> = match ctx.emptiness(cands) {
+        Some(cmd) => vec![cmd],
+        None => {
+            let replaced = ctx.static_drift(cands);
+            if replaced.is_empty() {
+                ctx.drift(cands)
+                    .or_else(|| ctx.multi_node(cands))
+                    .or_else(|| ctx.single_node(cands))
+                    .into_iter()
+                    .collect()
+            } else {
+                replaced
+            }
+        }
+    };
 
     let mut in_command: BTreeSet<String> = gone;
-    if let Some(cmd) = &chosen {
+    for cmd in &chosen {
         in_command.extend(cmd.candidates.iter().map(|c| c.node.clone()));
     }
     let mut explanations = Vec::new();
@@ -129,7 +143,7 @@ pub fn compute_pass_cached(
         }
         let mut hs = ctx.holds.remove(name).unwrap_or_default();
         if hs.is_empty() {
-            hs.push(match &chosen {
+            hs.push(match chosen.first() {
                 Some(cmd) => Hold::PreemptedByEarlierMethod { reason: cmd.reason },
                 None => Hold::NothingToDo,
             });
@@ -168,9 +182,25 @@ fn drift_block(c: &Candidate) -> Option<Hold> {
     if c.static_pool {
         return Some(Hold::StaticNodePool);
     }
+    static_drift_block(c)
+}
+
+/// Why static drift must skip a drifted node of a static pool, if it must: as for drift, a
+/// pod-level block stops it unless the claim has a `terminationGracePeriod`.
+fn static_drift_block(c: &Candidate) -> Option<Hold> {
     c.pod_block
         .clone()
         .filter(|_| !c.has_termination_grace_period)
+}
+
+/// Drift's order: empty nodes first (least churn), then oldest first.
+fn drift_order(drifted: &mut [&Candidate]) {
+    drifted.sort_by(|a, b| {
+        b.is_empty()
+            .cmp(&a.is_empty())
+            .then_with(|| a.created_at.cmp(&b.created_at))
+            .then_with(|| a.node.cmp(&b.node))
+    });
 }
 
 /// Why consolidation must skip a non-empty `c` that passed [`graceful_block`], if it must.
@@ -504,21 +534,86 @@ impl<'a> Ctx<'a> {
         ))
     }
 
+    /// Upstream's `StaticDrift`: each drifted node of a static pool is replaced one for one
+    /// by a NodeClaim from the pool's template (created first, the node deleted once it
+    /// initializes), no scheduling simulation, up to the pool's Drifted budget and what
+    /// `limits.nodes` leaves room for, and not while the pool has more claims than replicas.
+    fn static_drift(&mut self, cands: &'a [Candidate]) -> Vec<Command> {
+        let mut by_pool: BTreeMap<&str, Vec<&Candidate>> = BTreeMap::new();
+        for c in cands.iter().filter(|c| c.static_pool && c.drift.is_some()) {
+            match static_drift_block(c) {
+                Some(h) => self.note(&c.node, h),
+                None => by_pool.entry(c.node_pool.as_str()).or_default().push(c),
+            }
+        }
+        let budget = mapping(
+            self.input,
+            &self.counts,
+            DisruptionReason::Drifted,
+            self.now,
+        );
+        let mut out = Vec::new();
+        for (pool, mut drifted) in by_pool {
+            let Some(sp) = self
+                .input
+                .node_pools
+                .get(pool)
+                .and_then(|p| p.static_capacity.as_ref())
+            else {
+                continue;
+            };
+            drift_order(&mut drifted);
+            let scaling_down = sp.claims.active + sp.claims.pending_disruption > sp.replicas;
+            let allowed = usize::try_from(budget.remaining(pool))
+                .unwrap_or(usize::MAX)
+                .min(drifted.len());
+            let room = if scaling_down {
+                0
+            } else {
+                room_under_limit(sp.node_limit, sp.claims, allowed as i64) as usize
+            };
+            for (i, c) in drifted.into_iter().enumerate() {
+                if i < room {
+                    let mut cmd = build_command(
+                        Reason::Drifted,
+                        &[c],
+                        vec![template_claim(pool)],
+                        0.0,
+                        self.now,
+                    );
+                    cmd.explanation = format!(
+                        "Drifted: replace [{}] with a NodeClaim from the template of static NodePool {pool} — drift: {}",
+                        c.node,
+                        c.drift.as_deref().unwrap_or_default()
+                    );
+                    out.push(cmd);
+                } else if scaling_down {
+                    self.note(&c.node, Hold::StaticScalingDown);
+                } else if i >= allowed {
+                    self.note(
+                        &c.node,
+                        Hold::Budget {
+                            reason: Reason::Drifted,
+                        },
+                    );
+                } else {
+                    self.note(&c.node, Hold::StaticNodeLimit);
+                }
+            }
+        }
+        out
+    }
+
     fn drift(&mut self, cands: &'a [Candidate]) -> Option<Command> {
         let mut drifted: Vec<&Candidate> = Vec::new();
-        for c in cands.iter().filter(|c| c.drift.is_some()) {
+        // Static pools' drifted nodes are static drift's (it ran first).
+        for c in cands.iter().filter(|c| c.drift.is_some() && !c.static_pool) {
             match drift_block(c) {
                 Some(h) => self.note(&c.node, h),
                 None => drifted.push(c),
             }
         }
-        // Empty nodes first (least churn), then oldest first.
-        drifted.sort_by(|a, b| {
-            b.is_empty()
-                .cmp(&a.is_empty())
-                .then_with(|| a.created_at.cmp(&b.created_at))
-                .then_with(|| a.node.cmp(&b.node))
-        });
+        drift_order(&mut drifted);
         let budget = mapping(
             self.input,
             &self.counts,

@@ -168,7 +168,9 @@ pub fn validate(
             });
         }
     }
-    if cmd.reason == Reason::Empty {
+    // Emptiness moves no pod; static drift launches its template replacement whatever the
+    // pods need, as upstream's does, so neither simulates.
+    if cmd.reason == Reason::Empty || current.iter().all(|c| c.static_pool) {
         return Ok(());
     }
     let mut cache = SolveCache::new();
@@ -235,7 +237,8 @@ pub fn validate(
 }
 
 fn still_qualifies(reason: Reason, c: &Candidate, fresh: &DisruptionInput) -> Result<(), Hold> {
-    if c.static_pool {
+    // Of the graceful methods only drift touches static pools (static drift).
+    if c.static_pool && reason != Reason::Drifted {
         return Err(Hold::StaticNodePool);
     }
     match reason {

@@ -80,6 +80,7 @@ impl Metrics {
             | Event::Disruption(_)
             | Event::LifecycleTimeout { .. }
             | Event::RepairBlocked { .. }
+            | Event::StaticCapacity { .. }
             | Event::OrphanTaint { .. } => {}
         }
     }

@@ -92,7 +92,10 @@ pub fn snapshot(instance_types: &[Arc<InstanceType>]) -> Result<(Snapshot, Vec<S
                 format!("NodeOverlay {name:?} applied (as the controller does with the NodeOverlay feature gate on)")
             })
         }));
-        warnings.extend(node_pool_warnings(node_pools.iter().map(|p| p.as_ref())));
+        warnings.extend(node_pool_warnings(
+            node_pools.iter().map(|p| p.as_ref()),
+            karpenter_cloudprovider::ignored::STATIC_CAPACITY_DEFAULT,
+        ));
         let now = jiff::Timestamp::now().as_millisecond();
         Ok((state.snapshot(now, Scope::Provisioner), warnings))
     })

@@ -120,7 +120,11 @@ pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
     });
     let docs = docs?;
     let inputs = Inputs::from_documents(&docs)?;
-    warn(&node_pool_warnings(&inputs.node_pools));
+    // `plan` predicts dynamic provisioning; static pools keep Karpenter's default gate.
+    warn(&node_pool_warnings(
+        &inputs.node_pools,
+        karpenter_cloudprovider::ignored::STATIC_CAPACITY_DEFAULT,
+    ));
     if inputs.node_pools.is_empty() {
         bail!(
             "no NodePool (karpenter.sh/v1) found in {}",

@@ -158,7 +158,8 @@ pub struct FeatureGates {
     pub reserved_capacity: bool,
     /// Apply NodeOverlays (`karpenter.sh/v1alpha1`) to instance types before scheduling.
     pub node_overlay: bool,
-    /// Static-capacity NodePools (`spec.replicas`).
+    /// Static-capacity NodePools (`spec.replicas`): kept at their size (the reconciler's
+    /// `static_capacity`).
     pub static_capacity: bool,
 }
 
@@ -176,19 +177,6 @@ impl Default for FeatureGates {
 }
 
 impl FeatureGates {
-    /// Gates turned on whose feature karpenter-rs does not implement, each with what happens
-    /// instead (logged at start-up: an enabled gate that changes nothing must say so).
-    pub fn not_implemented(&self) -> Vec<(&'static str, &'static str)> {
-        let mut out = Vec::new();
-        if self.static_capacity {
-            out.push((
-                "StaticCapacity",
-                "static NodePools (spec.replicas) get no nodes of their own; they take no pending pods and are not consolidated",
-            ));
-        }
-        out
-    }
-
     /// Parses `Name=bool,Name=bool` the way Kubernetes' `MapStringBool` flag does: entries
     /// are trimmed, values parsed like Go's `strconv.ParseBool`, unlisted gates keep their
     /// defaults.
@@ -578,15 +566,6 @@ mod tests {
         assert!(s.dry_run && s.disable_leader_election, "a Lease is a write");
         let s = parse(&["--dry-run", "false"]).unwrap();
         assert!(!s.dry_run && !s.disable_leader_election);
-    }
-
-    #[test]
-    fn enabled_gates_without_an_implementation_are_named() {
-        assert!(FeatureGates::default().not_implemented().is_empty());
-        let gates = FeatureGates::parse("NodeOverlay=true,StaticCapacity=true").unwrap();
-        let names: Vec<&str> = gates.not_implemented().iter().map(|(n, _)| *n).collect();
-        // NodeOverlay is implemented (controller::nodeoverlay): no start-up warning.
-        assert_eq!(names, ["StaticCapacity"]);
     }
 
     #[test]

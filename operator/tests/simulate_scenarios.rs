@@ -343,6 +343,17 @@ fn expired_nodes_are_drained_within_the_termination_grace_period() {
     assert_eq!(never_scheduled(&r), 0);
 }
 
+#[test]
+fn a_static_pool_keeps_its_nodes_until_it_is_scaled() {
+    let r = simulate("static-pool.yaml", &[]);
+    // Three static nodes and two overflow nodes; the overflow consolidated after the sale
+    // (the only disruptions), one static node removed by the scale to 2.
+    assert_eq!(n(&r, "/nodes/launched"), 5.0, "{r:#}");
+    assert_eq!(n(&r, "/disruptions/Empty"), 2.0, "{r:#}");
+    assert_eq!(n(&r, "/nodes/atEnd"), 2.0, "{r:#}");
+    assert_eq!(never_scheduled(&r), 0);
+}
+
 fn simulate_text(scenario: &str) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("scenario.yaml");

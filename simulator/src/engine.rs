@@ -24,7 +24,8 @@ use karpenter_cluster::manifests::{Document, ManifestError};
 use karpenter_cluster::orchestration::Outcome;
 use karpenter_cluster::provisioner::{NameGenerator, time};
 use karpenter_cluster::reconciler::{
-    Event as Decided, PlanSummary, ProviderFacts, Reconciler, ReconcilerSettings, conditions,
+    Event as Decided, PlanSummary, ProviderFacts, Reconciler, ReconcilerSettings, StaticChange,
+    conditions,
 };
 use karpenter_cluster::{
     Action, ClusterState, Kubelet, NodeRecord, Object, ObjectKey, PdbRecord, PodRecord, Scope,
@@ -181,6 +182,7 @@ impl<'a> Engine<'a> {
                     solve: solve_options.clone(),
                     ..DisruptionOptions::default()
                 },
+                static_capacity: settings.static_capacity,
                 ..ReconcilerSettings::default()
             },
             NameGenerator::default(),
@@ -394,6 +396,26 @@ impl<'a> Engine<'a> {
             } => self.log(format!(
                 "deleting nodeclaim {node_claim} ({reason}): {message}"
             )),
+            Decided::StaticCapacity {
+                node_pool,
+                current,
+                desired,
+                change,
+            } => self.log(match change {
+                StaticChange::Provision(claims) => format!(
+                    "static nodepool {node_pool}: {current} of {desired} replica(s); creating {} nodeclaim(s) [{}]",
+                    claims.len(),
+                    claims.join(", ")
+                ),
+                StaticChange::Deprovision(claims) => format!(
+                    "static nodepool {node_pool}: {current} of {desired} replica(s); deleting {} nodeclaim(s) [{}]",
+                    claims.len(),
+                    claims.join(", ")
+                ),
+                StaticChange::LimitReached => format!(
+                    "static nodepool {node_pool}: {current} of {desired} replica(s); limits.nodes reached"
+                ),
+            }),
             Decided::OrphanTaint { node } => {
                 self.log(format!(
                     "node {node} is tainted disrupted with no command; untainting"
@@ -595,7 +617,7 @@ impl<'a> Engine<'a> {
                 self.log(format!("updated nodepool {name}"));
             }
         }
-        for field in pool.ignored_fields() {
+        for field in pool.ignored_fields(self.settings.static_capacity) {
             self.log(format!("warning: nodepool {name}: {field}"));
         }
         let types = block_on(self.provider.instance_types(&pool)).unwrap_or_default();
@@ -1625,11 +1647,19 @@ fn describe(command: &Command, prefix: &str) -> String {
                     .map(|o| o.name.to_string())
             })
             .collect();
-        out.push_str(&format!(
-            " and replacing with {} node(s) from types {}",
-            command.replacements.len(),
-            types.join(", ")
-        ));
+        if types.is_empty() {
+            // A static pool's replacement: the provider picks from the template.
+            out.push_str(&format!(
+                " and replacing with {} node(s) from the NodePool's template",
+                command.replacements.len()
+            ));
+        } else {
+            out.push_str(&format!(
+                " and replacing with {} node(s) from types {}",
+                command.replacements.len(),
+                types.join(", ")
+            ));
+        }
     }
     if !command.forceful && command.savings > 0.0 {
         out.push_str(&format!(", saving ${:.4}/h", command.savings));

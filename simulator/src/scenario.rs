@@ -140,6 +140,9 @@ pub struct Settings {
     /// The NodeOverlay feature gate (default false, as Karpenter's): NodeOverlays in the
     /// manifests change the pools' instance types only when it is on.
     pub node_overlay: bool,
+    /// The StaticCapacity feature gate (default false, as in Karpenter): static NodePools
+    /// (`spec.replicas`) are kept at their size.
+    pub static_capacity: bool,
     /// Whether the packing optimiser improves greedy plans (default true; `--compare`
     /// runs both).
     pub optimizer: bool,
@@ -161,6 +164,7 @@ impl Default for Settings {
             interruption_notice: d(120_000),
             spot_to_spot_consolidation: false,
             node_overlay: false,
+            static_capacity: false,
             optimizer: true,
             catalogue: None,
         }

@@ -457,3 +457,42 @@ fn files_come_only_through_the_callers_reader() {
         .to_string();
     assert!(err.contains("quickstart.yaml: not served"), "{err}");
 }
+
+#[test]
+fn a_static_pool_keeps_its_nodes_while_the_overflow_comes_and_goes() {
+    let scenario = load("static-pool.yaml");
+    let (r, lines) = run(&scenario, true);
+    assert_consistent(&r, &lines);
+    assert!(r.pods.never_scheduled.is_empty());
+    assert_eq!(
+        count(
+            &lines,
+            "static nodepool reserved: 0 of 3 replica(s); creating 3"
+        ),
+        1
+    );
+    assert_eq!(
+        count(
+            &lines,
+            "static nodepool reserved: 3 of 2 replica(s); deleting 1"
+        ),
+        1
+    );
+    // The overflow pool launched for the sale and was consolidated away after it; the
+    // static nodes, empty or not, were never consolidated.
+    assert!(count(&lines, "(nodepool overflow") > 0, "no overflow node");
+    let consolidated: Vec<&LogLine> = lines
+        .iter()
+        .filter(|l| {
+            l.message.contains("reason Empty") || l.message.contains("reason Underutilized")
+        })
+        .collect();
+    assert!(!consolidated.is_empty(), "the overflow is consolidated");
+    assert!(
+        consolidated
+            .iter()
+            .all(|l| !l.message.contains("reserved-")),
+        "{consolidated:#?}"
+    );
+    assert_eq!(r.nodes.at_end, 2, "two static nodes left");
+}

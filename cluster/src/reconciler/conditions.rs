@@ -1,8 +1,8 @@
 //! The NodeClaim conditions upstream's disruption and termination controllers keep, decided
 //! from the index at each tick and written only when they change:
 //! - `Consolidatable`: `True` once the pool's `consolidateAfter` has passed since the last
-//!   pod event (or initialization); absent before, for uninitialized claims and under
-//!   `consolidateAfter: Never`;
+//!   pod event (or initialization); absent before, for uninitialized claims, under
+//!   `consolidateAfter: Never` and for static pools' claims;
 //! - `Drifted`: `True` with the drift's reason while the last disruption pass found the
 //!   claim drifted, absent otherwise;
 //! - `DisruptionReason`: `True` with the command's reason while a disruption command that
@@ -146,7 +146,8 @@ impl Reconciler {
             return clear;
         };
         let info = NodeInfo::from_node_claim(claim);
-        if !info.initialized {
+        // A static pool's claims are never consolidated, so upstream never marks them.
+        if !info.initialized || pool.is_static() {
             return clear;
         }
         match info.consolidate_after_remaining(&PoolDisruption::from_node_pool(pool), now) {

@@ -68,12 +68,36 @@ pub enum Event {
         /// Its NodePool, empty for a claim without one (the cluster-wide limit applied).
         node_pool: String,
     },
+    /// A static NodePool (`spec.replicas`) does not have the NodeClaims it wants, and what
+    /// the reconciler does about it (upstream's `static.provisioning` and
+    /// `static.deprovisioning` controllers).
+    StaticCapacity {
+        /// The NodePool.
+        node_pool: String,
+        /// Its active NodeClaims (neither deleting nor being replaced).
+        current: i64,
+        /// `spec.replicas`.
+        desired: i64,
+        /// What is done.
+        change: StaticChange,
+    },
     /// A node tainted `karpenter.sh/disrupted` that no command holds (left by an earlier
     /// leader) is being untainted.
     OrphanTaint {
         /// The node.
         node: String,
     },
+}
+
+/// What the reconciler does for a static NodePool that is short of or over its replicas.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StaticChange {
+    /// These NodeClaims are created.
+    Provision(Vec<String>),
+    /// These NodeClaims are deleted (drained and terminated like any deleted claim).
+    Deprovision(Vec<String>),
+    /// Short of replicas, but `limits.nodes` leaves room for no new NodeClaim.
+    LimitReached,
 }
 
 /// A short description of a plan, for one log line.

@@ -18,7 +18,10 @@
 //! 4. **provisioning**: batch provisionable pods (1 s idle, 10 s max), plan them with
 //!    `karpenter_scheduling::solve`, nominate the existing nodes the plan uses, and launch the
 //!    new NodeClaims;
-//! 5. **disruption**: advance the queued commands ([`crate::orchestration`]), and every poll
+//! 5. **static NodePools** (with the `StaticCapacity` gate, [`ReconcilerSettings::static_capacity`]):
+//!    create or delete NodeClaims so each static pool has `spec.replicas` of them, within
+//!    `limits.nodes` ([`crate::static_capacity`]);
+//! 6. **disruption**: advance the queued commands ([`crate::orchestration`]), and every poll
 //!    interval compute a pass with `karpenter_disruption::compute_pass`; nodes tainted
 //!    `karpenter.sh/disrupted` by a predecessor and held by no command are untainted.
 //!
@@ -32,9 +35,11 @@ mod lifecycle;
 pub mod pod_events;
 mod provisioning;
 mod repair;
+mod static_pools;
 
-pub use event::{Event, PlanSummary};
+pub use event::{Event, PlanSummary, StaticChange};
 pub use repair::BLOCKED_REPORT_INTERVAL_MS;
+pub use static_pools::{OVERPROVISIONED, STATIC_OBSERVE_MS};
 
 use super::provisioner::{Batcher, NameGenerator, ProvisionQueue};
 use super::{Action, ClusterState, termination};
@@ -71,6 +76,11 @@ pub struct ReconcilerSettings {
     /// orchestration queue, and orphaned taints are left alone. Provisioning still returns its
     /// `LaunchNodeClaim` actions, for the caller to report instead of carrying out.
     pub observe_only: bool,
+    /// Karpenter's `StaticCapacity` feature gate (default off, as upstream): static NodePools
+    /// (`spec.replicas`) get their NodeClaims created and removed. Whatever the gate, static
+    /// pools take no pending pods and are not consolidated, and drifted static nodes are
+    /// replaced one for one, as upstream.
+    pub static_capacity: bool,
 }
 
 impl Default for ReconcilerSettings {
@@ -83,6 +93,7 @@ impl Default for ReconcilerSettings {
             solve: SolveOptions::default(),
             disruption: DisruptionOptions::default(),
             observe_only: false,
+            static_capacity: false,
         }
     }
 }
@@ -162,6 +173,14 @@ pub struct Reconciler {
     drifted: BTreeMap<String, String>,
     /// Condition changes last asked for, per NodeClaim, and when.
     conditions_sent: BTreeMap<String, (Vec<conditions::ConditionChange>, Millis)>,
+    /// Static pools' NodeClaims created and not yet seen in the index, with their pool and
+    /// until when they count as created (a creation that failed is forgotten then).
+    static_launches: BTreeMap<String, (String, Millis)>,
+    /// Static pools' NodeClaims whose deletion was asked for and is not yet in the index,
+    /// until when they count as deleting.
+    static_deletions: BTreeMap<String, Millis>,
+    /// Static pools held at `limits.nodes`, and when that was last reported.
+    static_limited: BTreeMap<String, Millis>,
 }
 
 impl Reconciler {
@@ -186,6 +205,9 @@ impl Reconciler {
             pod_events_seen: 0,
             drifted: BTreeMap::new(),
             conditions_sent: BTreeMap::new(),
+            static_launches: BTreeMap::new(),
+            static_deletions: BTreeMap::new(),
+            static_limited: BTreeMap::new(),
         }
     }
 
@@ -195,7 +217,8 @@ impl Reconciler {
     }
 
     /// One reconcile at `now`: NodeClaim lifecycle, node repair, termination, provisioning,
-    /// then disruption (only the last two in [`ReconcilerSettings::observe_only`]).
+    /// static NodePools, then disruption (only provisioning and disruption in
+    /// [`ReconcilerSettings::observe_only`]).
     pub fn tick(&mut self, index: &ClusterState, facts: &ProviderFacts, now: Millis) -> Tick {
         let mut tick = Tick::default();
         if !self.settings.observe_only {
@@ -205,6 +228,9 @@ impl Reconciler {
             self.stamp_pod_events(index, now, &mut tick);
         }
         self.provision(index, facts, now, &mut tick);
+        if self.settings.static_capacity && !self.settings.observe_only {
+            self.keep_static(index, now, &mut tick);
+        }
         self.disrupt(index, facts, now, &mut tick);
         if !self.settings.observe_only {
             self.claim_conditions(index, now, &mut tick);
@@ -259,5 +285,7 @@ impl Reconciler {
     }
 }
 
+#[cfg(test)]
+mod static_tests;
 #[cfg(test)]
 mod tests;

@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::{Node, Taint as K8sTaint};
 use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, StatusConditions, labels as v1labels};
 use karpenter_cluster::Action;
 use karpenter_cluster::provisioner;
+use karpenter_cluster::reconciler::OVERPROVISIONED;
 use karpenter_cluster::reconciler::conditions;
 use karpenter_cluster::termination::NODE_DELETED;
 use karpenter_metrics::{
@@ -207,6 +208,13 @@ pub async fn execute(ctx: &Ctx, action: &Action) -> Result<Executed, ReconcileEr
         }
         Action::DeleteNodeClaim { node_claim, reason } if reason == NODE_DELETED => {
             tracing::info!(nodeclaim = %node_claim, "node is being deleted: deleting its nodeclaim");
+            delete_node_claim(ctx, node_claim).await?;
+            Ok(Executed::Done)
+        }
+        // A static pool's scale-down is the user's decision, not a disruption: upstream
+        // deletes the claim without a disruption event or metric.
+        Action::DeleteNodeClaim { node_claim, reason } if reason == OVERPROVISIONED => {
+            tracing::info!(nodeclaim = %node_claim, "deleting nodeclaim: static nodepool over its replicas");
             delete_node_claim(ctx, node_claim).await?;
             Ok(Executed::Done)
         }

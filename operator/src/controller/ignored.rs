@@ -59,8 +59,8 @@ mod tests {
         }))
         .unwrap();
         let mut told = Told::default();
-        told.tell(&ctx, &pool, || pool.ignored_fields());
-        told.tell(&ctx, &pool, || pool.ignored_fields());
+        told.tell(&ctx, &pool, || pool.ignored_fields(false));
+        told.tell(&ctx, &pool, || pool.ignored_fields(false));
         let e = events.try_recv().expect("told once");
         assert_eq!(e.reason, EVENT_REASON);
         assert!(
@@ -74,7 +74,7 @@ mod tests {
             "not again for the same generation"
         );
         pool.metadata.generation = Some(2);
-        told.tell(&ctx, &pool, || pool.ignored_fields());
+        told.tell(&ctx, &pool, || pool.ignored_fields(false));
         assert!(events.try_recv().is_ok(), "told again for a new generation");
     }
 }

@@ -31,6 +31,7 @@ pub mod provider;
 pub mod repair;
 pub mod run;
 pub mod state;
+pub mod static_pools;
 #[cfg(test)]
 pub(crate) mod testing;
 #[cfg(test)]

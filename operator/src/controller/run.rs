@@ -6,6 +6,7 @@ use super::exec::{self, Executed};
 use super::explain::Explainer;
 use super::leader::{self, LeaderGate};
 use super::provider::ProviderHooks;
+use super::static_pools;
 use super::{
     Ctx, consolidation, dry_run, ignored, kubelet, logging, nodeoverlay, nodepool, provider,
     repair, state, system_clock,
@@ -214,8 +215,9 @@ impl Controller {
         // generation.
         if pools_changed {
             for pool in self.ctx.stores.node_pools.state() {
-                self.told
-                    .tell(&self.ctx, pool.as_ref(), || pool.ignored_fields());
+                self.told.tell(&self.ctx, pool.as_ref(), || {
+                    pool.ignored_fields(self.ctx.settings.feature_gates.static_capacity)
+                });
             }
         }
         for (key, why) in synced.skipped {
@@ -407,6 +409,12 @@ impl Controller {
                     tracing::warn!(nodes = ?command.node_names(), %node_claim, "replacement failed; untainting nodes")
                 }
             },
+            Event::StaticCapacity {
+                node_pool,
+                current,
+                desired,
+                change,
+            } => static_pools::report(&node_pool, current, desired, &change),
             Event::OrphanTaint { node } => {
                 tracing::info!(node = %node, "removing disrupted taint left by an earlier leader");
             }
@@ -546,7 +554,7 @@ impl Controller {
 }
 
 /// An empty index and a reconciler paced by the controller's settings.
-fn fresh_core(ctx: &Ctx) -> (ClusterState, Reconciler) {
+pub(super) fn fresh_core(ctx: &Ctx) -> (ClusterState, Reconciler) {
     let s = &ctx.settings;
     let solve = SolveOptions {
         preference_policy: s.preference_policy,
@@ -563,6 +571,7 @@ fn fresh_core(ctx: &Ctx) -> (ClusterState, Reconciler) {
         },
         solve,
         observe_only: s.dry_run,
+        static_capacity: s.feature_gates.static_capacity,
         ..ReconcilerSettings::default()
     };
     let names = NameGenerator::starting_at(name_seed());
@@ -595,9 +604,6 @@ fn identity() -> String {
 pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     let settings = Settings::from_args(args)?;
     logging::init(&settings).map_err(|e| anyhow::anyhow!("initialising logging: {e}"))?;
-    for (gate, instead) in settings.feature_gates.not_implemented() {
-        tracing::warn!(gate, "feature gate enabled but not implemented: {instead}");
-    }
     let client = if settings.dry_run {
         tracing::info!("dry-run: decisions are reported, nothing is written; no leader election");
         dry_run::client().await
