@@ -29,11 +29,13 @@
 #![forbid(unsafe_code)]
 
 pub mod api_objects;
+pub mod feature_gates;
 pub mod feed;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod garbage;
 pub mod inputs;
+pub mod lease;
 pub mod manifests;
 pub mod nodepool_status;
 pub mod orchestration;

@@ -4,10 +4,77 @@
 //! options. Both the controller and the simulator annotate the launches a tick decided.
 
 use crate::Action;
-use karpenter_cloudprovider::overlay::Evaluation;
+use karpenter_cloudprovider::overlay::{Evaluation, overlay_instance_types};
 use karpenter_cloudprovider::v1::NodeSelectorOperator;
+use karpenter_cloudprovider::{NodeOverlay, NodePool};
 use karpenter_scheduling::labels::INSTANCE_TYPE;
+use karpenter_scheduling::model::InstanceType;
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What an evaluation was computed from: each overlay's and each pool's name and generation.
+type Fingerprint = Vec<(String, Option<i64>)>;
+
+fn fingerprint(overlays: &[Arc<NodeOverlay>], pools: &[Arc<NodePool>]) -> Fingerprint {
+    let mut f: Fingerprint = overlays
+        .iter()
+        .map(|o| (format!("o/{}", o.name()), o.metadata.generation))
+        .chain(
+            pools
+                .iter()
+                .map(|p| (format!("p/{}", p.name()), p.metadata.generation)),
+        )
+        .collect();
+    f.sort();
+    f
+}
+
+/// A controller's NodeOverlay bookkeeping: what the last evaluation was computed from (so
+/// that a changed overlay or NodePool triggers a new one) and its result (for the launches'
+/// annotations).
+#[derive(Debug, Default)]
+pub struct OverlayState {
+    evaluated: Option<Fingerprint>,
+    last: Option<Evaluation>,
+}
+
+impl OverlayState {
+    /// Whether an overlay or a NodePool changed (by generation) since the last evaluation,
+    /// so instance types must be refreshed and overlaid again.
+    pub fn stale(&self, overlays: &[Arc<NodeOverlay>], pools: &[Arc<NodePool>]) -> bool {
+        self.evaluated.as_ref() != Some(&fingerprint(overlays, pools))
+    }
+
+    /// `raw` (the provider's instance types by pool) with `overlays` applied, and the
+    /// evaluation (for the overlays' status). Overlays are taken in name order.
+    pub fn apply(
+        &mut self,
+        mut overlays: Vec<Arc<NodeOverlay>>,
+        pools: &[Arc<NodePool>],
+        raw: BTreeMap<String, Vec<Arc<InstanceType>>>,
+    ) -> (BTreeMap<String, Vec<Arc<InstanceType>>>, Evaluation) {
+        overlays.sort_by(|a, b| a.name().cmp(b.name()));
+        self.evaluated = Some(fingerprint(&overlays, pools));
+        let objects: Vec<NodeOverlay> = overlays.iter().map(|o| NodeOverlay::clone(o)).collect();
+        let pool_refs: Vec<&NodePool> = pools.iter().map(AsRef::as_ref).collect();
+        let (types, evaluation) = overlay_instance_types(&objects, &pool_refs, &raw);
+        self.last = Some(evaluation.clone());
+        (types, evaluation)
+    }
+
+    /// Forgets the last evaluation's inputs, so the next check finds it stale (after its
+    /// status could not be written).
+    pub fn forget(&mut self) {
+        self.evaluated = None;
+    }
+
+    /// Annotates the launches among `actions` whose instance-type options were overlaid.
+    pub fn annotate(&self, actions: &mut [Action]) {
+        if let Some(evaluation) = &self.last {
+            annotate_launches(actions, evaluation);
+        }
+    }
+}
 
 /// Adds the overlay annotations to every [`Action::LaunchNodeClaim`] in `actions` whose
 /// instance-type options include a type `evaluation` overlaid in the claim's pool.

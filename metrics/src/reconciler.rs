@@ -4,12 +4,54 @@
 //! passes every event here; what is logged or published as a Kubernetes event is its own
 //! business.
 
-use crate::{ControllerLabels, DecisionLabels, Metrics, NodePoolDecisionLabels, ReasonLabels};
+use crate::{
+    ConsolidationLabels, ControllerLabels, DecisionLabels, Metrics, NodePoolDecisionLabels,
+    ReasonLabels,
+};
 use karpenter_cluster::ClusterState;
 use karpenter_cluster::reconciler::Event;
+use karpenter_disruption::{ConsolidationMethod, PoolScore, ScoredMove};
 use std::collections::BTreeSet;
 
+fn consolidation_labels(pool: &PoolScore, approved: bool) -> ConsolidationLabels {
+    ConsolidationLabels {
+        decision: if approved { "approved" } else { "rejected" }.to_owned(),
+        nodepool: pool.node_pool.clone(),
+        policy: pool.policy.as_str().to_owned(),
+    }
+}
+
 impl Metrics {
+    /// Counts every move a computed pass scored in `karpenter_consolidation_moves_total`,
+    /// and Balanced pools' scores in `karpenter_consolidation_score`, as upstream does: a
+    /// single-node move counts once for its pool; a multi-node move counts for each pool,
+    /// its score labelled by that pool's own verdict.
+    fn observe_scored_moves(&self, moves: &[ScoredMove]) {
+        for mv in moves {
+            let pools = match mv.method {
+                ConsolidationMethod::SingleNode => &mv.pools[..mv.pools.len().min(1)],
+                ConsolidationMethod::MultiNode => &mv.pools[..],
+            };
+            if mv.method == ConsolidationMethod::SingleNode && mv.candidates.is_empty() {
+                continue;
+            }
+            for pool in pools {
+                let moved = consolidation_labels(pool, mv.approved);
+                self.consolidation_moves.get_or_create(&moved).inc();
+                let Some(score) = pool.score else {
+                    continue;
+                };
+                let scored = match mv.method {
+                    ConsolidationMethod::SingleNode => moved,
+                    ConsolidationMethod::MultiNode => consolidation_labels(pool, score.approved()),
+                };
+                self.consolidation_score
+                    .get_or_create(&scored)
+                    .observe(score.score());
+            }
+        }
+    }
+
     /// Sets `karpenter_scheduler_queue_depth` to the pods the index holds for provisioning
     /// (pending and unschedulable, or displaced from deleting nodes), and returns that count.
     pub fn observe_queue(&self, state: &ClusterState) -> usize {
@@ -41,6 +83,7 @@ impl Metrics {
                 result, seconds, ..
             } => {
                 self.disruption_evaluation_duration.observe(*seconds);
+                self.observe_scored_moves(&result.scored_moves);
                 for (reason, count) in &result.eligible {
                     self.disruption_eligible_nodes
                         .get_or_create(&ReasonLabels {

@@ -1,25 +1,11 @@
-//! Balanced consolidation, reported as upstream does: every scored move counts in
-//! `karpenter_consolidation_moves_total`, Balanced pools' scores go to
-//! `karpenter_consolidation_score`, and approvals (never rejections, whose volume would bury
-//! them) become `ConsolidationApproved` events: on the Node and NodeClaim of a single-node
-//! move, on the NodePool for each approving pool of a multi-node move.
+//! Balanced consolidation's approvals as upstream publishes them (never rejections, whose
+//! volume would bury them): `ConsolidationApproved` events on the Node and NodeClaim of a
+//! single-node move, on the NodePool for each approving pool of a multi-node move. The
+//! moves and scores are counted by [`karpenter_metrics::Metrics::observe`].
 
 use super::{Ctx, exec};
-use karpenter_disruption::{ConsolidationMethod, PoolScore, ScoreResult, ScoredMove};
-use karpenter_metrics::ConsolidationLabels;
+use karpenter_disruption::{ConsolidationMethod, ScoreResult, ScoredMove};
 use kube::runtime::reflector::ObjectRef;
-
-fn decision(approved: bool) -> String {
-    if approved { "approved" } else { "rejected" }.to_owned()
-}
-
-fn labels(pool: &PoolScore, approved: bool) -> ConsolidationLabels {
-    ConsolidationLabels {
-        decision: decision(approved),
-        nodepool: pool.node_pool.clone(),
-        policy: pool.policy.as_str().to_owned(),
-    }
-}
 
 /// The event message upstream writes for an approved score.
 pub fn approved_message(s: &ScoreResult) -> String {
@@ -33,9 +19,8 @@ pub fn approved_message(s: &ScoreResult) -> String {
     )
 }
 
-/// Publishes the moves one computed disruption pass scored.
+/// Publishes the approvals among the moves one computed disruption pass scored.
 pub fn publish(ctx: &Ctx, moves: &[ScoredMove]) {
-    let m = &ctx.metrics;
     for mv in moves {
         match mv.method {
             ConsolidationMethod::SingleNode => {
@@ -43,39 +28,23 @@ pub fn publish(ctx: &Ctx, moves: &[ScoredMove]) {
                 else {
                     continue;
                 };
-                let l = labels(pool, mv.approved);
-                m.consolidation_moves.get_or_create(&l).inc();
-                let Some(score) = pool.score else {
+                let Some(score) = pool.score.filter(ScoreResult::approved) else {
                     continue;
                 };
-                m.consolidation_score
-                    .get_or_create(&l)
-                    .observe(score.score());
-                if score.approved() {
-                    let message = approved_message(&score);
-                    if let Some(node) = exec::node_of(ctx, &candidate.node) {
-                        ctx.events
-                            .normal(node.as_ref(), "ConsolidationApproved", message.clone());
-                    }
-                    if let Some(claim) = exec::claim_of(ctx, &candidate.node_claim) {
-                        ctx.events
-                            .normal(claim.as_ref(), "ConsolidationApproved", message);
-                    }
+                let message = approved_message(&score);
+                if let Some(node) = exec::node_of(ctx, &candidate.node) {
+                    ctx.events
+                        .normal(node.as_ref(), "ConsolidationApproved", message.clone());
+                }
+                if let Some(claim) = exec::claim_of(ctx, &candidate.node_claim) {
+                    ctx.events
+                        .normal(claim.as_ref(), "ConsolidationApproved", message);
                 }
             }
             ConsolidationMethod::MultiNode => {
                 for pool in &mv.pools {
-                    m.consolidation_moves
-                        .get_or_create(&labels(pool, mv.approved))
-                        .inc();
-                    let Some(score) = pool.score else {
-                        continue;
-                    };
-                    m.consolidation_score
-                        .get_or_create(&labels(pool, score.approved()))
-                        .observe(score.score());
                     // Upstream tells an approving pool even when another pool vetoed.
-                    if score.approved()
+                    if let Some(score) = pool.score.filter(ScoreResult::approved)
                         && let Some(np) =
                             ctx.stores.node_pools.get(&ObjectRef::new(&pool.node_pool))
                     {

@@ -11,6 +11,7 @@
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use karpenter_cluster::lease;
 use kube::Client;
 use kube::api::{Api, PostParams, WatchParams};
 use std::sync::Arc;
@@ -18,8 +19,6 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-/// Seconds a Lease stays valid without renewal (controller-runtime's default).
-pub const LEASE_DURATION_SECS: u64 = 15;
 /// Seconds the holder keeps trying to renew before it gives leadership up (controller-runtime's
 /// default).
 pub const RENEW_DEADLINE_SECS: u64 = 10;
@@ -81,74 +80,17 @@ pub struct LeaderError {
     pub source: kube::Error,
 }
 
-/// What a candidate last saw of the Lease record, and when (on its own clock).
-#[derive(Debug, Clone, PartialEq)]
-struct Observed {
-    holder: String,
-    renew: Option<Timestamp>,
-    duration: Duration,
-    at: Instant,
-}
-
-/// Whether `me` may take a Lease whose record was last seen changing as `observed`, at
-/// `now`: it is free, already ours, or unrenewed for a whole lease duration.
-fn may_take(observed: &Observed, me: &str, now: Instant) -> bool {
-    observed.holder.is_empty() || observed.holder == me || now >= observed.at + observed.duration
-}
-
-/// Records what `lease` shows; the time of observation is kept while the record stays
-/// the same.
-fn observe<'a>(slot: &'a mut Option<Observed>, lease: &Lease) -> &'a Observed {
-    let spec = lease.spec.clone().unwrap_or_default();
-    let holder = spec.holder_identity.unwrap_or_default();
-    let renew = spec.renew_time.map(|t| t.0);
-    let duration = Duration::from_secs(
-        spec.lease_duration_seconds
-            .map_or(LEASE_DURATION_SECS, |d| d.max(1) as u64),
-    );
-    let same = slot
-        .as_ref()
-        .is_some_and(|o| o.holder == holder && o.renew == renew && o.duration == duration);
-    if !same {
-        *slot = None;
-    }
-    slot.get_or_insert_with(|| Observed {
-        holder,
-        renew,
-        duration,
-        at: Instant::now(),
-    })
-}
-
 /// One replica's side of the election.
 struct Elector {
     api: Api<Lease>,
     name: String,
     identity: String,
-    observed: Option<Observed>,
+    observed: Option<lease::Observed>,
 }
 
 impl Elector {
     fn spec(&self, previous: Option<&LeaseSpec>) -> LeaseSpec {
-        let now = MicroTime(Timestamp::now());
-        let ours = previous.and_then(|s| s.holder_identity.as_deref()) == Some(&self.identity);
-        let transitions = previous.and_then(|s| s.lease_transitions).unwrap_or(0);
-        LeaseSpec {
-            holder_identity: Some(self.identity.clone()),
-            lease_duration_seconds: Some(LEASE_DURATION_SECS as i32),
-            acquire_time: if ours {
-                previous.and_then(|s| s.acquire_time.clone())
-            } else {
-                Some(now.clone())
-            },
-            renew_time: Some(now),
-            lease_transitions: Some(if ours || previous.is_none() {
-                transitions
-            } else {
-                transitions + 1
-            }),
-            ..LeaseSpec::default()
-        }
+        lease::next_spec(previous, &self.identity, Timestamp::now())
     }
 
     /// Takes or renews the Lease. `Ok(false)` when another replica holds it or won a race.
@@ -163,18 +105,15 @@ impl Elector {
             };
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(created) => {
-                    observe(&mut self.observed, &created);
+                    lease::observe(&mut self.observed, &created, std::time::Instant::now());
                     Ok(true)
                 }
                 Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
                 Err(e) => Err(e),
             };
         };
-        if !may_take(
-            observe(&mut self.observed, &lease),
-            &self.identity,
-            Instant::now(),
-        ) {
+        let now = std::time::Instant::now();
+        if !lease::observe(&mut self.observed, &lease, now).may_take(&self.identity, now) {
             return Ok(false);
         }
         let mut next = lease.clone();
@@ -187,7 +126,7 @@ impl Elector {
             .await
         {
             Ok(replaced) => {
-                observe(&mut self.observed, &replaced);
+                lease::observe(&mut self.observed, &replaced, std::time::Instant::now());
                 Ok(true)
             }
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
@@ -369,21 +308,5 @@ mod tests {
             .await
             .expect("lost returns once the election is gone");
         assert!(!gate.is_leader());
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_lease_is_taken_when_free_ours_or_unrenewed_for_its_duration() {
-        let at = Instant::now();
-        let seen = |holder: &str| Observed {
-            holder: holder.into(),
-            renew: None,
-            duration: Duration::from_secs(LEASE_DURATION_SECS),
-            at,
-        };
-        assert!(may_take(&seen(""), "a", at));
-        assert!(may_take(&seen("a"), "a", at));
-        assert!(!may_take(&seen("b"), "a", at));
-        assert!(!may_take(&seen("b"), "a", at + Duration::from_secs(14)));
-        assert!(may_take(&seen("b"), "a", at + Duration::from_secs(15)));
     }
 }

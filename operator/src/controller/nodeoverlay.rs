@@ -7,9 +7,9 @@
 
 use super::state::spawn_one;
 use super::{Ctx, ReconcileError};
-use karpenter_cloudprovider::overlay::{Evaluation, overlay_instance_types};
+use karpenter_cloudprovider::overlay::Evaluation;
 use karpenter_cloudprovider::{NodeOverlay, NodePool};
-use karpenter_cluster::overlay_annotations::annotate_launches;
+use karpenter_cluster::overlay_annotations::OverlayState;
 use karpenter_cluster::{Action, ObjectKey};
 use karpenter_scheduling::model::InstanceType;
 use kube::runtime::reflector::{self, Store};
@@ -18,15 +18,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio::sync::Notify;
 
-/// What an evaluation was computed from: each overlay's and each pool's name and generation.
-type Fingerprint = Vec<(String, Option<i64>)>;
-
 /// The NodeOverlay store and what the last evaluation saw.
 pub struct Overlays {
     store: Store<NodeOverlay>,
-    evaluated: Option<Fingerprint>,
-    /// The last evaluation, for the launches' annotations.
-    last: Option<Evaluation>,
+    state: OverlayState,
 }
 
 /// Starts the NodeOverlay watch; the task goes with the controller's other watches.
@@ -60,27 +55,12 @@ pub async fn warn_if_ignored(client: &Client) {
     }
 }
 
-fn fingerprint(overlays: &[Arc<NodeOverlay>], pools: &[Arc<NodePool>]) -> Fingerprint {
-    let mut f: Fingerprint = overlays
-        .iter()
-        .map(|o| (format!("o/{}", o.name()), o.metadata.generation))
-        .chain(
-            pools
-                .iter()
-                .map(|p| (format!("p/{}", p.name()), p.metadata.generation)),
-        )
-        .collect();
-    f.sort();
-    f
-}
-
 impl Overlays {
     /// Overlays read from `store`.
     pub fn new(store: Store<NodeOverlay>) -> Self {
         Self {
             store,
-            evaluated: None,
-            last: None,
+            state: OverlayState::default(),
         }
     }
 
@@ -92,35 +72,23 @@ impl Overlays {
         self.store.wait_until_ready().await
     }
 
-    /// Whether an overlay or a NodePool changed (by generation) since the last evaluation,
-    /// so instance types must be refreshed and overlaid again.
+    /// Whether an overlay or a NodePool changed since the last evaluation.
     pub fn stale(&self, pools: &[Arc<NodePool>]) -> bool {
-        self.evaluated.as_ref() != Some(&fingerprint(&self.store.state(), pools))
+        self.state.stale(&self.store.state(), pools)
     }
 
-    /// `raw` (the provider's instance types by pool) with the overlays applied, and the
-    /// evaluation (for the overlays' status).
+    /// `raw` with the overlays applied, and the evaluation.
     pub fn apply(
         &mut self,
         pools: &[Arc<NodePool>],
         raw: BTreeMap<String, Vec<Arc<InstanceType>>>,
     ) -> (BTreeMap<String, Vec<Arc<InstanceType>>>, Evaluation) {
-        let mut overlays = self.store.state();
-        overlays.sort_by(|a, b| a.name().cmp(b.name()));
-        self.evaluated = Some(fingerprint(&overlays, pools));
-        let objects: Vec<NodeOverlay> = overlays.iter().map(|o| NodeOverlay::clone(o)).collect();
-        let pool_refs: Vec<&NodePool> = pools.iter().map(AsRef::as_ref).collect();
-        let (types, evaluation) = overlay_instance_types(&objects, &pool_refs, &raw);
-        self.last = Some(evaluation.clone());
-        (types, evaluation)
+        self.state.apply(self.store.state(), pools, raw)
     }
 
-    /// Annotates the launches among `actions` whose instance-type options were overlaid
-    /// (`karpenter.sh/price-overlay-applied`, `karpenter.sh/capacity-overlay-applied`).
+    /// Annotates the launches among `actions` whose options were overlaid.
     pub fn annotate(&self, actions: &mut [Action]) {
-        if let Some(evaluation) = &self.last {
-            annotate_launches(actions, evaluation);
-        }
+        self.state.annotate(actions);
     }
 
     /// Writes each overlay's verdict as its status conditions, patching only those that
@@ -136,7 +104,7 @@ impl Overlays {
     ) -> Result<(), ReconcileError> {
         let result = write_status(ctx, &self.store.state(), evaluation).await;
         if result.is_err() {
-            self.evaluated = None;
+            self.state.forget();
         }
         result
     }

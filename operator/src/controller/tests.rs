@@ -662,7 +662,18 @@ async fn balanced_moves_are_counted_scored_and_approvals_told() {
         pools: vec![scored(0.2)],
         ..single(0.2)
     };
-    super::consolidation::publish(&ctx, &[single(0.1), single(0.01), multi]);
+    let moves = vec![single(0.1), single(0.01), multi];
+    // The controller publishes the approvals and records every event's metrics.
+    super::consolidation::publish(&ctx, &moves);
+    ctx.metrics
+        .observe(&karpenter_cluster::reconciler::Event::DisruptionPass {
+            drifted: Default::default(),
+            result: Box::new(karpenter_disruption::PassResult {
+                scored_moves: moves,
+                ..Default::default()
+            }),
+            seconds: 0.0,
+        });
     let text = ctx.metrics.encode();
     assert!(
         text.contains(r#"karpenter_consolidation_moves_total{decision="approved",nodepool="b",policy="Balanced"} 2"#),
