@@ -183,6 +183,10 @@ impl Cluster {
         let _ = pools
             .delete_collection(&DeleteParams::default(), &ListParams::default())
             .await;
+        let overlays: Api<karpenter_cloudprovider::NodeOverlay> = Api::all(client.clone());
+        let _ = overlays
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await;
         let claims = self.node_claims();
         for claim in claims
             .list(&ListParams::default())

@@ -14,6 +14,7 @@ mod equivalence;
 mod harness;
 mod install;
 mod nodepools;
+mod parity;
 mod provisioning;
 mod rbac;
 mod resilience;

@@ -58,21 +58,7 @@ async fn a_static_nodepool_gets_an_ignored_field_warning() {
     let Some(cluster) = harness::cluster("nodepool_ignored").await else {
         return;
     };
-    cluster
-        .apply(
-            r#"
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {name: fixed}
-spec:
-  replicas: 2
-  template:
-    spec:
-      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-      requirements: []
-"#,
-        )
-        .await;
+    cluster.apply(crate::parity::STATIC_POOL).await;
     let mut controller = cluster.controller("karpenter-a", &[]);
     let events: kube::Api<k8s_openapi::api::events::v1::Event> =
         kube::Api::all(cluster.client.clone());
@@ -94,6 +80,15 @@ spec:
     )
     .await;
     assert!(note.starts_with("spec.replicas is not acted on"), "{note}");
+    let claims = cluster
+        .node_claims()
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert!(
+        claims.items.is_empty(),
+        "with the StaticCapacity gate off a static pool gets no nodes"
+    );
     assert!(
         controller
             .log_text()
