@@ -1,11 +1,12 @@
 //! NodeClaim lifecycle on a real cluster: Launched → Registered → Initialized, with
 //! Karpenter's launch and registration timeouts.
 //!
-//! [`crate::lifecycle`] times these transitions for the simulator; in a cluster they are
-//! *observed* (a Node joins with the claim's provider ID, its agents remove startup taints),
-//! so the decision is a pure function of the claim, the index's record of its Node and `now`
-//! ([`next_step`]); the reconciler ticks it for both drivers, which carry the step out. Expiry is not decided here: it
-//! is a forceful command of `karpenter_disruption`, executed by the disruption loop.
+//! The simulator's kubelet (`karpenter_simulator`'s `kubelet` module) times these
+//! transitions; in a cluster they are *observed* (a Node joins with the claim's provider ID,
+//! its agents remove startup taints). Either way the decision is a pure function of the
+//! claim, the index's record of its Node and `now` ([`next_step`]); the reconciler ticks it
+//! for both drivers, which carry the step out. Expiry is not decided here: it is a forceful
+//! command of `karpenter_disruption`, executed by the disruption loop.
 
 use crate::{Kubelet, NodeRecord};
 use k8s_openapi::api::core::v1::{Node, Taint as K8sTaint};
