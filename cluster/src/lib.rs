@@ -322,6 +322,12 @@ pub struct ClusterState {
     /// map; one entry per node, so it stays as large as the node count.
     pod_events: BTreeMap<u64, String>,
     pod_event_at: BTreeMap<String, u64>,
+    /// The latest change of each NodeClaim (applied or deleted) by generation, and the
+    /// reverse map, so that a consumer can visit only the claims that changed.
+    claim_changes: BTreeMap<u64, String>,
+    claim_change_at: BTreeMap<String, u64>,
+    /// The generation of the latest NodePool change.
+    pools_changed_at: u64,
     generation: u64,
 }
 
@@ -336,9 +342,11 @@ impl ClusterState {
         self.generation += 1;
         match object {
             Object::NodePool(p) => {
+                self.pools_changed_at = self.generation;
                 self.node_pools.insert(p.name().to_owned(), *p);
             }
             Object::NodeClaim(c) => {
+                self.note_claim_change(c.name().to_owned());
                 let initialized = c.is(ConditionType::Initialized);
                 if c.is_deleting() {
                     self.deleting_claims.insert(c.name().to_owned());
@@ -412,9 +420,17 @@ impl ClusterState {
     /// Removes an object; returns whether it existed. Bumps the generation when it did.
     pub fn delete(&mut self, key: &ObjectKey) -> bool {
         let mut departed: Option<String> = None;
+        let mut changed_claim: Option<String> = None;
+        let mut changed_pool = false;
         let existed = match key {
-            ObjectKey::NodePool(n) => self.node_pools.remove(n).is_some(),
+            ObjectKey::NodePool(n) => {
+                let existed = self.node_pools.remove(n).is_some();
+                // Noted after the generation moves on, below.
+                changed_pool = existed;
+                existed
+            }
             ObjectKey::NodeClaim(n) => {
+                changed_claim = Some(n.clone());
                 self.maturing.remove(n);
                 self.deleting_claims.remove(n);
                 self.node_claims.remove(n).is_some()
@@ -452,6 +468,12 @@ impl ClusterState {
         if let Some(node) = departed {
             self.note_pod_event(node);
         }
+        if let Some(claim) = changed_claim.filter(|_| existed) {
+            self.note_claim_change(claim);
+        }
+        if changed_pool {
+            self.pools_changed_at = self.generation;
+        }
         existed
     }
 
@@ -465,6 +487,26 @@ impl ClusterState {
     }
 
     /// Drops `key` from the node index of `old`'s node, unless the pod is still bound there.
+    fn note_claim_change(&mut self, claim: String) {
+        if let Some(previous) = self.claim_change_at.insert(claim.clone(), self.generation) {
+            self.claim_changes.remove(&previous);
+        }
+        self.claim_changes.insert(self.generation, claim);
+    }
+
+    /// NodeClaims applied or deleted after generation `after` (each once, however often it
+    /// changed), for consumers that keep per-claim state in step with the index.
+    pub fn claims_changed_after(&self, after: u64) -> impl Iterator<Item = &str> + '_ {
+        self.claim_changes
+            .range(after.saturating_add(1)..)
+            .map(|(_, claim)| claim.as_str())
+    }
+
+    /// Whether a NodePool was applied or deleted after generation `after`.
+    pub fn pools_changed_after(&self, after: u64) -> bool {
+        self.pools_changed_at > after
+    }
+
     fn note_pod_event(&mut self, node: String) {
         if let Some(previous) = self.pod_event_at.insert(node.clone(), self.generation) {
             self.pod_events.remove(&previous);

@@ -18,8 +18,10 @@ use crate::{Action, ClusterState, termination};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use karpenter_cloudprovider::NodeClaim;
 use karpenter_cloudprovider::v1::{ConditionStatus, ConditionType, StatusConditions};
+use karpenter_disruption::Reason;
 use karpenter_disruption::{NodeInfo, PoolDisruption};
 use karpenter_scheduling::model::Millis;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// An identical change is sent again only after this long (the write may have failed).
 const RESEND_MS: Millis = 5_000;
@@ -72,17 +74,74 @@ pub fn apply(claim: &mut NodeClaim, changes: &[ConditionChange], now: Time) -> b
     changed
 }
 
+/// What the conditions step remembers between ticks, so that a tick visits only the claims
+/// whose conditions may have changed, not every claim.
+#[derive(Debug, Default)]
+pub(super) struct ConditionsState {
+    /// The index generation of the last visit (0: none yet, visit every claim).
+    seen: u64,
+    /// When a claim's `consolidateAfter` window ends, by time.
+    windows: BTreeMap<Millis, BTreeSet<String>>,
+    /// The claims of started commands at the last visit.
+    started: BTreeMap<String, Reason>,
+    /// The drifted claims at the last visit.
+    drifted: BTreeMap<String, String>,
+    /// Changes last asked for, per NodeClaim, and when.
+    sent: BTreeMap<String, (Vec<ConditionChange>, Millis)>,
+}
+
+impl ConditionsState {
+    /// The claims to visit at `now`: every claim on the first visit or after a NodePool
+    /// changed; otherwise the claims that changed, whose window ended, whose command or drift
+    /// changed, that are deleting (their drain moves on with their pods), or whose last write
+    /// has not shown in the index yet.
+    fn claims_to_visit(
+        &mut self,
+        index: &ClusterState,
+        started: &BTreeMap<String, Reason>,
+        drifted: &BTreeMap<String, String>,
+        now: Millis,
+    ) -> BTreeSet<String> {
+        if self.seen == 0 || index.pools_changed_after(self.seen) {
+            self.windows.clear();
+            return index.node_claims().keys().cloned().collect();
+        }
+        let mut visit: BTreeSet<String> = index
+            .claims_changed_after(self.seen)
+            .map(str::to_owned)
+            .collect();
+        let later = self.windows.split_off(&(now + 1));
+        for (_, claims) in std::mem::replace(&mut self.windows, later) {
+            visit.extend(claims);
+        }
+        if *started != self.started {
+            visit.extend(started.keys().chain(self.started.keys()).cloned());
+        }
+        if *drifted != self.drifted {
+            visit.extend(drifted.keys().chain(self.drifted.keys()).cloned());
+        }
+        visit.extend(index.deleting_claims().map(|(c, _)| c.name().to_owned()));
+        visit.extend(self.sent.keys().cloned());
+        visit
+    }
+}
+
 impl Reconciler {
-    /// Emits the condition changes of every NodeClaim whose conditions differ from what the
-    /// index says they should be, and wakes when a `consolidateAfter` window ends.
+    /// Emits the condition changes of the NodeClaims whose conditions differ from what the
+    /// index says they should be, visiting only those that may have changed, and wakes when a
+    /// `consolidateAfter` window ends.
     pub(super) fn claim_conditions(&mut self, index: &ClusterState, now: Millis, tick: &mut Tick) {
         let started = self.orchestrator.started();
-        let mut sent = std::mem::take(&mut self.conditions_sent);
-        sent.retain(|name, _| index.node_claims().contains_key(name));
-        for (name, claim) in index.node_claims() {
+        let mut state = std::mem::take(&mut self.conditions);
+        let visit = state.claims_to_visit(index, &started, &self.drifted, now);
+        for name in visit {
+            let Some(claim) = index.node_claims().get(&name) else {
+                state.sent.remove(&name);
+                continue;
+            };
             let mut changes = Vec::new();
             if claim.is_deleting() {
-                if let Some(node) = index.joined_node(name).filter(|r| r.deleting) {
+                if let Some(node) = index.joined_node(&name).filter(|r| r.deleting) {
                     changes.push(if termination::drained(index, &node.node.name, now) {
                         ConditionChange::set(
                             ConditionType::Drained,
@@ -98,14 +157,14 @@ impl Reconciler {
                     });
                 }
             } else {
-                changes.push(self.consolidatable(index, claim, now, tick));
-                changes.push(match self.drifted.get(name) {
+                changes.push(consolidatable(index, claim, now, &mut state.windows, tick));
+                changes.push(match self.drifted.get(&name) {
                     Some(reason) => {
                         ConditionChange::set(ConditionType::Drifted, ConditionStatus::True, reason)
                     }
                     None => ConditionChange::clear(ConditionType::Drifted),
                 });
-                changes.push(match started.get(name) {
+                changes.push(match started.get(&name) {
                     Some(reason) => ConditionChange::set(
                         ConditionType::DisruptionReason,
                         ConditionStatus::True,
@@ -116,51 +175,59 @@ impl Reconciler {
             }
             changes.retain(|c| !c.holds(claim));
             if changes.is_empty() {
-                sent.remove(name);
+                state.sent.remove(&name);
                 continue;
             }
-            if sent
-                .get(name)
+            if state
+                .sent
+                .get(&name)
                 .is_some_and(|(last, at)| *last == changes && now - at < RESEND_MS)
             {
                 continue;
             }
-            sent.insert(name.clone(), (changes.clone(), now));
+            state.sent.insert(name.clone(), (changes.clone(), now));
             tick.actions.push(Action::SetClaimConditions {
-                node_claim: name.clone(),
+                node_claim: name,
                 changes,
             });
         }
-        self.conditions_sent = sent;
+        state.seen = index.generation();
+        state.started = started;
+        state.drifted.clone_from(&self.drifted);
+        self.conditions = state;
     }
+}
 
-    fn consolidatable(
-        &self,
-        index: &ClusterState,
-        claim: &NodeClaim,
-        now: Millis,
-        tick: &mut Tick,
-    ) -> ConditionChange {
-        let clear = ConditionChange::clear(ConditionType::Consolidatable);
-        let Some(pool) = claim.node_pool().and_then(|p| index.node_pools().get(p)) else {
-            return clear;
-        };
-        let info = NodeInfo::from_node_claim(claim);
-        // A static pool's claims are never consolidated, so upstream never marks them.
-        if !info.initialized || pool.is_static() {
-            return clear;
+fn consolidatable(
+    index: &ClusterState,
+    claim: &NodeClaim,
+    now: Millis,
+    windows: &mut BTreeMap<Millis, BTreeSet<String>>,
+    tick: &mut Tick,
+) -> ConditionChange {
+    let clear = ConditionChange::clear(ConditionType::Consolidatable);
+    let Some(pool) = claim.node_pool().and_then(|p| index.node_pools().get(p)) else {
+        return clear;
+    };
+    let info = NodeInfo::from_node_claim(claim);
+    // A static pool's claims are never consolidated, so upstream never marks them.
+    if !info.initialized || pool.is_static() {
+        return clear;
+    }
+    match info.consolidate_after_remaining(&PoolDisruption::from_node_pool(pool), now) {
+        Some(0) => ConditionChange::set(
+            ConditionType::Consolidatable,
+            ConditionStatus::True,
+            ConditionType::Consolidatable.as_str(),
+        ),
+        Some(left) => {
+            tick.wake_at(now + left);
+            windows
+                .entry(now + left)
+                .or_default()
+                .insert(claim.name().to_owned());
+            clear
         }
-        match info.consolidate_after_remaining(&PoolDisruption::from_node_pool(pool), now) {
-            Some(0) => ConditionChange::set(
-                ConditionType::Consolidatable,
-                ConditionStatus::True,
-                ConditionType::Consolidatable.as_str(),
-            ),
-            Some(left) => {
-                tick.wake_at(now + left);
-                clear
-            }
-            None => clear,
-        }
+        None => clear,
     }
 }

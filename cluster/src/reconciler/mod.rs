@@ -171,8 +171,8 @@ pub struct Reconciler {
     pod_events_seen: u64,
     /// Drifted NodeClaims (name to reason) as the last disruption pass found them.
     drifted: BTreeMap<String, String>,
-    /// Condition changes last asked for, per NodeClaim, and when.
-    conditions_sent: BTreeMap<String, (Vec<conditions::ConditionChange>, Millis)>,
+    /// What the NodeClaim conditions step remembers between ticks.
+    conditions: conditions::ConditionsState,
     /// Static pools' NodeClaims created and not yet seen in the index, with their pool and
     /// until when they count as created (a creation that failed is forgotten then).
     static_launches: BTreeMap<String, (String, Millis)>,
@@ -204,7 +204,7 @@ impl Reconciler {
             solve_cache: SolveCache::new(),
             pod_events_seen: 0,
             drifted: BTreeMap::new(),
-            conditions_sent: BTreeMap::new(),
+            conditions: conditions::ConditionsState::default(),
             static_launches: BTreeMap::new(),
             static_deletions: BTreeMap::new(),
             static_limited: BTreeMap::new(),

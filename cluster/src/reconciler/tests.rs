@@ -784,3 +784,49 @@ fn a_started_command_marks_its_claims_with_the_disruption_reason() {
         "validated and started"
     );
 }
+
+#[test]
+fn a_tick_visits_only_the_claims_that_changed() {
+    let mut s = index(&[], false);
+    for n in ["n1", "n2", "n3"] {
+        add_node(&mut s, n, &LIVE);
+    }
+    let mut r = reconciler();
+    let first = tick(&mut r, &s, 0, 1_000);
+    assert_eq!(
+        first
+            .actions
+            .iter()
+            .filter(|a| matches!(a, Action::SetClaimConditions { .. }))
+            .count(),
+        3,
+        "the first visit covers every claim (each becomes Consolidatable)"
+    );
+    // The writes are lost: nothing changes in the index. They are not asked for again
+    // within the resend interval, and are once it has passed.
+    assert!(condition_changes(&tick(&mut r, &s, 0, 2_000), "n1").is_empty());
+    assert!(!condition_changes(&tick(&mut r, &s, 0, 7_000), "n1").is_empty());
+    // A claim that changes is visited; the others are not.
+    let t = tick(&mut r, &s, 0, 8_000);
+    write_back(&mut s, &t, 8_000);
+    write_back(&mut s, &first, 8_000);
+    assert!(
+        tick(&mut r, &s, 0, 9_000)
+            .actions
+            .iter()
+            .all(|a| !matches!(a, Action::SetClaimConditions { .. }))
+    );
+    let mut c = s.node_claims()["n2"].clone();
+    c.clear_condition(ConditionType::Consolidatable.as_str());
+    s.apply(Object::NodeClaim(Box::new(c)));
+    let t = tick(&mut r, &s, 0, 10_000);
+    let touched: Vec<&str> = t
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::SetClaimConditions { node_claim, .. } => Some(node_claim.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(touched, ["n2"]);
+}
