@@ -29,6 +29,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api_objects;
+mod change_log;
 pub mod feature_gates;
 pub mod feed;
 #[doc(hidden)]
@@ -318,14 +319,11 @@ pub struct ClusterState {
     namespaces: BTreeMap<String, Labels>,
     instance_types: BTreeMap<String, Vec<Arc<InstanceType>>>,
     /// The latest pod event on each node (a non-DaemonSet pod bound to it, starting to
-    /// terminate on it, or leaving it), by the generation it happened at, and the reverse
-    /// map; one entry per node, so it stays as large as the node count.
-    pod_events: BTreeMap<u64, String>,
-    pod_event_at: BTreeMap<String, u64>,
-    /// The latest change of each NodeClaim (applied or deleted) by generation, and the
-    /// reverse map, so that a consumer can visit only the claims that changed.
-    claim_changes: BTreeMap<u64, String>,
-    claim_change_at: BTreeMap<String, u64>,
+    /// terminate on it, or leaving it).
+    pod_events: change_log::ChangeLog,
+    /// The latest change of each NodeClaim (applied or deleted), so that a consumer can
+    /// visit only the claims that changed.
+    claim_changes: change_log::ChangeLog,
     /// The generation of the latest NodePool change.
     pools_changed_at: u64,
     generation: u64,
@@ -486,20 +484,14 @@ impl ClusterState {
         }
     }
 
-    /// Drops `key` from the node index of `old`'s node, unless the pod is still bound there.
     fn note_claim_change(&mut self, claim: String) {
-        if let Some(previous) = self.claim_change_at.insert(claim.clone(), self.generation) {
-            self.claim_changes.remove(&previous);
-        }
-        self.claim_changes.insert(self.generation, claim);
+        self.claim_changes.note(claim, self.generation);
     }
 
     /// NodeClaims applied or deleted after generation `after` (each once, however often it
     /// changed), for consumers that keep per-claim state in step with the index.
     pub fn claims_changed_after(&self, after: u64) -> impl Iterator<Item = &str> + '_ {
-        self.claim_changes
-            .range(after.saturating_add(1)..)
-            .map(|(_, claim)| claim.as_str())
+        self.claim_changes.after(after).map(|(_, claim)| claim)
     }
 
     /// Whether a NodePool was applied or deleted after generation `after`.
@@ -508,10 +500,7 @@ impl ClusterState {
     }
 
     fn note_pod_event(&mut self, node: String) {
-        if let Some(previous) = self.pod_event_at.insert(node.clone(), self.generation) {
-            self.pod_events.remove(&previous);
-        }
-        self.pod_events.insert(self.generation, node);
+        self.pod_events.note(node, self.generation);
     }
 
     /// Nodes with a pod event after generation `after`, with the generation of each one's
@@ -520,11 +509,10 @@ impl ClusterState {
     /// upstream's pod-events controller, this is what moves a NodeClaim's
     /// `lastPodEventTime`, from which `consolidateAfter` counts.
     pub fn pod_events_after(&self, after: u64) -> impl Iterator<Item = (u64, &str)> + '_ {
-        self.pod_events
-            .range(after.saturating_add(1)..)
-            .map(|(g, node)| (*g, node.as_str()))
+        self.pod_events.after(after)
     }
 
+    /// Drops `key` from the node index of `old`'s node, unless the pod is still bound there.
     fn unindex_pod(&mut self, old: &PodRecord, key: &PodKey) {
         let Some(node) = &old.pod.node_name else {
             return;
