@@ -344,13 +344,14 @@ pub async fn evict(ctx: &Ctx, pod: &PodKey, node: &str) -> Result<Executed, Reco
     }
 }
 
-/// Whether VolumeAttachments still hold volumes on `node`.
-pub fn has_volume_attachments(ctx: &Ctx, node: &str) -> bool {
-    ctx.stores
-        .volume_attachments
-        .state()
-        .iter()
-        .any(|va| va.spec.node_name == node)
+/// How many VolumeAttachments of persistent volumes still hold `node` (upstream ignores
+/// attachments without a PersistentVolume name).
+pub fn pending_volume_attachments(ctx: &Ctx, node: &str) -> usize {
+    let attachments = ctx.stores.volume_attachments.state();
+    let pending = attachments.iter().filter(|va| va.spec.node_name == node);
+    pending
+        .filter(|va| va.spec.source.persistent_volume_name.is_some())
+        .count()
 }
 
 /// The last step of termination for a drained claim: wait for VolumeAttachments (unless the
@@ -378,10 +379,14 @@ pub async fn terminate_instance(ctx: &Ctx, name: &str) -> Result<(), ReconcileEr
         });
     if let Some(node) = &node {
         let node_name = node.metadata.name.clone().unwrap_or_default();
-        if has_volume_attachments(ctx, &node_name)
-            && !karpenter_cluster::termination::deadline_passed(&claim, now)
-        {
-            tracing::debug!(nodeclaim = name, node = %node_name, "waiting for volume attachments");
+        let pending = pending_volume_attachments(ctx, &node_name);
+        let volumes = karpenter_cluster::termination::Volumes::of(&claim, pending, now);
+        let mut updated = NodeClaim::clone(&claim);
+        if conditions::apply(&mut updated, &[volumes.condition()], ctx.now_time()) {
+            lifecycle::patch_claim_status(ctx, &updated).await?;
+        }
+        if !volumes.proceed() {
+            tracing::debug!(nodeclaim = name, node = %node_name, pending, "waiting for volume attachments");
             return Ok(());
         }
     }
