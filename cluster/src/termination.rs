@@ -13,7 +13,9 @@
 
 use super::{Action, ClusterState, PodRecord};
 use crate::reconciler::conditions::ConditionChange;
+use k8s_openapi::api::core::v1::Taint as K8sTaint;
 use karpenter_cloudprovider::NodeClaim;
+use karpenter_cloudprovider::v1::labels::DISRUPTED_TAINT_KEY;
 use karpenter_cloudprovider::v1::labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION;
 use karpenter_cloudprovider::v1::{ConditionStatus, ConditionType};
 use karpenter_disruption::candidate::do_not_disrupt_active;
@@ -41,6 +43,24 @@ pub fn deadline_passed(claim: &NodeClaim, now: Millis) -> bool {
         .and_then(|t| t.parse::<jiff::Timestamp>().ok())
         .is_some_and(|t| now >= t.as_millisecond());
     grace || annotated
+}
+
+/// `taints` with (`on`) or without the `karpenter.sh/disrupted:NoSchedule` taint, or `None`
+/// when they already are so.
+pub fn with_disrupted_taint(taints: &[K8sTaint], on: bool) -> Option<Vec<K8sTaint>> {
+    let disrupted = |t: &K8sTaint| t.key == DISRUPTED_TAINT_KEY && t.effect == "NoSchedule";
+    if taints.iter().any(disrupted) == on {
+        return None;
+    }
+    let mut out: Vec<K8sTaint> = taints.iter().filter(|t| !disrupted(t)).cloned().collect();
+    if on {
+        out.push(K8sTaint {
+            key: DISRUPTED_TAINT_KEY.to_owned(),
+            effect: "NoSchedule".to_owned(),
+            ..K8sTaint::default()
+        });
+    }
+    Some(out)
 }
 
 /// Where a drained claim stands with the VolumeAttachments still on its node, as upstream's
@@ -268,5 +288,26 @@ mod volume_tests {
                 ),
             ]
         );
+    }
+}
+
+#[cfg(test)]
+mod taint_tests {
+    use super::*;
+
+    #[test]
+    fn the_disrupted_taint_is_added_and_removed_once() {
+        let other = K8sTaint {
+            key: "team".into(),
+            value: Some("a".into()),
+            effect: "NoSchedule".into(),
+            ..K8sTaint::default()
+        };
+        let on = with_disrupted_taint(std::slice::from_ref(&other), true).unwrap();
+        assert_eq!(on.len(), 2);
+        assert_eq!(on[1].key, DISRUPTED_TAINT_KEY);
+        assert_eq!(with_disrupted_taint(&on, true), None, "already tainted");
+        assert_eq!(with_disrupted_taint(&on, false), Some(vec![other.clone()]));
+        assert_eq!(with_disrupted_taint(&[other], false), None);
     }
 }
