@@ -51,6 +51,7 @@ pub mod repair;
 pub mod shadow;
 pub mod static_capacity;
 pub mod termination;
+pub mod upstream_settings;
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, NodePool};

@@ -608,6 +608,10 @@ fn identity() -> String {
 pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     let settings = Settings::from_args(args)?;
     logging::init(&settings).map_err(|e| anyhow::anyhow!("initialising logging: {e}"))?;
+    let env = |k: &str| std::env::var(k).ok();
+    for s in karpenter_cluster::upstream_settings::ignored_settings(env, &args.feature_gates) {
+        tracing::warn!(setting = %s.name, value = %s.value, "not acted on: {}", s.why);
+    }
     let client = if settings.dry_run {
         tracing::info!("dry-run: decisions are reported, nothing is written; no leader election");
         dry_run::client().await
