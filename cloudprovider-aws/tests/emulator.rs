@@ -10,7 +10,9 @@ use karpenter_cloudprovider_aws::interruption::{
     ChannelSink, InterruptionKind, InterruptionSink, NodeClaimInterruption, SinkError, samples,
 };
 use karpenter_cloudprovider_aws::nodeclass::{EC2NodeClass, from_yaml};
-use karpenter_cloudprovider_aws::{AwsClients, AwsCloudProvider, AwsSettings, InterruptionPoller};
+use karpenter_cloudprovider_aws::{
+    AwsClients, AwsCloudProvider, AwsSettings, InterruptionPoller, ManualClock,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -642,6 +644,60 @@ async fn managed_instance_profiles_follow_the_role_and_the_class() {
         .send()
         .await
         .expect("the role is not Karpenter's to delete");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shadow_mode_reads_profiles_and_collection_runs_every_30_minutes() {
+    let Some(ep) = endpoint("instance_profiles_shadow") else {
+        return;
+    };
+    let f = fixture(&ep, "ipshadow").await;
+    let clock = ManualClock::new(SystemTime::now());
+    // The shadow mode creates nothing: the class waits for a profile with its role.
+    let mut shadow_settings = f.settings.clone();
+    shadow_settings.manage_instance_profiles = false;
+    let shadow = AwsCloudProvider::new(f.clients.clone(), shadow_settings);
+    let nc = shadow.reconcile_node_class(&node_class(&f.cluster)).await;
+    let cond = nc.condition("InstanceProfileReady").expect("condition");
+    assert_eq!(cond.reason, "InstanceProfileNotCreated", "{cond:?}");
+    let class_path = format!("/karpenter/{REGION}/{}/{}/", f.cluster, uid(&f.cluster));
+    let profiles = shadow.instance_profiles();
+    assert!(profiles.list(&class_path).await.expect("list").is_empty());
+
+    // Once the controller in charge made it, the shadow uses it.
+    let provider = AwsCloudProvider::with_clock(
+        f.clients.clone(),
+        f.settings.clone(),
+        Arc::new(clock.clone()),
+    );
+    let made = provider.reconcile_node_class(&node_class(&f.cluster)).await;
+    let name = made.status_or_default().instance_profile;
+    let seen = shadow.reconcile_node_class(&node_class(&f.cluster)).await;
+    assert!(seen.is_true("InstanceProfileReady"), "{:?}", seen.status);
+    assert_eq!(seen.status_or_default().instance_profile, name);
+    // ... and never deletes.
+    let none = BTreeSet::new();
+    assert!(
+        profiles
+            .collect_garbage(&none, &none)
+            .await
+            .expect("gc")
+            .is_empty()
+    );
+    profiles.finalize(&made).await.expect("finalize");
+    assert!(iam_profile(&f.clients, &name).await.is_some());
+
+    // Collection: due at once, then every 30 minutes. A profile nothing names is kept while
+    // protected (an hour after it was made), so the second run deletes it.
+    let collector = provider.instance_profiles();
+    let run = || collector.collect_garbage_if_due(&[], Vec::new);
+    assert_eq!(run().await.expect("gc"), Some(vec![]));
+    assert_eq!(run().await.expect("gc"), None);
+    clock.advance(Duration::from_secs(30 * 60));
+    assert_eq!(run().await.expect("gc"), Some(vec![]));
+    clock.advance(Duration::from_secs(30 * 60));
+    assert_eq!(run().await.expect("gc"), Some(vec![name.clone()]));
+    assert_eq!(iam_profile(&f.clients, &name).await, None);
 }
 
 /// Writes an SSM parameter (an alias image id) in the emulator.
