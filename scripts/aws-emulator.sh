@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The moto AWS emulator (EC2, SSM, SQS) for karpenter-cloudprovider-aws's tests.
+# The moto AWS emulator (EC2, SSM, SQS, IAM) for karpenter-cloudprovider-aws's tests.
 #
 #   scripts/aws-emulator.sh install   # python3 -m venv .venv && pip install 'moto[server]' (idempotent)
 #   scripts/aws-emulator.sh start     # start on 127.0.0.1:$PORT, wait until ready, print the endpoint

@@ -20,14 +20,6 @@ impl EC2NodeClass {
                     .into(),
             });
         }
-        if spec.instance_profile.is_none() && spec.role.is_some() {
-            ignored.push(IgnoredField {
-                path: "spec.role".into(),
-                why: "karpenter-rs does not call IAM, so it creates no instance profile for the \
-                      role: it launches with the existing instance profile of the same name"
-                    .into(),
-            });
-        }
         for key in spec.other.keys() {
             ignored.push(IgnoredField {
                 path: format!("spec.{key}"),
@@ -70,7 +62,7 @@ mod tests {
     }
 
     #[test]
-    fn the_getting_started_class_names_role_but_not_its_alias() {
+    fn the_getting_started_class_names_neither_role_nor_its_alias() {
         let nc = class(serde_json::json!({
             "role": "KarpenterNodeRole-c",
             "amiSelectorTerms": [{"alias": "al2023@latest"}],
@@ -78,10 +70,8 @@ mod tests {
             "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
             "capacityReservationSelectorTerms": [{"id": "cr-0123456789abcdef0"}],
         }));
-        assert_eq!(
-            paths(&nc),
-            ["spec.capacityReservationSelectorTerms", "spec.role"]
-        );
+        // `role` is acted on: a managed instance profile is created for it.
+        assert_eq!(paths(&nc), ["spec.capacityReservationSelectorTerms"]);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //!
 //! The AWS provider of karpenter-rs: the `karpenter.k8s.aws/v1` [`EC2NodeClass`], discovery
 //! of subnets, security groups and AMIs (with the accelerator variant per instance type), instance types and prices from EC2, launches through
-//! CreateFleet, drift detection, and the SQS interruption queue.
+//! CreateFleet, the IAM instance profiles of classes that name a role, drift detection, and the SQS interruption queue.
 #![forbid(unsafe_code)]
 
 pub mod alias;
@@ -14,6 +14,7 @@ pub mod discovery;
 pub mod error;
 pub mod ignored;
 pub mod instance;
+pub mod instance_profile;
 pub mod instancetype;
 pub mod interruption;
 pub mod launch;

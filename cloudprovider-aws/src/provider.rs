@@ -8,6 +8,7 @@ use crate::capacity_reservation::{Availability, CapacityReservations};
 use crate::discovery::Discovery;
 use crate::error::AwsError;
 use crate::instance::{Ec2Instance, drift_reason, parse_provider_id};
+use crate::instance_profile::{ANNOTATION_INSTANCE_PROFILE, InstanceProfiles};
 use crate::instancetype::InstanceTypeProvider;
 use crate::launch::{
     LaunchPlan, PlanError, TAG_LAUNCH_TEMPLATE_CLUSTER, classify_fleet_errors, cluster_tag_key,
@@ -57,6 +58,7 @@ pub struct AwsCloudProvider {
     clock: Arc<dyn Clock>,
     discovery: Discovery,
     instance_types: InstanceTypeProvider,
+    instance_profiles: InstanceProfiles,
     unavailable: Arc<UnavailableOfferings>,
     node_classes: RwLock<BTreeMap<String, EC2NodeClass>>,
     templates: Mutex<BTreeSet<String>>,
@@ -150,6 +152,7 @@ impl AwsCloudProvider {
                 clock.clone(),
                 settings.discovery_ttl,
             ),
+            instance_profiles: InstanceProfiles::new(clients.iam.clone(), &settings, clock.clone()),
             clients,
             settings,
             clock,
@@ -177,6 +180,11 @@ impl AwsCloudProvider {
     /// The instance-type provider.
     pub fn instance_type_provider(&self) -> &InstanceTypeProvider {
         &self.instance_types
+    }
+
+    /// The managed instance profiles (deleted with their class, garbage-collected).
+    pub fn instance_profiles(&self) -> &InstanceProfiles {
+        &self.instance_profiles
     }
 
     /// Stores (or replaces) a NodeClass; launches use the stored object and its status.
@@ -226,7 +234,8 @@ impl AwsCloudProvider {
     }
 
     /// Resolves a NodeClass's selectors and returns it with a fresh status: subnets (most
-    /// free IPs first), security groups, AMIs (newest first), the instance profile, and the
+    /// free IPs first), security groups, AMIs (newest first), the instance profile (for `role`,
+    /// the managed profile created through IAM; see [`InstanceProfiles::resolve`]), and the
     /// conditions rolled up into `Ready`. API failures become `False` conditions rather than
     /// errors, so the status always says what is wrong.
     pub async fn reconcile_node_class(&self, node_class: &EC2NodeClass) -> EC2NodeClass {
@@ -300,24 +309,18 @@ impl AwsCloudProvider {
         let res = self.resolve_reservations(&mut nc).await;
         set(&mut nc, CONDITION_CAPACITY_RESERVATIONS_READY, res);
 
-        // karpenter-rs does not call IAM: a `role` is used through the instance profile of
-        // the same name (what eksctl and the getting-started CloudFormation create).
-        let profile = nc
-            .spec
-            .instance_profile
-            .clone()
-            .or_else(|| nc.spec.role.clone())
-            .unwrap_or_default();
-        let res = if profile.is_empty() {
-            Err((
+        let res = match self.instance_profiles.resolve(&nc).await {
+            Ok(profile) if profile.is_empty() => Err((
                 "InstanceProfileNotFound".into(),
                 "neither role nor instanceProfile is set".into(),
-            ))
-        } else {
-            nc.status
-                .get_or_insert_with(Default::default)
-                .instance_profile = profile;
-            Ok(())
+            )),
+            Ok(profile) => {
+                nc.status
+                    .get_or_insert_with(Default::default)
+                    .instance_profile = profile;
+                Ok(())
+            }
+            Err(e) => Err((e.reason().to_string(), e.to_string())),
         };
         set(&mut nc, CONDITION_INSTANCE_PROFILE_READY, res);
         nc
@@ -857,6 +860,11 @@ impl CloudProvider for AwsCloudProvider {
         annotations.insert(
             ANNOTATION_NODE_CLASS_HASH_VERSION.into(),
             NODE_CLASS_HASH_VERSION.into(),
+        );
+        // The garbage collector keeps a profile while any NodeClaim launched with it exists.
+        annotations.insert(
+            ANNOTATION_INSTANCE_PROFILE.into(),
+            nc.status_or_default().instance_profile,
         );
         let status = out.status.get_or_insert_with(NodeClaimStatus::default);
         status.provider_id = instance.provider_id();

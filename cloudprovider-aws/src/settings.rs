@@ -31,6 +31,12 @@ pub struct AwsSettings {
     /// Query the Pricing API for on-demand prices (off in isolated VPCs and on emulators,
     /// which then use the bundled table).
     pub pricing_api: bool,
+    /// `--isolated-vpc`: IAM is unreachable, so instance profiles are neither deleted with
+    /// their EC2NodeClass nor garbage-collected (as in Karpenter).
+    pub isolated_vpc: bool,
+    /// Whether IAM instance profiles may be created and deleted for `spec.role` (off in the
+    /// shadow mode, which writes nothing to AWS).
+    pub manage_instance_profiles: bool,
     /// How long discovered subnets, security groups and AMIs are reused.
     pub discovery_ttl: Duration,
     /// How long the DescribeInstanceTypes/Offerings results are reused.
@@ -57,6 +63,8 @@ impl AwsSettings {
             vm_memory_overhead_percent: 0.075,
             reserved_enis: 0,
             pricing_api: true,
+            isolated_vpc: false,
+            manage_instance_profiles: true,
             discovery_ttl: Duration::from_secs(60),
             instance_types_ttl: Duration::from_secs(5 * 60),
             pricing_ttl: Duration::from_secs(12 * 60 * 60),
@@ -76,6 +84,8 @@ pub struct AwsClients {
     pub sqs: aws_sdk_sqs::Client,
     /// Pricing (always us-east-1, where the API is served).
     pub pricing: aws_sdk_pricing::Client,
+    /// IAM (instance profiles for `spec.role`).
+    pub iam: aws_sdk_iam::Client,
 }
 
 impl AwsClients {
@@ -124,6 +134,7 @@ impl AwsClients {
             ssm: aws_sdk_ssm::Client::new(config),
             sqs: aws_sdk_sqs::Client::new(config),
             pricing: aws_sdk_pricing::Client::from_conf(pricing_config),
+            iam: aws_sdk_iam::Client::new(config),
         }
     }
 }

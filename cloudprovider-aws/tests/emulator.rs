@@ -5,11 +5,14 @@
 use aws_sdk_ec2::types::{Filter, ResourceType, Tag, TagSpecification};
 use karpenter_cloudprovider::v1::{NodeClaim, NodeClaimSpec, StatusConditions};
 use karpenter_cloudprovider::{CloudProvider, CloudProviderError};
+use karpenter_cloudprovider_aws::instance_profile::{self, InstanceProfile};
 use karpenter_cloudprovider_aws::interruption::{
     ChannelSink, InterruptionKind, InterruptionSink, NodeClaimInterruption, SinkError, samples,
 };
 use karpenter_cloudprovider_aws::nodeclass::{EC2NodeClass, from_yaml};
-use karpenter_cloudprovider_aws::{AwsClients, AwsCloudProvider, AwsSettings, InterruptionPoller};
+use karpenter_cloudprovider_aws::{
+    AwsClients, AwsCloudProvider, AwsSettings, InterruptionPoller, ManualClock,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -113,6 +116,7 @@ async fn fixture(endpoint: &str, test: &str) -> Fixture {
             .map(str::to_string)
     };
     let amd64_image = pick("x86_64").expect("an x86_64 image in moto");
+    create_role(&clients, &format!("KarpenterNodeRole-{cluster}")).await;
     let mut settings = AwsSettings::new(&cluster, REGION);
     settings.cluster_endpoint = "https://cluster.example.com".into();
     settings.ssm_prefix = format!("/{cluster}");
@@ -143,6 +147,29 @@ async fn fixture(endpoint: &str, test: &str) -> Fixture {
     }
 }
 
+/// Creates the IAM role `name`, which EC2 may assume (a node role).
+async fn create_role(clients: &AwsClients, name: &str) {
+    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+    clients
+        .iam
+        .create_role()
+        .role_name(name)
+        .assume_role_policy_document(trust)
+        .send()
+        .await
+        .expect("CreateRole");
+}
+
+/// The UID the fixture's EC2NodeClass carries (managed instance profiles are keyed by it).
+fn uid(cluster: &str) -> String {
+    format!("{cluster}-uid")
+}
+
+/// The managed instance profile name for `role` of the fixture's class.
+fn managed_profile(cluster: &str, role: &str) -> String {
+    instance_profile::profile_name(cluster, REGION, "default", &uid(cluster), role)
+}
+
 /// How many launch templates the provider created for the fixture's cluster.
 async fn launch_templates(f: &Fixture) -> usize {
     f.clients
@@ -168,6 +195,7 @@ apiVersion: karpenter.k8s.aws/v1
 kind: EC2NodeClass
 metadata:
   name: default
+  uid: {cluster}-uid
 spec:
   role: KarpenterNodeRole-{cluster}
   amiSelectorTerms:
@@ -219,10 +247,12 @@ async fn discovery_resolves_subnets_security_groups_and_alias_amis() {
     assert_eq!(zones, BTreeSet::from(["us-east-1a", "us-east-1b"]));
     assert_eq!(status.security_groups.len(), 1);
     assert!(status.amis.iter().any(|a| a.id == f.amd64_image));
+    // `role` gets a managed instance profile, named and placed as Karpenter does.
     assert_eq!(
         status.instance_profile,
-        format!("KarpenterNodeRole-{}", f.cluster)
+        managed_profile(&f.cluster, &format!("KarpenterNodeRole-{}", f.cluster))
     );
+    assert!(nc.is_true("InstanceProfileReady"));
     assert!(nc.is_true("Ready"));
     // A selector that matches nothing makes the class not ready, with the reason.
     let mut other = node_class(&f.cluster);
@@ -344,6 +374,47 @@ async fn launch_tag_get_list_drift_gc_and_delete() {
     );
     // The launch template was created once and carries the user data.
     assert_eq!(launch_templates(&f).await, 1);
+    // It launches with the managed instance profile, which the NodeClaim names for the
+    // garbage collector. (moto's CreateFleet does not copy the profile onto the instance,
+    // so the template is what is checked.)
+    let profile = managed_profile(&f.cluster, &format!("KarpenterNodeRole-{}", f.cluster));
+    assert_eq!(
+        launched.annotation("karpenter.k8s.aws/instance-profile-name"),
+        Some(profile.as_str())
+    );
+    let templates = f
+        .clients
+        .ec2
+        .describe_launch_templates()
+        .filters(
+            Filter::builder()
+                .name("tag:karpenter.k8s.aws/cluster")
+                .values(&f.cluster)
+                .build(),
+        )
+        .send()
+        .await
+        .expect("DescribeLaunchTemplates");
+    let mut template_profiles = Vec::new();
+    for t in templates.launch_templates() {
+        let versions = f
+            .clients
+            .ec2
+            .describe_launch_template_versions()
+            .launch_template_name(t.launch_template_name().expect("template name"))
+            .versions("$Latest")
+            .send()
+            .await
+            .expect("DescribeLaunchTemplateVersions");
+        template_profiles.extend(
+            versions
+                .launch_template_versions()
+                .iter()
+                .filter_map(|v| v.launch_template_data()?.iam_instance_profile()?.name())
+                .map(str::to_string),
+        );
+    }
+    assert_eq!(template_profiles, vec![profile]);
 
     // get and list.
     let got = provider.get(&pid).await.expect("get");
@@ -412,6 +483,221 @@ async fn launch_tag_get_list_drift_gc_and_delete() {
             .is_not_found()
     );
     assert!(provider.list().await.expect("list").is_empty());
+}
+
+/// The profile `name` as IAM has it (`None` once deleted).
+async fn iam_profile(clients: &AwsClients, name: &str) -> Option<InstanceProfile> {
+    match clients
+        .iam
+        .get_instance_profile()
+        .instance_profile_name(name)
+        .send()
+        .await
+    {
+        Ok(out) => out.instance_profile().map(InstanceProfile::from),
+        Err(e) => {
+            let e = karpenter_cloudprovider_aws::AwsError::api("GetInstanceProfile", e);
+            assert_eq!(e.code(), Some("NoSuchEntity"), "{e}");
+            None
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managed_instance_profiles_follow_the_role_and_the_class() {
+    let Some(ep) = endpoint("instance_profiles") else {
+        return;
+    };
+    let f = fixture(&ep, "iprof").await;
+    let role_a = format!("KarpenterNodeRole-{}", f.cluster);
+    let provider = AwsCloudProvider::new(f.clients.clone(), f.settings.clone());
+
+    // Creation: Karpenter's name, path and tags, holding the role.
+    let nc = provider.reconcile_node_class(&node_class(&f.cluster)).await;
+    assert!(nc.is_true("InstanceProfileReady"), "{:?}", nc.status);
+    let first = nc.status_or_default().instance_profile;
+    assert_eq!(first, managed_profile(&f.cluster, &role_a));
+    let created = iam_profile(&f.clients, &first).await.expect("created");
+    assert_eq!(
+        created.path,
+        format!("/karpenter/{REGION}/{}/{}/", f.cluster, uid(&f.cluster))
+    );
+    assert_eq!(created.role.as_deref(), Some(role_a.as_str()));
+    for (k, v) in [
+        (format!("kubernetes.io/cluster/{}", f.cluster), "owned"),
+        ("eks:eks-cluster-name".into(), f.cluster.as_str()),
+        ("karpenter.k8s.aws/ec2nodeclass".into(), "default"),
+        ("topology.kubernetes.io/region".into(), REGION),
+        ("team".into(), "platform"),
+    ] {
+        assert_eq!(created.tags.get(&k).map(String::as_str), Some(v), "tag {k}");
+    }
+    // Reconciling again keeps the profile; none is added.
+    let again = provider.reconcile_node_class(&nc).await;
+    assert_eq!(again.status_or_default().instance_profile, first);
+    let class_path = format!("/karpenter/{REGION}/{}/{}/", f.cluster, uid(&f.cluster));
+    let profiles = provider.instance_profiles();
+    assert_eq!(profiles.list(&class_path).await.expect("list").len(), 1);
+
+    // Role change: a new profile with the new role; the old one is left to running nodes.
+    let role_b = format!("{role_a}-b");
+    create_role(&f.clients, &role_b).await;
+    let mut changed = again.clone();
+    changed.spec.role = Some(role_b.clone());
+    let changed = provider.reconcile_node_class(&changed).await;
+    assert!(
+        changed.is_true("InstanceProfileReady"),
+        "{:?}",
+        changed.status
+    );
+    let second = changed.status_or_default().instance_profile;
+    assert_eq!(second, managed_profile(&f.cluster, &role_b));
+    assert_ne!(second, first);
+    let held = |p: Option<InstanceProfile>| p.and_then(|p| p.role);
+    assert_eq!(
+        held(iam_profile(&f.clients, &second).await),
+        Some(role_b.clone())
+    );
+    assert_eq!(
+        held(iam_profile(&f.clients, &first).await),
+        Some(role_a.clone())
+    );
+
+    // Garbage collection: the old profile is protected for an hour in this provider; a
+    // fresh one (a restarted controller) keeps it while a NodeClaim names it, then deletes
+    // it. The class's current profile is never collected.
+    let current = BTreeSet::from([second.clone()]);
+    assert!(
+        profiles
+            .collect_garbage(&current, &BTreeSet::new())
+            .await
+            .expect("gc")
+            .is_empty()
+    );
+    let restarted = AwsCloudProvider::new(f.clients.clone(), f.settings.clone());
+    let collector = restarted.instance_profiles();
+    let active = BTreeSet::from([first.clone()]);
+    assert!(
+        collector
+            .collect_garbage(&current, &active)
+            .await
+            .expect("gc")
+            .is_empty()
+    );
+    assert_eq!(
+        collector
+            .collect_garbage(&current, &BTreeSet::new())
+            .await
+            .expect("gc"),
+        vec![first.clone()]
+    );
+    assert_eq!(iam_profile(&f.clients, &first).await, None);
+    assert!(iam_profile(&f.clients, &second).await.is_some());
+
+    // A profile holding a different role gets it replaced, never a second one.
+    let tags = BTreeMap::new();
+    collector
+        .create(&second, &role_a, &tags, &class_path)
+        .await
+        .expect("replace role");
+    assert_eq!(
+        held(iam_profile(&f.clients, &second).await),
+        Some(role_a.clone())
+    );
+
+    // A missing role: not ready with the reason, and no half-made profile left behind.
+    let mut missing = node_class(&f.cluster);
+    missing.metadata.uid = Some(format!("{}-other", f.cluster));
+    missing.spec.role = Some(format!("{role_a}-missing"));
+    let missing = provider.reconcile_node_class(&missing).await;
+    let cond = missing
+        .condition("InstanceProfileReady")
+        .expect("condition");
+    assert_eq!(cond.reason, "RoleNotFound", "{cond:?}");
+    assert!(missing.is_false("Ready"));
+    let other_path = format!("/karpenter/{REGION}/{}/{}-other/", f.cluster, f.cluster);
+    assert!(profiles.list(&other_path).await.expect("list").is_empty());
+
+    // `instanceProfile` is used as given, without IAM.
+    let mut unmanaged = node_class(&f.cluster);
+    unmanaged.spec.role = None;
+    unmanaged.spec.instance_profile = Some("existing-profile".into());
+    let unmanaged = provider.reconcile_node_class(&unmanaged).await;
+    assert_eq!(
+        unmanaged.status_or_default().instance_profile,
+        "existing-profile"
+    );
+    assert!(unmanaged.is_true("InstanceProfileReady"));
+
+    // Deleting the class deletes its profiles (the roles stay).
+    provider
+        .instance_profiles()
+        .finalize(&changed)
+        .await
+        .expect("finalize");
+    assert!(profiles.list(&class_path).await.expect("list").is_empty());
+    assert_eq!(iam_profile(&f.clients, &second).await, None);
+    f.clients
+        .iam
+        .get_role()
+        .role_name(&role_a)
+        .send()
+        .await
+        .expect("the role is not Karpenter's to delete");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shadow_mode_reads_profiles_and_collection_runs_every_30_minutes() {
+    let Some(ep) = endpoint("instance_profiles_shadow") else {
+        return;
+    };
+    let f = fixture(&ep, "ipshadow").await;
+    let clock = ManualClock::new(SystemTime::now());
+    // The shadow mode creates nothing: the class waits for a profile with its role.
+    let mut shadow_settings = f.settings.clone();
+    shadow_settings.manage_instance_profiles = false;
+    let shadow = AwsCloudProvider::new(f.clients.clone(), shadow_settings);
+    let nc = shadow.reconcile_node_class(&node_class(&f.cluster)).await;
+    let cond = nc.condition("InstanceProfileReady").expect("condition");
+    assert_eq!(cond.reason, "InstanceProfileNotCreated", "{cond:?}");
+    let class_path = format!("/karpenter/{REGION}/{}/{}/", f.cluster, uid(&f.cluster));
+    let profiles = shadow.instance_profiles();
+    assert!(profiles.list(&class_path).await.expect("list").is_empty());
+
+    // Once the controller in charge made it, the shadow uses it.
+    let provider = AwsCloudProvider::with_clock(
+        f.clients.clone(),
+        f.settings.clone(),
+        Arc::new(clock.clone()),
+    );
+    let made = provider.reconcile_node_class(&node_class(&f.cluster)).await;
+    let name = made.status_or_default().instance_profile;
+    let seen = shadow.reconcile_node_class(&node_class(&f.cluster)).await;
+    assert!(seen.is_true("InstanceProfileReady"), "{:?}", seen.status);
+    assert_eq!(seen.status_or_default().instance_profile, name);
+    // ... and never deletes.
+    let none = BTreeSet::new();
+    assert!(
+        profiles
+            .collect_garbage(&none, &none)
+            .await
+            .expect("gc")
+            .is_empty()
+    );
+    profiles.finalize(&made).await.expect("finalize");
+    assert!(iam_profile(&f.clients, &name).await.is_some());
+
+    // Collection: due at once, then every 30 minutes. A profile nothing names is kept while
+    // protected (an hour after it was made), so the second run deletes it.
+    let collector = provider.instance_profiles();
+    let run = || collector.collect_garbage_if_due(&[], Vec::new);
+    assert_eq!(run().await.expect("gc"), Some(vec![]));
+    assert_eq!(run().await.expect("gc"), None);
+    clock.advance(Duration::from_secs(30 * 60));
+    assert_eq!(run().await.expect("gc"), Some(vec![]));
+    clock.advance(Duration::from_secs(30 * 60));
+    assert_eq!(run().await.expect("gc"), Some(vec![name.clone()]));
+    assert_eq!(iam_profile(&f.clients, &name).await, None);
 }
 
 /// Writes an SSM parameter (an alias image id) in the emulator.

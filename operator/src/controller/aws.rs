@@ -63,11 +63,8 @@ pub fn aws_settings(
     let o = &settings.aws;
     let mut s = AwsSettings::new(&settings.cluster_name, region);
     s.cluster_endpoint = o.cluster_endpoint.clone();
-    s.cluster_ca_bundle = if o.cluster_ca_bundle.is_empty() {
-        ca_bundle
-    } else {
-        Some(o.cluster_ca_bundle.clone())
-    };
+    let flag_ca_bundle = Some(o.cluster_ca_bundle.clone()).filter(|b| !b.is_empty());
+    s.cluster_ca_bundle = flag_ca_bundle.or(ca_bundle);
     if let Some(v) = kubernetes_version {
         s.kubernetes_version = v;
     }
@@ -76,6 +73,7 @@ pub fn aws_settings(
     s.reserved_enis = o.reserved_enis;
     s.pricing_api = !o.isolated_vpc;
     s.reserved_capacity = settings.feature_gates.reserved_capacity;
+    (s.isolated_vpc, s.manage_instance_profiles) = (o.isolated_vpc, !settings.dry_run);
     s
 }
 
@@ -166,16 +164,11 @@ impl AwsHooks {
     async fn resolve(&self, ctx: &Ctx, nc: &EC2NodeClass, now: Millis) {
         let fresh = self.provider.reconcile_node_class(nc).await;
         self.provider.apply_node_class(fresh.clone());
+        let (at, generation) = (now, nc.metadata.generation);
         self.resolved
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(
-                nc.name().to_owned(),
-                Resolved {
-                    at: now,
-                    generation: nc.metadata.generation,
-                },
-            );
+            .insert(nc.name().to_owned(), Resolved { at, generation });
         if fresh.status == nc.status || ctx.settings.dry_run {
             return;
         }
@@ -216,10 +209,11 @@ impl AwsHooks {
         if !finalizers.iter().any(|f| f == NODE_CLASS_FINALIZER) {
             return;
         }
-        let kept: Vec<String> = finalizers
-            .into_iter()
-            .filter(|f| f != NODE_CLASS_FINALIZER)
-            .collect();
+        if let Err(e) = self.provider.instance_profiles().finalize(nc).await {
+            return tracing::warn!(ec2nodeclass = nc.name(), error = %e, "deleting instance profiles failed");
+        }
+        let mut kept = finalizers;
+        kept.retain(|f| f != NODE_CLASS_FINALIZER);
         ctx.limiter.acquire().await;
         match api::set_finalizers(
             &Api::<EC2NodeClass>::all(ctx.client.clone()),
@@ -277,16 +271,19 @@ impl ProviderHooks for AwsHooks {
         let live: BTreeSet<&str> = classes.iter().map(|c| c.name()).collect();
         let gone: Vec<String> = {
             let mut resolved = self.resolved.lock().unwrap_or_else(PoisonError::into_inner);
-            let gone = resolved
-                .keys()
-                .filter(|k| !live.contains(k.as_str()))
-                .cloned()
-                .collect();
-            resolved.retain(|k, _| live.contains(k.as_str()));
-            gone
+            let (kept, gone): (BTreeMap<_, _>, BTreeMap<_, _>) = std::mem::take(&mut *resolved)
+                .into_iter()
+                .partition(|(k, _)| live.contains(k.as_str()));
+            *resolved = kept;
+            gone.into_keys().collect()
         };
         for name in gone {
             self.provider.delete_node_class(&name);
+        }
+        let profiles = self.provider.instance_profiles();
+        let gc = profiles.collect_garbage_if_due(&classes, || ctx.stores.node_claims.state());
+        if let Err(e) = gc.await {
+            tracing::warn!(error = %e, "garbage-collecting instance profiles failed");
         }
         for nc in classes {
             // The shadow mode resolves classes (pools need their instance types) but

@@ -7,6 +7,7 @@ use super::provider::ProviderHooks;
 use super::testing::{Seen, ctx, mock_client, node, put, status};
 use karpenter_cloudprovider::v1::labels as v1labels;
 use karpenter_cloudprovider::{CloudProvider, NodeClaim};
+use karpenter_cloudprovider_aws::instance_profile::profile_name;
 use karpenter_cloudprovider_aws::interruption::{InterruptionSink, samples};
 use karpenter_cloudprovider_aws::nodeclass::from_yaml;
 use karpenter_cloudprovider_aws::{
@@ -264,6 +265,7 @@ apiVersion: karpenter.k8s.aws/v1
 kind: EC2NodeClass
 metadata:
   name: default
+  uid: 6a3e0c52-operator-test
   generation: 1
   resourceVersion: "7"
 spec:
@@ -289,7 +291,14 @@ async fn node_classes_get_a_finalizer_and_a_status() {
     settings.ssm_prefix = "/operator-test".into();
     let provider = Arc::new(AwsCloudProvider::new(clients.clone(), settings));
     let nc = from_yaml(NODE_CLASS).expect("valid EC2NodeClass");
-    let (hooks, client, api) = hooks_over(&provider, &nc, clients);
+    // The node role exists (an earlier run may have made it already).
+    let trust = r#"{"Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+    let role = clients
+        .iam
+        .create_role()
+        .role_name("KarpenterNodeRole-nowhere");
+    let _ = role.assume_role_policy_document(trust).send().await;
+    let (hooks, client, api) = hooks_over(&provider, &nc, clients.clone());
     let (ctx, _w, _events) = ctx(client, provider_stub(), 60_000);
     hooks.reconcile(&ctx).await;
     let reqs = api.requests();
@@ -318,6 +327,14 @@ async fn node_classes_get_a_finalizer_and_a_status() {
     assert_eq!(cond("SubnetsReady").as_deref(), Some("False"));
     assert_eq!(cond("Ready").as_deref(), Some("False"));
     assert_eq!(cond("InstanceProfileReady").as_deref(), Some("True"));
+    let profile = profile_name(
+        "operator-test",
+        REGION,
+        "default",
+        "6a3e0c52-operator-test",
+        "KarpenterNodeRole-nowhere",
+    );
+    assert_eq!(st.body["status"]["instanceProfile"], profile.as_str());
     assert!(provider.node_class("default").is_some());
 
     // Resolved a moment ago and unchanged: the next pass does not call AWS or the API.
@@ -328,15 +345,39 @@ async fn node_classes_get_a_finalizer_and_a_status() {
         again.iter().all(|r| !r.uri.contains("/status")),
         "{again:?}"
     );
+
+    // Deleted with no NodeClaim left: the managed profile goes before the finalizer.
+    let profiles = provider.instance_profiles();
+    assert!(profiles.get(&profile).await.expect("get").is_some());
+    let mut deleted = nc.clone();
+    deleted.metadata.finalizers = Some(vec![NODE_CLASS_FINALIZER.into()]);
+    deleted.metadata.deletion_timestamp = Some(karpenter_cluster::provisioner::time(1_000));
+    let (hooks, client, api) = hooks_over(&provider, &deleted, clients.clone());
+    let (ctx2, _w2, _events2) = super::testing::ctx(client, provider_stub(), 60_000);
+    hooks.reconcile(&ctx2).await;
+    let reqs = api.requests();
+    assert_eq!(reqs.len(), 1, "{reqs:?}");
+    assert_eq!(
+        reqs[0].body["metadata"]["finalizers"],
+        serde_json::json!([])
+    );
+    let gone = clients
+        .iam
+        .get_instance_profile()
+        .instance_profile_name(&profile);
+    assert!(
+        gone.send().await.is_err(),
+        "instance profile {profile} left behind"
+    );
 }
 
 #[tokio::test]
 async fn a_deleted_node_class_waits_for_its_nodeclaims() {
     let clients = AwsClients::for_endpoint("http://127.0.0.1:9", REGION).await;
-    let provider = Arc::new(AwsCloudProvider::new(
-        clients.clone(),
-        AwsSettings::new("operator-test", REGION),
-    ));
+    // Isolated: no IAM to clean up (the emulator-backed test above covers that path).
+    let mut settings = AwsSettings::new("operator-test", REGION);
+    settings.isolated_vpc = true;
+    let provider = Arc::new(AwsCloudProvider::new(clients.clone(), settings));
     let mut nc = from_yaml(NODE_CLASS).expect("valid");
     nc.metadata.finalizers = Some(vec![NODE_CLASS_FINALIZER.into()]);
     nc.metadata.deletion_timestamp = Some(karpenter_cluster::provisioner::time(1_000));

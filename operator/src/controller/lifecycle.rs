@@ -138,13 +138,15 @@ async fn launch(ctx: &Ctx, claim: &NodeClaim) -> Result<(), ReconcileError> {
             // Labels the provider resolved (instance type, zone, capacity type …) go on
             // the claim first, so a crash between the two patches leaves a claim that
             // launches again idempotently rather than one with a status and no labels.
+            // Its annotations (aws: class hash, instance profile) are merged as upstream does.
             let mut labels = claim.metadata.labels.clone().unwrap_or_default();
             labels.extend(launched.metadata.labels.clone().unwrap_or_default());
+            let annotations = launched.metadata.annotations.clone().unwrap_or_default();
             ctx.limiter.acquire().await;
             let patched = merge_patch(
                 &ctx.node_claims(),
                 claim.name(),
-                serde_json::json!({"metadata": {"labels": labels}}),
+                serde_json::json!({"metadata": {"labels": labels, "annotations": annotations}}),
             )
             .await
             .map_err(ReconcileError::api(

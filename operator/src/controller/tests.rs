@@ -7,9 +7,12 @@ use super::leader::LeaderGate;
 use super::run::{Controller, run_leader};
 use super::testing::{ctx, mock_client, node, put, status};
 use karpenter_cloudprovider::v1::{ConditionType, StatusConditions, labels as v1labels};
-use karpenter_cloudprovider::{CloudProvider, NodeClaim};
+use karpenter_cloudprovider::{
+    CloudProvider, CloudProviderError, DriftReason, NodeClaim, NodePool, RepairPolicy,
+};
 use karpenter_cloudprovider_fake::FakeCloudProvider;
 use karpenter_cluster::Action;
+use karpenter_scheduling::model::InstanceType;
 use karpenter_scheduling::model::PodKey;
 use karpenter_testing::api::{node_claim, ready};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,6 +23,53 @@ fn fake_provider(client: &kube::Client) -> Arc<dyn CloudProvider> {
         FakeCloudProvider::default(),
         kube::Api::all(client.clone()),
     ))
+}
+
+/// Annotation [`Annotating`] puts on every launched claim.
+const LAUNCH_ANNOTATION: &str = "example.com/launched-with";
+
+/// A provider whose launches come back annotated, as the aws provider's do (class hash,
+/// instance profile); everything else is the inner provider's.
+struct Annotating(Arc<dyn CloudProvider>);
+
+#[async_trait::async_trait]
+impl CloudProvider for Annotating {
+    async fn create(&self, claim: &NodeClaim) -> Result<NodeClaim, CloudProviderError> {
+        let mut launched = self.0.create(claim).await?;
+        let annotations = launched
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        annotations.insert(LAUNCH_ANNOTATION.into(), "profile-a".into());
+        Ok(launched)
+    }
+    async fn delete(&self, claim: &NodeClaim) -> Result<(), CloudProviderError> {
+        self.0.delete(claim).await
+    }
+    async fn get(&self, provider_id: &str) -> Result<NodeClaim, CloudProviderError> {
+        self.0.get(provider_id).await
+    }
+    async fn list(&self) -> Result<Vec<NodeClaim>, CloudProviderError> {
+        self.0.list().await
+    }
+    async fn instance_types(
+        &self,
+        pool: &NodePool,
+    ) -> Result<Vec<Arc<InstanceType>>, CloudProviderError> {
+        self.0.instance_types(pool).await
+    }
+    async fn is_drifted(
+        &self,
+        claim: &NodeClaim,
+    ) -> Result<Option<DriftReason>, CloudProviderError> {
+        self.0.is_drifted(claim).await
+    }
+    fn repair_policies(&self) -> Vec<RepairPolicy> {
+        self.0.repair_policies()
+    }
+    fn name(&self) -> &str {
+        self.0.name()
+    }
 }
 
 /// One tick of the shared reconciler over what the stores hold, with `repair_policies`;
@@ -89,11 +139,11 @@ async fn launch_register_initialize() {
         ("PATCH", u) if u.contains("/nodeclaims/") => (200, answer.clone()),
         _ => status(500, "unexpected"),
     });
-    let provider = fake_provider(&client);
+    let provider = Arc::new(Annotating(fake_provider(&client)));
     let (ctx, mut w, _events) = ctx(client, provider, 60_000);
 
-    // Launch: the provider picks an offering and creates the Node; the claim gets labels,
-    // then status with Launched=True.
+    // Launch: the provider picks an offering and creates the Node; the claim gets labels
+    // and the provider's annotations, then status with Launched=True.
     put(&mut w.node_claims, c.clone());
     assert!(matches!(
         &mature(&ctx).await[..],
@@ -123,6 +173,10 @@ async fn launch_register_initialize() {
     assert_eq!(
         label_patch.body["metadata"]["labels"][v1labels::INSTANCE_TYPE],
         "m5.large"
+    );
+    assert_eq!(
+        label_patch.body["metadata"]["annotations"][LAUNCH_ANNOTATION],
+        "profile-a"
     );
     let n = created_node.lock().unwrap().clone().expect("node created");
     assert_eq!(n["spec"]["providerID"], provider_id.as_str());
