@@ -13,17 +13,26 @@ use crate::solver::daemons::{self, Daemon, DaemonGroup};
 use crate::solver::hostports::{self, HostPortUsage};
 use crate::solver::topology::{self, describe_requirement};
 use std::cell::{OnceCell, RefCell};
-use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-/// Whether an offering is available and allowed by `reqs` (zone and capacity type).
+/// Whether an offering is available and allowed by `reqs` (zone, capacity type and, for a
+/// reserved offering, its reservation id).
 pub(crate) fn offering_ok(o: &Offering, reqs: &Requirements) -> bool {
-    offering_allowed(o, reqs.get(ZONE), reqs.get(CAPACITY_TYPE))
+    offering_allowed(o, reqs.get(ZONE), reqs.get(CAPACITY_TYPE)) && reservation_allowed(o, reqs)
 }
 
-/// [`offering_ok`] given the zone and capacity-type requirements themselves.
+/// Whether `reqs` allow the reservation `o` launches into (always for offerings without one).
+fn reservation_allowed(o: &Offering, reqs: &Requirements) -> bool {
+    o.reservation
+        .as_ref()
+        .is_none_or(|r| reqs.get(&r.id_label).is_none_or(|x| x.has(&r.id)))
+}
+
+/// [`offering_ok`] given the zone and capacity-type requirements themselves, for
+/// requirements that say nothing about reservation ids.
 fn offering_allowed(
     o: &Offering,
     zone: Option<&Requirement>,
@@ -75,6 +84,10 @@ pub(crate) struct Template<'a> {
     /// Element-wise largest capacity of `its` (never below zero): when the pool's limits
     /// leave room for it, they leave room for every instance type.
     pub max_capacity: Resources,
+    /// Whether some instance type has an offering with a reservation.
+    pub has_reserved: bool,
+    /// The labels those reservations' ids are keyed on (usually one, often none), sorted.
+    pub reservation_labels: Vec<String>,
     /// Memo tables over `its`, kept by the [`crate::solver::SolveCache`] so later solves over
     /// the same pool and instance types start warm.
     memo: &'a TemplateMemo,
@@ -189,6 +202,13 @@ impl<'a> Template<'a> {
         let max_capacity = its.iter().fold(Resources::default(), |acc, it| {
             arith::max(&acc, &it.capacity)
         });
+        let mut reservation_labels: Vec<String> = its
+            .iter()
+            .flat_map(|it| it.offerings.iter())
+            .filter_map(|o| o.reservation.as_ref().map(|r| r.id_label.clone()))
+            .collect();
+        reservation_labels.sort_unstable();
+        reservation_labels.dedup();
         Ok(Template {
             pool,
             reqs,
@@ -198,6 +218,8 @@ impl<'a> Template<'a> {
             group_of,
             min_overhead,
             max_capacity,
+            has_reserved: !reservation_labels.is_empty(),
+            reservation_labels,
             memo,
         })
     }
@@ -206,6 +228,15 @@ impl<'a> Template<'a> {
     /// `reqs` — exactly the offering [`cheapest`] returns — or `None` when it has none.
     pub(crate) fn offers(&self, reqs: &Requirements) -> Arc<[Option<u32>]> {
         let (zone, capacity) = (reqs.get(ZONE), reqs.get(CAPACITY_TYPE));
+        if self.reservation_labels.iter().any(|l| reqs.has(l)) {
+            // Pinned to reservations (a finished claim, or a pod selecting one): rare, and
+            // not worth a cache keyed on more than zone and capacity type.
+            return self
+                .its
+                .iter()
+                .map(|it| cheapest_index(it, |o| offering_ok(o, reqs)))
+                .collect();
+        }
         let hash = {
             let mut h = DefaultHasher::new();
             zone.hash(&mut h);
@@ -290,6 +321,8 @@ pub(crate) struct Claim {
     /// [`crate::solver::topology::Topology::group_counts`] when `hostname` was last
     /// registered with the topology groups; (0, 0) before the first commit.
     pub registered: (usize, usize),
+    /// The reservations it holds (see [`crate::solver::reservations`]).
+    pub reserved: BTreeSet<String>,
 }
 
 /// What adding a pod to a claim would change.
@@ -299,6 +332,8 @@ pub(crate) struct ClaimUpdate {
     pub reqs: Option<Requirements>,
     /// The remaining options.
     pub options: Vec<u32>,
+    /// The reservations the claim holds once the pod is added.
+    pub reserved: BTreeSet<String>,
 }
 
 impl Claim {
@@ -325,6 +360,7 @@ impl Claim {
             host_number: None,
             zone_mask: None,
             registered: (0, 0),
+            reserved: BTreeSet::new(),
         };
         c.host_number = topology::placeholder_number(&c.hostname);
         c.refresh_max(t);
@@ -354,6 +390,7 @@ impl Claim {
             host_number: None,
             zone_mask: None,
             registered: (0, 0),
+            reserved: BTreeSet::new(),
         };
         c.host_number = topology::placeholder_number(&c.hostname);
         c.refresh_max(t);
@@ -430,6 +467,7 @@ impl Claim {
             self.reqs = reqs;
         }
         self.options = update.options;
+        self.reserved = update.reserved;
         arith::add_into(&mut self.requests, requests);
         self.ports.add(ports);
         self.pods.push(pod);
@@ -476,8 +514,10 @@ impl Claim {
                 (!conflict).then(|| arith::sum(&base, &g.overhead))
             })
             .collect();
-        // Offerings depend on zone and capacity type only.
-        let offers_changed = delta.is_some_and(|d| d.has(ZONE) || d.has(CAPACITY_TYPE));
+        // Offerings depend on zone, capacity type and reservation ids only.
+        let offers_changed = delta.is_some_and(|d| {
+            d.has(ZONE) || d.has(CAPACITY_TYPE) || t.reservation_labels.iter().any(|l| d.has(l))
+        });
         let masks: Vec<Arc<[bool]>> = delta
             .map(|d| d.iter().map(|r| t.compatible_with(r)).collect())
             .unwrap_or_default();
@@ -792,6 +832,7 @@ mod tests {
             capacity_type: capacity_type.to_string(),
             price,
             available,
+            reservation: None,
         }
     }
 

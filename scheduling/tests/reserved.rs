@@ -1,0 +1,325 @@
+//! Reserved capacity in the scheduler (upstream's reservation manager and
+//! `NodeClaim.offeringsToReserve`): claims hold reservations, never more than a reservation
+//! has room for, and launch as reserved; the rest fall back as the mode and the NodePool
+//! allow.
+
+use karpenter_scheduling::labels::{
+    AWS_CAPACITY_RESERVATION_ID, CAPACITY_TYPE, CAPACITY_TYPE_RESERVED, HOSTNAME, ZONE,
+};
+use karpenter_scheduling::model::{InstanceType, NodePool, Offering, Reservation};
+use karpenter_scheduling::requirements::{Operator, Requirement, Requirements};
+use karpenter_scheduling::{NewNodeClaim, Plan, ReservedOfferingMode, SolveOptions, solve};
+use karpenter_testing::{GI, InstanceTypeBuilder, labeled, pod, snapshot, term};
+use std::sync::Arc;
+
+/// On-demand price divided as Karpenter's AWS provider prices reserved offerings.
+const RESERVED_DIVISOR: f64 = 10_000_000.0;
+
+/// `small` (2 cores, 0.10 on demand, 0.04 spot) and `medium` (4 cores, 0.20, 0.08) in
+/// zone-a and zone-b, `small` with a reserved offering in zone-a for each
+/// `(id, capacity, available)`.
+fn types(reservations: &[(&str, u32, bool)]) -> Vec<Arc<InstanceType>> {
+    let build = |name: &str, cores: i64, price: f64| {
+        InstanceTypeBuilder::new(name, cores, 2 * cores)
+            .zones(&["zone-a", "zone-b"])
+            .on_demand(price)
+            .spot_at(0.4)
+            .build()
+    };
+    let mut small = InstanceType::clone(&build("small", 2, 0.10));
+    for &(id, capacity, available) in reservations {
+        small.offerings.push(Offering {
+            zone: "zone-a".into(),
+            capacity_type: CAPACITY_TYPE_RESERVED.into(),
+            price: 0.10 / RESERVED_DIVISOR,
+            available,
+            reservation: Some(Reservation {
+                id: id.into(),
+                id_label: AWS_CAPACITY_RESERVATION_ID.into(),
+                capacity,
+                labels: Default::default(),
+            }),
+        });
+    }
+    if !reservations.is_empty() {
+        small.requirements.remove(CAPACITY_TYPE);
+        small.requirements.add(
+            Requirement::new(
+                CAPACITY_TYPE,
+                Operator::In,
+                ["on-demand", "reserved", "spot"],
+            )
+            .unwrap(),
+        );
+    }
+    vec![Arc::new(small), build("medium", 4, 0.20)]
+}
+
+fn pool_over(types: Vec<Arc<InstanceType>>, capacity_types: &[&str]) -> NodePool {
+    let mut requirements = Requirements::new();
+    if !capacity_types.is_empty() {
+        requirements.add(
+            Requirement::new(CAPACITY_TYPE, Operator::In, capacity_types.iter().copied()).unwrap(),
+        );
+    }
+    NodePool {
+        name: "default".into(),
+        requirements,
+        instance_types: types,
+        ..NodePool::default()
+    }
+}
+
+/// `n` pods of 1.5 cores: one per `small`.
+fn whole_node_pods(n: usize) -> Vec<karpenter_scheduling::Pod> {
+    (0..n).map(|i| pod(&format!("p{i}"), 1500, GI)).collect()
+}
+
+fn options(mode: ReservedOfferingMode, optimizer: bool) -> SolveOptions {
+    let mut o = SolveOptions {
+        reserved_offering_mode: mode,
+        ..SolveOptions::default()
+    };
+    o.optimizer.enabled = optimizer;
+    o
+}
+
+/// The reservation ids a claim's requirements pin it to.
+fn held(c: &NewNodeClaim) -> Vec<String> {
+    c.requirements
+        .get(AWS_CAPACITY_RESERVATION_ID)
+        .map(|r| r.values().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+fn reserved_claims(plan: &Plan) -> Vec<&NewNodeClaim> {
+    plan.new_node_claims
+        .iter()
+        .filter(|c| !held(c).is_empty())
+        .collect()
+}
+
+fn allows_reserved(c: &NewNodeClaim) -> bool {
+    c.requirements
+        .get(CAPACITY_TYPE)
+        .is_none_or(|r| r.has(CAPACITY_TYPE_RESERVED))
+}
+
+/// The claim cannot launch as reserved, and every option it ranks is `capacity_type`.
+fn assert_fell_back(c: &NewNodeClaim, capacity_type: &str) {
+    assert!(!allows_reserved(c), "{:?}", c.requirements);
+    assert!(
+        c.instance_type_options
+            .iter()
+            .all(|o| &*o.capacity_type == capacity_type)
+    );
+}
+
+#[test]
+fn a_pool_that_allows_reserved_uses_the_reservation_first_and_pins_the_claim_to_it() {
+    let s = snapshot(
+        whole_node_pods(2),
+        vec![pool_over(types(&[("cr-1", 2, true)]), &[])],
+    );
+    let plan = solve(&s, &SolveOptions::default());
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    assert_eq!(plan.new_node_claims.len(), 2);
+    for c in &plan.new_node_claims {
+        // As upstream's FinalizeScheduling writes it.
+        let ct = c.requirements.get(CAPACITY_TYPE).unwrap();
+        assert_eq!(ct.operator(), Operator::In);
+        assert_eq!(ct.values().collect::<Vec<_>>(), ["reserved"]);
+        assert_eq!(held(c), ["cr-1"]);
+        // Only the reserved offering remains, at the reservation's price.
+        assert!(
+            c.instance_type_options
+                .iter()
+                .all(|o| &*o.capacity_type == "reserved" && &*o.zone == "zone-a")
+        );
+        assert_eq!(&*c.instance_type_options[0].name, "small");
+        assert!(c.price < 0.10 / 1000.0);
+        assert!(c.requirements.get(ZONE).is_none_or(|z| z.has("zone-a")));
+    }
+}
+
+#[test]
+fn strict_mode_promises_no_more_than_the_capacity_and_defers_the_rest() {
+    let s = snapshot(
+        whole_node_pods(4),
+        vec![pool_over(types(&[("cr-1", 2, true)]), &[])],
+    );
+    let plan = solve(&s, &options(ReservedOfferingMode::Strict, false));
+    assert_eq!(reserved_claims(&plan).len(), 2);
+    assert_eq!(plan.new_node_claims.len(), 2);
+    assert_eq!(plan.unschedulable.len(), 2);
+    for u in &plan.unschedulable {
+        assert!(u.reason.contains("could not be reserved"), "{}", u.reason);
+    }
+}
+
+#[test]
+fn fallback_mode_launches_the_rest_as_another_capacity_type() {
+    // One pod per node (hostname anti-affinity), so no claim outgrows `small`.
+    let pods = whole_node_pods(4)
+        .into_iter()
+        .map(|p| {
+            let mut p = labeled(p, &[("app", "x")]);
+            p.affinity
+                .pod_anti_affinity
+                .required
+                .push(term(HOSTNAME, &[("app", "x")]));
+            p
+        })
+        .collect();
+    let s = snapshot(pods, vec![pool_over(types(&[("cr-1", 2, true)]), &[])]);
+    let plan = solve(&s, &options(ReservedOfferingMode::Fallback, false));
+    assert!(plan.unschedulable.is_empty());
+    assert_eq!(plan.new_node_claims.len(), 4);
+    assert_eq!(reserved_claims(&plan).len(), 2);
+    for c in plan.new_node_claims.iter().filter(|c| held(c).is_empty()) {
+        assert_fell_back(c, "spot");
+    }
+}
+
+#[test]
+fn a_reservation_reported_used_up_falls_back_to_the_pools_other_capacity_types() {
+    // The provider marks a reservation without room unavailable (upstream's AWS provider,
+    // and ours after a launch fails): the next round launches on demand, as the pool says.
+    let s = snapshot(
+        whole_node_pods(2),
+        vec![pool_over(
+            types(&[("cr-1", 0, false)]),
+            &["on-demand", "reserved"],
+        )],
+    );
+    let plan = solve(&s, &SolveOptions::default());
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    assert!(reserved_claims(&plan).is_empty());
+    for c in &plan.new_node_claims {
+        assert_fell_back(c, "on-demand");
+    }
+}
+
+#[test]
+fn a_reserved_only_pool_takes_what_the_reservation_holds_and_nothing_more() {
+    let s = snapshot(
+        whole_node_pods(3),
+        vec![pool_over(types(&[("cr-1", 1, true)]), &["reserved"])],
+    );
+    let strict = solve(&s, &options(ReservedOfferingMode::Strict, true));
+    assert_eq!(reserved_claims(&strict).len(), 1);
+    assert_eq!(strict.new_node_claims.len(), 1);
+    assert_eq!(strict.unschedulable.len(), 2);
+    let fallback = solve(&s, &options(ReservedOfferingMode::Fallback, true));
+    assert_eq!(fallback.new_node_claims.len(), 1);
+    assert_eq!(fallback.unschedulable.len(), 2);
+    assert!(
+        fallback.unschedulable[0]
+            .reason
+            .contains("already promised"),
+        "{}",
+        fallback.unschedulable[0].reason
+    );
+}
+
+#[test]
+fn with_the_reserved_capacity_gate_off_no_claim_launches_as_reserved() {
+    let s = snapshot(
+        whole_node_pods(2),
+        vec![pool_over(types(&[("cr-1", 5, true)]), &[])],
+    );
+    let plan = solve(
+        &s,
+        &SolveOptions {
+            reserved_capacity: false,
+            ..SolveOptions::default()
+        },
+    );
+    assert!(plan.unschedulable.is_empty());
+    assert!(reserved_claims(&plan).is_empty());
+    for c in &plan.new_node_claims {
+        assert!(!allows_reserved(c));
+        assert!(
+            c.instance_type_options
+                .iter()
+                .all(|o| &*o.capacity_type != "reserved")
+        );
+    }
+    // A reserved-only pool then has nothing to launch.
+    let only = snapshot(
+        whole_node_pods(1),
+        vec![pool_over(types(&[("cr-1", 5, true)]), &["reserved"])],
+    );
+    let plan = solve(
+        &only,
+        &SolveOptions {
+            reserved_capacity: false,
+            ..SolveOptions::default()
+        },
+    );
+    assert_eq!(plan.unschedulable.len(), 1);
+    assert!(plan.unschedulable[0].reason.contains("ReservedCapacity"));
+}
+
+#[test]
+fn a_reservation_two_pools_share_is_counted_once_at_its_smallest_capacity() {
+    let mut a = pool_over(types(&[("cr-1", 3, true)]), &[]);
+    a.name = "a".into();
+    let mut b = pool_over(types(&[("cr-1", 1, true)]), &[]);
+    b.name = "b".into();
+    let mut pods = whole_node_pods(2);
+    pods[1]
+        .node_selector
+        .insert(karpenter_scheduling::labels::NODEPOOL.into(), "b".into());
+    pods[0]
+        .node_selector
+        .insert(karpenter_scheduling::labels::NODEPOOL.into(), "a".into());
+    let plan = solve(
+        &snapshot(pods, vec![a, b]),
+        &options(ReservedOfferingMode::Fallback, false),
+    );
+    assert_eq!(plan.new_node_claims.len(), 2);
+    assert_eq!(reserved_claims(&plan).len(), 1);
+}
+
+#[test]
+fn no_plan_promises_a_reservation_more_instances_than_it_has() {
+    // Pods of several sizes (several to a node, or one), both modes, optimiser on and off:
+    // every reservation is named by at most as many claims as its capacity, and a claim
+    // that names none cannot launch as reserved.
+    for capacity in 0..4u32 {
+        for n in 1..10usize {
+            for mode in [ReservedOfferingMode::Strict, ReservedOfferingMode::Fallback] {
+                for optimizer in [false, true] {
+                    let pods: Vec<_> = (0..n)
+                        .map(|i| pod(&format!("p{i}"), 300 + 400 * (i as i64 % 4), GI / 2))
+                        .collect();
+                    let pool = pool_over(
+                        types(&[("cr-1", capacity, capacity > 0), ("cr-2", 1, true)]),
+                        &[],
+                    );
+                    let plan = solve(&snapshot(pods, vec![pool]), &options(mode, optimizer));
+                    for (id, cap) in [("cr-1", capacity), ("cr-2", 1)] {
+                        let holding = plan
+                            .new_node_claims
+                            .iter()
+                            .filter(|c| held(c).iter().any(|h| h == id))
+                            .count();
+                        assert!(
+                            holding as u32 <= cap,
+                            "{id}: {holding} claims > {cap} ({mode:?}, optimizer {optimizer}, {n} pods)"
+                        );
+                    }
+                    for c in &plan.new_node_claims {
+                        if held(c).is_empty() {
+                            assert!(!allows_reserved(c));
+                        }
+                    }
+                    if mode == ReservedOfferingMode::Fallback {
+                        assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+                    }
+                }
+            }
+        }
+    }
+}
