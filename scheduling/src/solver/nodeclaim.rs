@@ -86,6 +86,8 @@ pub(crate) struct Template<'a> {
     pub max_capacity: Resources,
     /// Whether some instance type has an offering with a reservation.
     pub has_reserved: bool,
+    /// Every (instance type, offering) index pair whose offering has a reservation.
+    pub reserved_offerings: Vec<(u32, u32)>,
     /// The labels those reservations' ids are keyed on (usually one, often none), sorted.
     pub reservation_labels: Vec<String>,
     /// Memo tables over `its`, kept by the [`crate::solver::SolveCache`] so later solves over
@@ -202,10 +204,21 @@ impl<'a> Template<'a> {
         let max_capacity = its.iter().fold(Resources::default(), |acc, it| {
             arith::max(&acc, &it.capacity)
         });
-        let mut reservation_labels: Vec<String> = its
+        let reserved_offerings: Vec<(u32, u32)> = its
             .iter()
-            .flat_map(|it| it.offerings.iter())
-            .filter_map(|o| o.reservation.as_ref().map(|r| r.id_label.clone()))
+            .enumerate()
+            .flat_map(|(i, it)| {
+                it.offerings
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, o)| o.reservation.is_some())
+                    .map(move |(o, _)| (i as u32, o as u32))
+            })
+            .collect();
+        let mut reservation_labels: Vec<String> = reserved_offerings
+            .iter()
+            .filter_map(|&(i, o)| its[i as usize].offerings[o as usize].reservation.as_ref())
+            .map(|r| r.id_label.clone())
             .collect();
         reservation_labels.sort_unstable();
         reservation_labels.dedup();
@@ -218,7 +231,8 @@ impl<'a> Template<'a> {
             group_of,
             min_overhead,
             max_capacity,
-            has_reserved: !reservation_labels.is_empty(),
+            has_reserved: !reserved_offerings.is_empty(),
+            reserved_offerings,
             reservation_labels,
             memo,
         })

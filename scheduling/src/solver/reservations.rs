@@ -106,16 +106,22 @@ impl Reservations {
         let mut new = BTreeSet::new();
         let mut compatible = false;
         if self.enabled {
+            let mut in_options = vec![false; t.its.len()];
             for &i in options {
-                for o in &t.its[i as usize].offerings {
-                    let Some(r) = &o.reservation else { continue };
-                    if o.capacity_type != CAPACITY_TYPE_RESERVED || !offering_ok(o, reqs) {
-                        continue;
-                    }
-                    compatible = true;
-                    if self.can_reserve(held, &r.id) {
-                        new.insert(r.id.clone());
-                    }
+                in_options[i as usize] = true;
+            }
+            for &(i, o) in &t.reserved_offerings {
+                if !in_options[i as usize] {
+                    continue;
+                }
+                let o = &t.its[i as usize].offerings[o as usize];
+                let Some(r) = &o.reservation else { continue };
+                if o.capacity_type != CAPACITY_TYPE_RESERVED || !offering_ok(o, reqs) {
+                    continue;
+                }
+                compatible = true;
+                if self.can_reserve(held, &r.id) {
+                    new.insert(r.id.clone());
                 }
             }
         }
@@ -135,16 +141,13 @@ impl Reservations {
         }
         // Without a reservation the claim must launch as another capacity type: keep the
         // options that have such an offering.
-        let without = exclude_reserved(reqs);
+        // Reserved is excluded by capacity type, so the template's cached offering table
+        // answers this.
+        let offers = t.offers(&exclude_reserved(reqs));
         let kept: Vec<u32> = options
             .iter()
             .copied()
-            .filter(|&i| {
-                t.its[i as usize]
-                    .offerings
-                    .iter()
-                    .any(|o| o.reservation.is_none() && offering_ok(o, &without))
-            })
+            .filter(|&i| offers[i as usize].is_some())
             .collect();
         if kept.is_empty() {
             return Err(if self.enabled {
