@@ -298,7 +298,8 @@ fn no_plan_promises_a_reservation_more_instances_than_it_has() {
                         types(&[("cr-1", capacity, capacity > 0), ("cr-2", 1, true)]),
                         &[],
                     );
-                    let plan = solve(&snapshot(pods, vec![pool]), &options(mode, optimizer));
+                    let s = snapshot(pods, vec![pool]);
+                    let plan = solve(&s, &options(mode, optimizer));
                     for (id, cap) in [("cr-1", capacity), ("cr-2", 1)] {
                         let holding = plan
                             .new_node_claims
@@ -317,6 +318,19 @@ fn no_plan_promises_a_reservation_more_instances_than_it_has() {
                     }
                     if mode == ReservedOfferingMode::Fallback {
                         assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+                    }
+                    if let Some(greedy) = plan.greedy_price {
+                        // The optimiser keeps the greedy pass's reservations: never dearer,
+                        // and every reservation the greedy plan used is still used.
+                        assert!(plan.total_price <= greedy + 1e-9, "{plan:?}");
+                        let mut without = options(mode, false);
+                        without.optimizer.enabled = false;
+                        let greedy_plan = solve(&s, &without);
+                        assert_eq!(
+                            reserved_claims(&plan).len(),
+                            reserved_claims(&greedy_plan).len(),
+                            "{mode:?}, {n} pods, capacity {capacity}"
+                        );
                     }
                 }
             }
