@@ -154,6 +154,7 @@ fn strict_mode_promises_no_more_than_the_capacity_and_defers_the_rest() {
     assert_eq!(plan.unschedulable.len(), 2);
     for u in &plan.unschedulable {
         assert!(u.reason.contains("could not be reserved"), "{}", u.reason);
+        assert!(u.deferred);
     }
 }
 
@@ -211,8 +212,11 @@ fn a_reserved_only_pool_takes_what_the_reservation_holds_and_nothing_more() {
     assert_eq!(strict.new_node_claims.len(), 1);
     assert_eq!(strict.unschedulable.len(), 2);
     let fallback = solve(&s, &options(ReservedOfferingMode::Fallback, true));
+    assert!(strict.unschedulable.iter().all(|u| u.deferred));
     assert_eq!(fallback.new_node_claims.len(), 1);
     assert_eq!(fallback.unschedulable.len(), 2);
+    // Fallback found nothing to fall back to: that is unschedulable, not deferred.
+    assert!(fallback.unschedulable.iter().all(|u| !u.deferred));
     assert!(
         fallback.unschedulable[0]
             .reason

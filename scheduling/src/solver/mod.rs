@@ -499,7 +499,9 @@ impl<'a> Scheduler<'a> {
             .filter(|&p| !self.pods[p].is_daemon())
             .collect();
         let mut queue = queue::Queue::new(self.pods, candidates);
-        let mut errors: Vec<Option<String>> = vec![None; self.pods.len()];
+        let mut errors: Vec<Option<Rejection>> = std::iter::repeat_with(|| None)
+            .take(self.pods.len())
+            .collect();
         while let Some(p) = queue.pop() {
             match self.try_schedule(p) {
                 Ok(()) => errors[p] = None,
@@ -530,12 +532,15 @@ impl<'a> Scheduler<'a> {
 
     /// Tries pod `p`, relaxing preferences until it fits or nothing is left to relax.
     /// The error carries whether any relaxation happened.
-    fn try_schedule(&mut self, p: usize) -> Result<(), (String, bool)> {
+    fn try_schedule(&mut self, p: usize) -> Result<(), (Rejection, bool)> {
         let pod = &self.pods[p];
         let all = Rc::clone(&self.base);
         let base = match &all[p] {
             Ok(d) => d,
-            Err(e) => return Err((format!("invalid pod constraints: {e}"), false)),
+            Err(e) => {
+                let why = format!("invalid pod constraints: {e}");
+                return Err((Rejection::plain(why), false));
+            }
         };
         let mut relaxed = Relaxed::new(pod, self.options.preference_policy);
         let mut data: Cow<'_, PodData> = Cow::Borrowed(base);
@@ -543,15 +548,15 @@ impl<'a> Scheduler<'a> {
         loop {
             let err = match self.add(p, &data) {
                 Ok(()) => return Ok(()),
-                Err(e) if e.deferred => return Err((e.reason, changed)),
-                Err(e) => e.reason,
+                Err(e) if e.deferred => return Err((e, changed)),
+                Err(e) => e,
             };
             if !relaxed.relax(self.tolerate_pns_step) {
                 return Err((err, changed));
             }
             changed = true;
             self.topology.update(p, &relaxed, &self.cluster);
-            data = Cow::Owned(PodData::new(&relaxed).map_err(|e| (e, true))?);
+            data = Cow::Owned(PodData::new(&relaxed).map_err(|e| (Rejection::plain(e), true))?);
         }
     }
 
@@ -827,7 +832,7 @@ impl<'a> Scheduler<'a> {
             .record(p, pod, &t.pool.taints, &claim.reqs, true);
     }
 
-    fn finish(self, errors: Vec<Option<String>>) -> Plan {
+    fn finish(self, errors: Vec<Option<Rejection>>) -> Plan {
         let key = |p: usize| self.pods[p].key();
         let existing = self
             .existing
@@ -899,9 +904,10 @@ impl<'a> Scheduler<'a> {
             .into_iter()
             .enumerate()
             .filter_map(|(p, e)| {
-                e.map(|reason| UnschedulablePod {
+                e.map(|e| UnschedulablePod {
                     pod: key(p),
-                    reason,
+                    reason: e.reason,
+                    deferred: e.deferred,
                 })
             })
             .collect();
