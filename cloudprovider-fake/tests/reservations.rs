@@ -220,3 +220,29 @@ fn reservations_the_catalogue_cannot_hold_are_refused_naming_the_field() {
         Err(ReservationError::Duplicate("cr-1".into()))
     );
 }
+
+#[tokio::test]
+async fn a_claim_that_requires_a_reservation_label_never_launches_outside_one() {
+    let provider = provider();
+    let mut block = FakeReservation::new("cr-block", "a1.large", "test-1a", 1);
+    block.reservation_type = RESERVATION_TYPE_CAPACITY_BLOCK.into();
+    provider.add_reservation(block).unwrap();
+    provider
+        .add_reservation(FakeReservation::new("cr-2", "a1.large", "test-1b", 1))
+        .unwrap();
+    let wants_block = json!([{"key": labels::AWS_CAPACITY_RESERVATION_TYPE, "operator": "In",
+                              "values": ["capacity-block"]}]);
+    let launched = provider
+        .create(&claim("c1", wants_block.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        label(&launched, labels::AWS_CAPACITY_RESERVATION_ID),
+        "cr-block"
+    );
+    // The block is full; spot and on-demand carry no reservation type, so nothing fits.
+    assert!(provider.create(&claim("c2", wants_block)).await.is_err());
+    let outside = json!([{"key": labels::AWS_CAPACITY_RESERVATION_ID, "operator": "DoesNotExist"}]);
+    let plain = provider.create(&claim("c3", outside)).await.unwrap();
+    assert_eq!(label(&plain, labels::CAPACITY_TYPE), "spot");
+}

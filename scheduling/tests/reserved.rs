@@ -4,7 +4,8 @@
 //! allow.
 
 use karpenter_scheduling::labels::{
-    AWS_CAPACITY_RESERVATION_ID, CAPACITY_TYPE, CAPACITY_TYPE_RESERVED, HOSTNAME, ZONE,
+    AWS_CAPACITY_RESERVATION_ID, AWS_CAPACITY_RESERVATION_TYPE, CAPACITY_TYPE,
+    CAPACITY_TYPE_RESERVED, HOSTNAME, ZONE,
 };
 use karpenter_scheduling::model::{InstanceType, NodePool, Offering, Reservation};
 use karpenter_scheduling::requirements::{Operator, Requirement, Requirements};
@@ -37,7 +38,11 @@ fn types(reservations: &[(&str, u32, bool)]) -> Vec<Arc<InstanceType>> {
                 id: id.into(),
                 id_label: AWS_CAPACITY_RESERVATION_ID.into(),
                 capacity,
-                labels: Default::default(),
+                labels: [(
+                    AWS_CAPACITY_RESERVATION_TYPE.to_string(),
+                    "default".to_string(),
+                )]
+                .into(),
             }),
         });
     }
@@ -340,4 +345,44 @@ fn no_plan_promises_a_reservation_more_instances_than_it_has() {
             }
         }
     }
+}
+
+#[test]
+fn a_pod_that_selects_a_reservation_goes_only_there() {
+    let selecting = |key: &str, value: &str| {
+        let mut p = pod("picky", 1500, GI);
+        p.node_selector.insert(key.into(), value.into());
+        p
+    };
+    let pool = || pool_over(types(&[("cr-1", 1, true), ("cr-2", 1, true)]), &[]);
+    let plan = solve(
+        &snapshot(
+            vec![selecting(AWS_CAPACITY_RESERVATION_ID, "cr-2")],
+            vec![pool()],
+        ),
+        &SolveOptions::default(),
+    );
+    assert_eq!(plan.new_node_claims.len(), 1);
+    assert_eq!(held(&plan.new_node_claims[0]), ["cr-2"]);
+    // Used up (as the provider reports it), there is nowhere else for it: the on-demand and
+    // spot offerings carry no reservation id.
+    let full = pool_over(types(&[("cr-2", 0, false)]), &[]);
+    let plan = solve(
+        &snapshot(
+            vec![selecting(AWS_CAPACITY_RESERVATION_ID, "cr-2")],
+            vec![full],
+        ),
+        &options(ReservedOfferingMode::Fallback, true),
+    );
+    assert!(plan.new_node_claims.is_empty(), "{plan:?}");
+    assert_eq!(plan.unschedulable.len(), 1);
+    // A pod that selects the reservation type needs a reserved node too.
+    let plan = solve(
+        &snapshot(
+            vec![selecting(AWS_CAPACITY_RESERVATION_TYPE, "default")],
+            vec![pool()],
+        ),
+        &SolveOptions::default(),
+    );
+    assert_eq!(reserved_claims(&plan).len(), 1);
 }

@@ -2,7 +2,10 @@
 //! `nodeclaimtemplate.go`): requirements narrowed pod by pod, and the instance types that can
 //! still host every pod plus DaemonSet overhead with a compatible available offering.
 
-use crate::labels::{CAPACITY_TYPE, HOSTNAME, NODE_INITIALIZED, NODE_REGISTERED, NODEPOOL, ZONE};
+use crate::labels::{
+    CAPACITY_TYPE, HOSTNAME, NODE_INITIALIZED, NODE_REGISTERED, NODEPOOL, RESERVED_CAPACITY_LABELS,
+    ZONE,
+};
 use crate::model::{HostPort, InstanceType, NodePool, Offering};
 use crate::plan::InstanceTypeOption;
 use crate::requirements::{Operator, Requirement, Requirements};
@@ -24,11 +27,20 @@ pub(crate) fn offering_ok(o: &Offering, reqs: &Requirements) -> bool {
     offering_allowed(o, reqs.get(ZONE), reqs.get(CAPACITY_TYPE)) && reservation_allowed(o, reqs)
 }
 
-/// Whether `reqs` allow the reservation `o` launches into (always for offerings without one).
+/// Whether `reqs` allow the reservation `o` launches into (its id and further labels), or,
+/// for an offering without one, require none of the labels only reserved nodes carry.
 fn reservation_allowed(o: &Offering, reqs: &Requirements) -> bool {
-    o.reservation
-        .as_ref()
-        .is_none_or(|r| reqs.get(&r.id_label).is_none_or(|x| x.has(&r.id)))
+    match &o.reservation {
+        Some(r) => {
+            reqs.get(&r.id_label).is_none_or(|x| x.has(&r.id))
+                && r.labels
+                    .iter()
+                    .all(|(k, v)| reqs.get(k).is_none_or(|x| x.has(v)))
+        }
+        None => RESERVED_CAPACITY_LABELS
+            .iter()
+            .all(|k| reqs.get(k).is_none_or(|x| tolerates_absence(x.operator()))),
+    }
 }
 
 /// [`offering_ok`] given the zone and capacity-type requirements themselves, for
@@ -88,8 +100,10 @@ pub(crate) struct Template<'a> {
     pub has_reserved: bool,
     /// Every (instance type, offering) index pair whose offering has a reservation.
     pub reserved_offerings: Vec<(u32, u32)>,
-    /// The labels those reservations' ids are keyed on (usually one, often none), sorted.
-    pub reservation_labels: Vec<String>,
+    /// The label keys that decide which reservation an offering launches into: the
+    /// reservations' id labels and further labels, and the labels only reserved nodes carry
+    /// (sorted). A requirement on one of them is checked offering by offering.
+    pub reservation_keys: Vec<String>,
     /// Memo tables over `its`, kept by the [`crate::solver::SolveCache`] so later solves over
     /// the same pool and instance types start warm.
     memo: &'a TemplateMemo,
@@ -215,13 +229,15 @@ impl<'a> Template<'a> {
                     .map(move |(o, _)| (i as u32, o as u32))
             })
             .collect();
-        let mut reservation_labels: Vec<String> = reserved_offerings
+        let mut reservation_keys: Vec<String> = reserved_offerings
             .iter()
             .filter_map(|&(i, o)| its[i as usize].offerings[o as usize].reservation.as_ref())
-            .map(|r| r.id_label.clone())
+            .flat_map(|r| std::iter::once(&r.id_label).chain(r.labels.keys()))
+            .cloned()
+            .chain(RESERVED_CAPACITY_LABELS.iter().map(|k| k.to_string()))
             .collect();
-        reservation_labels.sort_unstable();
-        reservation_labels.dedup();
+        reservation_keys.sort_unstable();
+        reservation_keys.dedup();
         Ok(Template {
             pool,
             reqs,
@@ -233,7 +249,7 @@ impl<'a> Template<'a> {
             max_capacity,
             has_reserved: !reserved_offerings.is_empty(),
             reserved_offerings,
-            reservation_labels,
+            reservation_keys,
             memo,
         })
     }
@@ -242,7 +258,7 @@ impl<'a> Template<'a> {
     /// `reqs` — exactly the offering [`cheapest`] returns — or `None` when it has none.
     pub(crate) fn offers(&self, reqs: &Requirements) -> Arc<[Option<u32>]> {
         let (zone, capacity) = (reqs.get(ZONE), reqs.get(CAPACITY_TYPE));
-        if self.reservation_labels.iter().any(|l| reqs.has(l)) {
+        if self.reservation_keys.iter().any(|l| reqs.has(l)) {
             // Pinned to reservations (a finished claim, or a pod selecting one): rare, and
             // not worth a cache keyed on more than zone and capacity type.
             return self
@@ -530,7 +546,7 @@ impl Claim {
             .collect();
         // Offerings depend on zone, capacity type and reservation ids only.
         let offers_changed = delta.is_some_and(|d| {
-            d.has(ZONE) || d.has(CAPACITY_TYPE) || t.reservation_labels.iter().any(|l| d.has(l))
+            d.has(ZONE) || d.has(CAPACITY_TYPE) || t.reservation_keys.iter().any(|l| d.has(l))
         });
         let masks: Vec<Arc<[bool]>> = delta
             .map(|d| d.iter().map(|r| t.compatible_with(r)).collect())
