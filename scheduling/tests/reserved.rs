@@ -386,3 +386,112 @@ fn a_pod_that_selects_a_reservation_goes_only_there() {
     );
     assert_eq!(reserved_claims(&plan).len(), 1);
 }
+
+/// Reserved offerings on `small` and `medium` in zone-a and zone-b (one reservation each,
+/// same id in every pool, `capacities[k]` instances), as a provider publishes them.
+fn with_reservations(pool: &mut NodePool, capacities: &[u32; 4]) {
+    let mut k = 0;
+    for it in &mut pool.instance_types {
+        if it.name != "small" && it.name != "medium" {
+            continue;
+        }
+        let mut copy = InstanceType::clone(it);
+        let on_demand = copy
+            .offering_price(Some("zone-a"), "on-demand")
+            .expect("on-demand price");
+        for zone in ["zone-a", "zone-b"] {
+            copy.offerings.push(Offering {
+                zone: zone.into(),
+                capacity_type: CAPACITY_TYPE_RESERVED.into(),
+                price: on_demand / RESERVED_DIVISOR,
+                available: capacities[k] > 0,
+                reservation: Some(Reservation {
+                    id: format!("cr-{}-{zone}", copy.name),
+                    id_label: AWS_CAPACITY_RESERVATION_ID.into(),
+                    capacity: capacities[k],
+                    labels: Default::default(),
+                }),
+            });
+            k += 1;
+        }
+        let mut types: Vec<String> = copy
+            .requirements
+            .get(CAPACITY_TYPE)
+            .unwrap()
+            .values()
+            .map(str::to_string)
+            .collect();
+        types.push("reserved".into());
+        copy.requirements.remove(CAPACITY_TYPE);
+        copy.requirements
+            .add(Requirement::new(CAPACITY_TYPE, Operator::In, types).unwrap());
+        *it = Arc::new(copy);
+    }
+}
+
+fn property_mix() -> karpenter_testing::strategies::SnapshotMix {
+    use karpenter_testing::strategies::{PodMix, SnapshotMix};
+    SnapshotMix {
+        pods: PodMix {
+            cpu_millis: vec![100..1000, 1000..7000],
+            memory_mib: 64..12_000,
+            anti_affinity: 0.15,
+            zone_spread: 0.15,
+            host_port: 0.1,
+            gpu: 0.05,
+        },
+        pod_count: 1..30,
+        daemon_cpu_millis: Some(50..600),
+        cpu_limit_cores: Some(8..80),
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Random pods (anti-affinity, zone spread, host ports, GPUs), two pools, DaemonSets
+    /// and limits, with reservations of random sizes: in both modes and with the optimiser
+    /// on or off, no reservation is named by more claims than it holds, a claim naming none
+    /// cannot launch as reserved, one naming some offers only their reserved offerings, the
+    /// optimiser is never dearer than greedy, and the plan is deterministic.
+    #[test]
+    fn reservations_are_never_over_promised(
+        spec in karpenter_testing::strategies::snapshot_spec(&property_mix()),
+        capacities in proptest::array::uniform4(0u32..4),
+        fallback in proptest::bool::ANY,
+        optimizer in proptest::bool::ANY,
+    ) {
+        let mut s = spec.snapshot();
+        for pool in &mut s.node_pools {
+            with_reservations(pool, &capacities);
+        }
+        let mode = if fallback { ReservedOfferingMode::Fallback } else { ReservedOfferingMode::Strict };
+        let plan = solve(&s, &options(mode, optimizer));
+        let mut named: std::collections::BTreeMap<String, u32> = Default::default();
+        for c in &plan.new_node_claims {
+            let ids = held(c);
+            if ids.is_empty() {
+                proptest::prop_assert!(!allows_reserved(c), "{:?}", c.requirements);
+                proptest::prop_assert!(c.instance_type_options.iter().all(|o| &*o.capacity_type != "reserved"));
+            } else {
+                proptest::prop_assert!(c.instance_type_options.iter().all(|o| &*o.capacity_type == "reserved"));
+                proptest::prop_assert!(!c.instance_type_options.is_empty());
+            }
+            for id in ids {
+                *named.entry(id).or_default() += 1;
+            }
+        }
+        for (id, n) in &named {
+            let k = ["cr-small-zone-a", "cr-small-zone-b", "cr-medium-zone-a", "cr-medium-zone-b"]
+                .iter()
+                .position(|x| x == id)
+                .expect("known reservation");
+            proptest::prop_assert!(*n <= capacities[k], "{} named by {} claims, holds {}", id, n, capacities[k]);
+        }
+        if let Some(greedy) = plan.greedy_price {
+            proptest::prop_assert!(plan.total_price <= greedy + 1e-9);
+        }
+        proptest::prop_assert!(plan.unschedulable.iter().all(|u| !u.deferred || mode == ReservedOfferingMode::Strict));
+        proptest::prop_assert_eq!(&plan, &solve(&s, &options(mode, optimizer)));
+    }
+}
