@@ -430,20 +430,7 @@ fn with_reservations(pool: &mut NodePool, capacities: &[u32; 4]) {
 }
 
 fn property_mix() -> karpenter_testing::strategies::SnapshotMix {
-    use karpenter_testing::strategies::{PodMix, SnapshotMix};
-    SnapshotMix {
-        pods: PodMix {
-            cpu_millis: vec![100..1000, 1000..7000],
-            memory_mib: 64..12_000,
-            anti_affinity: 0.15,
-            zone_spread: 0.15,
-            host_port: 0.1,
-            gpu: 0.05,
-        },
-        pod_count: 1..30,
-        daemon_cpu_millis: Some(50..600),
-        cpu_limit_cores: Some(8..80),
-    }
+    karpenter_testing::strategies::SnapshotMix::constrained(1..30)
 }
 
 proptest::proptest! {
