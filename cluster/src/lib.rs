@@ -38,6 +38,7 @@ pub mod garbage;
 pub mod inputs;
 pub mod lease;
 pub mod manifests;
+pub mod node_class;
 pub mod nodepool_status;
 pub mod orchestration;
 pub mod overlay_annotations;
@@ -45,10 +46,12 @@ pub mod pod_transitions;
 pub mod provisioner;
 pub mod reconciler;
 pub mod registration;
+pub mod registration_health;
 pub mod repair;
 pub mod shadow;
 pub mod static_capacity;
 pub mod termination;
+pub mod upstream_settings;
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, NodePool};
@@ -326,6 +329,8 @@ pub struct ClusterState {
     claim_changes: change_log::ChangeLog,
     /// The generation of the latest NodePool change.
     pools_changed_at: u64,
+    /// The provider's NodeClasses; `None` for a provider without NodeClass kinds.
+    node_classes: Option<node_class::NodeClasses>,
     generation: u64,
 }
 
@@ -758,12 +763,14 @@ impl ClusterState {
 
     /// NodePools in the solver's model, with instance types and usage. A pool that cannot be
     /// converted was rejected when it was applied, so it is skipped here. Static pools
-    /// (`replicas`) take no pods from the scheduler, as in Karpenter.
+    /// (`replicas`) take no pods from the scheduler, and neither do pools whose NodeClass is
+    /// not ready, as in Karpenter.
     fn model_pools(&self) -> Vec<model::NodePool> {
         let usage = self.node_pool_usage();
         self.node_pools
             .values()
             .filter(|p| !p.is_static())
+            .filter(|p| self.node_class_readiness(p).usable())
             .filter_map(|p| {
                 let types = self
                     .instance_types

@@ -1,11 +1,14 @@
 //! NodePool status: the resources of its NodeClaims, its node count, its conditions
-//! (`ValidationSucceeded`, `NodeClassReady`, `Ready`), and the usage and limit metrics.
+//! (`ValidationSucceeded`, `NodeClassReady`, `NodeRegistrationHealthy`, `Ready`), and the
+//! NodeClass generation it observed.
 
+use crate::node_class::NodeClassReadiness;
+use crate::registration_health::{self, Verdict};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
 use karpenter_cloudprovider::v1::labels as v1labels;
 use karpenter_cloudprovider::v1::{
-    NODEPOOL_CONDITION_NODE_CLASS_READY, NODEPOOL_CONDITION_VALIDATION_SUCCEEDED, NodePoolStatus,
-    StatusConditions,
+    NODEPOOL_CONDITION_NODE_CLASS_READY, NODEPOOL_CONDITION_NODE_REGISTRATION_HEALTHY,
+    NODEPOOL_CONDITION_VALIDATION_SUCCEEDED, NodePoolStatus, StatusConditions,
 };
 use karpenter_cloudprovider::{NODEPOOL_HASH_VERSION, NodeClaim, NodePool};
 use karpenter_scheduling::{Quantity, Resources};
@@ -38,11 +41,17 @@ pub fn pool_usage<'a>(
     (total, count)
 }
 
-/// The status the pool should have: resources (plus `nodes`), node count, and conditions
-/// derived from validation. Conditions keep their transition times when unchanged.
+/// The status the pool should have: resources (plus `nodes`), node count, and conditions:
+/// `ValidationSucceeded` from validation, `NodeClassReady` from `node_class` (as upstream's
+/// readiness controller), `NodeRegistrationHealthy` from `registration` (the reconciler's
+/// [`RegistrationHealth`](crate::registration_health::RegistrationHealth) verdict; `None`
+/// keeps it, or resets it to `Unknown` when it predates the pool's or NodeClass's current
+/// generation). Conditions keep their transition times when unchanged.
 pub fn desired_status(
     pool: &NodePool,
     claims: &[&NodeClaim],
+    node_class: &NodeClassReadiness,
+    registration: Option<&Verdict>,
     now: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
 ) -> NodePool {
     let (usage, nodes) = pool_usage(pool.name(), claims.iter().copied());
@@ -78,9 +87,33 @@ pub fn desired_status(
             );
         }
     }
-    // The fake provider has no NodeClass to wait for; providers with one report readiness
-    // through `NodeClassNotReady` launch errors.
-    out.set_true(NODEPOOL_CONDITION_NODE_CLASS_READY, now);
+    if let Some((status, reason, message)) = node_class.condition() {
+        out.set_condition(
+            NODEPOOL_CONDITION_NODE_CLASS_READY,
+            status,
+            reason,
+            message,
+            now.clone(),
+        );
+    }
+    let class_generation = node_class.generation();
+    let verdict = registration.cloned().or_else(|| {
+        registration_health::stale(pool, class_generation).then(registration_health::unknown)
+    });
+    if let Some((status, reason, message)) = verdict {
+        out.set_condition(
+            NODEPOOL_CONDITION_NODE_REGISTRATION_HEALTHY,
+            status,
+            &reason,
+            &message,
+            now,
+        );
+    }
+    if class_generation.is_some() {
+        out.status
+            .get_or_insert_with(NodePoolStatus::default)
+            .node_class_observed_generation = class_generation;
+    }
     out
 }
 
@@ -105,6 +138,7 @@ pub fn hash_annotations(pool: &NodePool) -> Option<BTreeMap<String, String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use karpenter_cloudprovider::v1::ConditionStatus;
 
     fn pool(status_cpu: Option<&str>) -> NodePool {
         let mut pool: NodePool = serde_json::from_value(serde_json::json!({
@@ -126,10 +160,66 @@ mod tests {
     fn resources_of_claims_that_are_gone_drop_to_zero() {
         let pool = pool(Some("2"));
         let now = crate::provisioner::time(0);
-        let status = desired_status(&pool, &[], now).status.unwrap();
+        let status = desired_status(&pool, &[], &NodeClassReadiness::NoNodeClasses, None, now)
+            .status
+            .unwrap();
         assert_eq!(status.resources["cpu"].0, "0");
         assert_eq!(status.resources["nodes"].0, "0");
         assert_eq!(status.nodes, 0);
+    }
+
+    #[test]
+    fn node_class_readiness_and_registration_health_reach_the_conditions() {
+        let mut pool = pool(None);
+        pool.metadata.generation = Some(2);
+        let now = crate::provisioner::time(0);
+        let not_ready = NodeClassReadiness::NotReady {
+            reason: "SubnetsNotFound".into(),
+            message: "no subnets".into(),
+            generation: 5,
+        };
+        let out = desired_status(&pool, &[], &not_ready, None, now.clone());
+        let class = out.condition(NODEPOOL_CONDITION_NODE_CLASS_READY).unwrap();
+        assert_eq!(class.status, ConditionStatus::False);
+        assert_eq!(class.reason, "SubnetsNotFound");
+        assert!(out.is_false("Ready"), "NodeClassReady is part of Ready");
+        // No verdict and no condition yet: Unknown, for this generation.
+        let health = out
+            .condition(NODEPOOL_CONDITION_NODE_REGISTRATION_HEALTHY)
+            .unwrap();
+        assert_eq!(health.status, ConditionStatus::Unknown);
+        assert_eq!(health.observed_generation, Some(2));
+        assert_eq!(
+            out.status.as_ref().unwrap().node_class_observed_generation,
+            Some(5)
+        );
+
+        let ready = NodeClassReadiness::Ready { generation: 5 };
+        let verdict = (
+            ConditionStatus::False,
+            "RegistrationFailed".to_owned(),
+            "Failed to register node".to_owned(),
+        );
+        let out = desired_status(&out, &[], &ready, Some(&verdict), now.clone());
+        assert!(out.is_true(NODEPOOL_CONDITION_NODE_CLASS_READY));
+        assert!(out.is_false(NODEPOOL_CONDITION_NODE_REGISTRATION_HEALTHY));
+        assert!(
+            out.is_true("Ready"),
+            "registration health is not part of Ready"
+        );
+        // Without a verdict a current condition is kept...
+        let kept = desired_status(&out, &[], &ready, None, now.clone());
+        assert!(kept.is_false(NODEPOOL_CONDITION_NODE_REGISTRATION_HEALTHY));
+        // ... and one from before the NodeClass changed is reset.
+        let changed = NodeClassReadiness::Ready { generation: 6 };
+        let reset = desired_status(&out, &[], &changed, None, now);
+        assert_eq!(
+            reset
+                .condition(NODEPOOL_CONDITION_NODE_REGISTRATION_HEALTHY)
+                .unwrap()
+                .status,
+            ConditionStatus::Unknown
+        );
     }
 
     #[test]

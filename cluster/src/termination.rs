@@ -12,8 +12,12 @@
 //!    instance is terminated and the Node and NodeClaim go away.
 
 use super::{Action, ClusterState, PodRecord};
+use crate::reconciler::conditions::ConditionChange;
+use k8s_openapi::api::core::v1::Taint as K8sTaint;
 use karpenter_cloudprovider::NodeClaim;
+use karpenter_cloudprovider::v1::labels::DISRUPTED_TAINT_KEY;
 use karpenter_cloudprovider::v1::labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION;
+use karpenter_cloudprovider::v1::{ConditionStatus, ConditionType};
 use karpenter_disruption::candidate::do_not_disrupt_active;
 use karpenter_disruption::eviction_order;
 use karpenter_scheduling::model::{Millis, PodKey};
@@ -39,6 +43,64 @@ pub fn deadline_passed(claim: &NodeClaim, now: Millis) -> bool {
         .and_then(|t| t.parse::<jiff::Timestamp>().ok())
         .is_some_and(|t| now >= t.as_millisecond());
     grace || annotated
+}
+
+/// `taints` with (`on`) or without the `karpenter.sh/disrupted:NoSchedule` taint, or `None`
+/// when they already are so.
+pub fn with_disrupted_taint(taints: &[K8sTaint], on: bool) -> Option<Vec<K8sTaint>> {
+    let disrupted = |t: &K8sTaint| t.key == DISRUPTED_TAINT_KEY && t.effect == "NoSchedule";
+    if taints.iter().any(disrupted) == on {
+        return None;
+    }
+    let mut out: Vec<K8sTaint> = taints.iter().filter(|t| !disrupted(t)).cloned().collect();
+    if on {
+        out.push(K8sTaint {
+            key: DISRUPTED_TAINT_KEY.to_owned(),
+            effect: "NoSchedule".to_owned(),
+            ..K8sTaint::default()
+        });
+    }
+    Some(out)
+}
+
+/// Where a drained claim stands with the VolumeAttachments still on its node, as upstream's
+/// terminator decides before terminating the instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Volumes {
+    /// None left: terminate.
+    Detached,
+    /// Some left and the grace period has not run out: wait.
+    Awaiting,
+    /// Some left, but the grace period ran out: terminate anyway.
+    GracePeriodElapsed,
+}
+
+impl Volumes {
+    /// The decision for `claim` with `pending` VolumeAttachments on its node at `now`.
+    pub fn of(claim: &NodeClaim, pending: usize, now: Millis) -> Self {
+        if pending == 0 {
+            Self::Detached
+        } else if deadline_passed(claim, now) {
+            Self::GracePeriodElapsed
+        } else {
+            Self::Awaiting
+        }
+    }
+
+    /// Whether the instance may be terminated.
+    pub fn proceed(self) -> bool {
+        self != Self::Awaiting
+    }
+
+    /// The claim's `VolumesDetached` condition, as upstream writes it.
+    pub fn condition(self) -> ConditionChange {
+        let (status, reason) = match self {
+            Self::Detached => (ConditionStatus::True, "VolumesDetached"),
+            Self::Awaiting => (ConditionStatus::Unknown, "AwaitingVolumeDetachment"),
+            Self::GracePeriodElapsed => (ConditionStatus::False, "TerminationGracePeriodElapsed"),
+        };
+        ConditionChange::set(ConditionType::VolumesDetached, status, reason)
+    }
 }
 
 /// The reason of the [`Action::DeleteNodeClaim`] that follows a Node deleted out of band
@@ -179,4 +241,73 @@ pub fn step(state: &ClusterState, now: Millis) -> (Vec<Action>, bool) {
         }
     }
     (actions, draining)
+}
+
+#[cfg(test)]
+mod volume_tests {
+    use super::*;
+    use crate::provisioner::time;
+
+    #[test]
+    fn volumes_hold_the_instance_until_detached_or_the_grace_period_ends() {
+        let mut claim: NodeClaim = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "c"},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                     "requirements": [], "terminationGracePeriod": "30s"}
+        }))
+        .unwrap();
+        claim.metadata.deletion_timestamp = Some(time(1_000));
+        assert_eq!(Volumes::of(&claim, 0, 2_000), Volumes::Detached);
+        assert_eq!(Volumes::of(&claim, 2, 2_000), Volumes::Awaiting);
+        assert!(!Volumes::Awaiting.proceed());
+        assert_eq!(Volumes::of(&claim, 2, 31_000), Volumes::GracePeriodElapsed);
+        assert!(Volumes::GracePeriodElapsed.proceed());
+        let reasons: Vec<(ConditionStatus, String)> = [
+            Volumes::Detached,
+            Volumes::Awaiting,
+            Volumes::GracePeriodElapsed,
+        ]
+        .iter()
+        .map(|v| {
+            let (status, reason, _) = v.condition().to.unwrap();
+            (status, reason)
+        })
+        .collect();
+        assert_eq!(
+            reasons,
+            [
+                (ConditionStatus::True, "VolumesDetached".to_owned()),
+                (
+                    ConditionStatus::Unknown,
+                    "AwaitingVolumeDetachment".to_owned()
+                ),
+                (
+                    ConditionStatus::False,
+                    "TerminationGracePeriodElapsed".to_owned()
+                ),
+            ]
+        );
+    }
+}
+
+#[cfg(test)]
+mod taint_tests {
+    use super::*;
+
+    #[test]
+    fn the_disrupted_taint_is_added_and_removed_once() {
+        let other = K8sTaint {
+            key: "team".into(),
+            value: Some("a".into()),
+            effect: "NoSchedule".into(),
+            ..K8sTaint::default()
+        };
+        let on = with_disrupted_taint(std::slice::from_ref(&other), true).unwrap();
+        assert_eq!(on.len(), 2);
+        assert_eq!(on[1].key, DISRUPTED_TAINT_KEY);
+        assert_eq!(with_disrupted_taint(&on, true), None, "already tainted");
+        assert_eq!(with_disrupted_taint(&on, false), Some(vec![other.clone()]));
+        assert_eq!(with_disrupted_taint(&[other], false), None);
+    }
 }

@@ -11,6 +11,7 @@
 
 pub mod cloudprovider;
 pub mod index;
+mod nodepool;
 pub mod pods;
 mod reconciler;
 

@@ -36,7 +36,8 @@ pub struct ConditionChange {
 }
 
 impl ConditionChange {
-    fn set(type_: ConditionType, status: ConditionStatus, reason: &str) -> Self {
+    /// Sets `type_` to `status` with `reason` as reason and message.
+    pub fn set(type_: ConditionType, status: ConditionStatus, reason: &str) -> Self {
         Self {
             type_,
             to: Some((status, reason.to_owned(), reason.to_owned())),

@@ -181,6 +181,10 @@ pub struct Reconciler {
     static_deletions: BTreeMap<String, Millis>,
     /// Static pools held at `limits.nodes`, and when that was last reported.
     static_limited: BTreeMap<String, Millis>,
+    /// Each NodePool's last registration outcomes (`NodeRegistrationHealthy`).
+    registration_health: crate::registration_health::RegistrationHealth,
+    /// NodeClaims whose outcome was counted there.
+    outcomes_counted: BTreeSet<String>,
 }
 
 impl Reconciler {
@@ -208,7 +212,15 @@ impl Reconciler {
             static_launches: BTreeMap::new(),
             static_deletions: BTreeMap::new(),
             static_limited: BTreeMap::new(),
+            registration_health: Default::default(),
+            outcomes_counted: BTreeSet::new(),
         }
+    }
+
+    /// What each NodePool's `NodeRegistrationHealthy` should be, from the registrations and
+    /// timeouts this reconciler saw ([`crate::nodepool_status::desired_status`] writes it).
+    pub fn registration_health(&self) -> &crate::registration_health::RegistrationHealth {
+        &self.registration_health
     }
 
     /// The settings it runs with.

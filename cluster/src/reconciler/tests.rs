@@ -424,6 +424,69 @@ fn a_claim_whose_node_never_joins_is_given_up_with_upstreams_reason() {
 }
 
 #[test]
+fn registration_timeouts_and_registrations_move_the_pools_registration_health() {
+    use crate::registration::REGISTRATION_TIMEOUT_MS;
+    use karpenter_cloudprovider::v1::ConditionStatus;
+    let mut s = ClusterState::new();
+    let mut p = pool();
+    p.metadata.uid = Some("pool-uid".into());
+    p.metadata.generation = Some(1);
+    s.apply(Object::NodePool(Box::new(p.clone())));
+    let mut r = reconciler();
+    let owned = |name: &str, owner: &str| {
+        let mut c = claim(name, &[ConditionType::Launched]);
+        c.metadata.finalizers = Some(vec!["karpenter.sh/termination".into()]);
+        c.metadata.owner_references = Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: "karpenter.sh/v1".into(),
+                kind: "NodePool".into(),
+                name: "default".into(),
+                uid: owner.into(),
+                ..Default::default()
+            },
+        ]);
+        c
+    };
+    // The verdict is kept by pool UID.
+    let probe = p.clone();
+    let verdict = |r: &Reconciler| r.registration_health().verdict(&probe).map(|v| v.0);
+    // A claim of an older pool of the same name does not count.
+    s.apply(Object::NodeClaim(Box::new(owned("old", "other-uid"))));
+    s.apply(Object::NodeClaim(Box::new(owned("a", "pool-uid"))));
+    tick(&mut r, &s, 0, 0);
+    assert_eq!(verdict(&r), Some(ConditionStatus::Unknown));
+    // Both time out; the timeout decision repeats until the deletion shows, but each claim
+    // counts once: [F] is one failure in four, not yet unhealthy.
+    tick(&mut r, &s, 0, REGISTRATION_TIMEOUT_MS);
+    tick(&mut r, &s, 0, REGISTRATION_TIMEOUT_MS + 1_000);
+    assert_eq!(verdict(&r), Some(ConditionStatus::Unknown));
+    s.apply(Object::NodeClaim(Box::new(owned("b", "pool-uid"))));
+    tick(&mut r, &s, 0, REGISTRATION_TIMEOUT_MS + 2_000);
+    assert_eq!(verdict(&r), Some(ConditionStatus::False));
+    let v = r.registration_health().verdict(&probe).unwrap();
+    assert_eq!(v.1, "RegistrationFailed");
+
+    // Three registrations: [F, F, T, T] is still unhealthy, [F, T, T, T] is not.
+    for (i, name) in ["c", "d", "e"].into_iter().enumerate() {
+        s.apply(Object::NodeClaim(Box::new(owned(name, "pool-uid"))));
+        joined(&mut s, name, &format!("node-{name}"), None);
+        tick(&mut r, &s, 0, REGISTRATION_TIMEOUT_MS + 3_000);
+        let want = if i < 2 {
+            ConditionStatus::False
+        } else {
+            ConditionStatus::True
+        };
+        assert_eq!(verdict(&r), Some(want), "after {name}");
+    }
+
+    // A new generation of the pool starts over.
+    p.metadata.generation = Some(2);
+    s.apply(Object::NodePool(Box::new(p.clone())));
+    tick(&mut r, &s, 0, REGISTRATION_TIMEOUT_MS + 4_000);
+    assert_eq!(verdict(&r), Some(ConditionStatus::Unknown));
+}
+
+#[test]
 fn a_blocked_repair_is_reported_once_per_interval_and_a_due_one_repairs() {
     use crate::NodeCondition;
     use karpenter_cloudprovider::RepairPolicy;

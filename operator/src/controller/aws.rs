@@ -262,6 +262,13 @@ impl AwsHooks {
 
 #[async_trait::async_trait]
 impl ProviderHooks for AwsHooks {
+    fn node_classes(&self) -> karpenter_cluster::node_class::NodeClasses {
+        use karpenter_cloudprovider_aws::nodeclass::{GROUP, KIND};
+        let classes = self.node_classes.state();
+        let objects = classes.iter().map(|c| (&c.metadata, c.as_ref()));
+        karpenter_cluster::node_class::NodeClasses::of_kind(GROUP, KIND, objects)
+    }
+
     async fn reconcile(&self, ctx: &Ctx) {
         let now = ctx.now_ms();
         let mut classes = self.node_classes.state();

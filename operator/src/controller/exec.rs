@@ -9,13 +9,13 @@
 
 use super::api::{ErrorClass, classify, merge_patch, set_finalizers};
 use super::{Ctx, ReconcileError, lifecycle, repair};
-use k8s_openapi::api::core::v1::{Node, Taint as K8sTaint};
+use k8s_openapi::api::core::v1::Node;
 use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, StatusConditions, labels as v1labels};
 use karpenter_cluster::Action;
 use karpenter_cluster::provisioner;
 use karpenter_cluster::reconciler::OVERPROVISIONED;
 use karpenter_cluster::reconciler::conditions;
-use karpenter_cluster::termination::NODE_DELETED;
+use karpenter_cluster::termination::{self, NODE_DELETED};
 use karpenter_metrics::{
     CodeLabels, CreatedLabels, DisruptedLabels, NodePoolLabels, NodePoolZoneLabels,
     TerminatedLabels,
@@ -67,15 +67,6 @@ pub(crate) fn claim_of(ctx: &Ctx, name: &str) -> Option<Arc<NodeClaim>> {
         .get(&kube::runtime::reflector::ObjectRef::new(name))
 }
 
-fn disrupted_k8s_taint() -> K8sTaint {
-    K8sTaint {
-        key: v1labels::DISRUPTED_TAINT_KEY.to_owned(),
-        value: None,
-        effect: "NoSchedule".to_owned(),
-        time_added: None,
-    }
-}
-
 /// Adds (`on`) or removes the `karpenter.sh/disrupted:NoSchedule` taint, guarded by the
 /// node's resourceVersion so a concurrent taint change is not overwritten.
 ///
@@ -85,22 +76,11 @@ pub async fn set_disrupted_taint(ctx: &Ctx, node: &str, on: bool) -> Result<(), 
     let Some(current) = node_of(ctx, node) else {
         return Ok(());
     };
-    let mut taints: Vec<K8sTaint> = current
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.clone())
-        .unwrap_or_default();
-    let has = taints
-        .iter()
-        .any(|t| t.key == v1labels::DISRUPTED_TAINT_KEY && t.effect == "NoSchedule");
-    if has == on {
+    let current_taints = current.spec.as_ref().and_then(|s| s.taints.as_deref());
+    let Some(taints) = termination::with_disrupted_taint(current_taints.unwrap_or_default(), on)
+    else {
         return Ok(());
-    }
-    if on {
-        taints.push(disrupted_k8s_taint());
-    } else {
-        taints.retain(|t| !(t.key == v1labels::DISRUPTED_TAINT_KEY && t.effect == "NoSchedule"));
-    }
+    };
     ctx.limiter.acquire().await;
     let patch = serde_json::json!({
         "metadata": {"resourceVersion": current.metadata.resource_version},
@@ -344,13 +324,14 @@ pub async fn evict(ctx: &Ctx, pod: &PodKey, node: &str) -> Result<Executed, Reco
     }
 }
 
-/// Whether VolumeAttachments still hold volumes on `node`.
-pub fn has_volume_attachments(ctx: &Ctx, node: &str) -> bool {
-    ctx.stores
-        .volume_attachments
-        .state()
-        .iter()
-        .any(|va| va.spec.node_name == node)
+/// How many VolumeAttachments of persistent volumes still hold `node` (upstream ignores
+/// attachments without a PersistentVolume name).
+pub fn pending_volume_attachments(ctx: &Ctx, node: &str) -> usize {
+    let attachments = ctx.stores.volume_attachments.state();
+    let pending = attachments.iter().filter(|va| va.spec.node_name == node);
+    pending
+        .filter(|va| va.spec.source.persistent_volume_name.is_some())
+        .count()
 }
 
 /// The last step of termination for a drained claim: wait for VolumeAttachments (unless the
@@ -378,10 +359,14 @@ pub async fn terminate_instance(ctx: &Ctx, name: &str) -> Result<(), ReconcileEr
         });
     if let Some(node) = &node {
         let node_name = node.metadata.name.clone().unwrap_or_default();
-        if has_volume_attachments(ctx, &node_name)
-            && !karpenter_cluster::termination::deadline_passed(&claim, now)
-        {
-            tracing::debug!(nodeclaim = name, node = %node_name, "waiting for volume attachments");
+        let pending = pending_volume_attachments(ctx, &node_name);
+        let volumes = termination::Volumes::of(&claim, pending, now);
+        let mut updated = NodeClaim::clone(&claim);
+        if conditions::apply(&mut updated, &[volumes.condition()], ctx.now_time()) {
+            lifecycle::patch_claim_status(ctx, &updated).await?;
+        }
+        if !volumes.proceed() {
+            tracing::debug!(nodeclaim = name, node = %node_name, pending, "waiting for volume attachments");
             return Ok(());
         }
     }

@@ -1,19 +1,23 @@
 //! NodePool status, carried out: the desired status and hash annotations come from
 //! [`karpenter_cluster::nodepool_status`]; here they are patched, and the usage and limit
-//! metrics exported.
+//! metrics recorded.
 
 use super::{Ctx, ReconcileError};
 use karpenter_cloudprovider::NodeClaim;
+use karpenter_cluster::ClusterState;
 use karpenter_cluster::nodepool_status::{desired_status, hash_annotations};
-use karpenter_metrics::ResourceLabels;
-use karpenter_scheduling::Quantity;
+use karpenter_cluster::reconciler::Reconciler;
 
 /// Updates every pool's hash annotations and status when they changed, and the usage /
 /// limit metrics.
 ///
 /// # Errors
 /// The first API failure (other pools are updated on the next pass).
-pub async fn reconcile_all(ctx: &Ctx) -> Result<(), ReconcileError> {
+pub async fn reconcile_all(
+    ctx: &Ctx,
+    state: &ClusterState,
+    reconciler: &Reconciler,
+) -> Result<(), ReconcileError> {
     let claims = ctx.stores.node_claims_sorted();
     let claim_refs: Vec<&NodeClaim> = claims.iter().map(|c| c.as_ref()).collect();
     let mut pools = ctx.stores.node_pools.state();
@@ -31,30 +35,11 @@ pub async fn reconcile_all(ctx: &Ctx) -> Result<(), ReconcileError> {
                 .await
                 .map_err(ReconcileError::api("annotating NodePool", pool.name()))?;
         }
-        let desired = desired_status(&pool, &claim_refs, ctx.now_time());
+        let node_class = state.node_class_readiness(&pool);
+        let health = reconciler.registration_health().verdict(&pool);
+        let desired = desired_status(&pool, &claim_refs, &node_class, health, ctx.now_time());
         let status = desired.status.clone().unwrap_or_default();
-        for (resource, q) in &status.resources {
-            if let Ok(v) = Quantity::parse(&q.0) {
-                ctx.metrics
-                    .nodepools_usage
-                    .get_or_create(&ResourceLabels {
-                        nodepool: pool.name().to_owned(),
-                        resource_type: resource.clone(),
-                    })
-                    .set(v.nanos() as f64 / 1e9);
-            }
-        }
-        for (resource, q) in &pool.spec.limits {
-            if let Ok(v) = Quantity::parse(&q.0) {
-                ctx.metrics
-                    .nodepools_limit
-                    .get_or_create(&ResourceLabels {
-                        nodepool: pool.name().to_owned(),
-                        resource_type: resource.clone(),
-                    })
-                    .set(v.nanos() as f64 / 1e9);
-            }
-        }
+        ctx.metrics.record_nodepool(&pool, &status.resources);
         if desired.status == pool.status {
             continue;
         }

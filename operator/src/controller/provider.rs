@@ -27,6 +27,9 @@ pub trait ProviderHooks: Send + Sync {
     /// Starts background work that only the leader may do (polling the interruption
     /// queue). It stops when `shutdown` turns true.
     fn start_leader_tasks(&self, ctx: &Ctx, shutdown: watch::Receiver<bool>);
+
+    /// The provider's NodeClasses as they are now (NodePools' `NodeClassReady`).
+    fn node_classes(&self) -> karpenter_cluster::node_class::NodeClasses;
 }
 
 /// A built provider.

@@ -197,6 +197,9 @@ impl Controller {
         self.refresh_drift(now).await;
         let (mut state, reconciler) = self.take_core();
         let (synced, full) = self.feed_index(&mut state, now);
+        if let Some(hooks) = &self.hooks {
+            state.set_node_classes(hooks.node_classes());
+        }
         let pods = &self.ctx.stores.pods;
         self.pod_metrics.record(
             &synced.touched,
@@ -233,12 +236,13 @@ impl Controller {
         }
         // NodePool status is a function of the pools and their claims: recomputed when one
         // changed, after a failure, and every NODEPOOL_STATUS_PERIOD_MS for its conditions.
-        if pools_changed
-            || self
-                .nodepools_at
-                .is_none_or(|t| now - t >= NODEPOOL_STATUS_PERIOD_MS)
+        if let Some((state, reconciler)) = &self.core
+            && (pools_changed
+                || self
+                    .nodepools_at
+                    .is_none_or(|t| now - t >= NODEPOOL_STATUS_PERIOD_MS))
         {
-            match nodepool::reconcile_all(&self.ctx).await {
+            match nodepool::reconcile_all(&self.ctx, state, reconciler).await {
                 Ok(()) => self.nodepools_at = Some(now),
                 Err(e) => {
                     self.nodepools_at = None;
@@ -605,6 +609,10 @@ fn identity() -> String {
 pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     let settings = Settings::from_args(args)?;
     logging::init(&settings).map_err(|e| anyhow::anyhow!("initialising logging: {e}"))?;
+    let env = |k: &str| std::env::var(k).ok();
+    for s in karpenter_cluster::upstream_settings::ignored_settings(env, &args.feature_gates) {
+        tracing::warn!(setting = %s.name, value = %s.value, "not acted on: {}", s.why);
+    }
     let client = if settings.dry_run {
         tracing::info!("dry-run: decisions are reported, nothing is written; no leader election");
         dry_run::client().await

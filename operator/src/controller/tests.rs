@@ -307,10 +307,21 @@ async fn termination_drains_then_terminates_and_removes_finalizers() {
         .await
         .unwrap();
     let reqs = api.requests();
-    // Provider delete (the Node is already terminating), then the Node's finalizer, then
-    // the claim's — in that order.
-    let patches: Vec<_> = reqs.iter().filter(|r| r.method == "PATCH").collect();
-    assert_eq!(patches.len(), 2, "{reqs:?}");
+    // VolumesDetached (no attachments), provider delete (the Node is already terminating),
+    // then the Node's finalizer, then the claim's — in that order.
+    let mut patches: Vec<_> = reqs.iter().filter(|r| r.method == "PATCH").collect();
+    assert_eq!(patches.len(), 3, "{reqs:?}");
+    let volumes = patches.remove(0);
+    assert!(volumes.uri.contains("/nodeclaims/default-term/status"));
+    assert!(
+        volumes.body["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "VolumesDetached" && c["status"] == "True"),
+        "{}",
+        volumes.body
+    );
     assert!(patches[0].uri.starts_with("/api/v1/nodes/default-term"));
     assert_eq!(
         patches[0].body["metadata"]["finalizers"],
@@ -338,31 +349,50 @@ async fn volume_attachments_hold_termination() {
     let mut c = node_claim("default-vol");
     c.status.get_or_insert_with(Default::default).provider_id = provider_id.into();
     let c = deleting(c);
-    let (client, api) = mock_client(|_| status(500, "unexpected"));
+    let echo = c.clone();
+    let (client, api) = mock_client(move |req| match req.method.as_str() {
+        "PATCH" => (200, json(&echo)),
+        _ => status(500, "unexpected"),
+    });
     let provider = fake_provider(&client);
     let (ctx, mut w, _events) = ctx(client, provider, 5_000);
     put(&mut w.node_claims, c);
     put(&mut w.nodes, node("default-vol", provider_id));
-    put(
-        &mut w.volume_attachments,
-        VolumeAttachment {
-            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-                name: Some("va-1".into()),
+    let attachment = |name: &str, pv: Option<&str>| VolumeAttachment {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        spec: VolumeAttachmentSpec {
+            attacher: "ebs.csi.aws.com".into(),
+            node_name: "default-vol".into(),
+            source: VolumeAttachmentSource {
+                persistent_volume_name: pv.map(str::to_owned),
                 ..Default::default()
             },
-            spec: VolumeAttachmentSpec {
-                attacher: "ebs.csi.aws.com".into(),
-                node_name: "default-vol".into(),
-                source: VolumeAttachmentSource::default(),
-            },
-            status: None,
         },
-    );
+        status: None,
+    };
+    // An inline volume (no PersistentVolume) does not hold termination, as upstream.
+    put(&mut w.volume_attachments, attachment("va-inline", None));
+    assert_eq!(exec::pending_volume_attachments(&ctx, "default-vol"), 0);
+    put(&mut w.volume_attachments, attachment("va-1", Some("pv-1")));
     exec::terminate_instance(&ctx, "default-vol").await.unwrap();
-    assert!(
-        api.requests().is_empty(),
-        "nothing happens while volumes are attached"
+    let requests = api.requests();
+    assert_eq!(
+        requests.len(),
+        1,
+        "only the condition is written while volumes are attached"
     );
+    let conditions = &requests[0].body["status"]["conditions"];
+    let volumes = conditions
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "VolumesDetached")
+        .unwrap();
+    assert_eq!(volumes["status"], "Unknown");
+    assert_eq!(volumes["reason"], "AwaitingVolumeDetachment");
 }
 
 #[tokio::test]

@@ -275,8 +275,19 @@ impl Cluster {
     /// --server-side`), in the test namespace when a namespaced object names none.
     pub async fn apply(&self, yaml: &str) {
         for doc in documents(yaml) {
-            apply_one(&self.client, &self.namespace, doc).await;
+            if let Err(e) = apply_one(&self.client, &self.namespace, doc).await {
+                panic!("{e}");
+            }
         }
+    }
+
+    /// Applies every document of `yaml` as [`apply`](Self::apply) does, stopping at the
+    /// first the API server refuses, with its error.
+    pub async fn try_apply(&self, yaml: &str) -> Result<(), String> {
+        for doc in documents(yaml) {
+            apply_one(&self.client, &self.namespace, doc).await?;
+        }
+        Ok(())
     }
 
     /// Starts `karpenter controller` with the fake provider and `extra` arguments.
@@ -523,7 +534,11 @@ pub async fn apply_crds(client: &Client, yaml: &str) -> Vec<String> {
     names
 }
 
-async fn apply_one(client: &Client, default_ns: &str, doc: serde_json::Value) {
+async fn apply_one(
+    client: &Client,
+    default_ns: &str,
+    doc: serde_json::Value,
+) -> Result<(), String> {
     let api_version = doc["apiVersion"].as_str().expect("apiVersion").to_owned();
     let kind = doc["kind"].as_str().expect("kind").to_owned();
     let (group, version) = api_version
@@ -553,7 +568,8 @@ async fn apply_one(client: &Client, default_ns: &str, doc: serde_json::Value) {
         &Patch::Apply(&obj),
     )
     .await
-    .unwrap_or_else(|e| panic!("apply {kind} {name}: {e}"));
+    .map(|_| ())
+    .map_err(|e| format!("apply {kind} {name}: {e}"))
 }
 
 /// The binary under test.

@@ -13,6 +13,7 @@ mod drift;
 mod equivalence;
 mod harness;
 mod install;
+mod migration;
 mod nodepools;
 mod parity;
 mod provisioning;

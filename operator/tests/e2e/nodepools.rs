@@ -59,7 +59,9 @@ async fn a_static_nodepool_gets_an_ignored_field_warning() {
         return;
     };
     cluster.apply(crate::parity::STATIC_POOL).await;
-    let mut controller = cluster.controller("karpenter-a", &[]);
+    // A gate upstream has and karpenter-rs does not implement is named at start-up.
+    let mut controller =
+        cluster.controller("karpenter-a", &["--feature-gates", "CapacityBuffer=true"]);
     let events: kube::Api<k8s_openapi::api::events::v1::Event> =
         kube::Api::all(cluster.client.clone());
     let note = harness::wait_for(
@@ -94,6 +96,12 @@ async fn a_static_nodepool_gets_an_ignored_field_warning() {
             .log_text()
             .contains("spec.replicas is not acted on"),
         "logged too"
+    );
+    let log = controller.log_text();
+    assert!(
+        log.contains("FEATURE_GATES CapacityBuffer")
+            && log.contains("not acted on: CapacityBuffers"),
+        "{log}"
     );
     controller.assert_alive();
 }

@@ -310,5 +310,23 @@ spec:
         waited >= 19.0,
         "Consolidatable {waited:.1} s after the pod event, consolidateAfter is 20 s"
     );
+    // The node registered, so the pool's registration window says healthy; the fake
+    // provider has no NodeClass to wait for.
+    let pool = cluster.node_pools().get("default").await.unwrap();
+    let conditions = serde_json::to_value(&pool).unwrap()["status"]["conditions"].clone();
+    let status_of = |t: &str| {
+        conditions
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == t)
+            .map(|c| c["status"].as_str().unwrap_or_default().to_owned())
+    };
+    assert_eq!(
+        status_of("NodeRegistrationHealthy").as_deref(),
+        Some("True"),
+        "{conditions}"
+    );
+    assert_eq!(status_of("NodeClassReady").as_deref(), Some("True"));
     controller.assert_alive();
 }
