@@ -4,12 +4,10 @@
 //! it as free while keeping the relative order of types, labelled with the reservation's
 //! id, type and interruptibility).
 
+use karpenter_catalog::pricing::reserved_price;
 use karpenter_scheduling::labels;
 use karpenter_scheduling::model::{InstanceType, Labels, Offering, Reservation};
 use karpenter_scheduling::requirements::{Operator, Requirement};
-
-/// What the AWS provider divides the on-demand price by to price a reserved offering.
-pub const RESERVED_PRICE_DIVISOR: f64 = 10_000_000.0;
 
 /// `karpenter.k8s.aws/capacity-reservation-type` of an ordinary capacity reservation.
 pub const RESERVATION_TYPE_DEFAULT: &str = "default";
@@ -136,7 +134,7 @@ impl FakeReservation {
         Offering {
             zone: self.zone.clone(),
             capacity_type: labels::CAPACITY_TYPE_RESERVED.into(),
-            price: on_demand / RESERVED_PRICE_DIVISOR,
+            price: reserved_price(on_demand),
             available: available && remaining > 0,
             reservation: Some(Reservation {
                 id: self.id.clone(),
