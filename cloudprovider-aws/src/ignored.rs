@@ -14,9 +14,9 @@ impl EC2NodeClass {
         if !spec.capacity_reservation_selector_terms.is_empty() {
             ignored.push(IgnoredField {
                 path: "spec.capacityReservationSelectorTerms".into(),
-                why: "capacity reservations and capacity blocks (the reserved capacity type) are \
-                      not implemented for aws: instances launch on-demand or spot, outside any \
-                      reservation"
+                why: "the selected capacity reservations and capacity blocks are listed in \
+                      status.capacityReservations, but karpenter-rs does not launch into them \
+                      yet: instances launch on-demand or spot, outside any reservation"
                     .into(),
             });
         }

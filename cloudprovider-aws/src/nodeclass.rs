@@ -402,6 +402,10 @@ pub struct EC2NodeClassStatus {
     /// Resolved security groups.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub security_groups: Vec<SecurityGroupStatus>,
+    /// Capacity reservations the selector terms select (by id), usable by `reserved`
+    /// launches.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capacity_reservations: Vec<crate::capacity_reservation::CapacityReservationStatus>,
     /// Resolved AMIs, newest first, with the requirements each applies to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub amis: Vec<AmiStatus>,
@@ -476,6 +480,8 @@ pub const CONDITION_SECURITY_GROUPS_READY: &str = "SecurityGroupsReady";
 pub const CONDITION_AMIS_READY: &str = "AMIsReady";
 /// `InstanceProfileReady`.
 pub const CONDITION_INSTANCE_PROFILE_READY: &str = "InstanceProfileReady";
+/// `CapacityReservationsReady`.
+pub const CONDITION_CAPACITY_RESERVATIONS_READY: &str = "CapacityReservationsReady";
 /// `ValidationSucceeded`.
 pub const CONDITION_VALIDATION_SUCCEEDED: &str = "ValidationSucceeded";
 
@@ -486,6 +492,7 @@ impl StatusConditions for EC2NodeClass {
         CONDITION_SECURITY_GROUPS_READY,
         CONDITION_INSTANCE_PROFILE_READY,
         CONDITION_VALIDATION_SUCCEEDED,
+        CONDITION_CAPACITY_RESERVATIONS_READY,
     ];
 
     fn conditions(&self) -> &[Condition] {

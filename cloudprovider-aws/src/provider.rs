@@ -4,6 +4,7 @@
 //! drift-checks instances.
 
 use crate::cache::{Clock, SystemClock, UnavailableOfferings};
+use crate::capacity_reservation::{Availability, CapacityReservations};
 use crate::discovery::Discovery;
 use crate::error::AwsError;
 use crate::instance::{Ec2Instance, drift_reason, parse_provider_id};
@@ -15,9 +16,9 @@ use crate::launch::{
 };
 use crate::nodeclass::{
     AMI_FAMILY_BOTTLEROCKET, ANNOTATION_NODE_CLASS_HASH, ANNOTATION_NODE_CLASS_HASH_VERSION,
-    CONDITION_AMIS_READY, CONDITION_INSTANCE_PROFILE_READY, CONDITION_SECURITY_GROUPS_READY,
-    CONDITION_SUBNETS_READY, CONDITION_VALIDATION_SUCCEEDED, EC2NodeClass, LABEL_NODE_CLASS,
-    NODE_CLASS_HASH_VERSION,
+    CONDITION_AMIS_READY, CONDITION_CAPACITY_RESERVATIONS_READY, CONDITION_INSTANCE_PROFILE_READY,
+    CONDITION_SECURITY_GROUPS_READY, CONDITION_SUBNETS_READY, CONDITION_VALIDATION_SUCCEEDED,
+    EC2NodeClass, LABEL_NODE_CLASS, NODE_CLASS_HASH_VERSION,
 };
 use crate::pricing::PricingProvider;
 use crate::settings::{AwsClients, AwsSettings};
@@ -59,6 +60,7 @@ pub struct AwsCloudProvider {
     unavailable: Arc<UnavailableOfferings>,
     node_classes: RwLock<BTreeMap<String, EC2NodeClass>>,
     templates: Mutex<BTreeSet<String>>,
+    reservations: CapacityReservations,
 }
 
 fn now_time(clock: &dyn Clock) -> Time {
@@ -142,6 +144,11 @@ impl AwsCloudProvider {
                 pricing,
                 unavailable.clone(),
                 clock.clone(),
+            ),
+            reservations: CapacityReservations::new(
+                clients.ec2.clone(),
+                clock.clone(),
+                settings.discovery_ttl,
             ),
             clients,
             settings,
@@ -290,6 +297,9 @@ impl AwsCloudProvider {
         };
         set(&mut nc, CONDITION_AMIS_READY, res);
 
+        let res = self.resolve_reservations(&mut nc).await;
+        set(&mut nc, CONDITION_CAPACITY_RESERVATIONS_READY, res);
+
         // karpenter-rs does not call IAM: a `role` is used through the instance profile of
         // the same name (what eksctl and the getting-started CloudFormation create).
         let profile = nc
@@ -311,6 +321,38 @@ impl AwsCloudProvider {
         };
         set(&mut nc, CONDITION_INSTANCE_PROFILE_READY, res);
         nc
+    }
+
+    /// Fills `status.capacityReservations` from the class's selector terms (nothing with the
+    /// `ReservedCapacity` gate off). A reservation EC2 describes in a way Karpenter cannot
+    /// use is left out and logged; a failed listing keeps the last status and says why.
+    async fn resolve_reservations(&self, nc: &mut EC2NodeClass) -> Result<(), (String, String)> {
+        let terms = &nc.spec.capacity_reservation_selector_terms;
+        if !self.settings.reserved_capacity || terms.is_empty() {
+            nc.status
+                .get_or_insert_with(Default::default)
+                .capacity_reservations
+                .clear();
+            return Ok(());
+        }
+        let (found, unusable) = self.reservations.list(terms).await.map_err(|e| {
+            (
+                "CapacityReservationsNotFound".to_owned(),
+                format!("listing capacity reservations: {e}"),
+            )
+        })?;
+        for e in unusable {
+            tracing::warn!(ec2nodeclass = nc.name(), error = %e, "capacity reservation left out");
+        }
+        nc.status
+            .get_or_insert_with(Default::default)
+            .capacity_reservations = found;
+        Ok(())
+    }
+
+    /// The capacity reservations' remaining instance counts.
+    pub fn reservation_availability(&self) -> &Availability {
+        self.reservations.availability()
     }
 
     /// The instance types of a NodeClass (unfiltered by any NodePool).

@@ -37,6 +37,9 @@ pub struct AwsSettings {
     pub instance_types_ttl: Duration,
     /// How long prices are reused.
     pub pricing_ttl: Duration,
+    /// Karpenter's `ReservedCapacity` gate (default on): capacity reservations selected by
+    /// EC2NodeClasses are discovered and offered as the `reserved` capacity type.
+    pub reserved_capacity: bool,
 }
 
 impl AwsSettings {
@@ -57,6 +60,7 @@ impl AwsSettings {
             discovery_ttl: Duration::from_secs(60),
             instance_types_ttl: Duration::from_secs(5 * 60),
             pricing_ttl: Duration::from_secs(12 * 60 * 60),
+            reserved_capacity: true,
         }
     }
 }

@@ -570,6 +570,20 @@ async fn alias_variants_give_gpu_and_neuron_types_their_images() {
 /// InsufficientInstanceCapacity error for each requested override (moto never fails a
 /// fleet) and forwards everything else.
 async fn ice_proxy(upstream: String) -> String {
+    answering_proxy(upstream, |form| {
+        form.contains("Action=CreateFleet")
+            .then(|| ice_response(form))
+    })
+    .await
+}
+
+/// A proxy in front of moto: a request `answer` returns a full HTTP response for is answered
+/// with it, everything else is forwarded.
+async fn answering_proxy(
+    upstream: String,
+    answer: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
+) -> String {
+    let answer = std::sync::Arc::new(answer);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -578,13 +592,14 @@ async fn ice_proxy(upstream: String) -> String {
     tokio::spawn(async move {
         while let Ok((mut client, _)) = listener.accept().await {
             let upstream = upstream.clone();
+            let answer = answer.clone();
             tokio::spawn(async move {
                 let Some((head, body)) = read_request(&mut client).await else {
                     return;
                 };
                 let body_text = String::from_utf8_lossy(&body).to_string();
-                let response = if body_text.contains("Action=CreateFleet") {
-                    ice_response(&body_text).into_bytes()
+                let response = if let Some(answered) = answer(&body_text) {
+                    answered.into_bytes()
                 } else {
                     let mut head_lines: Vec<&str> = head
                         .lines()
@@ -645,6 +660,14 @@ async fn read_request(stream: &mut tokio::net::TcpStream) -> Option<(String, Vec
     }
 }
 
+/// A 200 response with an EC2 XML `body`.
+fn xml_response(body: &str) -> String {
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
 fn ice_response(form: &str) -> String {
     let params: BTreeMap<&str, &str> = form
         .split('&')
@@ -662,13 +685,126 @@ fn ice_response(form: &str) -> String {
             ));
         }
     }
-    let body = format!(
+    xml_response(&format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<CreateFleetResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>ice-1</requestId><fleetId>fleet-ice</fleetId><errorSet>{items}</errorSet><fleetInstanceSet/></CreateFleetResponse>"
+    ))
+}
+
+/// A DescribeCapacityReservations answer (moto does not implement the call): an on-demand
+/// reservation `cr-odcr` for m5.large (two free) for a query by its id, and a capacity block
+/// `cr-block` of p5.48xlarge ending `block_ends` for a query by the tag `team=ml`.
+fn reservations_response(form: &str, block_ends: &str) -> String {
+    let item = |id: &str, it: &str, kind: &str, end: &str| {
+        format!(
+            "<item><capacityReservationId>{id}</capacityReservationId><ownerId>123456789012</ownerId><instanceType>{it}</instanceType><availabilityZone>us-east-1a</availabilityZone><availableInstanceCount>2</availableInstanceCount><totalInstanceCount>2</totalInstanceCount><state>active</state>{end}<instanceMatchCriteria>targeted</instanceMatchCriteria><reservationType>{kind}</reservationType><interruptible>false</interruptible></item>"
+        )
+    };
+    let mut items = String::new();
+    if form.contains("CapacityReservationId.1=cr-odcr") {
+        items.push_str(&item("cr-odcr", "m5.large", "default", ""));
+    }
+    if form.contains("Value.1=ml") {
+        let end = format!("<endDate>{block_ends}</endDate>");
+        items.push_str(&item("cr-block", "p5.48xlarge", "capacity-block", &end));
+    }
+    xml_response(&format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<DescribeCapacityReservationsResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>cr-1</requestId><capacityReservationSet>{items}</capacityReservationSet></DescribeCapacityReservationsResponse>"
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capacity_reservations_reach_the_node_class_status() {
+    let Some(ep) = endpoint("reservations") else {
+        return;
+    };
+    let f = fixture(&ep, "reservations").await;
+    // The block ends in 30 minutes: within upstream's 40, so it is already expiring.
+    let ends = k8s_openapi::jiff::Timestamp::now() + std::time::Duration::from_secs(30 * 60);
+    let ends = ends.strftime("%Y-%m-%dT%H:%M:%S.000Z").to_string();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let log = seen.clone();
+    let proxy = answering_proxy(ep.clone(), move |form| {
+        form.contains("Action=DescribeCapacityReservations")
+            .then(|| {
+                log.lock().unwrap().push(form.to_owned());
+                reservations_response(form, &ends)
+            })
+    })
+    .await;
+    let clients = AwsClients::for_endpoint(&proxy, REGION).await;
+    let provider = AwsCloudProvider::new(clients, f.settings.clone());
+    let mut nc = node_class(&f.cluster);
+    nc.spec.capacity_reservation_selector_terms = serde_json::from_value(serde_json::json!([
+        {"id": "cr-odcr"},
+        {"tags": {"team": "ml"}}
+    ]))
+    .unwrap();
+    let nc = provider.reconcile_node_class(&nc).await;
+    assert!(
+        nc.is_true("CapacityReservationsReady"),
+        "{:?}",
+        nc.status.as_ref().map(|s| &s.conditions)
     );
-    format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: text/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
+    let reservations = &nc.status.as_ref().unwrap().capacity_reservations;
+    let summary: Vec<(&str, &str, &str, &str)> = reservations
+        .iter()
+        .map(|r| {
+            (
+                r.id.as_str(),
+                r.instance_type.as_str(),
+                r.reservation_type.as_str(),
+                r.state.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("cr-block", "p5.48xlarge", "capacity-block", "expiring"),
+            ("cr-odcr", "m5.large", "default", "active"),
+        ]
+    );
+    assert_eq!(provider.reservation_availability().available("cr-odcr"), 2);
+    let requests = seen.lock().unwrap().clone();
+    assert_eq!(requests.len(), 2, "one query per term");
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.contains("Filter.1.Name=state") && r.contains("Filter.1.Value.1=active")),
+        "{requests:?}"
+    );
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.contains("Name=tag%3Ateam") || r.contains("Name=tag:team")),
+        "{requests:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_gate_no_reservation_is_listed() {
+    let Some(ep) = endpoint("reservations-off") else {
+        return;
+    };
+    let f = fixture(&ep, "reservations-off").await;
+    let proxy = answering_proxy(ep.clone(), |form| {
+        assert!(
+            !form.contains("Action=DescribeCapacityReservations"),
+            "listed with the gate off"
+        );
+        None
+    })
+    .await;
+    let clients = AwsClients::for_endpoint(&proxy, REGION).await;
+    let mut settings = f.settings.clone();
+    settings.reserved_capacity = false;
+    let provider = AwsCloudProvider::new(clients, settings);
+    let mut nc = node_class(&f.cluster);
+    nc.spec.capacity_reservation_selector_terms =
+        serde_json::from_value(serde_json::json!([{"id": "cr-odcr"}])).unwrap();
+    let nc = provider.reconcile_node_class(&nc).await;
+    assert!(nc.is_true("CapacityReservationsReady"));
+    assert!(nc.status.unwrap().capacity_reservations.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

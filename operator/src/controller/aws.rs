@@ -75,6 +75,7 @@ pub fn aws_settings(
     s.vm_memory_overhead_percent = o.vm_memory_overhead_percent;
     s.reserved_enis = o.reserved_enis;
     s.pricing_api = !o.isolated_vpc;
+    s.reserved_capacity = settings.feature_gates.reserved_capacity;
     s
 }
 
