@@ -258,6 +258,7 @@ pub fn offerings(entry: &CatalogueEntry, options: &CatalogueOptions) -> Vec<Offe
                 capacity_type: labels::CAPACITY_TYPE_ON_DEMAND.to_string(),
                 price: entry.on_demand_price_per_hour_usd,
                 available: true,
+                reservation: None,
             });
         }
         if entry.supports_spot() {
@@ -266,6 +267,7 @@ pub fn offerings(entry: &CatalogueEntry, options: &CatalogueOptions) -> Vec<Offe
                 capacity_type: labels::CAPACITY_TYPE_SPOT.to_string(),
                 price: spot_price(&entry.name, zone, entry.on_demand_price_per_hour_usd),
                 available: true,
+                reservation: None,
             });
         }
     }

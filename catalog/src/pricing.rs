@@ -1,4 +1,4 @@
-//! Deterministic spot prices.
+//! Deterministic spot prices, and the price of reserved capacity.
 //!
 //! The catalogue has on-demand prices only. Every karpenter-rs tool derives spot prices with
 //! one rule so they all agree: with h the FNV-1a 64-bit hash (offset basis
@@ -33,9 +33,29 @@ pub fn spot_price(instance_type: &str, zone: &str, on_demand: f64) -> f64 {
     on_demand * (0.30 + 0.40 * spot_fraction(instance_type, zone))
 }
 
+/// What Karpenter's AWS provider divides the on-demand price by to price a capacity
+/// reservation's offering.
+pub const RESERVED_PRICE_DIVISOR: f64 = 10_000_000.0;
+
+/// The price of a reserved offering of a type whose on-demand price is `on_demand`: the
+/// instances are already paid for, so Karpenter's AWS provider treats them as nearly free
+/// (the scheduler prefers them to any spot or on-demand offering) while keeping the relative
+/// order of types for consolidation.
+pub fn reserved_price(on_demand: f64) -> f64 {
+    on_demand / RESERVED_PRICE_DIVISOR
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reserved_capacity_is_cheaper_than_any_spot_price_and_keeps_the_order() {
+        let (small, large) = (0.096, 0.192);
+        assert_eq!(reserved_price(small), 0.096 / 10_000_000.0);
+        assert!(reserved_price(large) > reserved_price(small));
+        assert!(reserved_price(large) < spot_price("m5.large", "us-east-1a", small));
+    }
 
     #[test]
     fn fnv1a_reference_values() {

@@ -12,6 +12,8 @@
 //! - [`node_instances`]: fake instances kept as Node objects (the operator's
 //!   `--cloud-provider fake` on a real cluster), and their conversions from and to NodeClaims.
 //! - [`kubelet`]: what those instances' kubelet would post (Ready, Lease, running pods).
+//! - [`reservations`]: capacity reservations ([`FakeReservation`]) the provider offers as
+//!   `reserved` capacity and launches into, as Karpenter's AWS provider does.
 //!
 //! The catalogue format, the allocatable arithmetic and the spot-price rule are documented in
 //! [`karpenter_catalog`].
@@ -20,5 +22,7 @@
 pub mod kubelet;
 pub mod node_instances;
 pub mod provider;
+pub mod reservations;
 
 pub use provider::{FakeCloudProvider, ProviderCall};
+pub use reservations::{FakeReservation, ReservationError};

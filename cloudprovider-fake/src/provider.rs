@@ -16,6 +16,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use crate::reservations::{FakeReservation, ReservationError, with_reserved};
+
 /// The name the provider reports (metrics label).
 pub const PROVIDER_NAME: &str = "fake";
 
@@ -36,6 +38,8 @@ pub struct ProviderCall {
 struct Instance {
     claim: NodeClaim,
     price: f64,
+    /// The capacity reservation it was launched into.
+    reservation: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -51,6 +55,21 @@ struct State {
     drift: BTreeMap<String, DriftReason>,
     node_class_not_ready: Option<String>,
     calls: Vec<ProviderCall>,
+    /// Capacity reservations by id.
+    reservations: BTreeMap<String, FakeReservation>,
+}
+
+impl State {
+    /// Instances `r` can still take: its count less the running instances launched into it.
+    fn remaining(&self, r: &FakeReservation) -> u32 {
+        let used = self
+            .instances
+            .values()
+            .filter(|i| i.reservation.as_deref() == Some(r.id.as_str()))
+            .count();
+        r.count
+            .saturating_sub(u32::try_from(used).unwrap_or(u32::MAX))
+    }
 }
 
 /// An in-memory cloud provider over a fixed list of instance types.
@@ -65,6 +84,8 @@ pub struct FakeCloudProvider {
     instance_types: Vec<Arc<InstanceType>>,
     filter_by_node_pool: bool,
     launch_latency: Duration,
+    /// The `ReservedCapacity` feature gate: off, reservations are neither offered nor used.
+    reserved_capacity: bool,
     state: Mutex<State>,
 }
 
@@ -83,6 +104,7 @@ impl FakeCloudProvider {
             instance_types,
             filter_by_node_pool: false,
             launch_latency: Duration::ZERO,
+            reserved_capacity: true,
             state: Mutex::new(State::default()),
         }
     }
@@ -108,6 +130,48 @@ impl FakeCloudProvider {
     pub fn with_launch_latency(mut self, latency: Duration) -> Self {
         self.launch_latency = latency;
         self
+    }
+
+    /// Sets Karpenter's `ReservedCapacity` feature gate (on by default): off, the provider
+    /// offers no reserved capacity and launches nothing into a reservation, as the AWS
+    /// provider does.
+    pub fn with_reserved_capacity(mut self, enabled: bool) -> Self {
+        self.reserved_capacity = enabled;
+        self
+    }
+
+    /// Adds a capacity reservation: `instance_types` then reports a `reserved` offering for
+    /// it with the instances it has left, and `create` launches into it first. Launching
+    /// takes a slot, deleting the instance gives it back; a launch that finds it full fails
+    /// with insufficient capacity.
+    pub fn add_reservation(&self, reservation: FakeReservation) -> Result<(), ReservationError> {
+        reservation.validate(&self.instance_types)?;
+        let mut state = self.state();
+        if state.reservations.contains_key(&reservation.id) {
+            return Err(ReservationError::Duplicate(reservation.id));
+        }
+        state
+            .reservations
+            .insert(reservation.id.clone(), reservation);
+        Ok(())
+    }
+
+    /// Each reservation with the instances it has left, by id.
+    pub fn reservations(&self) -> Vec<(FakeReservation, u32)> {
+        let state = self.state();
+        state
+            .reservations
+            .values()
+            .map(|r| (r.clone(), state.remaining(r)))
+            .collect()
+    }
+
+    /// The reservation an instance was launched into, if any.
+    pub fn reservation_of(&self, provider_id: &str) -> Option<String> {
+        self.state()
+            .instances
+            .get(provider_id)
+            .and_then(|i| i.reservation.clone())
     }
 
     /// The configured launch latency (zero by default).
@@ -187,11 +251,40 @@ impl FakeCloudProvider {
         self.state().instances.get(provider_id).map(|i| i.price)
     }
 
-    /// The catalogue as `instance_types` would report it, with learnt unavailability applied.
-    fn current_instance_types(
-        &self,
-        unavailable: &BTreeSet<OfferingRef>,
-    ) -> Vec<Arc<InstanceType>> {
+    /// The catalogue as `instance_types` would report it, with learnt unavailability applied
+    /// and a reserved offering for each reservation (when the gate is on).
+    fn current_instance_types(&self, state: &State) -> Vec<Arc<InstanceType>> {
+        let types = self.with_unavailability(&state.unavailable);
+        if !self.reserved_capacity || state.reservations.is_empty() {
+            return types;
+        }
+        types
+            .into_iter()
+            .map(|it| {
+                let offerings: Vec<Offering> = state
+                    .reservations
+                    .values()
+                    .filter(|r| r.instance_type == it.name)
+                    .map(|r| {
+                        let o = r.offering(&it, state.remaining(r), true);
+                        let unavailable = state.unavailable.contains(&offering_ref(&it, &o));
+                        Offering {
+                            available: o.available && !unavailable,
+                            ..o
+                        }
+                    })
+                    .collect();
+                if offerings.is_empty() {
+                    it
+                } else {
+                    Arc::new(with_reserved(&it, offerings))
+                }
+            })
+            .collect()
+    }
+
+    /// The catalogue with learnt unavailability applied.
+    fn with_unavailability(&self, unavailable: &BTreeSet<OfferingRef>) -> Vec<Arc<InstanceType>> {
         if unavailable.is_empty() {
             return self.instance_types.clone();
         }
@@ -275,6 +368,53 @@ fn allows(reqs: &Requirements, key: &str, value: &str) -> bool {
     reqs.get(key).is_none_or(|r| r.has(value))
 }
 
+/// The reserved offerings `reqs` and `requests` allow whose reservation has no instance
+/// left, with the reservation ids.
+fn full_reservations(
+    types: &[Arc<InstanceType>],
+    reqs: &Requirements,
+    requests: &Resources,
+) -> Vec<(OfferingRef, String)> {
+    let mut out = Vec::new();
+    for it in types {
+        if it.requirements.intersects(reqs).is_err()
+            || !requests.fits(&with_unknown_extended(&it.allocatable(), requests))
+        {
+            continue;
+        }
+        for o in &it.offerings {
+            let Some(r) = &o.reservation else { continue };
+            if r.capacity == 0
+                && allows(reqs, labels::ZONE, &o.zone)
+                && allows(reqs, labels::CAPACITY_TYPE, &o.capacity_type)
+                && allows_reservation(reqs, o)
+            {
+                out.push((offering_ref(it, o), r.id.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// Whether `reqs` allow the reservation `o` launches into (its id and labels), or, for an
+/// offering without one, require none of the labels only reserved nodes carry.
+fn allows_reservation(reqs: &Requirements, o: &Offering) -> bool {
+    match &o.reservation {
+        Some(r) => {
+            allows(reqs, &r.id_label, &r.id) && r.labels.iter().all(|(k, v)| allows(reqs, k, v))
+        }
+        None => labels::RESERVED_CAPACITY_LABELS.iter().all(|k| {
+            reqs.get(k).is_none_or(|x| {
+                matches!(
+                    x.operator(),
+                    karpenter_scheduling::Operator::NotIn
+                        | karpenter_scheduling::Operator::DoesNotExist
+                )
+            })
+        }),
+    }
+}
+
 fn to_k8s(resources: &Resources) -> BTreeMap<String, K8sQuantity> {
     resources
         .to_quantities()
@@ -313,6 +453,10 @@ fn launched_claim(
         labels::CAPACITY_TYPE.to_string(),
         offering.capacity_type.clone(),
     );
+    if let Some(r) = &offering.reservation {
+        node_labels.insert(r.id_label.clone(), r.id.clone());
+        node_labels.extend(r.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
     let status = out.status.get_or_insert_with(NodeClaimStatus::default);
     status.provider_id = provider_id;
     status.image_id = FAKE_IMAGE_ID.to_string();
@@ -335,8 +479,11 @@ impl CloudProvider for FakeCloudProvider {
         let reqs = claim_requirements(node_claim)?;
         let requests = claim_requests(node_claim)?;
 
+        // The offerings as `instance_types` reports them now: reservations with their
+        // instances left, learnt unavailability applied.
+        let types = self.current_instance_types(&state);
         let mut candidates: Vec<(&Arc<InstanceType>, &Offering)> = Vec::new();
-        for it in &self.instance_types {
+        for it in &types {
             if it.requirements.intersects(&reqs).is_err()
                 || !requests.fits(&with_unknown_extended(&it.allocatable(), &requests))
             {
@@ -346,6 +493,7 @@ impl CloudProvider for FakeCloudProvider {
                 if o.available
                     && allows(&reqs, labels::ZONE, &o.zone)
                     && allows(&reqs, labels::CAPACITY_TYPE, &o.capacity_type)
+                    && allows_reservation(&reqs, o)
                     && !state.unavailable.contains(&offering_ref(it, o))
                 {
                     candidates.push((it, o));
@@ -357,6 +505,21 @@ impl CloudProvider for FakeCloudProvider {
             .map(|(_, o)| capacity_type_rank(&o.capacity_type))
             .min()
         else {
+            // A claim held reservations that have filled up since the scheduler counted them
+            // (EC2's ReservationCapacityExceeded): they already report no capacity, so the
+            // next plan falls back to the pool's other capacity types.
+            let full = full_reservations(&types, &reqs, &requests);
+            if !full.is_empty() {
+                let ids: Vec<String> = full.iter().map(|(_, id)| id.clone()).collect();
+                return Err(CloudProviderError::InsufficientCapacity {
+                    message: format!(
+                        "capacity reservation {} has no instance left for NodeClaim {:?}",
+                        ids.join(", "),
+                        node_claim.name()
+                    ),
+                    offerings: full.into_iter().map(|(o, _)| o).collect(),
+                });
+            }
             return Err(CloudProviderError::InsufficientCapacity {
                 offerings: Vec::new(),
                 message: format!(
@@ -382,6 +545,7 @@ impl CloudProvider for FakeCloudProvider {
                 failed.push(key);
                 continue;
             }
+            let reservation = offering.reservation.as_ref().map(|r| r.id.clone());
             state.next_id += 1;
             let provider_id = format!("fake://{}/i-{:017x}", offering.zone, state.next_id);
             let claim = launched_claim(node_claim, it, offering, &requests, provider_id.clone());
@@ -390,6 +554,7 @@ impl CloudProvider for FakeCloudProvider {
                 Instance {
                     claim: claim.clone(),
                     price: offering.price,
+                    reservation,
                 },
             );
             return Ok(claim);
@@ -445,7 +610,7 @@ impl CloudProvider for FakeCloudProvider {
     ) -> Result<Vec<Arc<InstanceType>>, CloudProviderError> {
         let mut state = self.state();
         Self::record(&mut state, "instance_types", node_pool.name());
-        let types = self.current_instance_types(&state.unavailable);
+        let types = self.current_instance_types(&state);
         drop(state);
         if !self.filter_by_node_pool {
             return Ok(types);

@@ -2,50 +2,13 @@
 
 use karpenter_catalog::pricing::spot_price;
 use karpenter_catalog::{Catalogue, CatalogueOptions};
-use karpenter_cloudprovider::v1::{NodeClaim, NodePool};
 use karpenter_cloudprovider::{CloudProvider, CloudProviderError, DriftReason, OfferingRef};
 use karpenter_cloudprovider_fake::{FakeCloudProvider, ProviderCall};
 use karpenter_scheduling::labels;
 use serde_json::json;
 
-fn claim(name: &str, requirements: serde_json::Value, requests: serde_json::Value) -> NodeClaim {
-    serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodeClaim",
-        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default"}},
-        "spec": {
-            "requirements": requirements,
-            "resources": {"requests": requests},
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
-        }
-    }))
-    .expect("valid NodeClaim")
-}
-
-fn pool(requirements: serde_json::Value) -> NodePool {
-    serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodePool",
-        "metadata": {"name": "default"},
-        "spec": {"template": {"spec": {
-            "requirements": requirements,
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
-        }}}
-    }))
-    .expect("valid NodePool")
-}
-
-fn types_in(names: &[&str]) -> serde_json::Value {
-    json!([{"key": labels::INSTANCE_TYPE, "operator": "In", "values": names}])
-}
-
-fn label<'a>(c: &'a NodeClaim, key: &str) -> &'a str {
-    c.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(key))
-        .map_or("", String::as_str)
-}
+mod common;
+use common::{claim, label, pool, types_in};
 
 fn offering(it: &str, zone: &str, ct: &str) -> OfferingRef {
     OfferingRef {

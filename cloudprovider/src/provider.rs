@@ -140,6 +140,18 @@ pub trait CloudProvider: Send + Sync {
     /// Every instance this provider manages, as NodeClaims (for garbage collection).
     async fn list(&self) -> Result<Vec<NodeClaim>, CloudProviderError>;
     /// The instance types `node_pool` may launch, with their offerings and prices.
+    ///
+    /// Reserved capacity: a provider publishes each capacity reservation the pool may use
+    /// as an offering with capacity type `reserved`, the reservation's zone, a price below
+    /// every other offering of the type (Karpenter's AWS provider: on-demand / 10,000,000),
+    /// `available` false once it has no instance left, and
+    /// [`Offering::reservation`](karpenter_scheduling::Offering::reservation) set (its id, the
+    /// node label that carries the id, the instances it can still take after those already
+    /// launched, further node labels); `reserved` belongs among the type's capacity-type
+    /// requirement values. With Karpenter's `ReservedCapacity` gate off it publishes none.
+    /// `create` must then launch a claim whose requirements name reservation ids into one of
+    /// them, label the node with the id, and fail with `InsufficientCapacity` when they
+    /// are full.
     async fn instance_types(
         &self,
         node_pool: &NodePool,

@@ -291,6 +291,7 @@ mod tests {
             capacity_type: ct.into(),
             price,
             available: false,
+            reservation: None,
         };
         let it = InstanceType {
             name: "m5.large".into(),

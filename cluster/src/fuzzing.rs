@@ -153,6 +153,7 @@ fn instance_types() -> Vec<Arc<InstanceType>> {
                         capacity_type: capacity_type.to_owned(),
                         price,
                         available: true,
+                        reservation: None,
                     }
                 })
             })

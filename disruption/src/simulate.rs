@@ -15,7 +15,9 @@ use crate::input::DisruptionInput;
 use karpenter_scheduling::model::{Millis, Node, NodeState, Pod, PodKey, Snapshot};
 use karpenter_scheduling::plan::{NewNodeClaim, Plan};
 use karpenter_scheduling::resources::Resources;
-use karpenter_scheduling::solver::{OptimizerOptions, SolveCache, SolveOptions, solve_cached};
+use karpenter_scheduling::solver::{
+    OptimizerOptions, ReservedOfferingMode, SolveCache, SolveOptions, solve_cached,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
@@ -197,12 +199,18 @@ impl<'c> Simulator<'c> {
         Self {
             snap,
             bound_on,
-            options: input.options.solve.clone(),
+            // Upstream's disruption simulations let a pod whose reserved offerings are all
+            // promised fall back to another capacity type (the provisioner defers it).
+            options: SolveOptions {
+                reserved_offering_mode: ReservedOfferingMode::Fallback,
+                ..input.options.solve.clone()
+            },
             greedy: SolveOptions {
                 optimizer: OptimizerOptions {
                     enabled: false,
                     ..input.options.solve.optimizer.clone()
                 },
+                reserved_offering_mode: ReservedOfferingMode::Fallback,
                 ..input.options.solve.clone()
             },
             deleting_pods,
@@ -414,6 +422,7 @@ mod tests {
                     capacity_type: "on-demand".into(),
                     price: 1.0,
                     available: true,
+                    reservation: None,
                 }],
             })],
             ..NodePool::default()

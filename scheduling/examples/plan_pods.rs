@@ -58,6 +58,7 @@ fn instance_type(
                 capacity_type: capacity_type.to_string(),
                 price,
                 available: true,
+                reservation: None,
             })
         })
         .collect();

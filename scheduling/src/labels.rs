@@ -84,6 +84,11 @@ pub const AWS_INSTANCE_TENANCY: &str = "karpenter.k8s.aws/instance-tenancy";
 pub const AWS_INSTANCE_NITRO_ENCLAVES_SUPPORTED: &str = "karpenter.k8s.aws/nitro-sandbox";
 /// `karpenter.k8s.aws/capacity-reservation-id`.
 pub const AWS_CAPACITY_RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
+/// Labels only a node launched into a capacity reservation carries (upstream's
+/// `ReservedCapacityLabels`, as Karpenter's AWS provider registers them): an offering without
+/// a reservation cannot satisfy a requirement that needs one of them present.
+pub const RESERVED_CAPACITY_LABELS: [&str; 2] =
+    [AWS_CAPACITY_RESERVATION_ID, AWS_CAPACITY_RESERVATION_TYPE];
 /// `karpenter.k8s.aws/capacity-reservation-type`.
 pub const AWS_CAPACITY_RESERVATION_TYPE: &str = "karpenter.k8s.aws/capacity-reservation-type";
 /// `karpenter.k8s.aws/capacity-reservation-interruptible`.

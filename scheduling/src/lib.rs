@@ -35,6 +35,7 @@
 //!         capacity_type: "on-demand".into(),
 //!         price: 0.096,
 //!         available: true,
+//!         reservation: None,
 //!     }],
 //! });
 //! let pool = NodePool {
@@ -90,9 +91,11 @@ pub mod selector;
 pub mod solver;
 pub mod taints;
 
-pub use model::{InstanceType, Node, NodePool, Offering, Pod, PodKey, Snapshot};
+pub use model::{InstanceType, Node, NodePool, Offering, Pod, PodKey, Reservation, Snapshot};
 pub use plan::{BoundGap, NewNodeClaim, OptimizerStats, Plan};
 pub use quantity::Quantity;
 pub use requirements::{Operator, Requirement, Requirements};
 pub use resources::Resources;
-pub use solver::{OptimizerOptions, SolveOptions, solve, solve_with_deadline};
+pub use solver::{
+    OptimizerOptions, ReservedOfferingMode, SolveOptions, solve, solve_with_deadline,
+};

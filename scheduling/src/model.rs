@@ -386,6 +386,39 @@ pub struct Offering {
     pub price: f64,
     /// False while the cloud reports no capacity (e.g. after an insufficient-capacity error).
     pub available: bool,
+    /// For a `reserved` offering: the capacity reservation it launches into and how many
+    /// instances it can still take. `None` for spot and on-demand offerings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<Reservation>,
+}
+
+impl Offering {
+    /// The reservation id when this is a reserved offering with a reservation.
+    pub fn reservation_id(&self) -> Option<&str> {
+        self.reservation.as_ref().map(|r| r.id.as_str())
+    }
+}
+
+/// A capacity reservation behind a `reserved` [`Offering`] (Karpenter's reservation id
+/// requirement and `ReservationCapacity`).
+///
+/// Several offerings (of several NodePools) may name the same reservation: the solver counts
+/// one pool of capacity per `id`, the smallest `capacity` any of them reports.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reservation {
+    /// The reservation's id (EC2: `cr-0123456789abcdef0`).
+    pub id: String,
+    /// The node label that carries the id on a node launched into it, and the requirement
+    /// key a NodeClaim holding it gets (AWS: `karpenter.k8s.aws/capacity-reservation-id`).
+    pub id_label: String,
+    /// Instances it can still launch, as the provider last counted them (launched instances
+    /// already subtracted).
+    pub capacity: u32,
+    /// Further labels a node launched into it carries (AWS: `capacity-reservation-type`,
+    /// `capacity-reservation-interruptible`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: Labels,
 }
 
 /// What the node's system takes off its capacity.

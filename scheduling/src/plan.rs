@@ -64,6 +64,12 @@ pub struct UnschedulablePod {
     pub pod: PodKey,
     /// Why, in terms a person can act on (which NodePool rejected it and why).
     pub reason: String,
+    /// Only reserved capacity already promised to other claims of this plan stood in its
+    /// way: the decision is deferred to a later round (upstream's `ReservedOfferingError`),
+    /// by when the provider reports the reservation used up and the pod falls back. Upstream
+    /// neither counts such a pod as unschedulable nor publishes a FailedScheduling event.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deferred: bool,
 }
 
 /// The result of [`crate::solve`].

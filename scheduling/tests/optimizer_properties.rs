@@ -15,7 +15,7 @@ use karpenter_scheduling::resources::Resources;
 use karpenter_scheduling::selector::LabelSelector;
 use karpenter_scheduling::solver::OptimizerOptions;
 use karpenter_scheduling::{Plan, Snapshot, SolveOptions, solve};
-use karpenter_testing::strategies::{PodMix, SnapshotMix, snapshot_spec};
+use karpenter_testing::strategies::{SnapshotMix, snapshot_spec};
 use karpenter_testing::*;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,19 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Up to 44 pods, skewed towards small cpu requests, some with host ports or a GPU; half
 /// of the snapshots with a DaemonSet, half with a cpu limit on the pool `default`.
 fn mix() -> SnapshotMix {
-    SnapshotMix {
-        pods: PodMix {
-            cpu_millis: vec![100..1000, 1000..7000],
-            memory_mib: 64..12_000,
-            anti_affinity: 0.15,
-            zone_spread: 0.15,
-            host_port: 0.1,
-            gpu: 0.05,
-        },
-        pod_count: 1..45,
-        daemon_cpu_millis: Some(50..600),
-        cpu_limit_cores: Some(8..80),
-    }
+    SnapshotMix::constrained(1..45)
 }
 
 fn greedy(s: &Snapshot) -> Plan {

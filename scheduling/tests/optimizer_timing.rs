@@ -134,6 +134,7 @@ fn aws_types(path: &std::path::Path) -> Option<Vec<Arc<InstanceType>>> {
                     capacity_type: "on-demand".into(),
                     price,
                     available: true,
+                    reservation: None,
                 })
                 .collect(),
         }));

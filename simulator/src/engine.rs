@@ -18,7 +18,7 @@ use k8s_openapi::api::{
 };
 use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, NodePool, StatusConditions};
 use karpenter_cloudprovider::{CloudProvider, DriftReason, OfferingRef};
-use karpenter_cloudprovider_fake::FakeCloudProvider;
+use karpenter_cloudprovider_fake::{FakeCloudProvider, FakeReservation};
 use karpenter_cluster::api_objects::quantities;
 use karpenter_cluster::manifests::{Document, ManifestError};
 use karpenter_cluster::orchestration::Outcome;
@@ -74,6 +74,14 @@ pub enum SimulationError {
         /// The file.
         path: String,
         /// What went wrong.
+        message: String,
+    },
+    /// A setting the provider cannot honour (a capacity reservation of an unknown type).
+    #[error("{field}: {message}")]
+    Settings {
+        /// The field (`spec.settings.capacityReservations[0]`).
+        field: String,
+        /// What is wrong.
         message: String,
     },
     /// An event refers to something that does not exist.
@@ -167,8 +175,23 @@ impl<'a> Engine<'a> {
             .with_node_pool_filtering(true)
             .with_launch_latency(std::time::Duration::from_millis(
                 settings.launch_latency.0.unsigned_abs(),
-            ));
-        let mut solve_options = SolveOptions::default();
+            ))
+            .with_reserved_capacity(settings.reserved_capacity);
+        for (i, r) in settings.capacity_reservations.iter().enumerate() {
+            let mut fake = FakeReservation::new(&r.id, &r.instance_type, &r.zone, r.count);
+            fake.reservation_type = r.reservation_type.clone();
+            fake.interruptible = r.interruptible;
+            provider
+                .add_reservation(fake)
+                .map_err(|e| SimulationError::Settings {
+                    field: format!("spec.settings.capacityReservations[{i}]"),
+                    message: e.to_string(),
+                })?;
+        }
+        let mut solve_options = SolveOptions {
+            reserved_capacity: settings.reserved_capacity,
+            ..SolveOptions::default()
+        };
         solve_options.optimizer.enabled = options.optimizer;
         let reconciler = Reconciler::new(
             ReconcilerSettings {
@@ -262,6 +285,8 @@ impl<'a> Engine<'a> {
             .map(|(k, r)| (k.clone(), r.clone()))
             .collect();
         self.metrics.finish(self.now, &self.state, &unschedulable);
+        self.metrics
+            .finish_reservations(&self.provider.reservations());
         Ok(())
     }
 
@@ -1483,6 +1508,10 @@ impl<'a> Engine<'a> {
                 let Some(claim) = self.state.node_claims().get(&node_claim).cloned() else {
                     return;
                 };
+                // A slot of a reservation freed changes the offerings the provider reports.
+                if self.provider.reservation_of(claim.provider_id()).is_some() {
+                    self.facts_version += 1;
+                }
                 let _ = block_on(self.provider.delete(&claim));
                 self.provider.clear_drift(&node_claim);
                 self.metrics.drain_finished(&node_claim, now);
@@ -1584,11 +1613,22 @@ impl<'a> Engine<'a> {
                     created_at: self.now,
                     under_consolidate_after: false,
                 };
+                let reservation = self.provider.reservation_of(&provider_id);
                 self.log(format!(
-                    "launched nodeclaim {name} (provider-id {provider_id}, instance-type {it_name}, zone {}, capacity-type {}, ${price:.4}/h)",
+                    "launched nodeclaim {name} (provider-id {provider_id}, instance-type {it_name}, zone {}, capacity-type {}{}, ${price:.4}/h)",
                     node.zone().unwrap_or_default(),
                     node.capacity_type().unwrap_or_default(),
+                    reservation
+                        .as_ref()
+                        .map(|id| format!(", capacity-reservation {id}"))
+                        .unwrap_or_default(),
                 ));
+                if let Some(id) = reservation {
+                    *self.metrics.reserved_launches.entry(id).or_default() += 1;
+                    // The reservation has one instance less: the offerings the provider
+                    // reports changed (as the AWS provider counts a launch at once).
+                    self.facts_version += 1;
+                }
                 self.metrics.node_started(&node, self.now, true);
                 let startup_taints = launched
                     .spec

@@ -208,6 +208,28 @@ pub fn render(r: &Report) -> String {
         out.push('\n');
         out.push_str(&t.render());
     }
+    if !r.reservations.is_empty() {
+        let mut t = Table::new(&[
+            "CAPACITY RESERVATION",
+            "INSTANCE TYPE",
+            "ZONE",
+            "COUNT",
+            "LAUNCHED INTO",
+            "IN USE AT END",
+        ]);
+        for row in &r.reservations {
+            t.row(vec![
+                row.id.clone(),
+                row.instance_type.clone(),
+                row.zone.clone(),
+                row.count.to_string(),
+                row.launched.to_string(),
+                row.in_use_at_end.to_string(),
+            ]);
+        }
+        out.push('\n');
+        out.push_str(&t.render());
+    }
     if !r.ignored_kinds.is_empty() {
         let list: Vec<String> = r
             .ignored_kinds

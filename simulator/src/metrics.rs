@@ -1,6 +1,7 @@
 //! What a run measures, accumulated step by step, and the final [`Report`].
 
 use crate::timeline::{Recorder, Timeline, Totals};
+use karpenter_cloudprovider_fake::FakeReservation;
 use karpenter_cluster::ClusterState;
 use karpenter_scheduling::model::{Millis, PodKey};
 use karpenter_scheduling::{Node, Resources};
@@ -36,6 +37,9 @@ pub struct Report {
     /// Manifest kinds the simulator does not model, with counts.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub ignored_kinds: BTreeMap<String, usize>,
+    /// The scenario's capacity reservations and the nodes launched into them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reservations: Vec<ReservationRow>,
     /// Cost, nodes, pending pods and disruptions over time, sampled on the virtual clock.
     pub timeline: Timeline,
 }
@@ -76,6 +80,24 @@ pub struct TypeRow {
     pub node_hours: f64,
     /// Cost in dollars.
     pub cost: f64,
+}
+
+/// One capacity reservation.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReservationRow {
+    /// Its id.
+    pub id: String,
+    /// Instance type.
+    pub instance_type: String,
+    /// Zone.
+    pub zone: String,
+    /// Instances it holds.
+    pub count: u32,
+    /// Nodes launched into it over the run.
+    pub launched: usize,
+    /// Its instances running at the end.
+    pub in_use_at_end: u32,
 }
 
 /// Cost.
@@ -211,6 +233,8 @@ pub struct Metrics {
     pub disruption_passes: usize,
     /// Invalidated commands.
     pub invalidated_commands: usize,
+    /// Nodes launched into each capacity reservation, by id.
+    pub reserved_launches: BTreeMap<String, usize>,
     disruptions: BTreeMap<String, usize>,
     /// Ignored manifest kinds.
     pub ignored_kinds: BTreeMap<String, usize>,
@@ -254,6 +278,7 @@ impl Metrics {
             launch_failures: 0,
             disruption_passes: 0,
             invalidated_commands: 0,
+            reserved_launches: BTreeMap::new(),
             disruptions: BTreeMap::new(),
             ignored_kinds: BTreeMap::new(),
             completed: 0,
@@ -509,8 +534,27 @@ impl Metrics {
                 longest_drain_seconds: self.longest_drain as f64 / 1000.0,
             },
             ignored_kinds: self.ignored_kinds.clone(),
+            reservations: Vec::new(),
             timeline: self.timeline.timeline(),
         });
+    }
+
+    /// Adds the reservations (each with the instances it has left) to the report.
+    pub fn finish_reservations(&mut self, reservations: &[(FakeReservation, u32)]) {
+        let rows = reservations
+            .iter()
+            .map(|(r, left)| ReservationRow {
+                id: r.id.clone(),
+                instance_type: r.instance_type.clone(),
+                zone: r.zone.clone(),
+                count: r.count,
+                launched: self.reserved_launches.get(&r.id).copied().unwrap_or(0),
+                in_use_at_end: r.count.saturating_sub(*left),
+            })
+            .collect();
+        if let Some(report) = &mut self.report {
+            report.reservations = rows;
+        }
     }
 }
 

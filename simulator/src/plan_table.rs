@@ -85,6 +85,7 @@ mod tests {
             unschedulable: vec![UnschedulablePod {
                 pod: PodKey::new("default", "big"),
                 reason: "no instance type has 512 cpu".into(),
+                deferred: false,
             }],
             ..Plan::default()
         };

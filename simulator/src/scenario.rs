@@ -148,6 +148,37 @@ pub struct Settings {
     pub optimizer: bool,
     /// Instance-type catalogue (JSON, relative to the scenario); default the embedded one.
     pub catalogue: Option<PathBuf>,
+    /// The ReservedCapacity feature gate (default true, as in Karpenter): off, the
+    /// reservations below are neither offered nor launched into.
+    pub reserved_capacity: bool,
+    /// Capacity reservations the simulated cloud holds (EC2 On-Demand Capacity
+    /// Reservations or Capacity Blocks): NodePools that allow `reserved` launch into them
+    /// first.
+    pub capacity_reservations: Vec<CapacityReservation>,
+}
+
+/// One entry of `spec.settings.capacityReservations`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CapacityReservation {
+    /// Its id (`cr-0123456789abcdef0`).
+    pub id: String,
+    /// The instance type it holds.
+    pub instance_type: String,
+    /// Its zone.
+    pub zone: String,
+    /// How many instances it holds.
+    pub count: u32,
+    /// `default` (an On-Demand Capacity Reservation, the default) or `capacity-block`.
+    #[serde(default = "default_reservation_type", rename = "type")]
+    pub reservation_type: String,
+    /// Whether its instances may be interrupted (default false).
+    #[serde(default)]
+    pub interruptible: bool,
+}
+
+fn default_reservation_type() -> String {
+    "default".to_owned()
 }
 
 impl Default for Settings {
@@ -167,6 +198,8 @@ impl Default for Settings {
             static_capacity: false,
             optimizer: true,
             catalogue: None,
+            reserved_capacity: true,
+            capacity_reservations: Vec::new(),
         }
     }
 }

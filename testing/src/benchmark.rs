@@ -104,6 +104,7 @@ fn offering(zone: &str, capacity_type: &str, price: f64) -> Offering {
         capacity_type: capacity_type.into(),
         price,
         available: true,
+        reservation: None,
     }
 }
 

@@ -127,6 +127,7 @@ impl InstanceTypeBuilder {
                     capacity_type: ct.into(),
                     price,
                     available: true,
+                    reservation: None,
                 })
             })
             .collect();

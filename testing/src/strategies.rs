@@ -193,6 +193,28 @@ impl Default for SnapshotMix {
     }
 }
 
+impl SnapshotMix {
+    /// `pod_count` pods skewed towards small cpu requests, some with hostname
+    /// anti-affinity, zone spread, host ports or a GPU; half of the snapshots with a
+    /// DaemonSet, half with a cpu limit on the pool `default`: the mix the optimiser's and
+    /// the reservations' property tests draw from.
+    pub fn constrained(pod_count: Range<usize>) -> Self {
+        Self {
+            pods: PodMix {
+                cpu_millis: vec![100..1000, 1000..7000],
+                memory_mib: 64..12_000,
+                anti_affinity: 0.15,
+                zone_spread: 0.15,
+                host_port: 0.1,
+                gpu: 0.05,
+            },
+            pod_count,
+            daemon_cpu_millis: Some(50..600),
+            cpu_limit_cores: Some(8..80),
+        }
+    }
+}
+
 /// One generated scheduling problem; [`SnapshotSpec::snapshot`] builds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotSpec {

@@ -563,6 +563,7 @@ pub(super) fn fresh_core(ctx: &Ctx) -> (ClusterState, Reconciler) {
     let solve = SolveOptions {
         preference_policy: s.preference_policy,
         min_values_policy: s.min_values_policy,
+        reserved_capacity: s.feature_gates.reserved_capacity,
         ..SolveOptions::default()
     };
     let settings = ReconcilerSettings {

@@ -25,6 +25,7 @@ mod pods;
 mod preferences;
 mod queue;
 mod reasons;
+mod reservations;
 mod topology;
 
 use crate::labels::{HOSTNAME, NODE_INITIALIZED, NODE_REGISTERED, ZONE};
@@ -73,8 +74,22 @@ pub enum MinValuesPolicy {
     BestEffort,
 }
 
+/// What to do with a pod whose only compatible reserved offerings are already promised to
+/// other claims of the solve (upstream's `ReservedOfferingMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum ReservedOfferingMode {
+    /// Leave the pod unplaced for a later round (by then the provider reports the
+    /// reservation used up, and the pod falls back), and never take away a claim's last
+    /// reservation. Upstream's provisioner runs this way.
+    #[default]
+    Strict,
+    /// Place the pod on a claim launched as another capacity type the pool allows.
+    /// Upstream's disruption simulations run this way.
+    Fallback,
+}
+
 /// Options for [`solve`].
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SolveOptions {
     /// Preference handling.
@@ -86,6 +101,29 @@ pub struct SolveOptions {
     /// The packing optimiser that improves the greedy plan.
     #[serde(default)]
     pub optimizer: OptimizerOptions,
+    /// Karpenter's `ReservedCapacity` feature gate (default on): claims hold reservations
+    /// and launch into them. Off, no claim is launched as reserved capacity.
+    #[serde(default = "enabled")]
+    pub reserved_capacity: bool,
+    /// Strict for provisioning (the default), fallback for disruption simulations.
+    #[serde(default)]
+    pub reserved_offering_mode: ReservedOfferingMode,
+}
+
+fn enabled() -> bool {
+    true
+}
+
+impl Default for SolveOptions {
+    fn default() -> Self {
+        Self {
+            preference_policy: PreferencePolicy::default(),
+            min_values_policy: MinValuesPolicy::default(),
+            optimizer: OptimizerOptions::default(),
+            reserved_capacity: true,
+            reserved_offering_mode: ReservedOfferingMode::default(),
+        }
+    }
 }
 
 /// Decides where every pending pod of `snapshot` goes. Deterministic: the same snapshot and
@@ -195,6 +233,25 @@ struct Scheduler<'a> {
     next_host: u32,
     /// A number below 64 for each zone some claim was pinned to, for [`Claim::zone_mask`].
     zone_ids: HashMap<String, u32>,
+    /// Capacity reservations left for this solve's claims.
+    reservations: reservations::Reservations,
+}
+
+/// Why a pod could not be placed; `deferred` when only reserved capacity promised to other
+/// claims stood in its way (upstream's `ReservedOfferingError`): its preferences are not
+/// relaxed and lower-weight pools are not tried.
+struct Rejection {
+    reason: String,
+    deferred: bool,
+}
+
+impl Rejection {
+    fn plain(reason: String) -> Self {
+        Self {
+            reason,
+            deferred: false,
+        }
+    }
 }
 
 /// The bit set of the zones an `In` requirement allows, numbering new zones in `ids`;
@@ -417,6 +474,7 @@ impl<'a> Scheduler<'a> {
             topology.register(HOSTNAME, existing::hostname(n.node));
         }
 
+        let reservations = reservations::Reservations::new(&templates, options.reserved_capacity);
         Scheduler {
             options,
             pods,
@@ -432,6 +490,7 @@ impl<'a> Scheduler<'a> {
             tolerate_pns_step,
             next_host: 0,
             zone_ids: HashMap::new(),
+            reservations,
         }
     }
 
@@ -440,7 +499,9 @@ impl<'a> Scheduler<'a> {
             .filter(|&p| !self.pods[p].is_daemon())
             .collect();
         let mut queue = queue::Queue::new(self.pods, candidates);
-        let mut errors: Vec<Option<String>> = vec![None; self.pods.len()];
+        let mut errors: Vec<Option<Rejection>> = std::iter::repeat_with(|| None)
+            .take(self.pods.len())
+            .collect();
         while let Some(p) = queue.pop() {
             match self.try_schedule(p) {
                 Ok(()) => errors[p] = None,
@@ -471,12 +532,15 @@ impl<'a> Scheduler<'a> {
 
     /// Tries pod `p`, relaxing preferences until it fits or nothing is left to relax.
     /// The error carries whether any relaxation happened.
-    fn try_schedule(&mut self, p: usize) -> Result<(), (String, bool)> {
+    fn try_schedule(&mut self, p: usize) -> Result<(), (Rejection, bool)> {
         let pod = &self.pods[p];
         let all = Rc::clone(&self.base);
         let base = match &all[p] {
             Ok(d) => d,
-            Err(e) => return Err((format!("invalid pod constraints: {e}"), false)),
+            Err(e) => {
+                let why = format!("invalid pod constraints: {e}");
+                return Err((Rejection::plain(why), false));
+            }
         };
         let mut relaxed = Relaxed::new(pod, self.options.preference_policy);
         let mut data: Cow<'_, PodData> = Cow::Borrowed(base);
@@ -484,6 +548,7 @@ impl<'a> Scheduler<'a> {
         loop {
             let err = match self.add(p, &data) {
                 Ok(()) => return Ok(()),
+                Err(e) if e.deferred => return Err((e, changed)),
                 Err(e) => e,
             };
             if !relaxed.relax(self.tolerate_pns_step) {
@@ -491,11 +556,11 @@ impl<'a> Scheduler<'a> {
             }
             changed = true;
             self.topology.update(p, &relaxed, &self.cluster);
-            data = Cow::Owned(PodData::new(&relaxed).map_err(|e| (e, true))?);
+            data = Cow::Owned(PodData::new(&relaxed).map_err(|e| (Rejection::plain(e), true))?);
         }
     }
 
-    fn add(&mut self, p: usize, data: &PodData) -> Result<(), String> {
+    fn add(&mut self, p: usize, data: &PodData) -> Result<(), Rejection> {
         let pod = &self.pods[p];
         for n in &mut self.existing {
             if let Some(reqs) = n.can_add(p, pod, data, &self.topology) {
@@ -613,13 +678,23 @@ impl<'a> Scheduler<'a> {
                     self.remaining[ti].subtract_claim(its);
                     return Ok(());
                 }
-                Err(e) if exceeded.is_empty() => rejections.push((pool, e)),
+                Err(e) if e.deferred => {
+                    // Upstream: a pool with reserved offerings this pod could use, all
+                    // promised, is not passed over for a lower-weight pool.
+                    rejections.push((pool, e.reason));
+                    return Err(Rejection {
+                        reason: reasons::per_pool(&rejections),
+                        deferred: true,
+                    });
+                }
+                Err(e) if exceeded.is_empty() => rejections.push((pool, e.reason)),
                 Err(e) => {
                     let names: Vec<String> = exceeded.into_iter().collect();
                     rejections.push((
                         pool,
                         format!(
-                            "{e} (limit of {} reached for larger instance types)",
+                            "{} (limit of {} reached for larger instance types)",
+                            e.reason,
                             names.join(", ")
                         ),
                     ));
@@ -627,11 +702,49 @@ impl<'a> Scheduler<'a> {
             }
         }
         rejections.extend(self.skipped.iter().cloned());
-        Err(reasons::per_pool(&rejections))
+        Err(Rejection::plain(reasons::per_pool(&rejections)))
     }
 
     /// `NodeClaim.CanAdd`.
     fn claim_can_add(
+        &self,
+        claim: &Claim,
+        p: usize,
+        data: &PodData,
+        explain: bool,
+    ) -> Result<ClaimUpdate, Rejection> {
+        self.claim_update(claim, p, data, explain)
+            .map_err(Rejection::plain)
+            .and_then(|mut update| {
+                let t = &self.templates[claim.template];
+                let reqs = update.reqs.as_ref().unwrap_or(&claim.reqs);
+                let decision = self
+                    .reservations
+                    .to_reserve(
+                        t,
+                        &claim.reserved,
+                        &update.options,
+                        reqs,
+                        self.options.reserved_offering_mode,
+                    )
+                    .map_err(|why| Rejection {
+                        reason: if explain {
+                            why.to_string()
+                        } else {
+                            String::new()
+                        },
+                        deferred: why == reservations::DEFERRED,
+                    })?;
+                if let Some(options) = decision.options {
+                    update.options = options;
+                }
+                update.reserved = decision.held;
+                Ok(update)
+            })
+    }
+
+    /// `NodeClaim.CanAdd` up to the instance types that remain, before reservations.
+    fn claim_update(
         &self,
         claim: &Claim,
         p: usize,
@@ -698,6 +811,7 @@ impl<'a> Scheduler<'a> {
         Ok(ClaimUpdate {
             reqs: lowered.or(reqs),
             options,
+            reserved: Default::default(),
         })
     }
 
@@ -706,6 +820,7 @@ impl<'a> Scheduler<'a> {
         let claim = &mut self.claims[c];
         let t = &self.templates[claim.template];
         let reqs_changed = update.reqs.is_some();
+        self.reservations.update(&claim.reserved, &update.reserved);
         claim.apply(t, p, &data.requests, &pod.host_ports, update);
         if reqs_changed || claim.pods.len() == 1 {
             claim.zone_mask = zone_mask(&mut self.zone_ids, claim.reqs.get(ZONE));
@@ -717,7 +832,7 @@ impl<'a> Scheduler<'a> {
             .record(p, pod, &t.pool.taints, &claim.reqs, true);
     }
 
-    fn finish(self, errors: Vec<Option<String>>) -> Plan {
+    fn finish(self, errors: Vec<Option<Rejection>>) -> Plan {
         let key = |p: usize| self.pods[p].key();
         let existing = self
             .existing
@@ -742,6 +857,8 @@ impl<'a> Scheduler<'a> {
                     requirements.add(r.clone());
                 }
             }
+            self.reservations
+                .pin_requirements(t, &claim.reserved, &mut requirements);
             let same = ranked
                 .entry((claim.template, claim.options.as_slice(), {
                     let mut h = DefaultHasher::new();
@@ -787,9 +904,10 @@ impl<'a> Scheduler<'a> {
             .into_iter()
             .enumerate()
             .filter_map(|(p, e)| {
-                e.map(|reason| UnschedulablePod {
+                e.map(|e| UnschedulablePod {
                     pod: key(p),
-                    reason,
+                    reason: e.reason,
+                    deferred: e.deferred,
                 })
             })
             .collect();

@@ -2,7 +2,10 @@
 //! `nodeclaimtemplate.go`): requirements narrowed pod by pod, and the instance types that can
 //! still host every pod plus DaemonSet overhead with a compatible available offering.
 
-use crate::labels::{CAPACITY_TYPE, HOSTNAME, NODE_INITIALIZED, NODE_REGISTERED, NODEPOOL, ZONE};
+use crate::labels::{
+    CAPACITY_TYPE, HOSTNAME, NODE_INITIALIZED, NODE_REGISTERED, NODEPOOL, RESERVED_CAPACITY_LABELS,
+    ZONE,
+};
 use crate::model::{HostPort, InstanceType, NodePool, Offering};
 use crate::plan::InstanceTypeOption;
 use crate::requirements::{Operator, Requirement, Requirements};
@@ -13,17 +16,35 @@ use crate::solver::daemons::{self, Daemon, DaemonGroup};
 use crate::solver::hostports::{self, HostPortUsage};
 use crate::solver::topology::{self, describe_requirement};
 use std::cell::{OnceCell, RefCell};
-use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-/// Whether an offering is available and allowed by `reqs` (zone and capacity type).
+/// Whether an offering is available and allowed by `reqs` (zone, capacity type and, for a
+/// reserved offering, its reservation id).
 pub(crate) fn offering_ok(o: &Offering, reqs: &Requirements) -> bool {
-    offering_allowed(o, reqs.get(ZONE), reqs.get(CAPACITY_TYPE))
+    offering_allowed(o, reqs.get(ZONE), reqs.get(CAPACITY_TYPE)) && reservation_allowed(o, reqs)
 }
 
-/// [`offering_ok`] given the zone and capacity-type requirements themselves.
+/// Whether `reqs` allow the reservation `o` launches into (its id and further labels), or,
+/// for an offering without one, require none of the labels only reserved nodes carry.
+fn reservation_allowed(o: &Offering, reqs: &Requirements) -> bool {
+    match &o.reservation {
+        Some(r) => {
+            reqs.get(&r.id_label).is_none_or(|x| x.has(&r.id))
+                && r.labels
+                    .iter()
+                    .all(|(k, v)| reqs.get(k).is_none_or(|x| x.has(v)))
+        }
+        None => RESERVED_CAPACITY_LABELS
+            .iter()
+            .all(|k| reqs.get(k).is_none_or(|x| tolerates_absence(x.operator()))),
+    }
+}
+
+/// [`offering_ok`] given the zone and capacity-type requirements themselves, for
+/// requirements that say nothing about reservation ids.
 fn offering_allowed(
     o: &Offering,
     zone: Option<&Requirement>,
@@ -75,6 +96,14 @@ pub(crate) struct Template<'a> {
     /// Element-wise largest capacity of `its` (never below zero): when the pool's limits
     /// leave room for it, they leave room for every instance type.
     pub max_capacity: Resources,
+    /// Whether some instance type has an offering with a reservation.
+    pub has_reserved: bool,
+    /// Every (instance type, offering) index pair whose offering has a reservation.
+    pub reserved_offerings: Vec<(u32, u32)>,
+    /// The label keys that decide which reservation an offering launches into: the
+    /// reservations' id labels and further labels, and the labels only reserved nodes carry
+    /// (sorted). A requirement on one of them is checked offering by offering.
+    pub reservation_keys: Vec<String>,
     /// Memo tables over `its`, kept by the [`crate::solver::SolveCache`] so later solves over
     /// the same pool and instance types start warm.
     memo: &'a TemplateMemo,
@@ -189,6 +218,26 @@ impl<'a> Template<'a> {
         let max_capacity = its.iter().fold(Resources::default(), |acc, it| {
             arith::max(&acc, &it.capacity)
         });
+        let reserved_offerings: Vec<(u32, u32)> = its
+            .iter()
+            .enumerate()
+            .flat_map(|(i, it)| {
+                it.offerings
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, o)| o.reservation.is_some())
+                    .map(move |(o, _)| (i as u32, o as u32))
+            })
+            .collect();
+        let mut reservation_keys: Vec<String> = reserved_offerings
+            .iter()
+            .filter_map(|&(i, o)| its[i as usize].offerings[o as usize].reservation.as_ref())
+            .flat_map(|r| std::iter::once(&r.id_label).chain(r.labels.keys()))
+            .cloned()
+            .chain(RESERVED_CAPACITY_LABELS.iter().map(|k| k.to_string()))
+            .collect();
+        reservation_keys.sort_unstable();
+        reservation_keys.dedup();
         Ok(Template {
             pool,
             reqs,
@@ -198,6 +247,9 @@ impl<'a> Template<'a> {
             group_of,
             min_overhead,
             max_capacity,
+            has_reserved: !reserved_offerings.is_empty(),
+            reserved_offerings,
+            reservation_keys,
             memo,
         })
     }
@@ -206,6 +258,15 @@ impl<'a> Template<'a> {
     /// `reqs` — exactly the offering [`cheapest`] returns — or `None` when it has none.
     pub(crate) fn offers(&self, reqs: &Requirements) -> Arc<[Option<u32>]> {
         let (zone, capacity) = (reqs.get(ZONE), reqs.get(CAPACITY_TYPE));
+        if self.reservation_keys.iter().any(|l| reqs.has(l)) {
+            // Pinned to reservations (a finished claim, or a pod selecting one): rare, and
+            // not worth a cache keyed on more than zone and capacity type.
+            return self
+                .its
+                .iter()
+                .map(|it| cheapest_index(it, |o| offering_ok(o, reqs)))
+                .collect();
+        }
         let hash = {
             let mut h = DefaultHasher::new();
             zone.hash(&mut h);
@@ -290,6 +351,8 @@ pub(crate) struct Claim {
     /// [`crate::solver::topology::Topology::group_counts`] when `hostname` was last
     /// registered with the topology groups; (0, 0) before the first commit.
     pub registered: (usize, usize),
+    /// The reservations it holds (see [`crate::solver::reservations`]).
+    pub reserved: BTreeSet<String>,
 }
 
 /// What adding a pod to a claim would change.
@@ -299,6 +362,8 @@ pub(crate) struct ClaimUpdate {
     pub reqs: Option<Requirements>,
     /// The remaining options.
     pub options: Vec<u32>,
+    /// The reservations the claim holds once the pod is added.
+    pub reserved: BTreeSet<String>,
 }
 
 impl Claim {
@@ -325,6 +390,7 @@ impl Claim {
             host_number: None,
             zone_mask: None,
             registered: (0, 0),
+            reserved: BTreeSet::new(),
         };
         c.host_number = topology::placeholder_number(&c.hostname);
         c.refresh_max(t);
@@ -354,6 +420,7 @@ impl Claim {
             host_number: None,
             zone_mask: None,
             registered: (0, 0),
+            reserved: BTreeSet::new(),
         };
         c.host_number = topology::placeholder_number(&c.hostname);
         c.refresh_max(t);
@@ -430,6 +497,7 @@ impl Claim {
             self.reqs = reqs;
         }
         self.options = update.options;
+        self.reserved = update.reserved;
         arith::add_into(&mut self.requests, requests);
         self.ports.add(ports);
         self.pods.push(pod);
@@ -476,8 +544,10 @@ impl Claim {
                 (!conflict).then(|| arith::sum(&base, &g.overhead))
             })
             .collect();
-        // Offerings depend on zone and capacity type only.
-        let offers_changed = delta.is_some_and(|d| d.has(ZONE) || d.has(CAPACITY_TYPE));
+        // Offerings depend on zone, capacity type and reservation ids only.
+        let offers_changed = delta.is_some_and(|d| {
+            d.has(ZONE) || d.has(CAPACITY_TYPE) || t.reservation_keys.iter().any(|l| d.has(l))
+        });
         let masks: Vec<Arc<[bool]>> = delta
             .map(|d| d.iter().map(|r| t.compatible_with(r)).collect())
             .unwrap_or_default();
@@ -792,6 +862,7 @@ mod tests {
             capacity_type: capacity_type.to_string(),
             price,
             available,
+            reservation: None,
         }
     }
 

@@ -218,11 +218,15 @@ pub(crate) fn optimize(
     // With one pool and no selector, free pods would be regrouped exactly as their claims
     // are, only over looser requirements (more types for the packers to weigh, about 1.5x
     // the time at 20,000 unconstrained pods for the same plan).
-    let regroup = s.templates.len() > 1
-        || s.claims
-            .iter()
-            .flat_map(|c| &c.pods)
-            .any(|&p| !s.pods[p].node_selector.is_empty());
+    // Pools with reserved offerings are left as the greedy pass packed them (see below), so
+    // no free pod may be regrouped into one either.
+    let reserved_pools = s.templates.iter().any(|t| t.has_reserved);
+    let regroup = !reserved_pools
+        && (s.templates.len() > 1
+            || s.claims
+                .iter()
+                .flat_map(|c| &c.pods)
+                .any(|&p| !s.pods[p].node_selector.is_empty()));
     for claim in s.claims.iter().filter(|_| regroup) {
         for &p in &claim.pods {
             let pod = &s.pods[p];
@@ -287,10 +291,15 @@ pub(crate) fn optimize(
             continue;
         }
         let reqs = without_hostname(&claim.reqs);
+        // A pool with reserved offerings keeps its greedy claims: each holds the
+        // reservations the greedy pass counted for it, and a re-packing priced on reserved
+        // offerings could promise more instances than the reservations have.
+        let reserved = s.templates[claim.template].has_reserved;
         let movable: Vec<usize> = claim
             .pods
             .iter()
             .copied()
+            .filter(|_| !reserved)
             .filter(|&p| {
                 let pod = &s.pods[p];
                 pod.host_ports.is_empty() && s.topology.movable(p, pod, &reqs)

@@ -1,0 +1,167 @@
+//! Capacity reservations in the fake provider: EC2 On-Demand Capacity Reservations and
+//! Capacity Blocks as Karpenter's AWS provider publishes them (a `reserved` offering per
+//! reservation, priced at the on-demand price divided by 10,000,000 so the scheduler treats
+//! it as free while keeping the relative order of types, labelled with the reservation's
+//! id, type and interruptibility).
+
+use karpenter_catalog::pricing::reserved_price;
+use karpenter_scheduling::labels;
+use karpenter_scheduling::model::{InstanceType, Labels, Offering, Reservation};
+use karpenter_scheduling::requirements::{Operator, Requirement};
+
+/// `karpenter.k8s.aws/capacity-reservation-type` of an ordinary capacity reservation.
+pub const RESERVATION_TYPE_DEFAULT: &str = "default";
+
+/// `karpenter.k8s.aws/capacity-reservation-type` of a Capacity Block.
+pub const RESERVATION_TYPE_CAPACITY_BLOCK: &str = "capacity-block";
+
+/// A capacity reservation the fake provider launches into: `count` instances of
+/// `instance_type` in `zone`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FakeReservation {
+    /// Its id (`cr-0123456789abcdef0`).
+    pub id: String,
+    /// The instance type it holds.
+    pub instance_type: String,
+    /// Its zone.
+    pub zone: String,
+    /// How many instances it holds in all (running ones included).
+    pub count: u32,
+    /// [`RESERVATION_TYPE_DEFAULT`] or [`RESERVATION_TYPE_CAPACITY_BLOCK`].
+    pub reservation_type: String,
+    /// Whether EC2 may interrupt its instances.
+    pub interruptible: bool,
+}
+
+impl FakeReservation {
+    /// An ordinary (`default`), uninterruptible reservation.
+    pub fn new(
+        id: impl Into<String>,
+        instance_type: impl Into<String>,
+        zone: impl Into<String>,
+        count: u32,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            instance_type: instance_type.into(),
+            zone: zone.into(),
+            count,
+            reservation_type: RESERVATION_TYPE_DEFAULT.into(),
+            interruptible: false,
+        }
+    }
+}
+
+/// A reservation the provider cannot hold, naming the reservation and the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReservationError {
+    /// A field is empty or not one of the accepted values.
+    #[error("capacity reservation {id:?}: {field}: {message}")]
+    Invalid {
+        /// The reservation id (may be empty).
+        id: String,
+        /// The field (`id`, `instanceType`, `zone`, `type`).
+        field: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// Another reservation already has this id.
+    #[error("capacity reservation {0:?}: id: declared twice")]
+    Duplicate(String),
+}
+
+impl FakeReservation {
+    /// Checks the reservation against the provider's instance types: a known type offered
+    /// in its zone, a non-empty id and a known reservation type.
+    pub(crate) fn validate(
+        &self,
+        types: &[std::sync::Arc<InstanceType>],
+    ) -> Result<(), ReservationError> {
+        let invalid = |field: &'static str, message: String| ReservationError::Invalid {
+            id: self.id.clone(),
+            field,
+            message,
+        };
+        if self.id.is_empty() {
+            return Err(invalid("id", "must not be empty".into()));
+        }
+        if ![RESERVATION_TYPE_DEFAULT, RESERVATION_TYPE_CAPACITY_BLOCK]
+            .contains(&self.reservation_type.as_str())
+        {
+            return Err(invalid(
+                "type",
+                format!(
+                    "{:?} is neither {RESERVATION_TYPE_DEFAULT:?} nor {RESERVATION_TYPE_CAPACITY_BLOCK:?}",
+                    self.reservation_type
+                ),
+            ));
+        }
+        let Some(it) = types.iter().find(|it| it.name == self.instance_type) else {
+            return Err(invalid(
+                "instanceType",
+                format!("no instance type {:?} in the catalogue", self.instance_type),
+            ));
+        };
+        if !it.offerings.iter().any(|o| o.zone == self.zone) {
+            return Err(invalid(
+                "zone",
+                format!("{:?} is not offered in zone {:?}", it.name, self.zone),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The reserved offering for this reservation with `remaining` instances left, on `it`.
+    pub(crate) fn offering(&self, it: &InstanceType, remaining: u32, available: bool) -> Offering {
+        let on_demand = it
+            .offerings
+            .iter()
+            .filter(|o| o.zone == self.zone && o.capacity_type == labels::CAPACITY_TYPE_ON_DEMAND)
+            .map(|o| o.price)
+            .next()
+            .or_else(|| it.offering_price(None, labels::CAPACITY_TYPE_ON_DEMAND))
+            // Without a price the reservation is still usable, only free (as upstream).
+            .unwrap_or(0.0);
+        let mut extra = Labels::new();
+        extra.insert(
+            labels::AWS_CAPACITY_RESERVATION_TYPE.into(),
+            self.reservation_type.clone(),
+        );
+        extra.insert(
+            labels::AWS_CAPACITY_RESERVATION_INTERRUPTIBLE.into(),
+            self.interruptible.to_string(),
+        );
+        Offering {
+            zone: self.zone.clone(),
+            capacity_type: labels::CAPACITY_TYPE_RESERVED.into(),
+            price: reserved_price(on_demand),
+            available: available && remaining > 0,
+            reservation: Some(Reservation {
+                id: self.id.clone(),
+                id_label: labels::AWS_CAPACITY_RESERVATION_ID.into(),
+                capacity: remaining,
+                labels: extra,
+            }),
+        }
+    }
+}
+
+/// `it` with `offerings` appended and `reserved` among the capacity types its requirements
+/// allow.
+pub(crate) fn with_reserved(it: &InstanceType, offerings: Vec<Offering>) -> InstanceType {
+    let mut copy = it.clone();
+    copy.offerings.extend(offerings);
+    let mut types: Vec<String> = copy
+        .requirements
+        .get(labels::CAPACITY_TYPE)
+        .map(|r| r.values().map(str::to_string).collect())
+        .unwrap_or_default();
+    if !types.iter().any(|t| t == labels::CAPACITY_TYPE_RESERVED) {
+        types.push(labels::CAPACITY_TYPE_RESERVED.into());
+        copy.requirements.remove(labels::CAPACITY_TYPE);
+        if let Ok(r) = Requirement::new(labels::CAPACITY_TYPE, Operator::In, types) {
+            copy.requirements.add(r);
+        }
+    }
+    copy
+}
