@@ -73,6 +73,11 @@ impl Reconciler {
             }
         }
         for u in &plan.unschedulable {
+            // Waiting for reserved capacity another claim was promised is not a scheduling
+            // failure: upstream plans the pod again in a later round without an event.
+            if u.deferred {
+                continue;
+            }
             if self.unschedulable.get(&u.pod) != Some(&u.reason) {
                 self.unschedulable.insert(u.pod.clone(), u.reason.clone());
                 tick.events.push(Event::FailedScheduling {
