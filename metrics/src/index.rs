@@ -108,6 +108,8 @@ pub struct IndexMetrics {
     allocatable: Series<DynamicLabels>,
     pod_requests: Series<DynamicLabels>,
     daemon_requests: Series<DynamicLabels>,
+    pod_limits: Series<DynamicLabels>,
+    daemon_limits: Series<DynamicLabels>,
     overhead: Series<DynamicLabels>,
     lifetime: Series<DynamicLabels>,
     cpu_cores: Series<InstanceTypeLabels>,
@@ -149,6 +151,8 @@ impl IndexMetrics {
         let mut allocatable = Vec::new();
         let mut pod_requests = Vec::new();
         let mut daemon_requests = Vec::new();
+        let (mut pod_limits, mut daemon_limits) = (Vec::new(), Vec::new());
+        let limits = m.pod_limits.lock().unwrap_or_else(|e| e.into_inner());
         let mut overhead = Vec::new();
         let mut lifetime = Vec::new();
         for (name, record) in state.nodes() {
@@ -158,10 +162,15 @@ impl IndexMetrics {
             let labels = node_labels(record);
             let mut pods = Resources::default();
             let mut daemons = Resources::default();
+            let (mut pods_limits, mut daemons_limits) =
+                (Resources::default(), Resources::default());
             for p in state.pods_on(name) {
+                let limit = limits.get(&p.pod.key());
                 pods.add_assign(&p.pod.requests);
+                pods_limits.add_assign(limit.unwrap_or(&Resources::default()));
                 if p.pod.is_daemon() {
                     daemons.add_assign(&p.pod.requests);
+                    daemons_limits.add_assign(limit.unwrap_or(&Resources::default()));
                 }
             }
             let reserved = record
@@ -172,6 +181,8 @@ impl IndexMetrics {
             allocatable.extend(per_resource(&labels, &record.node.allocatable));
             pod_requests.extend(per_resource(&labels, &pods));
             daemon_requests.extend(per_resource(&labels, &daemons));
+            pod_limits.extend(per_resource(&labels, &pods_limits));
+            daemon_limits.extend(per_resource(&labels, &daemons_limits));
             overhead.extend(per_resource(&labels, &reserved));
             let age = (now - record.node.created_at).max(0) as f64 / 1000.0;
             lifetime.push((labels, age));
@@ -181,6 +192,11 @@ impl IndexMetrics {
             .replace(&m.nodes_total_pod_requests, pod_requests);
         self.daemon_requests
             .replace(&m.nodes_total_daemon_requests, daemon_requests);
+        drop(limits);
+        self.pod_limits
+            .replace(&m.nodes_total_pod_limits, pod_limits);
+        self.daemon_limits
+            .replace(&m.nodes_total_daemon_limits, daemon_limits);
         self.overhead.replace(&m.nodes_system_overhead, overhead);
         self.lifetime.replace(&m.nodes_current_lifetime, lifetime);
         for (resource, percent) in state.utilization_percent() {
@@ -240,13 +256,7 @@ mod tests {
     use super::*;
     use karpenter_cluster::Object;
 
-    fn lines(m: &Metrics, prefix: &str) -> Vec<String> {
-        m.encode()
-            .lines()
-            .filter(|l| l.starts_with(prefix))
-            .map(str::to_owned)
-            .collect()
-    }
+    use crate::tests::lines;
 
     #[test]
     fn label_names_follow_upstream() {
@@ -330,5 +340,86 @@ mod tests {
         );
         im.record_instance_types(&BTreeMap::new(), 2, &m);
         assert!(lines(&m, "karpenter_cloudprovider_instance_type_cpu_cores{").is_empty());
+    }
+
+    #[test]
+    fn limit_gauges_sum_the_pods_limits_per_node() {
+        use k8s_openapi::api::core::v1::{Container, ResourceRequirements};
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let m = Metrics::new();
+        let mut state = ClusterState::new();
+        let node = karpenter_testing::api::ready(karpenter_testing::api::registering_node(
+            "n1",
+            "fake://z/n1",
+        ));
+        let record = karpenter_cluster::api_objects::node_record(&node, None).unwrap();
+        state.apply(Object::Node(Box::new(record)));
+        let pod = |name: &str, cpu: &str, daemon: bool| {
+            let mut p = karpenter_testing::api::pod_with_conditions(Some("n1"), Some(0), Some(0));
+            p.metadata.name = Some(name.into());
+            if daemon {
+                p.metadata.owner_references = Some(vec![OwnerReference {
+                    kind: "DaemonSet".into(),
+                    name: "agent".into(),
+                    controller: Some(true),
+                    ..OwnerReference::default()
+                }]);
+            }
+            p.spec.as_mut().unwrap().containers = vec![Container {
+                name: "c".into(),
+                resources: Some(ResourceRequirements {
+                    limits: Some([("cpu".into(), Quantity(cpu.into()))].into()),
+                    ..ResourceRequirements::default()
+                }),
+                ..Container::default()
+            }];
+            std::sync::Arc::new(p)
+        };
+        let pods = [pod("web", "1500m", false), pod("agent", "250m", true)];
+        let mut keys = Vec::new();
+        for p in &pods {
+            let record = karpenter_cluster::api_objects::pod_record(p)
+                .unwrap()
+                .unwrap();
+            keys.push(karpenter_cluster::ObjectKey::Pod(record.pod.key()));
+            state.apply(Object::Pod(Box::new(record)));
+        }
+        let mut pm = crate::pods::PodMetrics::default();
+        let lookup = |k: &karpenter_scheduling::model::PodKey| {
+            pods.iter()
+                .find(|p| p.metadata.name.as_deref() == Some(&k.name))
+                .cloned()
+        };
+        pm.record(&keys, false, lookup, &state, 0, &m);
+        let mut im = IndexMetrics::default();
+        im.record_nodes(&state, 0, &m);
+        let value = |family: &str, resource: &str| {
+            lines(&m, &format!("{family}{{"))
+                .into_iter()
+                .find(|l| l.contains(&format!("resource_type=\"{resource}\"")))
+                .and_then(|l| l.rsplit_once(' ').map(|(_, v)| v.to_owned()))
+        };
+        assert_eq!(
+            value("karpenter_nodes_total_pod_limits", "cpu").as_deref(),
+            Some("1.75")
+        );
+        assert_eq!(
+            value("karpenter_nodes_total_pod_limits", "pods").as_deref(),
+            Some("2.0")
+        );
+        assert_eq!(
+            value("karpenter_nodes_total_daemon_limits", "cpu").as_deref(),
+            Some("0.25")
+        );
+        // The daemon pod goes: its limits leave both sums.
+        state.delete(&keys[1]);
+        pm.record(&keys[1..], false, |_| None, &state, 0, &m);
+        im.record_nodes(&state, 0, &m);
+        assert_eq!(
+            value("karpenter_nodes_total_pod_limits", "cpu").as_deref(),
+            Some("1.5")
+        );
+        assert_eq!(value("karpenter_nodes_total_daemon_limits", "cpu"), None);
     }
 }

@@ -10,17 +10,22 @@
 #![forbid(unsafe_code)]
 
 pub mod cloudprovider;
+pub mod conditions;
 pub mod index;
+pub mod limits;
 pub mod pods;
 mod reconciler;
 
 use cloudprovider::CloudProviderMetrics;
+use karpenter_scheduling::model::PodKey;
+use karpenter_scheduling::resources::Resources;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -214,6 +219,25 @@ pub struct PodStateLabels {
     pub managed: String,
 }
 
+/// `{name, namespace}` of the per-pod waiting gauges.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct PodLabels {
+    /// Pod name.
+    pub name: String,
+    /// Pod namespace.
+    pub namespace: String,
+}
+
+impl PodLabels {
+    /// The labels of the pod `key`.
+    pub fn of(key: &karpenter_scheduling::model::PodKey) -> Self {
+        Self {
+            name: key.name.clone(),
+            namespace: key.namespace.clone(),
+        }
+    }
+}
+
 /// `{controller}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct ControllerLabels {
@@ -351,6 +375,13 @@ pub struct Metrics {
     pub nodes_total_pod_requests: Family<DynamicLabels, FloatGauge>,
     /// `karpenter_nodes_total_daemon_requests`.
     pub nodes_total_daemon_requests: Family<DynamicLabels, FloatGauge>,
+    /// `karpenter_nodes_total_pod_limits` (DaemonSet pods included).
+    pub nodes_total_pod_limits: Family<DynamicLabels, FloatGauge>,
+    /// `karpenter_nodes_total_daemon_limits`.
+    pub nodes_total_daemon_limits: Family<DynamicLabels, FloatGauge>,
+    /// Each pod's limits, kept by [`pods::PodMetrics`] from the pod objects for the limit
+    /// gauges [`index::IndexMetrics`] sets.
+    pod_limits: Arc<Mutex<BTreeMap<PodKey, Resources>>>,
     /// `karpenter_nodes_system_overhead`: capacity minus allocatable.
     pub nodes_system_overhead: Family<DynamicLabels, FloatGauge>,
     /// `karpenter_nodes_current_lifetime_seconds`.
@@ -375,6 +406,11 @@ pub struct Metrics {
     pub pods_startup_duration: Histogram,
     /// `karpenter_pods_bound_duration_seconds`: creation to bound.
     pub pods_bound_duration: Histogram,
+    /// `karpenter_pods_unbound_time_seconds`: age of each pending pod not scheduled yet.
+    pub pods_unbound_time: Family<PodLabels, FloatGauge>,
+    /// `karpenter_pods_unstarted_time_seconds`: age of each pod seen pending and not ready
+    /// yet.
+    pub pods_unstarted_time: Family<PodLabels, FloatGauge>,
     /// `karpenter_scheduler_scheduling_duration_seconds`.
     pub scheduling_duration: HistogramFamily<ControllerLabels>,
     /// `karpenter_scheduler_queue_depth`.
@@ -421,6 +457,8 @@ pub struct Metrics {
     /// `karpenter_dry_run_disruption_savings_dollars_per_hour` (`--dry-run`): what the
     /// latest disruption pass's commands would save.
     pub dry_run_disruption_savings: Family<ReasonLabels, FloatGauge>,
+    /// operatorpkg's status-condition and termination families ([`conditions`]).
+    status: conditions::StatusFamilies,
 }
 
 impl Default for Metrics {
@@ -434,7 +472,9 @@ impl Metrics {
     pub fn new() -> Self {
         let mut r = Registry::default();
         let cloudprovider = CloudProviderMetrics::register(&mut r);
+        let status = conditions::StatusFamilies::register(&mut r);
         let m = Self {
+            status,
             registry: Arc::new(Mutex::new(Registry::default())),
             cloudprovider,
             nodeclaims_created: Family::default(),
@@ -446,6 +486,9 @@ impl Metrics {
             nodes_allocatable: Family::default(),
             nodes_total_pod_requests: Family::default(),
             nodes_total_daemon_requests: Family::default(),
+            nodes_total_pod_limits: Family::default(),
+            nodes_total_daemon_limits: Family::default(),
+            pod_limits: Arc::default(),
             nodes_system_overhead: Family::default(),
             nodes_current_lifetime: Family::default(),
             instance_type_cpu_cores: Family::default(),
@@ -460,6 +503,8 @@ impl Metrics {
             pods_state: Family::default(),
             pods_startup_duration: duration_histogram(),
             pods_bound_duration: duration_histogram(),
+            pods_unbound_time: Family::default(),
+            pods_unstarted_time: Family::default(),
             scheduling_duration: Family::new_with_constructor(duration_histogram),
             scheduler_queue_depth: Family::default(),
             disruption_decisions: Family::default(),
@@ -528,6 +573,16 @@ impl Metrics {
             "karpenter_pods_bound_duration_seconds",
             "The time from pod creation until the pod is bound.",
             m.pods_bound_duration.clone(),
+        );
+        r.register(
+            "karpenter_pods_unbound_time_seconds",
+            "The time from pod creation until the pod is bound.",
+            m.pods_unbound_time.clone(),
+        );
+        r.register(
+            "karpenter_pods_unstarted_time_seconds",
+            "The time from pod creation until the pod is running.",
+            m.pods_unstarted_time.clone(),
         );
         r.register(
             "karpenter_scheduler_scheduling_duration_seconds",
@@ -623,6 +678,16 @@ impl Metrics {
             "karpenter_nodes_total_daemon_requests",
             "Node total daemon requests are the resource requested by DaemonSet pods bound to nodes.",
             m.nodes_total_daemon_requests.clone(),
+        );
+        r.register(
+            "karpenter_nodes_total_pod_limits",
+            "Node total pod limits are the resources specified by pod limits, including the DaemonSet pods.",
+            m.nodes_total_pod_limits.clone(),
+        );
+        r.register(
+            "karpenter_nodes_total_daemon_limits",
+            "Node total daemon limits are the resources specified by DaemonSet pod limits.",
+            m.nodes_total_daemon_limits.clone(),
         );
         r.register(
             "karpenter_nodes_system_overhead",
@@ -722,6 +787,15 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The exposition lines of `m` that start with `prefix`.
+    pub(crate) fn lines(m: &Metrics, prefix: &str) -> Vec<String> {
+        m.encode()
+            .lines()
+            .filter(|l| l.starts_with(prefix))
+            .map(str::to_owned)
+            .collect()
+    }
 
     #[tokio::test]
     async fn cloudprovider_calls_are_recorded_in_the_same_registry() {

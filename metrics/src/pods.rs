@@ -1,8 +1,10 @@
 //! The per-pod metrics, updated from the pods a feed pass changed rather than from every
-//! pod: `karpenter_pods_state`, and `karpenter_pods_bound_duration_seconds` and
-//! `karpenter_pods_startup_duration_seconds` as [`PodTransitions`] observes them.
+//! pod: `karpenter_pods_state`, `karpenter_pods_bound_duration_seconds` and
+//! `karpenter_pods_startup_duration_seconds` as [`PodTransitions`] observes them, and the
+//! `karpenter_pods_unbound_time_seconds` / `karpenter_pods_unstarted_time_seconds` gauges of
+//! the pods still waiting (refreshed on every pass, a cost in proportion to the waiting pods).
 
-use crate::{Metrics, PodStateLabels};
+use crate::{Metrics, PodLabels, PodStateLabels};
 use k8s_openapi::api::core::v1::Pod;
 use karpenter_cluster::pod_transitions::PodTransitions;
 use karpenter_cluster::{ClusterState, ObjectKey};
@@ -19,6 +21,10 @@ use std::sync::Arc;
 pub struct PodMetrics {
     transitions: PodTransitions,
     series: BTreeMap<PodKey, PodStateLabels>,
+    /// Pending pods not scheduled yet, with their creation time.
+    unbound: BTreeMap<PodKey, Millis>,
+    /// Pods seen pending that are not ready yet (nor finished), with their creation time.
+    unstarted: BTreeMap<PodKey, Millis>,
 }
 
 impl PodMetrics {
@@ -52,7 +58,14 @@ impl PodMetrics {
                 }
                 None => self.transitions.forget(key),
             }
+            let mut limits = metrics.pod_limits.lock().unwrap_or_else(|e| e.into_inner());
+            match &object {
+                Some(pod) => limits.insert(key.clone(), crate::limits::pod_limits(pod)),
+                None => limits.remove(key),
+            };
+            drop(limits);
             self.update_series(key, object.as_deref(), state, metrics);
+            self.update_waiting(key, object.as_deref(), metrics);
         }
         if full {
             let gone: Vec<PodKey> = self
@@ -61,8 +74,62 @@ impl PodMetrics {
                 .filter(|k| !state.pods().contains_key(*k))
                 .cloned()
                 .collect();
+            (metrics.pod_limits.lock().unwrap_or_else(|e| e.into_inner()))
+                .retain(|k, _| state.pods().contains_key(k));
             for key in gone {
                 self.update_series(&key, None, state, metrics);
+                self.update_waiting(&key, None, metrics);
+            }
+        }
+        let age = |created: &Millis| (now - created).max(0) as f64 / 1000.0;
+        for (key, created) in &self.unbound {
+            (metrics.pods_unbound_time)
+                .get_or_create(&PodLabels::of(key))
+                .set(age(created));
+        }
+        for (key, created) in &self.unstarted {
+            (metrics.pods_unstarted_time)
+                .get_or_create(&PodLabels::of(key))
+                .set(age(created));
+        }
+    }
+
+    /// Upstream's rules for the waiting gauges: a pod is unbound while it is `Pending`
+    /// without a true `PodScheduled` condition; it is unstarted from when it is seen
+    /// `Pending` until it is Ready or has finished (`Succeeded`, `Failed`). The gauges of a
+    /// pod that stops waiting, or is gone, are removed.
+    fn update_waiting(&mut self, key: &PodKey, pod: Option<&Pod>, m: &Metrics) {
+        let status = pod.and_then(|p| p.status.as_ref());
+        let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or_default();
+        let condition = |type_: &str| {
+            status
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == type_ && c.status == "True"))
+        };
+        let created = pod
+            .and_then(|p| p.metadata.creation_timestamp.as_ref())
+            .map(|t| t.0.as_millisecond());
+        let labels = PodLabels::of(key);
+        match created {
+            Some(at) if phase == "Pending" && !condition("PodScheduled") => {
+                self.unbound.insert(key.clone(), at);
+            }
+            _ => {
+                if self.unbound.remove(key).is_some() {
+                    m.pods_unbound_time.remove(&labels);
+                }
+            }
+        }
+        let finished = matches!(phase, "Succeeded" | "Failed");
+        match created {
+            Some(at) if phase == "Pending" => {
+                self.unstarted.insert(key.clone(), at);
+            }
+            Some(_) if self.unstarted.contains_key(key) && !condition("Ready") && !finished => {}
+            _ => {
+                if self.unstarted.remove(key).is_some() {
+                    m.pods_unstarted_time.remove(&labels);
+                }
             }
         }
     }
@@ -206,5 +273,59 @@ mod tests {
             "seen pending, then bound and ready: both recorded"
         );
         assert!(step(None, false).is_empty(), "a deleted pod's series goes");
+    }
+
+    #[test]
+    fn waiting_gauges_age_until_the_pod_binds_and_starts() {
+        let mut state = ClusterState::new();
+        let mut feed = Feed::default();
+        let m = Metrics::new();
+        let mut pm = PodMetrics::default();
+        let gauge = |m: &Metrics, name: &str| {
+            let prefix = format!("{name}{{name=\"web\",namespace=\"default\"}} ");
+            m.encode()
+                .lines()
+                .find_map(|l| l.strip_prefix(&prefix).map(str::to_owned))
+        };
+        let mut step = |p: Pod, now: Millis, touched: bool| {
+            let pods = vec![Arc::new(p)];
+            let objects = ApiObjects {
+                pods: &pods,
+                ..ApiObjects::default()
+            };
+            let synced = feed.sync(&mut state, &objects, &BTreeMap::new(), 0);
+            let keys = if touched { synced.touched } else { Vec::new() };
+            let lookup = |_: &PodKey| pods.first().cloned();
+            pm.record(&keys, false, lookup, &state, now, &m);
+        };
+        let mut pending = pod_with_conditions(None, None, None);
+        pending.metadata.resource_version = Some("1".into());
+        step(pending.clone(), 21_000, true);
+        let (unbound, unstarted) = (
+            "karpenter_pods_unbound_time_seconds",
+            "karpenter_pods_unstarted_time_seconds",
+        );
+        assert_eq!(
+            gauge(&m, unbound).as_deref(),
+            Some("20.0"),
+            "created at 1 s"
+        );
+        assert_eq!(gauge(&m, unstarted).as_deref(), Some("20.0"));
+        step(pending, 31_000, false);
+        assert_eq!(
+            gauge(&m, unbound).as_deref(),
+            Some("30.0"),
+            "a pass ages the gauges of the pods still waiting"
+        );
+        let mut bound = pod_with_conditions(Some("n1"), Some(40_000), None);
+        bound.metadata.resource_version = Some("2".into());
+        bound.status.as_mut().unwrap().phase = Some("Pending".into());
+        step(bound, 41_000, true);
+        assert_eq!(gauge(&m, unbound), None, "bound: no longer unbound");
+        assert_eq!(gauge(&m, unstarted).as_deref(), Some("40.0"));
+        let mut ready = pod_with_conditions(Some("n1"), Some(40_000), Some(50_000));
+        ready.metadata.resource_version = Some("3".into());
+        step(ready, 51_000, true);
+        assert_eq!(gauge(&m, unstarted), None, "ready: started");
     }
 }

@@ -197,15 +197,15 @@ impl Controller {
         self.refresh_drift(now).await;
         let (mut state, reconciler) = self.take_core();
         let (synced, full) = self.feed_index(&mut state, now);
-        let pods = &self.ctx.stores.pods;
-        self.pod_metrics.record(
-            &synced.touched,
-            full,
-            |key| pods.get(&ObjectRef::new(&key.name).within(&key.namespace)),
-            &state,
-            now,
-            &self.ctx.metrics,
-        );
+        let (stores, m, touched) = (&self.ctx.stores, &self.ctx.metrics, &synced.touched);
+        let pod = |k: &PodKey| {
+            stores
+                .pods
+                .get(&ObjectRef::new(&k.name).within(&k.namespace))
+        };
+        self.pod_metrics.record(touched, full, pod, &state, now, m);
+        let node = |n: &str| stores.nodes.get(&ObjectRef::new(n));
+        m.record_status(touched, full, node, &state, now);
         let pools_changed = full
             || synced
                 .touched
