@@ -11,7 +11,7 @@
 //! two observations count as one. The kinds are fed from the index ([`Metrics::record_status`])
 //! except EC2NodeClasses, which the AWS side hands in ([`Metrics::record_statuses`]).
 
-use crate::{DynamicLabels, FloatGauge, HistogramFamily, Metrics};
+use crate::{DynamicLabels, FloatGauge, HistogramFamily, Metrics, NodePoolLabels};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use karpenter_cloudprovider::v1::{Condition, ConditionStatus, StatusConditions};
@@ -36,6 +36,8 @@ const DEFAULT_BUCKETS: [f64; 11] = [
 /// The node class label Karpenter puts on NodeClaims and Nodes for the AWS provider's
 /// EC2NodeClass (`NodeClassLabelKey`): karpenter-rs's only node class.
 const NODE_CLASS_LABEL: &str = "karpenter.k8s.aws/ec2nodeclass";
+
+const NODEPOOL_LABEL: &str = "karpenter.sh/nodepool";
 
 /// The kinds whose status conditions are exported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -82,12 +84,8 @@ impl StatusKind {
     /// The object labels upstream adds to every series of the kind (`WithLabels`).
     fn label_keys(self) -> &'static [&'static str] {
         match self {
-            Self::NodeClaim => &[NODE_CLASS_LABEL, "karpenter.sh/nodepool"],
-            Self::Node => &[
-                NODE_CLASS_LABEL,
-                "karpenter.sh/nodepool",
-                "karpenter.sh/initialized",
-            ],
+            Self::NodeClaim => &[NODE_CLASS_LABEL, NODEPOOL_LABEL],
+            Self::Node => &[NODE_CLASS_LABEL, NODEPOOL_LABEL, "karpenter.sh/initialized"],
             Self::NodePool | Self::Ec2NodeClass => &[],
         }
     }
@@ -403,6 +401,17 @@ impl Metrics {
             let mut labels = counted.clone();
             labels.extend(extra.iter().cloned());
             family.transitions.get_or_create(&labels).inc();
+            if kind == StatusKind::NodeClaim && c.type_ == "Drained" && c.status == "True" {
+                // Upstream counts a drained node when its claim's Drained turns true.
+                let nodepool = status
+                    .labels
+                    .get(NODEPOOL_LABEL)
+                    .cloned()
+                    .unwrap_or_default();
+                self.nodes_drained
+                    .get_or_create(&NodePoolLabels { nodepool })
+                    .inc();
+            }
             if deprecated.is_some() {
                 families
                     .deprecated
@@ -456,6 +465,15 @@ impl Metrics {
             return;
         };
         let seconds = (now - since).max(0) as f64 / 1000.0;
+        let nodepool = previous.status.labels.get(NODEPOOL_LABEL);
+        if let Some(nodepool) = nodepool.filter(|_| kind == StatusKind::Node) {
+            // A managed Node is gone once termination removed its finalizer.
+            self.nodes_termination_duration
+                .get_or_create(&NodePoolLabels {
+                    nodepool: nodepool.clone(),
+                })
+                .observe(seconds);
+        }
         let extra: DynamicLabels = kind
             .label_keys()
             .iter()
@@ -784,5 +802,48 @@ mod tests {
         ));
         m.record_statuses(kind, [], 5_000);
         assert!(lines(&m, "operator_ec2nodeclass_status_condition_count{").is_empty());
+    }
+
+    #[test]
+    fn drains_and_node_terminations_feed_karpenters_families() {
+        let m = Metrics::new();
+        let mut state = ClusterState::new();
+        let mut claim = karpenter_testing::api::node_claim("c1");
+        claim.metadata.deletion_timestamp = Some(time(0));
+        claim.set_condition("Drained", ConditionStatus::Unknown, "Draining", "", time(0));
+        state.apply(Object::NodeClaim(Box::new(claim.clone())));
+        let mut node = karpenter_testing::api::ready(karpenter_testing::api::registering_node(
+            "n1",
+            "fake://z/n1",
+        ));
+        node.metadata.labels = Some([(NODEPOOL_LABEL.into(), "default".into())].into());
+        node.metadata.deletion_timestamp = Some(time(5_000));
+        let record = karpenter_cluster::api_objects::node_record(&node, None).unwrap();
+        state.apply(Object::Node(Box::new(record)));
+        let node = Arc::new(node);
+        m.record_status(&[], true, |_| Some(node.clone()), &state, 6_000);
+        assert!(
+            lines(&m, "karpenter_nodes_drained_total").is_empty(),
+            "draining"
+        );
+        claim.set_condition("Drained", ConditionStatus::True, "Drained", "", time(7_000));
+        state.apply(Object::NodeClaim(Box::new(claim)));
+        let touched = [
+            ObjectKey::NodeClaim("c1".into()),
+            ObjectKey::Node("n1".into()),
+        ];
+        m.record_status(&touched, false, |_| Some(node.clone()), &state, 7_000);
+        m.record_status(&touched, false, |_| Some(node.clone()), &state, 8_000);
+        assert_eq!(
+            lines(&m, "karpenter_nodes_drained_total"),
+            [r#"karpenter_nodes_drained_total{nodepool="default"} 1"#],
+            "counted once"
+        );
+        state.delete(&ObjectKey::Node("n1".into()));
+        m.record_status(&touched, false, |_| None, &state, 65_000);
+        assert!(has(
+            &m,
+            r#"karpenter_nodes_termination_duration_seconds_sum{nodepool="default"} 60.0"#
+        ));
     }
 }

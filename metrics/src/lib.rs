@@ -15,6 +15,7 @@ pub mod index;
 pub mod limits;
 pub mod pods;
 mod reconciler;
+pub mod termination;
 
 use cloudprovider::CloudProviderMetrics;
 use karpenter_scheduling::model::PodKey;
@@ -219,6 +220,20 @@ pub struct PodStateLabels {
     pub managed: String,
 }
 
+/// `{condition, nodepool, capacity_type, image_id}` of
+/// `karpenter_nodeclaims_unhealthy_disrupted_total`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct UnhealthyLabels {
+    /// The unhealthy node condition, snake case (`ready`, `memory_pressure`).
+    pub condition: String,
+    /// NodePool name.
+    pub nodepool: String,
+    /// Capacity type.
+    pub capacity_type: String,
+    /// The NodeClaim's image.
+    pub image_id: String,
+}
+
 /// `{name, namespace}` of the per-pod waiting gauges.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct PodLabels {
@@ -363,6 +378,15 @@ pub struct Metrics {
     pub nodeclaims_terminated: Family<TerminatedLabels, Counter>,
     /// `karpenter_nodeclaims_disrupted_total`.
     pub nodeclaims_disrupted: Family<DisruptedLabels, Counter>,
+    /// `karpenter_nodeclaims_unhealthy_disrupted_total`: NodeClaims deleted by node repair.
+    pub nodeclaims_unhealthy_disrupted: Family<UnhealthyLabels, Counter>,
+    /// `karpenter_nodes_drained_total`: NodeClaims whose `Drained` condition became true.
+    pub nodes_drained: Family<NodePoolLabels, Counter>,
+    /// `karpenter_nodes_termination_duration_seconds`: a managed Node's deletion timestamp
+    /// to its removal (upstream: a summary).
+    pub nodes_termination_duration: HistogramFamily<NodePoolLabels>,
+    /// `karpenter_pods_drained_total`: pods evicted, by the node's disruption reason.
+    pub pods_drained: Family<ReasonLabels, Counter>,
     /// `karpenter_nodes_created_total`.
     pub nodes_created: Family<NodePoolZoneLabels, Counter>,
     /// `karpenter_nodes_terminated_total`.
@@ -480,6 +504,12 @@ impl Metrics {
             nodeclaims_created: Family::default(),
             nodeclaims_terminated: Family::default(),
             nodeclaims_disrupted: Family::default(),
+            nodeclaims_unhealthy_disrupted: Family::default(),
+            nodes_drained: Family::default(),
+            nodes_termination_duration: Family::new_with_constructor(
+                nodeclaim_termination_histogram,
+            ),
+            pods_drained: Family::default(),
             nodes_created: Family::default(),
             nodes_terminated: Family::default(),
             nodes_lifetime_duration: Family::new_with_constructor(node_lifetime_histogram),
@@ -543,6 +573,26 @@ impl Metrics {
             "karpenter_nodeclaims_disrupted",
             "Number of nodeclaims disrupted in total by Karpenter. Labeled by reason the nodeclaim was disrupted and the owning nodepool.",
             m.nodeclaims_disrupted.clone(),
+        );
+        r.register(
+            "karpenter_nodeclaims_unhealthy_disrupted",
+            "Number of unhealthy nodeclaims disrupted in total by Karpenter. Labeled by condition on the node was disrupted, the owning nodepool, and the image ID.",
+            m.nodeclaims_unhealthy_disrupted.clone(),
+        );
+        r.register(
+            "karpenter_nodes_drained",
+            "The total number of nodes drained by Karpenter",
+            m.nodes_drained.clone(),
+        );
+        r.register(
+            "karpenter_nodes_termination_duration_seconds",
+            "The time taken between a node's deletion request and the removal of its finalizer",
+            m.nodes_termination_duration.clone(),
+        );
+        r.register(
+            "karpenter_pods_drained",
+            "The total number of pods drained during node termination by Karpenter, labeled by reason",
+            m.pods_drained.clone(),
         );
         r.register(
             "karpenter_nodes_created",

@@ -99,7 +99,6 @@ fn fill(m: &Metrics) {
     drop(m.nodepools_usage.get_or_create(&Default::default()));
     drop(m.nodepools_limit.get_or_create(&Default::default()));
     drop(m.cluster_utilization.get_or_create(&Default::default()));
-    drop(m.eviction_requests.get_or_create(&Default::default()));
     drop(m.interruption_received.get_or_create(&Default::default()));
     drop(m.dry_run_decisions.get_or_create(&Default::default()));
     drop(
@@ -157,6 +156,10 @@ fn fill(m: &Metrics) {
     let touched = [karpenter_cluster::ObjectKey::Pod(key)];
     pods.record(&touched, false, |_| Some(daemon.clone()), &state, 0, m);
     status_conditions(m, &mut state);
+    let mut claim = karpenter_testing::api::node_claim("c1");
+    claim.status.get_or_insert_with(Default::default).node_name = "n1".into();
+    m.record_repair(&claim, "Ready");
+    m.record_eviction("200", "n1", &[std::sync::Arc::new(claim)]);
     let mut index = IndexMetrics::default();
     index.record_nodes(&state, 0, m);
     let types = BTreeMap::from([(
@@ -186,6 +189,7 @@ fn status_conditions(m: &Metrics, state: &mut ClusterState) {
         "fake://z/sn",
     ));
     node.metadata.deletion_timestamp = Some(time(0));
+    node.metadata.labels = Some([("karpenter.sh/nodepool".into(), "p1".into())].into());
     let record = karpenter_cluster::api_objects::node_record(&node, None).unwrap();
     state.apply(Object::Node(Box::new(record)));
     let node = std::sync::Arc::new(node);
@@ -201,6 +205,7 @@ fn status_conditions(m: &Metrics, state: &mut ClusterState) {
     state.apply(Object::NodeClaim(Box::new(claim.clone())));
     m.record_status(&[], true, lookup, state, 1_000);
     claim.set_true("Launched", time(2_000));
+    claim.set_true("Drained", time(2_000));
     state.apply(Object::NodeClaim(Box::new(claim)));
     m.record_status(&[], true, lookup, state, 3_000);
     let mut ready = (*node).clone();
