@@ -402,6 +402,26 @@ pub struct PassResult {
     /// `karpenter_consolidation_moves_total`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scored_moves: Vec<crate::balanced::ScoredMove>,
+    /// Every NodePool's disruption budget for each budget reason at this pass, as upstream's
+    /// `BuildDisruptionBudgetMapping` reports it (`karpenter_nodepools_allowed_disruptions`,
+    /// `karpenter_nodepools_nodes_consuming_budgets`), in pool then reason order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<PoolBudget>,
+}
+
+/// One NodePool's disruption budget for one reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolBudget {
+    /// The NodePool.
+    pub node_pool: String,
+    /// The budget reason.
+    pub reason: karpenter_cloudprovider::v1::DisruptionReason,
+    /// Disruptions its budgets allow over its counted nodes (before subtracting the nodes
+    /// already disrupting); upstream's unbounded value, `i32::MAX`, when no budget applies.
+    pub allowed: u64,
+    /// Its nodes being disrupted already (deleting, queued, or not ready).
+    pub disrupting: u64,
 }
 
 impl PassResult {

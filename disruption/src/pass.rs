@@ -6,7 +6,9 @@
 use crate::balanced::{ConsolidationMethod, ScoredMove, Scorer};
 use crate::budget::{BudgetMapping, PoolCounts};
 use crate::candidate::{self, Candidate, PdbLedger, is_reschedulable, pods_by_node};
-use crate::command::{CandidateRef, Command, Decision, Hold, NodeExplanation, PassResult, Reason};
+use crate::command::{
+    CandidateRef, Command, Decision, Hold, NodeExplanation, PassResult, PoolBudget, Reason,
+};
 use crate::consolidation::{self, Catalog, Proposal};
 use crate::input::DisruptionInput;
 use crate::simulate::Simulator;
@@ -155,12 +157,14 @@ pub fn compute_pass_cached(
     }
     let simulations = ctx.sim.runs;
     commands.extend(chosen);
+    let budgets = pool_budgets(input, &ctx.counts, now);
     PassResult {
         commands,
         explanations,
         simulations,
         eligible,
         scored_moves: ctx.scored_moves,
+        budgets,
     }
 }
 
@@ -275,6 +279,33 @@ pub(crate) fn pool_counts(
         }
     }
     counts
+}
+
+/// Every pool's budget per reason, from the same counts the methods' budgets use.
+fn pool_budgets(
+    input: &DisruptionInput,
+    counts: &BTreeMap<String, PoolCounts>,
+    now: Millis,
+) -> Vec<PoolBudget> {
+    let reasons = [
+        DisruptionReason::Empty,
+        DisruptionReason::Drifted,
+        DisruptionReason::Underutilized,
+    ];
+    let mut out = Vec::new();
+    for (name, pool) in &input.node_pools {
+        let c = counts.get(name).copied().unwrap_or_default();
+        for reason in reasons {
+            let allowed = crate::budget::allowed_disruptions(&pool.budgets, c.nodes, reason, now);
+            out.push(PoolBudget {
+                node_pool: name.clone(),
+                reason,
+                allowed: allowed.min(i32::MAX as u64),
+                disrupting: c.disrupting,
+            });
+        }
+    }
+    out
 }
 
 pub(crate) fn mapping(

@@ -121,6 +121,36 @@ fn budgets_cap_count_round_percentages_up_and_count_disrupting_nodes() {
 }
 
 #[test]
+fn every_pass_reports_each_pools_budget_per_reason() {
+    let mut w = Cluster::new();
+    let mut drift_only = Budget::nodes("20%");
+    drift_only.reasons = vec![DisruptionReason::Drifted];
+    w.settings(POOL).budgets = vec![Budget::nodes("50%"), drift_only];
+    for i in 0..10 {
+        w.node(&format!("n{i}"), "small");
+        w.pod(&format!("n{i}"), &format!("app-{i}"), 1500);
+    }
+    w.input.disrupting.insert("n0".into());
+    let r = compute_pass(&w.input, w.now);
+    let budget = |reason| {
+        r.budgets
+            .iter()
+            .find(|b| b.node_pool == POOL && b.reason == reason)
+            .map(|b| (b.allowed, b.disrupting))
+    };
+    assert_eq!(budget(DisruptionReason::Empty), Some((5, 1)));
+    assert_eq!(budget(DisruptionReason::Underutilized), Some((5, 1)));
+    assert_eq!(budget(DisruptionReason::Drifted), Some((2, 1)));
+    w.settings(POOL).budgets = Vec::new();
+    let r = compute_pass(&w.input, w.now);
+    assert!(
+        r.budgets.iter().all(|b| b.allowed == i32::MAX as u64),
+        "no budget: upstream's unbounded value: {:?}",
+        r.budgets
+    );
+}
+
+#[test]
 fn scheduled_budget_blocks_only_inside_its_window_and_only_its_reason() {
     let mut w = Cluster::new();
     // 2024-01-01T09:00Z is a Monday.

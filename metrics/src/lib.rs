@@ -220,6 +220,15 @@ pub struct PodStateLabels {
     pub managed: String,
 }
 
+/// `{nodepool, reason}` of the NodePool budget gauges.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct BudgetLabels {
+    /// NodePool name.
+    pub nodepool: String,
+    /// The budget reason as the API spells it (`Empty`, `Drifted`, `Underutilized`).
+    pub reason: String,
+}
+
 /// `{condition, nodepool, capacity_type, image_id}` of
 /// `karpenter_nodeclaims_unhealthy_disrupted_total`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -456,6 +465,10 @@ pub struct Metrics {
     pub nodepools_usage: Family<ResourceLabels, FloatGauge>,
     /// `karpenter_nodepools_limit`.
     pub nodepools_limit: Family<ResourceLabels, FloatGauge>,
+    /// `karpenter_nodepools_allowed_disruptions`, set by every disruption pass.
+    pub nodepools_allowed_disruptions: Family<BudgetLabels, Gauge>,
+    /// `karpenter_nodepools_nodes_consuming_budgets`, set by every disruption pass.
+    pub nodepools_nodes_consuming_budgets: Family<BudgetLabels, Gauge>,
     /// `karpenter_cluster_utilization_percent`.
     pub cluster_utilization: Family<ResourceTypeLabels, FloatGauge>,
     /// `karpenter_cluster_state_node_count`.
@@ -545,6 +558,8 @@ impl Metrics {
             consolidation_score: Family::new_with_constructor(consolidation_score_histogram),
             nodepools_usage: Family::default(),
             nodepools_limit: Family::default(),
+            nodepools_allowed_disruptions: Family::default(),
+            nodepools_nodes_consuming_budgets: Family::default(),
             cluster_utilization: Family::default(),
             cluster_state_node_count: Gauge::default(),
             cluster_state_synced: Gauge::default(),
@@ -683,6 +698,16 @@ impl Metrics {
             "karpenter_nodepools_limit",
             "Limits specified on the nodepool that restrict the quantity of resources provisioned. Labeled by nodepool name and resource type.",
             m.nodepools_limit.clone(),
+        );
+        r.register(
+            "karpenter_nodepools_allowed_disruptions",
+            "The number of nodes for a given NodePool that can be concurrently disrupting at a point in time. Labeled by NodePool. Note that allowed disruptions can change very rapidly, as new nodes may be created and others may be deleted at any point.",
+            m.nodepools_allowed_disruptions.clone(),
+        );
+        r.register(
+            "karpenter_nodepools_nodes_consuming_budgets",
+            "The number of nodes consuming the budget of a nodepool at a point in time. Labeled by NodePool.",
+            m.nodepools_nodes_consuming_budgets.clone(),
         );
         r.register(
             "karpenter_cluster_utilization_percent",

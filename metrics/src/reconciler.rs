@@ -5,12 +5,12 @@
 //! business.
 
 use crate::{
-    ConsolidationLabels, ControllerLabels, DecisionLabels, Metrics, NodePoolDecisionLabels,
-    ReasonLabels,
+    BudgetLabels, ConsolidationLabels, ControllerLabels, DecisionLabels, Metrics,
+    NodePoolDecisionLabels, ReasonLabels,
 };
 use karpenter_cluster::ClusterState;
 use karpenter_cluster::reconciler::Event;
-use karpenter_disruption::{ConsolidationMethod, PoolScore, ScoredMove};
+use karpenter_disruption::{ConsolidationMethod, PoolBudget, PoolScore, ScoredMove};
 use std::collections::BTreeSet;
 
 fn consolidation_labels(pool: &PoolScore, approved: bool) -> ConsolidationLabels {
@@ -52,6 +52,26 @@ impl Metrics {
         }
     }
 
+    /// Sets the NodePool budget gauges to a pass's budgets; the series of pools no longer
+    /// reported are dropped.
+    fn observe_budgets(&self, budgets: &[PoolBudget]) {
+        self.nodepools_allowed_disruptions.clear();
+        self.nodepools_nodes_consuming_budgets.clear();
+        for b in budgets {
+            let labels = BudgetLabels {
+                nodepool: b.node_pool.clone(),
+                reason: b.reason.as_str().to_owned(),
+            };
+            let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+            (self.nodepools_allowed_disruptions)
+                .get_or_create(&labels)
+                .set(gauge(b.allowed));
+            (self.nodepools_nodes_consuming_budgets)
+                .get_or_create(&labels)
+                .set(gauge(b.disrupting));
+        }
+    }
+
     /// Sets `karpenter_scheduler_queue_depth` to the pods the index holds for provisioning
     /// (pending and unschedulable, or displaced from deleting nodes), and returns that count.
     pub fn observe_queue(&self, state: &ClusterState) -> usize {
@@ -84,6 +104,7 @@ impl Metrics {
             } => {
                 self.disruption_evaluation_duration.observe(*seconds);
                 self.observe_scored_moves(&result.scored_moves);
+                self.observe_budgets(&result.budgets);
                 for (reason, count) in &result.eligible {
                     self.disruption_eligible_nodes
                         .get_or_create(&ReasonLabels {
@@ -148,6 +169,12 @@ mod tests {
         });
         let mut result = PassResult::default();
         result.eligible.insert(Reason::Underutilized, 4);
+        result.budgets.push(karpenter_disruption::PoolBudget {
+            node_pool: "default".into(),
+            reason: karpenter_cloudprovider::v1::DisruptionReason::Drifted,
+            allowed: 3,
+            disrupting: 1,
+        });
         m.observe(&Event::DisruptionPass {
             drifted: Default::default(),
             result: Box::new(result),
@@ -182,6 +209,11 @@ mod tests {
                 "karpenter_voluntary_disruption_eligible_nodes{reason=\"underutilized\"} 4"
             )
             .is_some(),
+            "{text}"
+        );
+        assert!(
+            line(&text, r#"karpenter_nodepools_allowed_disruptions{nodepool="default",reason="Drifted"} 3"#).is_some()
+                && line(&text, r#"karpenter_nodepools_nodes_consuming_budgets{nodepool="default",reason="Drifted"} 1"#).is_some(),
             "{text}"
         );
         assert!(

@@ -156,6 +156,18 @@ fn fill(m: &Metrics) {
     let touched = [karpenter_cluster::ObjectKey::Pod(key)];
     pods.record(&touched, false, |_| Some(daemon.clone()), &state, 0, m);
     status_conditions(m, &mut state);
+    let mut result = karpenter_disruption::PassResult::default();
+    result.budgets.push(karpenter_disruption::PoolBudget {
+        node_pool: "default".into(),
+        reason: karpenter_cloudprovider::v1::DisruptionReason::Empty,
+        allowed: 1,
+        disrupting: 0,
+    });
+    m.observe(&karpenter_cluster::reconciler::Event::DisruptionPass {
+        drifted: BTreeMap::new(),
+        result: Box::new(result),
+        seconds: 0.1,
+    });
     let mut claim = karpenter_testing::api::node_claim("c1");
     claim.status.get_or_insert_with(Default::default).node_name = "n1".into();
     m.record_repair(&claim, "Ready");
