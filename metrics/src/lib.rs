@@ -15,6 +15,7 @@ pub mod index;
 pub mod limits;
 pub mod pods;
 mod reconciler;
+pub mod sync;
 pub mod termination;
 
 use cloudprovider::CloudProviderMetrics;
@@ -473,8 +474,11 @@ pub struct Metrics {
     pub cluster_utilization: Family<ResourceTypeLabels, FloatGauge>,
     /// `karpenter_cluster_state_node_count`.
     pub cluster_state_node_count: Gauge,
-    /// `karpenter_cluster_state_synced` (1 once every watch has listed).
+    /// `karpenter_cluster_state_synced` (1 once every watch has listed); set through
+    /// [`Metrics::set_synced`].
     pub cluster_state_synced: Gauge,
+    /// `karpenter_cluster_state_unsynced_time_seconds`.
+    cluster_state_unsynced_time: sync::UnsyncedTime,
     /// `karpenter_pods_eviction_requests_total`.
     pub eviction_requests: Family<CodeLabels, Counter>,
     /// `leader_election_master_status` (1 on the replica that holds the Lease).
@@ -563,6 +567,7 @@ impl Metrics {
             cluster_utilization: Family::default(),
             cluster_state_node_count: Gauge::default(),
             cluster_state_synced: Gauge::default(),
+            cluster_state_unsynced_time: sync::UnsyncedTime::starting_now(),
             eviction_requests: Family::default(),
             leader: Family::default(),
             interruption_received: Family::default(),
@@ -723,6 +728,11 @@ impl Metrics {
             "karpenter_cluster_state_synced",
             "Returns 1 if cluster state is synced and 0 otherwise.",
             m.cluster_state_synced.clone(),
+        );
+        r.register(
+            "karpenter_cluster_state_unsynced_time_seconds",
+            "The time for which cluster state is not synced",
+            m.cluster_state_unsynced_time.clone(),
         );
         r.register(
             "karpenter_pods_eviction_requests",

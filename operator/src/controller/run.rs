@@ -691,7 +691,7 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
         r = health_server => return Err(anyhow::anyhow!("health server on :{health_port} stopped: {r:?}")),
     }
     health.set_ready(true);
-    metrics.cluster_state_synced.set(1);
+    metrics.set_synced(true);
     tracing::info!("caches synced");
 
     let (mut gate, election) = if settings.disable_leader_election {
