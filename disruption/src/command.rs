@@ -96,9 +96,23 @@ pub struct Command {
     /// Forceful commands (expiry, interruption) ignore budgets, PDBs and `do-not-disrupt`
     /// when choosing nodes; the terminator still drains in eviction order.
     pub forceful: bool,
+    /// For an `Underutilized` command, which consolidation method found it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consolidation: Option<crate::balanced::ConsolidationMethod>,
 }
 
 impl Command {
+    /// Upstream's `consolidation_type` label of the method that produced the command:
+    /// `empty` (emptiness), `single` or `multi` (consolidation), empty otherwise (drift,
+    /// static drift, forceful commands).
+    pub fn consolidation_type(&self) -> &'static str {
+        match (self.reason, self.consolidation) {
+            (Reason::Empty, _) => "empty",
+            (_, Some(method)) => method.as_str(),
+            _ => "",
+        }
+    }
+
     /// When the command may be validated, given the configured validation delay: `delay`
     /// after it was created if its reason [waits for validation](Reason::waits_for_validation),
     /// at once otherwise.

@@ -396,6 +396,7 @@ fn forceful_commands(input: &DisruptionInput, now: Millis) -> Vec<Command> {
             explanation: format!("{reason}: delete [{}]: {why}", node.name),
             created_at: now,
             forceful: true,
+            consolidation: None,
         });
     }
     out
@@ -470,6 +471,7 @@ pub(crate) fn build_command(
         savings,
         created_at: now,
         forceful: false,
+        consolidation: None,
     }
 }
 
@@ -823,13 +825,15 @@ impl<'a> Ctx<'a> {
         }
         self.scored_moves.push(scored);
         let replacements: Vec<NewNodeClaim> = proposal.replacement.into_iter().collect();
-        Some(build_command(
+        let mut cmd = build_command(
             Reason::Underutilized,
             &set,
             replacements,
             proposal.savings,
             self.now,
-        ))
+        );
+        cmd.consolidation = Some(ConsolidationMethod::MultiNode);
+        Some(cmd)
     }
 
     fn single_node(&mut self, cands: &'a [Candidate]) -> Option<Command> {
@@ -902,13 +906,15 @@ impl<'a> Ctx<'a> {
                         continue;
                     }
                     let replacements: Vec<NewNodeClaim> = p.replacement.into_iter().collect();
-                    return Some(build_command(
+                    let mut cmd = build_command(
                         Reason::Underutilized,
                         &[c],
                         replacements,
                         p.savings,
                         self.now,
-                    ));
+                    );
+                    cmd.consolidation = Some(ConsolidationMethod::SingleNode);
+                    return Some(cmd);
                 }
             }
         }

@@ -38,6 +38,7 @@ fn empty_nodes_are_deleted_and_busy_ones_explained() {
     let cmd = only_command(&r);
     assert_eq!(cmd.reason, Reason::Empty);
     assert_eq!(cmd.decision, Decision::Delete);
+    assert_eq!(cmd.consolidation_type(), "empty");
     // Highest savings first.
     assert_eq!(cmd.node_names(), ["empty-1", "empty-2"]);
     assert!((cmd.savings - 0.5).abs() < 1e-9);
@@ -297,6 +298,7 @@ fn single_node_delete_when_pods_fit_elsewhere() {
     assert_eq!(cmd.decision, Decision::Delete);
     assert_eq!(cmd.node_names(), ["light"]);
     assert!((cmd.savings - 0.4).abs() < 1e-9);
+    assert_eq!(cmd.consolidation_type(), "single");
     assert_eq!(holds(&r, "full"), [Hold::NotCheaper]);
 }
 
@@ -456,6 +458,7 @@ fn multi_node_consolidation_merges_and_goes_beyond_prefix_search() {
     assert_eq!(cmd.decision, Decision::Delete);
     assert_eq!(cmd.node_names(), ["a", "b", "d"]);
     assert!((cmd.savings - 1.2).abs() < 1e-9);
+    assert_eq!(cmd.consolidation_type(), "multi");
 
     // Karpenter's own search (no extension) stops at the prefix.
     w.input.options.extend_multi_node = false;

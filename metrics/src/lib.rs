@@ -292,6 +292,13 @@ pub struct DryRunLabels {
     pub nodepool: String,
 }
 
+/// `{consolidation_type}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ConsolidationTypeLabels {
+    /// `empty`, `single` or `multi`.
+    pub consolidation_type: String,
+}
+
 /// `{reason}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct ReasonLabels {
@@ -454,6 +461,11 @@ pub struct Metrics {
     /// `karpenter_voluntary_disruption_decisions_by_nodepool_total`: a decision counted once
     /// per NodePool among its candidates.
     pub disruption_decisions_by_nodepool: Family<NodePoolDecisionLabels, Counter>,
+    /// `karpenter_voluntary_disruption_failed_validations_total`: candidates of consolidation
+    /// commands that failed validation.
+    pub disruption_failed_validations: Family<ConsolidationTypeLabels, Counter>,
+    /// `karpenter_voluntary_disruption_queue_failures_total`: queued commands abandoned.
+    pub disruption_queue_failures: Family<DecisionLabels, Counter>,
     /// `karpenter_voluntary_disruption_eligible_nodes`.
     pub disruption_eligible_nodes: Family<ReasonLabels, Gauge>,
     /// `karpenter_voluntary_disruption_decision_evaluation_duration_seconds`.
@@ -557,6 +569,8 @@ impl Metrics {
             disruption_decisions: Family::default(),
             disruption_decisions_by_nodepool: Family::default(),
             disruption_eligible_nodes: Family::default(),
+            disruption_failed_validations: Family::default(),
+            disruption_queue_failures: Family::default(),
             disruption_evaluation_duration: duration_histogram(),
             consolidation_moves: Family::default(),
             consolidation_score: Family::new_with_constructor(consolidation_score_histogram),
@@ -673,6 +687,16 @@ impl Metrics {
             "karpenter_voluntary_disruption_decisions_by_nodepool",
             "Number of disruption decisions performed, per NodePool. Labeled by nodepool, disruption decision, reason, and consolidation type.",
             m.disruption_decisions_by_nodepool.clone(),
+        );
+        r.register(
+            "karpenter_voluntary_disruption_failed_validations",
+            "Number of candidates that were selected for disruption but failed validation. Labeled by consolidation type.",
+            m.disruption_failed_validations.clone(),
+        );
+        r.register(
+            "karpenter_voluntary_disruption_queue_failures",
+            "The number of times that an enqueued disruption decision failed. Labeled by disruption method.",
+            m.disruption_queue_failures.clone(),
         );
         r.register(
             "karpenter_voluntary_disruption_eligible_nodes",

@@ -5,10 +5,11 @@
 //! business.
 
 use crate::{
-    BudgetLabels, ConsolidationLabels, ControllerLabels, DecisionLabels, Metrics,
-    NodePoolDecisionLabels, ReasonLabels,
+    BudgetLabels, ConsolidationLabels, ConsolidationTypeLabels, ControllerLabels, DecisionLabels,
+    Metrics, NodePoolDecisionLabels, ReasonLabels,
 };
 use karpenter_cluster::ClusterState;
+use karpenter_cluster::orchestration::Outcome;
 use karpenter_cluster::reconciler::Event;
 use karpenter_disruption::{ConsolidationMethod, PoolBudget, PoolScore, ScoredMove};
 use std::collections::BTreeSet;
@@ -49,6 +50,33 @@ impl Metrics {
                     .get_or_create(&scored)
                     .observe(score.score());
             }
+        }
+    }
+
+    /// Counts what upstream counts of a queued command moving on: candidates of a
+    /// consolidation command (emptiness, single- or multi-node) that failed validation, and
+    /// a command abandoned because a replacement was lost (labelled as upstream labels it,
+    /// with the decision as its `consolidation_type`).
+    fn observe_outcome(&self, outcome: &Outcome) {
+        match outcome {
+            Outcome::Invalidated { command, .. } if !command.consolidation_type().is_empty() => {
+                let labels = ConsolidationTypeLabels {
+                    consolidation_type: command.consolidation_type().to_owned(),
+                };
+                (self.disruption_failed_validations)
+                    .get_or_create(&labels)
+                    .inc_by(command.candidates.len() as u64);
+            }
+            Outcome::Abandoned { command, .. } => {
+                let decision = format!("{:?}", command.decision).to_lowercase();
+                let labels = DecisionLabels {
+                    consolidation_type: decision.clone(),
+                    decision,
+                    reason: crate::termination::snake_case(command.reason.as_str()),
+                };
+                self.disruption_queue_failures.get_or_create(&labels).inc();
+            }
+            Outcome::Invalidated { .. } | Outcome::Started(_) | Outcome::Completed(_) => {}
         }
     }
 
@@ -116,11 +144,12 @@ impl Metrics {
             Event::DisruptionDecided(command) => {
                 let decision = format!("{:?}", command.decision).to_lowercase();
                 let reason = command.reason.as_str().to_lowercase();
+                let consolidation_type = command.consolidation_type().to_owned();
                 self.disruption_decisions
                     .get_or_create(&DecisionLabels {
                         decision: decision.clone(),
                         reason: reason.clone(),
-                        consolidation_type: String::new(),
+                        consolidation_type: consolidation_type.clone(),
                     })
                     .inc();
                 let pools: BTreeSet<&str> = command
@@ -134,14 +163,14 @@ impl Metrics {
                             nodepool: nodepool.to_owned(),
                             decision: decision.clone(),
                             reason: reason.clone(),
-                            consolidation_type: String::new(),
+                            consolidation_type: consolidation_type.clone(),
                         })
                         .inc();
                 }
             }
+            Event::Disruption(outcome) => self.observe_outcome(outcome),
             Event::Nominated { .. }
             | Event::FailedScheduling { .. }
-            | Event::Disruption(_)
             | Event::LifecycleTimeout { .. }
             | Event::RepairBlocked { .. }
             | Event::StaticCapacity { .. }
@@ -197,6 +226,7 @@ mod tests {
             explanation: String::new(),
             created_at: 0,
             forceful: false,
+            consolidation: None,
         })));
         let text = m.encode();
         assert!(
@@ -225,11 +255,11 @@ mod tests {
             "{text}"
         );
         assert!(
-            line(&text, "karpenter_voluntary_disruption_decisions_total{decision=\"delete\",reason=\"empty\",consolidation_type=\"\"} 1").is_some(),
+            line(&text, "karpenter_voluntary_disruption_decisions_total{decision=\"delete\",reason=\"empty\",consolidation_type=\"empty\"} 1").is_some(),
             "{text}"
         );
         assert!(
-            line(&text, "karpenter_voluntary_disruption_decisions_by_nodepool_total{nodepool=\"default\",decision=\"delete\",reason=\"empty\",consolidation_type=\"\"} 1").is_some(),
+            line(&text, "karpenter_voluntary_disruption_decisions_by_nodepool_total{nodepool=\"default\",decision=\"delete\",reason=\"empty\",consolidation_type=\"empty\"} 1").is_some(),
             "one count per pool, however many of its nodes: {text}"
         );
     }
@@ -261,6 +291,69 @@ mod tests {
             )
             .is_some(),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn failed_validations_and_abandoned_commands_are_counted() {
+        use karpenter_disruption::ConsolidationMethod;
+        let m = Metrics::new();
+        let command = |reason, method, candidates: &[&str]| {
+            Box::new(Command {
+                reason,
+                decision: Decision::Replace,
+                candidates: candidates
+                    .iter()
+                    .map(|n| karpenter_disruption::CandidateRef {
+                        node: (*n).into(),
+                        node_claim: (*n).into(),
+                        node_pool: "default".into(),
+                        price: 0.1,
+                        pods: Vec::new(),
+                    })
+                    .collect(),
+                replacements: Vec::new(),
+                savings: 0.0,
+                explanation: String::new(),
+                created_at: 0,
+                forceful: false,
+                consolidation: method,
+            })
+        };
+        let multi = Some(ConsolidationMethod::MultiNode);
+        let invalid = |command| {
+            Event::Disruption(Outcome::Invalidated {
+                command,
+                reason: "a pod was nominated".into(),
+            })
+        };
+        m.observe(&invalid(command(Reason::Underutilized, multi, &["a", "b"])));
+        m.observe(&invalid(command(Reason::Drifted, None, &["c"])));
+        m.observe(&Event::Disruption(Outcome::Abandoned {
+            command: command(Reason::Underutilized, multi, &["a"]),
+            node_claim: "replacement".into(),
+        }));
+        m.observe(&Event::Disruption(Outcome::Completed(command(
+            Reason::Underutilized,
+            multi,
+            &["a"],
+        ))));
+        let text = m.encode();
+        assert_eq!(
+            crate::tests::lines(
+                &m,
+                "karpenter_voluntary_disruption_failed_validations_total"
+            ),
+            [
+                r#"karpenter_voluntary_disruption_failed_validations_total{consolidation_type="multi"} 2"#
+            ],
+            "each candidate of a consolidation command; drift is not validated upstream: {text}"
+        );
+        assert_eq!(
+            crate::tests::lines(&m, "karpenter_voluntary_disruption_queue_failures_total"),
+            [
+                r#"karpenter_voluntary_disruption_queue_failures_total{decision="replace",reason="underutilized",consolidation_type="replace"} 1"#
+            ]
         );
     }
 }

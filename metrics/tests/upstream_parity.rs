@@ -163,6 +163,29 @@ fn fill(m: &Metrics) {
         allowed: 1,
         disrupting: 0,
     });
+    let command = karpenter_disruption::Command {
+        reason: karpenter_disruption::Reason::Underutilized,
+        decision: karpenter_disruption::Decision::Replace,
+        candidates: Vec::new(),
+        replacements: Vec::new(),
+        savings: 0.0,
+        explanation: String::new(),
+        created_at: 0,
+        forceful: false,
+        consolidation: Some(karpenter_disruption::ConsolidationMethod::SingleNode),
+    };
+    for outcome in [
+        karpenter_cluster::orchestration::Outcome::Invalidated {
+            command: Box::new(command.clone()),
+            reason: String::new(),
+        },
+        karpenter_cluster::orchestration::Outcome::Abandoned {
+            command: Box::new(command),
+            node_claim: String::new(),
+        },
+    ] {
+        m.observe(&karpenter_cluster::reconciler::Event::Disruption(outcome));
+    }
     m.observe(&karpenter_cluster::reconciler::Event::DisruptionPass {
         drifted: BTreeMap::new(),
         result: Box::new(result),
