@@ -12,6 +12,7 @@
 pub mod cloudprovider;
 pub mod conditions;
 pub mod index;
+pub mod kube_client;
 pub mod limits;
 pub mod pods;
 mod reconciler;
@@ -474,6 +475,10 @@ pub struct Metrics {
     pub consolidation_moves: Family<ConsolidationLabels, Counter>,
     /// `karpenter_consolidation_score`.
     pub consolidation_score: HistogramFamily<ConsolidationLabels>,
+    /// `client_go_request_total` ([`kube_client`]).
+    client_requests: Family<kube_client::RequestLabels, Counter>,
+    /// `client_go_request_duration_seconds` ([`kube_client`]).
+    client_request_duration: HistogramFamily<kube_client::LatencyLabels>,
     /// `karpenter_nodepools_usage`.
     pub nodepools_usage: Family<ResourceLabels, FloatGauge>,
     /// `karpenter_nodepools_limit`.
@@ -574,6 +579,11 @@ impl Metrics {
             disruption_evaluation_duration: duration_histogram(),
             consolidation_moves: Family::default(),
             consolidation_score: Family::new_with_constructor(consolidation_score_histogram),
+            client_requests: Family::default(),
+            client_request_duration: Family::new_with_constructor(|| {
+                // 1 ms … about 2.2 s, by half again: operatorpkg's buckets.
+                Histogram::new(exponential_buckets(0.001, 1.5, 20))
+            }),
             nodepools_usage: Family::default(),
             nodepools_limit: Family::default(),
             nodepools_allowed_disruptions: Family::default(),
@@ -717,6 +727,16 @@ impl Metrics {
             "karpenter_consolidation_score",
             "Score of balanced consolidation moves. Labeled by decision, NodePool, and policy.",
             m.consolidation_score.clone(),
+        );
+        r.register(
+            "client_go_request",
+            "Number of HTTP requests, partitioned by status code and method.",
+            m.client_requests.clone(),
+        );
+        r.register(
+            "client_go_request_duration_seconds",
+            "Request latency in seconds. Broken down by verb, group, version, kind, and subresource.",
+            m.client_request_duration.clone(),
         );
         r.register(
             "karpenter_nodepools_usage",

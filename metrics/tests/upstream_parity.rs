@@ -156,6 +156,7 @@ fn fill(m: &Metrics) {
     let touched = [karpenter_cluster::ObjectKey::Pod(key)];
     pods.record(&touched, false, |_| Some(daemon.clone()), &state, 0, m);
     status_conditions(m, &mut state);
+    kube_requests(m);
     let mut result = karpenter_disruption::PassResult::default();
     result.budgets.push(karpenter_disruption::PoolBudget {
         node_pool: "default".into(),
@@ -286,6 +287,18 @@ fn status_conditions(m: &Metrics, state: &mut ClusterState) {
     state.apply(Object::NodeClaim(Box::new(claim)));
     state.apply(Object::NodePool(Box::new(pool)));
     m.record_status(&[], true, lookup, state, 10_000);
+}
+
+/// One request through the Kubernetes client's layer.
+fn kube_requests(m: &Metrics) {
+    use tower::{Layer, ServiceExt};
+    let api = tower::service_fn(|_: http::Request<()>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(()))
+    });
+    let request = http::Request::get("/api/v1/pods").body(()).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let call = m.kube_client_layer().layer(api).oneshot(request);
+    runtime.block_on(call).unwrap();
 }
 
 /// The families of `m`'s exposition, under upstream's names (counters with `_total`).

@@ -604,14 +604,13 @@ fn identity() -> String {
 pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     let settings = Settings::from_args(args)?;
     logging::init(&settings).map_err(|e| anyhow::anyhow!("initialising logging: {e}"))?;
-    let client = if settings.dry_run {
-        tracing::info!("dry-run: decisions are reported, nothing is written; no leader election");
-        dry_run::client().await
-    } else {
-        kube::Client::try_default().await.map_err(Into::into)
-    }
-    .context("connecting to the cluster (in-cluster config or KUBECONFIG)")?;
     let metrics = Metrics::new();
+    if settings.dry_run {
+        tracing::info!("dry-run: decisions are reported, nothing is written; no leader election");
+    }
+    let client = dry_run::client(settings.dry_run, metrics.kube_client_layer())
+        .await
+        .context("connecting to the cluster (in-cluster config or KUBECONFIG)")?;
     let health = Health::default();
     let metrics_port = settings.metrics_port;
     let health_port = settings.health_probe_port;
