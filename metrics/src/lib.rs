@@ -16,6 +16,7 @@ pub mod kube_client;
 pub mod limits;
 pub mod pods;
 mod reconciler;
+mod scheduling;
 pub mod sync;
 pub mod termination;
 
@@ -448,6 +449,24 @@ pub struct Metrics {
     pub pods_startup_duration: Histogram,
     /// `karpenter_pods_bound_duration_seconds`: creation to bound.
     pub pods_bound_duration: Histogram,
+    /// `karpenter_pods_scheduling_decision_duration_seconds`: a pod's ack to the first plan
+    /// deciding about it.
+    pub pods_scheduling_decision_duration: Histogram,
+    /// `karpenter_pods_provisioning_bound_duration_seconds`: first placed to bound.
+    pub pods_provisioning_bound_duration: Histogram,
+    /// `karpenter_pods_provisioning_startup_duration_seconds`: first placed to Ready.
+    pub pods_provisioning_startup_duration: Histogram,
+    /// `karpenter_pods_provisioning_unbound_time_seconds`: time since first placed, while
+    /// unbound.
+    pub pods_provisioning_unbound_time: Family<PodLabels, FloatGauge>,
+    /// `karpenter_pods_provisioning_unstarted_time_seconds`: time since first placed, while
+    /// not started.
+    pub pods_provisioning_unstarted_time: Family<PodLabels, FloatGauge>,
+    /// `karpenter_pods_provisioning_scheduling_undecided_time_seconds`: time since the ack,
+    /// until a plan decides.
+    pub pods_scheduling_undecided_time: Family<PodLabels, FloatGauge>,
+    /// Acks and decisions per pod ([`scheduling`]).
+    pod_scheduling: Arc<Mutex<scheduling::PodScheduling>>,
     /// `karpenter_pods_unbound_time_seconds`: age of each pending pod not scheduled yet.
     pub pods_unbound_time: Family<PodLabels, FloatGauge>,
     /// `karpenter_pods_unstarted_time_seconds`: age of each pod seen pending and not ready
@@ -567,6 +586,13 @@ impl Metrics {
             pods_state: Family::default(),
             pods_startup_duration: duration_histogram(),
             pods_bound_duration: duration_histogram(),
+            pods_scheduling_decision_duration: duration_histogram(),
+            pods_provisioning_bound_duration: duration_histogram(),
+            pods_provisioning_startup_duration: duration_histogram(),
+            pods_provisioning_unbound_time: Family::default(),
+            pods_provisioning_unstarted_time: Family::default(),
+            pods_scheduling_undecided_time: Family::default(),
+            pod_scheduling: Arc::default(),
             pods_unbound_time: Family::default(),
             pods_unstarted_time: Family::default(),
             scheduling_duration: Family::new_with_constructor(duration_histogram),
@@ -667,6 +693,36 @@ impl Metrics {
             "karpenter_pods_bound_duration_seconds",
             "The time from pod creation until the pod is bound.",
             m.pods_bound_duration.clone(),
+        );
+        r.register(
+            "karpenter_pods_scheduling_decision_duration_seconds",
+            "The time it takes for Karpenter to first try to schedule a pod after it's been seen.",
+            m.pods_scheduling_decision_duration.clone(),
+        );
+        r.register(
+            "karpenter_pods_provisioning_bound_duration_seconds",
+            "The time from when Karpenter first thinks the pod can schedule until it binds. Note: this calculated from a point in memory, not by the pod creation timestamp.",
+            m.pods_provisioning_bound_duration.clone(),
+        );
+        r.register(
+            "karpenter_pods_provisioning_startup_duration_seconds",
+            "The time from when Karpenter first thinks the pod can schedule until the pod is running. Note: this calculated from a point in memory, not by the pod creation timestamp.",
+            m.pods_provisioning_startup_duration.clone(),
+        );
+        r.register(
+            "karpenter_pods_provisioning_unbound_time_seconds",
+            "The time from when Karpenter first thinks the pod can schedule until it binds. Note: this calculated from a point in memory, not by the pod creation timestamp.",
+            m.pods_provisioning_unbound_time.clone(),
+        );
+        r.register(
+            "karpenter_pods_provisioning_unstarted_time_seconds",
+            "The time from when Karpenter first thinks the pod can schedule until the pod is running. Note: this calculated from a point in memory, not by the pod creation timestamp.",
+            m.pods_provisioning_unstarted_time.clone(),
+        );
+        r.register(
+            "karpenter_pods_provisioning_scheduling_undecided_time_seconds",
+            "The time from when Karpenter has seen a pod without making a scheduling decision for the pod. Note: this calculated from a point in memory, not by the pod creation timestamp.",
+            m.pods_scheduling_undecided_time.clone(),
         );
         r.register(
             "karpenter_pods_unbound_time_seconds",

@@ -116,7 +116,10 @@ impl Metrics {
     /// are ignored.
     pub fn observe(&self, event: &Event) {
         match event {
-            Event::Planned { plan, seconds, .. } => {
+            Event::Planned {
+                plan, seconds, at, ..
+            } => {
+                self.observe_decisions(plan, *at);
                 let provisioner = ControllerLabels {
                     controller: "provisioner".into(),
                 };
@@ -195,6 +198,7 @@ mod tests {
             pods: 3,
             plan: Box::default(),
             seconds: 0.25,
+            at: 0,
         });
         let mut result = PassResult::default();
         result.eligible.insert(Reason::Underutilized, 4);

@@ -88,6 +88,18 @@ fn fill(m: &Metrics) {
     drop(m.scheduling_duration.get_or_create(&Default::default()));
     drop(m.pods_unbound_time.get_or_create(&Default::default()));
     drop(m.pods_unstarted_time.get_or_create(&Default::default()));
+    drop(
+        m.pods_provisioning_unbound_time
+            .get_or_create(&Default::default()),
+    );
+    drop(
+        m.pods_provisioning_unstarted_time
+            .get_or_create(&Default::default()),
+    );
+    drop(
+        m.pods_scheduling_undecided_time
+            .get_or_create(&Default::default()),
+    );
     drop(m.scheduler_queue_depth.get_or_create(&Default::default()));
     drop(m.disruption_decisions.get_or_create(&Default::default()));
     drop(
@@ -296,7 +308,9 @@ fn kube_requests(m: &Metrics) {
         Ok::<_, std::convert::Infallible>(http::Response::new(()))
     });
     let request = http::Request::get("/api/v1/pods").body(()).unwrap();
-    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     let call = m.kube_client_layer().layer(api).oneshot(request);
     runtime.block_on(call).unwrap();
 }
