@@ -3,7 +3,8 @@
 //! Each refresh replaces a family's series, so nodes and offerings that are gone lose theirs.
 
 use crate::{
-    DynamicLabels, FloatGauge, InstanceTypeLabels, Metrics, OfferingLabels, ResourceTypeLabels,
+    DynamicLabels, FloatGauge, InstanceTypeLabels, Metrics, NodePoolLabels, OfferingLabels,
+    ResourceTypeLabels,
 };
 use karpenter_cluster::{ClusterState, NodeRecord};
 use karpenter_scheduling::model::{InstanceType, Millis};
@@ -117,6 +118,11 @@ pub struct IndexMetrics {
     available: Series<OfferingLabels>,
     price: Series<OfferingLabels>,
     types_seen: Option<u64>,
+    /// Offering prices per NodePool, from the latest instance types.
+    prices: BTreeMap<String, BTreeMap<(String, String, String), f64>>,
+    cost: Series<NodePoolLabels>,
+    /// NodeClaims already counted in `karpenter_nodepools_cost_tracker_errors_total`.
+    untracked: BTreeSet<String>,
 }
 
 fn node_labels(record: &NodeRecord) -> DynamicLabels {
@@ -199,6 +205,7 @@ impl IndexMetrics {
             .replace(&m.nodes_total_daemon_limits, daemon_limits);
         self.overhead.replace(&m.nodes_system_overhead, overhead);
         self.lifetime.replace(&m.nodes_current_lifetime, lifetime);
+        self.record_cost(state, m);
         for (resource, percent) in state.utilization_percent() {
             m.cluster_utilization
                 .get_or_create(&ResourceTypeLabels {
@@ -206,6 +213,56 @@ impl IndexMetrics {
                 })
                 .set(percent);
         }
+    }
+
+    /// Sets `karpenter_nodepools_cost_total` as upstream's cost tracker keeps it: for every
+    /// NodePool, the sum of its NodeClaims' offering prices (instance type, zone and capacity
+    /// type from their labels; claims without them are not counted yet) in the pool's latest
+    /// instance types, overlays included. A claim whose NodePool or instance types are
+    /// unknown is counted once in `karpenter_nodepools_cost_tracker_errors_total`.
+    fn record_cost(&mut self, state: &ClusterState, m: &Metrics) {
+        use karpenter_cloudprovider::v1::labels as l;
+        let mut cost: BTreeMap<&str, f64> = state
+            .node_pools()
+            .keys()
+            .map(|p| (p.as_str(), 0.0))
+            .collect();
+        for (name, claim) in state.node_claims() {
+            let label = |k| claim.label(k).map(str::to_owned);
+            let (Some(pool), Some(it), Some(zone), Some(ct)) = (
+                claim.node_pool(),
+                label(l::INSTANCE_TYPE),
+                label(l::ZONE),
+                label(l::CAPACITY_TYPE),
+            ) else {
+                continue;
+            };
+            let (Some(total), Some(prices)) = (cost.get_mut(pool), self.prices.get(pool)) else {
+                if self.untracked.insert(name.clone()) {
+                    let nodepool = pool.to_owned();
+                    m.nodepools_cost_tracker_errors
+                        .get_or_create(&NodePoolLabels { nodepool })
+                        .inc();
+                }
+                continue;
+            };
+            // An offering no longer listed counts 0, as upstream's unknown price.
+            *total += prices.get(&(it, zone, ct)).copied().unwrap_or(0.0);
+        }
+        self.untracked
+            .retain(|c| state.node_claims().contains_key(c));
+        let series = cost
+            .into_iter()
+            .map(|(pool, c)| {
+                (
+                    NodePoolLabels {
+                        nodepool: pool.to_owned(),
+                    },
+                    c,
+                )
+            })
+            .collect();
+        self.cost.replace(&m.nodepools_cost, series);
     }
 
     /// Sets the instance-type and offering gauges from `types` (every pool's, a type listed
@@ -221,6 +278,18 @@ impl IndexMetrics {
             return;
         }
         self.types_seen = Some(version);
+        self.prices = types
+            .iter()
+            .map(|(pool, types)| {
+                let prices = types.iter().flat_map(|it| {
+                    it.offerings.iter().map(|o| {
+                        let key = (it.name.clone(), o.zone.clone(), o.capacity_type.clone());
+                        (key, o.price)
+                    })
+                });
+                (pool.clone(), prices.collect())
+            })
+            .collect();
         let mut seen = BTreeSet::new();
         let (mut cpu, mut memory, mut available, mut price) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -421,5 +490,54 @@ mod tests {
             Some("1.5")
         );
         assert_eq!(value("karpenter_nodes_total_daemon_limits", "cpu"), None);
+    }
+
+    #[test]
+    fn nodepool_cost_sums_its_claims_offering_prices() {
+        use karpenter_cloudprovider::v1::labels as l;
+        let m = Metrics::new();
+        let mut im = IndexMetrics::default();
+        let mut state = ClusterState::new();
+        let pool: karpenter_cloudprovider::v1::NodePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+            "spec": {"template": {"spec": {"requirements": [], "nodeClassRef":
+                {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}}}
+        }))
+        .unwrap();
+        state.apply(Object::NodePool(Box::new(pool)));
+        let types = karpenter_testing::instance_types::catalogue();
+        let (it, o) = (&types[0], &types[0].offerings[0]);
+        let claim = |name: &str, pool: &str| {
+            let mut c = karpenter_testing::api::node_claim(name);
+            let labels = c.metadata.labels.get_or_insert_with(Default::default);
+            labels.insert(l::NODEPOOL.into(), pool.into());
+            labels.insert(l::INSTANCE_TYPE.into(), it.name.clone());
+            labels.insert(l::ZONE.into(), o.zone.clone());
+            labels.insert(l::CAPACITY_TYPE.into(), o.capacity_type.clone());
+            Object::NodeClaim(Box::new(c))
+        };
+        state.apply(claim("c1", "default"));
+        state.apply(claim("c2", "default"));
+        state.apply(claim("c3", "gone"));
+        // Not launched yet: no instance-type label, not counted.
+        state.apply(Object::NodeClaim(Box::new(
+            karpenter_testing::api::node_claim("c4"),
+        )));
+        let by_pool = BTreeMap::from([("default".to_owned(), types.clone())]);
+        im.record_instance_types(&by_pool, 1, &m);
+        im.record_nodes(&state, 0, &m);
+        im.record_nodes(&state, 10_000, &m);
+        let cost = lines(&m, "karpenter_nodepools_cost_total{");
+        assert_eq!(cost.len(), 1, "{cost:?}");
+        let value: f64 = cost[0].rsplit_once(' ').unwrap().1.parse().unwrap();
+        assert!((value - 2.0 * o.price).abs() < 1e-9, "{cost:?}");
+        assert_eq!(
+            lines(&m, "karpenter_nodepools_cost_tracker_errors_total"),
+            [r#"karpenter_nodepools_cost_tracker_errors_total{nodepool="gone"} 1"#],
+            "a claim of an unknown pool is counted once"
+        );
+        state.delete(&karpenter_cluster::ObjectKey::NodePool("default".into()));
+        im.record_nodes(&state, 20_000, &m);
+        assert!(lines(&m, "karpenter_nodepools_cost_total{").is_empty());
     }
 }

@@ -502,6 +502,10 @@ pub struct Metrics {
     pub nodepools_usage: Family<ResourceLabels, FloatGauge>,
     /// `karpenter_nodepools_limit`.
     pub nodepools_limit: Family<ResourceLabels, FloatGauge>,
+    /// `karpenter_nodepools_cost_total`: the hourly price of each NodePool's NodeClaims.
+    pub nodepools_cost: Family<NodePoolLabels, FloatGauge>,
+    /// `karpenter_nodepools_cost_tracker_errors_total`.
+    pub nodepools_cost_tracker_errors: Family<NodePoolLabels, Counter>,
     /// `karpenter_nodepools_allowed_disruptions`, set by every disruption pass.
     pub nodepools_allowed_disruptions: Family<BudgetLabels, Gauge>,
     /// `karpenter_nodepools_nodes_consuming_budgets`, set by every disruption pass.
@@ -612,6 +616,8 @@ impl Metrics {
             }),
             nodepools_usage: Family::default(),
             nodepools_limit: Family::default(),
+            nodepools_cost: Family::default(),
+            nodepools_cost_tracker_errors: Family::default(),
             nodepools_allowed_disruptions: Family::default(),
             nodepools_nodes_consuming_budgets: Family::default(),
             cluster_utilization: Family::default(),
@@ -803,6 +809,16 @@ impl Metrics {
             "karpenter_nodepools_limit",
             "Limits specified on the nodepool that restrict the quantity of resources provisioned. Labeled by nodepool name and resource type.",
             m.nodepools_limit.clone(),
+        );
+        r.register(
+            "karpenter_nodepools_cost_total",
+            "Total cost of the nodepool from Karpenter's perspective. Units are determined by the cloud provider. Not an authoritative source for billing. Includes modifications due to NodeOverlays",
+            m.nodepools_cost.clone(),
+        );
+        r.register(
+            "karpenter_nodepools_cost_tracker_errors",
+            "Number of errors encountered during cost tracking operations. Labeled by nodepool and nodeclaim.",
+            m.nodepools_cost_tracker_errors.clone(),
         );
         r.register(
             "karpenter_nodepools_allowed_disruptions",

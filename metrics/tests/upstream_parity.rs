@@ -208,6 +208,18 @@ fn fill(m: &Metrics) {
     claim.status.get_or_insert_with(Default::default).node_name = "n1".into();
     m.record_repair(&claim, "Ready");
     m.record_eviction("200", "n1", &[std::sync::Arc::new(claim)]);
+    // A launched claim of a NodePool the index does not have: a cost-tracking error.
+    let mut claim = karpenter_testing::api::node_claim("untracked");
+    let labels = claim.metadata.labels.get_or_insert_with(Default::default);
+    for (k, v) in [
+        ("karpenter.sh/nodepool", "nowhere"),
+        ("node.kubernetes.io/instance-type", "m5.large"),
+        ("topology.kubernetes.io/zone", "z"),
+        ("karpenter.sh/capacity-type", "on-demand"),
+    ] {
+        labels.insert(k.into(), v.into());
+    }
+    state.apply(Object::NodeClaim(Box::new(claim)));
     let mut index = IndexMetrics::default();
     index.record_nodes(&state, 0, m);
     let types = BTreeMap::from([(
