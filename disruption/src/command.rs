@@ -421,6 +421,11 @@ pub struct PassResult {
     /// `karpenter_nodepools_nodes_consuming_budgets`), in pool then reason order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub budgets: Vec<PoolBudget>,
+    /// The consolidation methods that stopped because the pass's simulation budget ran out
+    /// (`DisruptionOptions::max_simulations`): where upstream's methods stop on a timeout
+    /// (`karpenter_voluntary_disruption_consolidation_timeouts_total`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub consolidation_timeouts: Vec<crate::balanced::ConsolidationMethod>,
 }
 
 /// One NodePool's disruption budget for one reason.

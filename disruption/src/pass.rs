@@ -105,6 +105,7 @@ pub fn compute_pass_cached(
         holds,
         scorer: Scorer::new(input, &eval.candidates),
         scored_moves: Vec::new(),
+        timeouts: Vec::new(),
     };
     let cands = &eval.candidates;
     let eligible = eligible_counts(input, cands);
@@ -165,6 +166,7 @@ pub fn compute_pass_cached(
         eligible,
         scored_moves: ctx.scored_moves,
         budgets,
+        consolidation_timeouts: ctx.timeouts,
     }
 }
 
@@ -495,6 +497,8 @@ struct Ctx<'a> {
     holds: BTreeMap<String, Vec<Hold>>,
     scorer: Scorer<'a>,
     scored_moves: Vec<ScoredMove>,
+    /// Consolidation methods that stopped on the simulation budget.
+    timeouts: Vec<ConsolidationMethod>,
 }
 
 impl<'a> Ctx<'a> {
@@ -756,6 +760,7 @@ impl<'a> Ctx<'a> {
             ) {
                 None => {
                     out_of_budget = true;
+                    self.timeouts.push(ConsolidationMethod::MultiNode);
                     break;
                 }
                 Some(Ok(p)) => {
@@ -889,6 +894,7 @@ impl<'a> Ctx<'a> {
                     for rest in &queue[i..] {
                         self.note(&rest.node, Hold::NotEvaluated);
                     }
+                    self.timeouts.push(ConsolidationMethod::SingleNode);
                     return None;
                 }
                 Some(Err(h)) => self.note(&c.node, h),

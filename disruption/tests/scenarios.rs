@@ -822,10 +822,30 @@ fn work_budget_limits_simulations_and_explains_the_rest() {
     let r = compute_pass(&w.input, w.now);
     assert!(r.simulations <= 2);
     assert!(
+        !r.consolidation_timeouts.is_empty(),
+        "a method stopped on the budget: {:?}",
+        r.consolidation_timeouts
+    );
+    assert!(
         r.explanations
             .iter()
             .any(|e| e.holds.contains(&Hold::NotEvaluated)),
         "{r:#?}"
+    );
+}
+
+#[test]
+fn a_pass_within_its_budget_reports_no_timeout() {
+    let mut w = Cluster::new();
+    w.node("full", "large");
+    w.pod("full", "big", 7800);
+    w.node("light", "large");
+    w.pod("light", "tiny", 500);
+    let r = compute_pass(&w.input, w.now);
+    assert!(
+        r.consolidation_timeouts.is_empty(),
+        "{:?}",
+        r.consolidation_timeouts
     );
 }
 

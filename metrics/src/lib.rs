@@ -484,6 +484,9 @@ pub struct Metrics {
     /// `karpenter_voluntary_disruption_failed_validations_total`: candidates of consolidation
     /// commands that failed validation.
     pub disruption_failed_validations: Family<ConsolidationTypeLabels, Counter>,
+    /// `karpenter_voluntary_disruption_consolidation_timeouts_total`: consolidation methods
+    /// stopped by the pass's simulation budget.
+    pub disruption_consolidation_timeouts: Family<ConsolidationTypeLabels, Counter>,
     /// `karpenter_voluntary_disruption_queue_failures_total`: queued commands abandoned.
     pub disruption_queue_failures: Family<DecisionLabels, Counter>,
     /// `karpenter_voluntary_disruption_eligible_nodes`.
@@ -606,6 +609,7 @@ impl Metrics {
             disruption_eligible_nodes: Family::default(),
             disruption_failed_validations: Family::default(),
             disruption_queue_failures: Family::default(),
+            disruption_consolidation_timeouts: Family::default(),
             disruption_evaluation_duration: duration_histogram(),
             consolidation_moves: Family::default(),
             consolidation_score: Family::new_with_constructor(consolidation_score_histogram),
@@ -764,6 +768,11 @@ impl Metrics {
             "karpenter_voluntary_disruption_failed_validations",
             "Number of candidates that were selected for disruption but failed validation. Labeled by consolidation type.",
             m.disruption_failed_validations.clone(),
+        );
+        r.register(
+            "karpenter_voluntary_disruption_consolidation_timeouts",
+            "Number of times the Consolidation algorithm has reached a timeout. Labeled by consolidation type.",
+            m.disruption_consolidation_timeouts.clone(),
         );
         r.register(
             "karpenter_voluntary_disruption_queue_failures",

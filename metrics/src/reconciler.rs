@@ -136,6 +136,14 @@ impl Metrics {
                 self.disruption_evaluation_duration.observe(*seconds);
                 self.observe_scored_moves(&result.scored_moves);
                 self.observe_budgets(&result.budgets);
+                for method in &result.consolidation_timeouts {
+                    let labels = ConsolidationTypeLabels {
+                        consolidation_type: method.as_str().to_owned(),
+                    };
+                    self.disruption_consolidation_timeouts
+                        .get_or_create(&labels)
+                        .inc();
+                }
                 for (reason, count) in &result.eligible {
                     self.disruption_eligible_nodes
                         .get_or_create(&ReasonLabels {
@@ -202,6 +210,9 @@ mod tests {
         });
         let mut result = PassResult::default();
         result.eligible.insert(Reason::Underutilized, 4);
+        result
+            .consolidation_timeouts
+            .push(karpenter_disruption::ConsolidationMethod::SingleNode);
         result.budgets.push(karpenter_disruption::PoolBudget {
             node_pool: "default".into(),
             reason: karpenter_cloudprovider::v1::DisruptionReason::Drifted,
@@ -243,6 +254,10 @@ mod tests {
                 "karpenter_voluntary_disruption_eligible_nodes{reason=\"underutilized\"} 4"
             )
             .is_some(),
+            "{text}"
+        );
+        assert!(
+            line(&text, r#"karpenter_voluntary_disruption_consolidation_timeouts_total{consolidation_type="single"} 1"#).is_some(),
             "{text}"
         );
         assert!(

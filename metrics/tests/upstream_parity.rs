@@ -170,6 +170,7 @@ fn fill(m: &Metrics) {
     status_conditions(m, &mut state);
     kube_requests(m);
     let mut result = karpenter_disruption::PassResult::default();
+    (result.consolidation_timeouts).push(karpenter_disruption::ConsolidationMethod::MultiNode);
     result.budgets.push(karpenter_disruption::PoolBudget {
         node_pool: "default".into(),
         reason: karpenter_cloudprovider::v1::DisruptionReason::Empty,
