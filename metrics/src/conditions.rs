@@ -401,8 +401,10 @@ impl Metrics {
             let mut labels = counted.clone();
             labels.extend(extra.iter().cloned());
             family.transitions.get_or_create(&labels).inc();
-            if kind == StatusKind::NodeClaim && c.type_ == "Drained" && c.status == "True" {
-                // Upstream counts a drained node when its claim's Drained turns true.
+            let drained = c.type_ == "Drained" && c.status == "True";
+            if kind == StatusKind::NodeClaim && drained && previous.is_some() {
+                // Upstream counts a drained node when its claim's Drained turns true; a
+                // claim first seen drained (after a restart) was counted before.
                 let nodepool = status
                     .labels
                     .get(NODEPOOL_LABEL)
@@ -838,6 +840,16 @@ mod tests {
             lines(&m, "karpenter_nodes_drained_total"),
             [r#"karpenter_nodes_drained_total{nodepool="default"} 1"#],
             "counted once"
+        );
+        let mut seen_drained = karpenter_testing::api::node_claim("c2");
+        seen_drained.set_condition("Drained", ConditionStatus::True, "Drained", "", time(0));
+        state.apply(Object::NodeClaim(Box::new(seen_drained)));
+        let c2 = [ObjectKey::NodeClaim("c2".into())];
+        m.record_status(&c2, false, |_| Some(node.clone()), &state, 9_000);
+        assert_eq!(
+            lines(&m, "karpenter_nodes_drained_total"),
+            [r#"karpenter_nodes_drained_total{nodepool="default"} 1"#],
+            "a claim first seen drained (a restart) is not counted again"
         );
         state.delete(&ObjectKey::Node("n1".into()));
         m.record_status(&touched, false, |_| None, &state, 65_000);
