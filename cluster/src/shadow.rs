@@ -171,6 +171,7 @@ mod tests {
             explanation: "empty".into(),
             created_at: 0,
             forceful: false,
+            consolidation: None,
         };
         assert!(s.decided(&command));
         assert_eq!(s.pass_done()["empty"], 0.4);

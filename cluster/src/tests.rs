@@ -304,6 +304,7 @@ fn command(forceful: bool, created_at: Millis) -> Command {
         explanation: String::new(),
         created_at,
         forceful,
+        consolidation: None,
     }
 }
 

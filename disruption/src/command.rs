@@ -96,9 +96,23 @@ pub struct Command {
     /// Forceful commands (expiry, interruption) ignore budgets, PDBs and `do-not-disrupt`
     /// when choosing nodes; the terminator still drains in eviction order.
     pub forceful: bool,
+    /// For an `Underutilized` command, which consolidation method found it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consolidation: Option<crate::balanced::ConsolidationMethod>,
 }
 
 impl Command {
+    /// Upstream's `consolidation_type` label of the method that produced the command:
+    /// `empty` (emptiness), `single` or `multi` (consolidation), empty otherwise (drift,
+    /// static drift, forceful commands).
+    pub fn consolidation_type(&self) -> &'static str {
+        match (self.reason, self.consolidation) {
+            (Reason::Empty, _) => "empty",
+            (_, Some(method)) => method.as_str(),
+            _ => "",
+        }
+    }
+
     /// When the command may be validated, given the configured validation delay: `delay`
     /// after it was created if its reason [waits for validation](Reason::waits_for_validation),
     /// at once otherwise.
@@ -402,6 +416,31 @@ pub struct PassResult {
     /// `karpenter_consolidation_moves_total`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scored_moves: Vec<crate::balanced::ScoredMove>,
+    /// Every NodePool's disruption budget for each budget reason at this pass, as upstream's
+    /// `BuildDisruptionBudgetMapping` reports it (`karpenter_nodepools_allowed_disruptions`,
+    /// `karpenter_nodepools_nodes_consuming_budgets`), in pool then reason order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<PoolBudget>,
+    /// The consolidation methods that stopped because the pass's simulation budget ran out
+    /// (`DisruptionOptions::max_simulations`): where upstream's methods stop on a timeout
+    /// (`karpenter_voluntary_disruption_consolidation_timeouts_total`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub consolidation_timeouts: Vec<crate::balanced::ConsolidationMethod>,
+}
+
+/// One NodePool's disruption budget for one reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolBudget {
+    /// The NodePool.
+    pub node_pool: String,
+    /// The budget reason.
+    pub reason: karpenter_cloudprovider::v1::DisruptionReason,
+    /// Disruptions its budgets allow over its counted nodes (before subtracting the nodes
+    /// already disrupting); upstream's unbounded value, `i32::MAX`, when no budget applies.
+    pub allowed: u64,
+    /// Its nodes being disrupted already (deleting, queued, or not ready).
+    pub disrupting: u64,
 }
 
 impl PassResult {

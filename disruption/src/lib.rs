@@ -89,7 +89,9 @@ pub mod static_pool;
 pub mod validate;
 
 pub use balanced::{ConsolidationMethod, PoolScore, PoolTotals, ScoreResult, ScoredMove};
-pub use command::{CandidateRef, Command, Decision, Hold, NodeExplanation, PassResult, Reason};
+pub use command::{
+    CandidateRef, Command, Decision, Hold, NodeExplanation, PassResult, PoolBudget, Reason,
+};
 pub use eviction::eviction_order;
 pub use input::{DisruptionInput, DisruptionOptions, InterruptionKind, NodeInfo, PoolDisruption};
 pub use pass::{compute_commands, compute_pass, compute_pass_cached};

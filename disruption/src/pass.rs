@@ -6,7 +6,9 @@
 use crate::balanced::{ConsolidationMethod, ScoredMove, Scorer};
 use crate::budget::{BudgetMapping, PoolCounts};
 use crate::candidate::{self, Candidate, PdbLedger, is_reschedulable, pods_by_node};
-use crate::command::{CandidateRef, Command, Decision, Hold, NodeExplanation, PassResult, Reason};
+use crate::command::{
+    CandidateRef, Command, Decision, Hold, NodeExplanation, PassResult, PoolBudget, Reason,
+};
 use crate::consolidation::{self, Catalog, Proposal};
 use crate::input::DisruptionInput;
 use crate::simulate::Simulator;
@@ -103,6 +105,7 @@ pub fn compute_pass_cached(
         holds,
         scorer: Scorer::new(input, &eval.candidates),
         scored_moves: Vec::new(),
+        timeouts: Vec::new(),
     };
     let cands = &eval.candidates;
     let eligible = eligible_counts(input, cands);
@@ -155,12 +158,15 @@ pub fn compute_pass_cached(
     }
     let simulations = ctx.sim.runs;
     commands.extend(chosen);
+    let budgets = pool_budgets(input, &ctx.counts, now);
     PassResult {
         commands,
         explanations,
         simulations,
         eligible,
         scored_moves: ctx.scored_moves,
+        budgets,
+        consolidation_timeouts: ctx.timeouts,
     }
 }
 
@@ -277,6 +283,33 @@ pub(crate) fn pool_counts(
     counts
 }
 
+/// Every pool's budget per reason, from the same counts the methods' budgets use.
+fn pool_budgets(
+    input: &DisruptionInput,
+    counts: &BTreeMap<String, PoolCounts>,
+    now: Millis,
+) -> Vec<PoolBudget> {
+    let reasons = [
+        DisruptionReason::Empty,
+        DisruptionReason::Drifted,
+        DisruptionReason::Underutilized,
+    ];
+    let mut out = Vec::new();
+    for (name, pool) in &input.node_pools {
+        let c = counts.get(name).copied().unwrap_or_default();
+        for reason in reasons {
+            let allowed = crate::budget::allowed_disruptions(&pool.budgets, c.nodes, reason, now);
+            out.push(PoolBudget {
+                node_pool: name.clone(),
+                reason,
+                allowed: allowed.min(i32::MAX as u64),
+                disrupting: c.disrupting,
+            });
+        }
+    }
+    out
+}
+
 pub(crate) fn mapping(
     input: &DisruptionInput,
     counts: &BTreeMap<String, PoolCounts>,
@@ -365,6 +398,7 @@ fn forceful_commands(input: &DisruptionInput, now: Millis) -> Vec<Command> {
             explanation: format!("{reason}: delete [{}]: {why}", node.name),
             created_at: now,
             forceful: true,
+            consolidation: None,
         });
     }
     out
@@ -439,6 +473,7 @@ pub(crate) fn build_command(
         savings,
         created_at: now,
         forceful: false,
+        consolidation: None,
     }
 }
 
@@ -462,6 +497,8 @@ struct Ctx<'a> {
     holds: BTreeMap<String, Vec<Hold>>,
     scorer: Scorer<'a>,
     scored_moves: Vec<ScoredMove>,
+    /// Consolidation methods that stopped on the simulation budget.
+    timeouts: Vec<ConsolidationMethod>,
 }
 
 impl<'a> Ctx<'a> {
@@ -723,6 +760,7 @@ impl<'a> Ctx<'a> {
             ) {
                 None => {
                     out_of_budget = true;
+                    self.timeouts.push(ConsolidationMethod::MultiNode);
                     break;
                 }
                 Some(Ok(p)) => {
@@ -792,13 +830,15 @@ impl<'a> Ctx<'a> {
         }
         self.scored_moves.push(scored);
         let replacements: Vec<NewNodeClaim> = proposal.replacement.into_iter().collect();
-        Some(build_command(
+        let mut cmd = build_command(
             Reason::Underutilized,
             &set,
             replacements,
             proposal.savings,
             self.now,
-        ))
+        );
+        cmd.consolidation = Some(ConsolidationMethod::MultiNode);
+        Some(cmd)
     }
 
     fn single_node(&mut self, cands: &'a [Candidate]) -> Option<Command> {
@@ -854,6 +894,7 @@ impl<'a> Ctx<'a> {
                     for rest in &queue[i..] {
                         self.note(&rest.node, Hold::NotEvaluated);
                     }
+                    self.timeouts.push(ConsolidationMethod::SingleNode);
                     return None;
                 }
                 Some(Err(h)) => self.note(&c.node, h),
@@ -871,13 +912,15 @@ impl<'a> Ctx<'a> {
                         continue;
                     }
                     let replacements: Vec<NewNodeClaim> = p.replacement.into_iter().collect();
-                    return Some(build_command(
+                    let mut cmd = build_command(
                         Reason::Underutilized,
                         &[c],
                         replacements,
                         p.savings,
                         self.now,
-                    ));
+                    );
+                    cmd.consolidation = Some(ConsolidationMethod::SingleNode);
+                    return Some(cmd);
                 }
             }
         }

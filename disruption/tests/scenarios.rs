@@ -38,6 +38,7 @@ fn empty_nodes_are_deleted_and_busy_ones_explained() {
     let cmd = only_command(&r);
     assert_eq!(cmd.reason, Reason::Empty);
     assert_eq!(cmd.decision, Decision::Delete);
+    assert_eq!(cmd.consolidation_type(), "empty");
     // Highest savings first.
     assert_eq!(cmd.node_names(), ["empty-1", "empty-2"]);
     assert!((cmd.savings - 0.5).abs() < 1e-9);
@@ -118,6 +119,36 @@ fn budgets_cap_count_round_percentages_up_and_count_disrupting_nodes() {
             );
         }
     }
+}
+
+#[test]
+fn every_pass_reports_each_pools_budget_per_reason() {
+    let mut w = Cluster::new();
+    let mut drift_only = Budget::nodes("20%");
+    drift_only.reasons = vec![DisruptionReason::Drifted];
+    w.settings(POOL).budgets = vec![Budget::nodes("50%"), drift_only];
+    for i in 0..10 {
+        w.node(&format!("n{i}"), "small");
+        w.pod(&format!("n{i}"), &format!("app-{i}"), 1500);
+    }
+    w.input.disrupting.insert("n0".into());
+    let r = compute_pass(&w.input, w.now);
+    let budget = |reason| {
+        r.budgets
+            .iter()
+            .find(|b| b.node_pool == POOL && b.reason == reason)
+            .map(|b| (b.allowed, b.disrupting))
+    };
+    assert_eq!(budget(DisruptionReason::Empty), Some((5, 1)));
+    assert_eq!(budget(DisruptionReason::Underutilized), Some((5, 1)));
+    assert_eq!(budget(DisruptionReason::Drifted), Some((2, 1)));
+    w.settings(POOL).budgets = Vec::new();
+    let r = compute_pass(&w.input, w.now);
+    assert!(
+        r.budgets.iter().all(|b| b.allowed == i32::MAX as u64),
+        "no budget: upstream's unbounded value: {:?}",
+        r.budgets
+    );
 }
 
 #[test]
@@ -267,6 +298,7 @@ fn single_node_delete_when_pods_fit_elsewhere() {
     assert_eq!(cmd.decision, Decision::Delete);
     assert_eq!(cmd.node_names(), ["light"]);
     assert!((cmd.savings - 0.4).abs() < 1e-9);
+    assert_eq!(cmd.consolidation_type(), "single");
     assert_eq!(holds(&r, "full"), [Hold::NotCheaper]);
 }
 
@@ -426,6 +458,7 @@ fn multi_node_consolidation_merges_and_goes_beyond_prefix_search() {
     assert_eq!(cmd.decision, Decision::Delete);
     assert_eq!(cmd.node_names(), ["a", "b", "d"]);
     assert!((cmd.savings - 1.2).abs() < 1e-9);
+    assert_eq!(cmd.consolidation_type(), "multi");
 
     // Karpenter's own search (no extension) stops at the prefix.
     w.input.options.extend_multi_node = false;
@@ -789,10 +822,30 @@ fn work_budget_limits_simulations_and_explains_the_rest() {
     let r = compute_pass(&w.input, w.now);
     assert!(r.simulations <= 2);
     assert!(
+        !r.consolidation_timeouts.is_empty(),
+        "a method stopped on the budget: {:?}",
+        r.consolidation_timeouts
+    );
+    assert!(
         r.explanations
             .iter()
             .any(|e| e.holds.contains(&Hold::NotEvaluated)),
         "{r:#?}"
+    );
+}
+
+#[test]
+fn a_pass_within_its_budget_reports_no_timeout() {
+    let mut w = Cluster::new();
+    w.node("full", "large");
+    w.pod("full", "big", 7800);
+    w.node("light", "large");
+    w.pod("light", "tiny", 500);
+    let r = compute_pass(&w.input, w.now);
+    assert!(
+        r.consolidation_timeouts.is_empty(),
+        "{:?}",
+        r.consolidation_timeouts
     );
 }
 

@@ -3,7 +3,8 @@
 //! Each refresh replaces a family's series, so nodes and offerings that are gone lose theirs.
 
 use crate::{
-    DynamicLabels, FloatGauge, InstanceTypeLabels, Metrics, OfferingLabels, ResourceTypeLabels,
+    DynamicLabels, FloatGauge, InstanceTypeLabels, Metrics, NodePoolLabels, OfferingLabels,
+    ResourceTypeLabels,
 };
 use karpenter_cluster::{ClusterState, NodeRecord};
 use karpenter_scheduling::model::{InstanceType, Millis};
@@ -108,6 +109,8 @@ pub struct IndexMetrics {
     allocatable: Series<DynamicLabels>,
     pod_requests: Series<DynamicLabels>,
     daemon_requests: Series<DynamicLabels>,
+    pod_limits: Series<DynamicLabels>,
+    daemon_limits: Series<DynamicLabels>,
     overhead: Series<DynamicLabels>,
     lifetime: Series<DynamicLabels>,
     cpu_cores: Series<InstanceTypeLabels>,
@@ -115,6 +118,11 @@ pub struct IndexMetrics {
     available: Series<OfferingLabels>,
     price: Series<OfferingLabels>,
     types_seen: Option<u64>,
+    /// Offering prices per NodePool, from the latest instance types.
+    prices: BTreeMap<String, BTreeMap<(String, String, String), f64>>,
+    cost: Series<NodePoolLabels>,
+    /// NodeClaims already counted in `karpenter_nodepools_cost_tracker_errors_total`.
+    untracked: BTreeSet<String>,
 }
 
 fn node_labels(record: &NodeRecord) -> DynamicLabels {
@@ -149,6 +157,8 @@ impl IndexMetrics {
         let mut allocatable = Vec::new();
         let mut pod_requests = Vec::new();
         let mut daemon_requests = Vec::new();
+        let (mut pod_limits, mut daemon_limits) = (Vec::new(), Vec::new());
+        let limits = m.pod_limits.lock().unwrap_or_else(|e| e.into_inner());
         let mut overhead = Vec::new();
         let mut lifetime = Vec::new();
         for (name, record) in state.nodes() {
@@ -158,10 +168,15 @@ impl IndexMetrics {
             let labels = node_labels(record);
             let mut pods = Resources::default();
             let mut daemons = Resources::default();
+            let (mut pods_limits, mut daemons_limits) =
+                (Resources::default(), Resources::default());
             for p in state.pods_on(name) {
+                let limit = limits.get(&p.pod.key());
                 pods.add_assign(&p.pod.requests);
+                pods_limits.add_assign(limit.unwrap_or(&Resources::default()));
                 if p.pod.is_daemon() {
                     daemons.add_assign(&p.pod.requests);
+                    daemons_limits.add_assign(limit.unwrap_or(&Resources::default()));
                 }
             }
             let reserved = record
@@ -172,6 +187,8 @@ impl IndexMetrics {
             allocatable.extend(per_resource(&labels, &record.node.allocatable));
             pod_requests.extend(per_resource(&labels, &pods));
             daemon_requests.extend(per_resource(&labels, &daemons));
+            pod_limits.extend(per_resource(&labels, &pods_limits));
+            daemon_limits.extend(per_resource(&labels, &daemons_limits));
             overhead.extend(per_resource(&labels, &reserved));
             let age = (now - record.node.created_at).max(0) as f64 / 1000.0;
             lifetime.push((labels, age));
@@ -181,8 +198,14 @@ impl IndexMetrics {
             .replace(&m.nodes_total_pod_requests, pod_requests);
         self.daemon_requests
             .replace(&m.nodes_total_daemon_requests, daemon_requests);
+        drop(limits);
+        self.pod_limits
+            .replace(&m.nodes_total_pod_limits, pod_limits);
+        self.daemon_limits
+            .replace(&m.nodes_total_daemon_limits, daemon_limits);
         self.overhead.replace(&m.nodes_system_overhead, overhead);
         self.lifetime.replace(&m.nodes_current_lifetime, lifetime);
+        self.record_cost(state, m);
         for (resource, percent) in state.utilization_percent() {
             m.cluster_utilization
                 .get_or_create(&ResourceTypeLabels {
@@ -190,6 +213,56 @@ impl IndexMetrics {
                 })
                 .set(percent);
         }
+    }
+
+    /// Sets `karpenter_nodepools_cost_total` as upstream's cost tracker keeps it: for every
+    /// NodePool, the sum of its NodeClaims' offering prices (instance type, zone and capacity
+    /// type from their labels; claims without them are not counted yet) in the pool's latest
+    /// instance types, overlays included. A claim whose NodePool or instance types are
+    /// unknown is counted once in `karpenter_nodepools_cost_tracker_errors_total`.
+    fn record_cost(&mut self, state: &ClusterState, m: &Metrics) {
+        use karpenter_cloudprovider::v1::labels as l;
+        let mut cost: BTreeMap<&str, f64> = state
+            .node_pools()
+            .keys()
+            .map(|p| (p.as_str(), 0.0))
+            .collect();
+        for (name, claim) in state.node_claims() {
+            let label = |k| claim.label(k).map(str::to_owned);
+            let (Some(pool), Some(it), Some(zone), Some(ct)) = (
+                claim.node_pool(),
+                label(l::INSTANCE_TYPE),
+                label(l::ZONE),
+                label(l::CAPACITY_TYPE),
+            ) else {
+                continue;
+            };
+            let (Some(total), Some(prices)) = (cost.get_mut(pool), self.prices.get(pool)) else {
+                if self.untracked.insert(name.clone()) {
+                    let nodepool = pool.to_owned();
+                    m.nodepools_cost_tracker_errors
+                        .get_or_create(&NodePoolLabels { nodepool })
+                        .inc();
+                }
+                continue;
+            };
+            // An offering no longer listed counts 0, as upstream's unknown price.
+            *total += prices.get(&(it, zone, ct)).copied().unwrap_or(0.0);
+        }
+        self.untracked
+            .retain(|c| state.node_claims().contains_key(c));
+        let series = cost
+            .into_iter()
+            .map(|(pool, c)| {
+                (
+                    NodePoolLabels {
+                        nodepool: pool.to_owned(),
+                    },
+                    c,
+                )
+            })
+            .collect();
+        self.cost.replace(&m.nodepools_cost, series);
     }
 
     /// Sets the instance-type and offering gauges from `types` (every pool's, a type listed
@@ -205,6 +278,18 @@ impl IndexMetrics {
             return;
         }
         self.types_seen = Some(version);
+        self.prices = types
+            .iter()
+            .map(|(pool, types)| {
+                let prices = types.iter().flat_map(|it| {
+                    it.offerings.iter().map(|o| {
+                        let key = (it.name.clone(), o.zone.clone(), o.capacity_type.clone());
+                        (key, o.price)
+                    })
+                });
+                (pool.clone(), prices.collect())
+            })
+            .collect();
         let mut seen = BTreeSet::new();
         let (mut cpu, mut memory, mut available, mut price) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -240,13 +325,7 @@ mod tests {
     use super::*;
     use karpenter_cluster::Object;
 
-    fn lines(m: &Metrics, prefix: &str) -> Vec<String> {
-        m.encode()
-            .lines()
-            .filter(|l| l.starts_with(prefix))
-            .map(str::to_owned)
-            .collect()
-    }
+    use crate::tests::lines;
 
     #[test]
     fn label_names_follow_upstream() {
@@ -330,5 +409,135 @@ mod tests {
         );
         im.record_instance_types(&BTreeMap::new(), 2, &m);
         assert!(lines(&m, "karpenter_cloudprovider_instance_type_cpu_cores{").is_empty());
+    }
+
+    #[test]
+    fn limit_gauges_sum_the_pods_limits_per_node() {
+        use k8s_openapi::api::core::v1::{Container, ResourceRequirements};
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let m = Metrics::new();
+        let mut state = ClusterState::new();
+        let node = karpenter_testing::api::ready(karpenter_testing::api::registering_node(
+            "n1",
+            "fake://z/n1",
+        ));
+        let record = karpenter_cluster::api_objects::node_record(&node, None).unwrap();
+        state.apply(Object::Node(Box::new(record)));
+        let pod = |name: &str, cpu: &str, daemon: bool| {
+            let mut p = karpenter_testing::api::pod_with_conditions(Some("n1"), Some(0), Some(0));
+            p.metadata.name = Some(name.into());
+            if daemon {
+                p.metadata.owner_references = Some(vec![OwnerReference {
+                    kind: "DaemonSet".into(),
+                    name: "agent".into(),
+                    controller: Some(true),
+                    ..OwnerReference::default()
+                }]);
+            }
+            p.spec.as_mut().unwrap().containers = vec![Container {
+                name: "c".into(),
+                resources: Some(ResourceRequirements {
+                    limits: Some([("cpu".into(), Quantity(cpu.into()))].into()),
+                    ..ResourceRequirements::default()
+                }),
+                ..Container::default()
+            }];
+            std::sync::Arc::new(p)
+        };
+        let pods = [pod("web", "1500m", false), pod("agent", "250m", true)];
+        let mut keys = Vec::new();
+        for p in &pods {
+            let record = karpenter_cluster::api_objects::pod_record(p)
+                .unwrap()
+                .unwrap();
+            keys.push(karpenter_cluster::ObjectKey::Pod(record.pod.key()));
+            state.apply(Object::Pod(Box::new(record)));
+        }
+        let mut pm = crate::pods::PodMetrics::default();
+        let lookup = |k: &karpenter_scheduling::model::PodKey| {
+            pods.iter()
+                .find(|p| p.metadata.name.as_deref() == Some(&k.name))
+                .cloned()
+        };
+        pm.record(&keys, false, lookup, &state, 0, &m);
+        let mut im = IndexMetrics::default();
+        im.record_nodes(&state, 0, &m);
+        let value = |family: &str, resource: &str| {
+            lines(&m, &format!("{family}{{"))
+                .into_iter()
+                .find(|l| l.contains(&format!("resource_type=\"{resource}\"")))
+                .and_then(|l| l.rsplit_once(' ').map(|(_, v)| v.to_owned()))
+        };
+        assert_eq!(
+            value("karpenter_nodes_total_pod_limits", "cpu").as_deref(),
+            Some("1.75")
+        );
+        assert_eq!(
+            value("karpenter_nodes_total_pod_limits", "pods").as_deref(),
+            Some("2.0")
+        );
+        assert_eq!(
+            value("karpenter_nodes_total_daemon_limits", "cpu").as_deref(),
+            Some("0.25")
+        );
+        // The daemon pod goes: its limits leave both sums.
+        state.delete(&keys[1]);
+        pm.record(&keys[1..], false, |_| None, &state, 0, &m);
+        im.record_nodes(&state, 0, &m);
+        assert_eq!(
+            value("karpenter_nodes_total_pod_limits", "cpu").as_deref(),
+            Some("1.5")
+        );
+        assert_eq!(value("karpenter_nodes_total_daemon_limits", "cpu"), None);
+    }
+
+    #[test]
+    fn nodepool_cost_sums_its_claims_offering_prices() {
+        use karpenter_cloudprovider::v1::labels as l;
+        let m = Metrics::new();
+        let mut im = IndexMetrics::default();
+        let mut state = ClusterState::new();
+        let pool: karpenter_cloudprovider::v1::NodePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+            "spec": {"template": {"spec": {"requirements": [], "nodeClassRef":
+                {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}}}
+        }))
+        .unwrap();
+        state.apply(Object::NodePool(Box::new(pool)));
+        let types = karpenter_testing::instance_types::catalogue();
+        let (it, o) = (&types[0], &types[0].offerings[0]);
+        let claim = |name: &str, pool: &str| {
+            let mut c = karpenter_testing::api::node_claim(name);
+            let labels = c.metadata.labels.get_or_insert_with(Default::default);
+            labels.insert(l::NODEPOOL.into(), pool.into());
+            labels.insert(l::INSTANCE_TYPE.into(), it.name.clone());
+            labels.insert(l::ZONE.into(), o.zone.clone());
+            labels.insert(l::CAPACITY_TYPE.into(), o.capacity_type.clone());
+            Object::NodeClaim(Box::new(c))
+        };
+        state.apply(claim("c1", "default"));
+        state.apply(claim("c2", "default"));
+        state.apply(claim("c3", "gone"));
+        // Not launched yet: no instance-type label, not counted.
+        state.apply(Object::NodeClaim(Box::new(
+            karpenter_testing::api::node_claim("c4"),
+        )));
+        let by_pool = BTreeMap::from([("default".to_owned(), types.clone())]);
+        im.record_instance_types(&by_pool, 1, &m);
+        im.record_nodes(&state, 0, &m);
+        im.record_nodes(&state, 10_000, &m);
+        let cost = lines(&m, "karpenter_nodepools_cost_total{");
+        assert_eq!(cost.len(), 1, "{cost:?}");
+        let value: f64 = cost[0].rsplit_once(' ').unwrap().1.parse().unwrap();
+        assert!((value - 2.0 * o.price).abs() < 1e-9, "{cost:?}");
+        assert_eq!(
+            lines(&m, "karpenter_nodepools_cost_tracker_errors_total"),
+            [r#"karpenter_nodepools_cost_tracker_errors_total{nodepool="gone"} 1"#],
+            "a claim of an unknown pool is counted once"
+        );
+        state.delete(&karpenter_cluster::ObjectKey::NodePool("default".into()));
+        im.record_nodes(&state, 20_000, &m);
+        assert!(lines(&m, "karpenter_nodepools_cost_total{").is_empty());
     }
 }

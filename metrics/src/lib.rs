@@ -10,18 +10,27 @@
 #![forbid(unsafe_code)]
 
 pub mod cloudprovider;
+pub mod conditions;
 pub mod index;
+pub mod kube_client;
+pub mod limits;
 mod nodepool;
 pub mod pods;
 mod reconciler;
+mod scheduling;
+pub mod sync;
+pub mod termination;
 
 use cloudprovider::CloudProviderMetrics;
+use karpenter_scheduling::model::PodKey;
+use karpenter_scheduling::resources::Resources;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -215,6 +224,48 @@ pub struct PodStateLabels {
     pub managed: String,
 }
 
+/// `{nodepool, reason}` of the NodePool budget gauges.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct BudgetLabels {
+    /// NodePool name.
+    pub nodepool: String,
+    /// The budget reason as the API spells it (`Empty`, `Drifted`, `Underutilized`).
+    pub reason: String,
+}
+
+/// `{condition, nodepool, capacity_type, image_id}` of
+/// `karpenter_nodeclaims_unhealthy_disrupted_total`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct UnhealthyLabels {
+    /// The unhealthy node condition, snake case (`ready`, `memory_pressure`).
+    pub condition: String,
+    /// NodePool name.
+    pub nodepool: String,
+    /// Capacity type.
+    pub capacity_type: String,
+    /// The NodeClaim's image.
+    pub image_id: String,
+}
+
+/// `{name, namespace}` of the per-pod waiting gauges.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct PodLabels {
+    /// Pod name.
+    pub name: String,
+    /// Pod namespace.
+    pub namespace: String,
+}
+
+impl PodLabels {
+    /// The labels of the pod `key`.
+    pub fn of(key: &karpenter_scheduling::model::PodKey) -> Self {
+        Self {
+            name: key.name.clone(),
+            namespace: key.namespace.clone(),
+        }
+    }
+}
+
 /// `{controller}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct ControllerLabels {
@@ -242,6 +293,13 @@ pub struct DryRunLabels {
     pub reason: String,
     /// NodePool name (of the new claim, or of the first disrupted node).
     pub nodepool: String,
+}
+
+/// `{consolidation_type}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ConsolidationTypeLabels {
+    /// `empty`, `single` or `multi`.
+    pub consolidation_type: String,
 }
 
 /// `{reason}`.
@@ -340,6 +398,15 @@ pub struct Metrics {
     pub nodeclaims_terminated: Family<TerminatedLabels, Counter>,
     /// `karpenter_nodeclaims_disrupted_total`.
     pub nodeclaims_disrupted: Family<DisruptedLabels, Counter>,
+    /// `karpenter_nodeclaims_unhealthy_disrupted_total`: NodeClaims deleted by node repair.
+    pub nodeclaims_unhealthy_disrupted: Family<UnhealthyLabels, Counter>,
+    /// `karpenter_nodes_drained_total`: NodeClaims whose `Drained` condition became true.
+    pub nodes_drained: Family<NodePoolLabels, Counter>,
+    /// `karpenter_nodes_termination_duration_seconds`: a managed Node's deletion timestamp
+    /// to its removal (upstream: a summary).
+    pub nodes_termination_duration: HistogramFamily<NodePoolLabels>,
+    /// `karpenter_pods_drained_total`: pods evicted, by the node's disruption reason.
+    pub pods_drained: Family<ReasonLabels, Counter>,
     /// `karpenter_nodes_created_total`.
     pub nodes_created: Family<NodePoolZoneLabels, Counter>,
     /// `karpenter_nodes_terminated_total`.
@@ -352,6 +419,13 @@ pub struct Metrics {
     pub nodes_total_pod_requests: Family<DynamicLabels, FloatGauge>,
     /// `karpenter_nodes_total_daemon_requests`.
     pub nodes_total_daemon_requests: Family<DynamicLabels, FloatGauge>,
+    /// `karpenter_nodes_total_pod_limits` (DaemonSet pods included).
+    pub nodes_total_pod_limits: Family<DynamicLabels, FloatGauge>,
+    /// `karpenter_nodes_total_daemon_limits`.
+    pub nodes_total_daemon_limits: Family<DynamicLabels, FloatGauge>,
+    /// Each pod's limits, kept by [`pods::PodMetrics`] from the pod objects for the limit
+    /// gauges [`index::IndexMetrics`] sets.
+    pod_limits: Arc<Mutex<BTreeMap<PodKey, Resources>>>,
     /// `karpenter_nodes_system_overhead`: capacity minus allocatable.
     pub nodes_system_overhead: Family<DynamicLabels, FloatGauge>,
     /// `karpenter_nodes_current_lifetime_seconds`.
@@ -376,6 +450,29 @@ pub struct Metrics {
     pub pods_startup_duration: Histogram,
     /// `karpenter_pods_bound_duration_seconds`: creation to bound.
     pub pods_bound_duration: Histogram,
+    /// `karpenter_pods_scheduling_decision_duration_seconds`: a pod's ack to the first plan
+    /// deciding about it.
+    pub pods_scheduling_decision_duration: Histogram,
+    /// `karpenter_pods_provisioning_bound_duration_seconds`: first placed to bound.
+    pub pods_provisioning_bound_duration: Histogram,
+    /// `karpenter_pods_provisioning_startup_duration_seconds`: first placed to Ready.
+    pub pods_provisioning_startup_duration: Histogram,
+    /// `karpenter_pods_provisioning_unbound_time_seconds`: time since first placed, while
+    /// unbound.
+    pub pods_provisioning_unbound_time: Family<PodLabels, FloatGauge>,
+    /// `karpenter_pods_provisioning_unstarted_time_seconds`: time since first placed, while
+    /// not started.
+    pub pods_provisioning_unstarted_time: Family<PodLabels, FloatGauge>,
+    /// `karpenter_pods_provisioning_scheduling_undecided_time_seconds`: time since the ack,
+    /// until a plan decides.
+    pub pods_scheduling_undecided_time: Family<PodLabels, FloatGauge>,
+    /// Acks and decisions per pod ([`scheduling`]).
+    pod_scheduling: Arc<Mutex<scheduling::PodScheduling>>,
+    /// `karpenter_pods_unbound_time_seconds`: age of each pending pod not scheduled yet.
+    pub pods_unbound_time: Family<PodLabels, FloatGauge>,
+    /// `karpenter_pods_unstarted_time_seconds`: age of each pod seen pending and not ready
+    /// yet.
+    pub pods_unstarted_time: Family<PodLabels, FloatGauge>,
     /// `karpenter_scheduler_scheduling_duration_seconds`.
     pub scheduling_duration: HistogramFamily<ControllerLabels>,
     /// `karpenter_scheduler_queue_depth`.
@@ -385,6 +482,14 @@ pub struct Metrics {
     /// `karpenter_voluntary_disruption_decisions_by_nodepool_total`: a decision counted once
     /// per NodePool among its candidates.
     pub disruption_decisions_by_nodepool: Family<NodePoolDecisionLabels, Counter>,
+    /// `karpenter_voluntary_disruption_failed_validations_total`: candidates of consolidation
+    /// commands that failed validation.
+    pub disruption_failed_validations: Family<ConsolidationTypeLabels, Counter>,
+    /// `karpenter_voluntary_disruption_consolidation_timeouts_total`: consolidation methods
+    /// stopped by the pass's simulation budget.
+    pub disruption_consolidation_timeouts: Family<ConsolidationTypeLabels, Counter>,
+    /// `karpenter_voluntary_disruption_queue_failures_total`: queued commands abandoned.
+    pub disruption_queue_failures: Family<DecisionLabels, Counter>,
     /// `karpenter_voluntary_disruption_eligible_nodes`.
     pub disruption_eligible_nodes: Family<ReasonLabels, Gauge>,
     /// `karpenter_voluntary_disruption_decision_evaluation_duration_seconds`.
@@ -393,16 +498,31 @@ pub struct Metrics {
     pub consolidation_moves: Family<ConsolidationLabels, Counter>,
     /// `karpenter_consolidation_score`.
     pub consolidation_score: HistogramFamily<ConsolidationLabels>,
+    /// `client_go_request_total` ([`kube_client`]).
+    client_requests: Family<kube_client::RequestLabels, Counter>,
+    /// `client_go_request_duration_seconds` ([`kube_client`]).
+    client_request_duration: HistogramFamily<kube_client::LatencyLabels>,
     /// `karpenter_nodepools_usage`.
     pub nodepools_usage: Family<ResourceLabels, FloatGauge>,
     /// `karpenter_nodepools_limit`.
     pub nodepools_limit: Family<ResourceLabels, FloatGauge>,
+    /// `karpenter_nodepools_cost_total`: the hourly price of each NodePool's NodeClaims.
+    pub nodepools_cost: Family<NodePoolLabels, FloatGauge>,
+    /// `karpenter_nodepools_cost_tracker_errors_total`.
+    pub nodepools_cost_tracker_errors: Family<NodePoolLabels, Counter>,
+    /// `karpenter_nodepools_allowed_disruptions`, set by every disruption pass.
+    pub nodepools_allowed_disruptions: Family<BudgetLabels, Gauge>,
+    /// `karpenter_nodepools_nodes_consuming_budgets`, set by every disruption pass.
+    pub nodepools_nodes_consuming_budgets: Family<BudgetLabels, Gauge>,
     /// `karpenter_cluster_utilization_percent`.
     pub cluster_utilization: Family<ResourceTypeLabels, FloatGauge>,
     /// `karpenter_cluster_state_node_count`.
     pub cluster_state_node_count: Gauge,
-    /// `karpenter_cluster_state_synced` (1 once every watch has listed).
+    /// `karpenter_cluster_state_synced` (1 once every watch has listed); set through
+    /// [`Metrics::set_synced`].
     pub cluster_state_synced: Gauge,
+    /// `karpenter_cluster_state_unsynced_time_seconds`.
+    cluster_state_unsynced_time: sync::UnsyncedTime,
     /// `karpenter_pods_eviction_requests_total`.
     pub eviction_requests: Family<CodeLabels, Counter>,
     /// `leader_election_master_status` (1 on the replica that holds the Lease).
@@ -422,6 +542,8 @@ pub struct Metrics {
     /// `karpenter_dry_run_disruption_savings_dollars_per_hour` (`--dry-run`): what the
     /// latest disruption pass's commands would save.
     pub dry_run_disruption_savings: Family<ReasonLabels, FloatGauge>,
+    /// operatorpkg's status-condition and termination families ([`conditions`]).
+    status: conditions::StatusFamilies,
 }
 
 impl Default for Metrics {
@@ -435,18 +557,29 @@ impl Metrics {
     pub fn new() -> Self {
         let mut r = Registry::default();
         let cloudprovider = CloudProviderMetrics::register(&mut r);
+        let status = conditions::StatusFamilies::register(&mut r);
         let m = Self {
+            status,
             registry: Arc::new(Mutex::new(Registry::default())),
             cloudprovider,
             nodeclaims_created: Family::default(),
             nodeclaims_terminated: Family::default(),
             nodeclaims_disrupted: Family::default(),
+            nodeclaims_unhealthy_disrupted: Family::default(),
+            nodes_drained: Family::default(),
+            nodes_termination_duration: Family::new_with_constructor(
+                nodeclaim_termination_histogram,
+            ),
+            pods_drained: Family::default(),
             nodes_created: Family::default(),
             nodes_terminated: Family::default(),
             nodes_lifetime_duration: Family::new_with_constructor(node_lifetime_histogram),
             nodes_allocatable: Family::default(),
             nodes_total_pod_requests: Family::default(),
             nodes_total_daemon_requests: Family::default(),
+            nodes_total_pod_limits: Family::default(),
+            nodes_total_daemon_limits: Family::default(),
+            pod_limits: Arc::default(),
             nodes_system_overhead: Family::default(),
             nodes_current_lifetime: Family::default(),
             instance_type_cpu_cores: Family::default(),
@@ -461,19 +594,41 @@ impl Metrics {
             pods_state: Family::default(),
             pods_startup_duration: duration_histogram(),
             pods_bound_duration: duration_histogram(),
+            pods_scheduling_decision_duration: duration_histogram(),
+            pods_provisioning_bound_duration: duration_histogram(),
+            pods_provisioning_startup_duration: duration_histogram(),
+            pods_provisioning_unbound_time: Family::default(),
+            pods_provisioning_unstarted_time: Family::default(),
+            pods_scheduling_undecided_time: Family::default(),
+            pod_scheduling: Arc::default(),
+            pods_unbound_time: Family::default(),
+            pods_unstarted_time: Family::default(),
             scheduling_duration: Family::new_with_constructor(duration_histogram),
             scheduler_queue_depth: Family::default(),
             disruption_decisions: Family::default(),
             disruption_decisions_by_nodepool: Family::default(),
             disruption_eligible_nodes: Family::default(),
+            disruption_failed_validations: Family::default(),
+            disruption_queue_failures: Family::default(),
+            disruption_consolidation_timeouts: Family::default(),
             disruption_evaluation_duration: duration_histogram(),
             consolidation_moves: Family::default(),
             consolidation_score: Family::new_with_constructor(consolidation_score_histogram),
+            client_requests: Family::default(),
+            client_request_duration: Family::new_with_constructor(|| {
+                // 1 ms … about 2.2 s, by half again: operatorpkg's buckets.
+                Histogram::new(exponential_buckets(0.001, 1.5, 20))
+            }),
             nodepools_usage: Family::default(),
             nodepools_limit: Family::default(),
+            nodepools_cost: Family::default(),
+            nodepools_cost_tracker_errors: Family::default(),
+            nodepools_allowed_disruptions: Family::default(),
+            nodepools_nodes_consuming_budgets: Family::default(),
             cluster_utilization: Family::default(),
             cluster_state_node_count: Gauge::default(),
             cluster_state_synced: Gauge::default(),
+            cluster_state_unsynced_time: sync::UnsyncedTime::starting_now(),
             eviction_requests: Family::default(),
             leader: Family::default(),
             interruption_received: Family::default(),
@@ -499,6 +654,26 @@ impl Metrics {
             "karpenter_nodeclaims_disrupted",
             "Number of nodeclaims disrupted in total by Karpenter. Labeled by reason the nodeclaim was disrupted and the owning nodepool.",
             m.nodeclaims_disrupted.clone(),
+        );
+        r.register(
+            "karpenter_nodeclaims_unhealthy_disrupted",
+            "Number of unhealthy nodeclaims disrupted in total by Karpenter. Labeled by condition on the node was disrupted, the owning nodepool, and the image ID.",
+            m.nodeclaims_unhealthy_disrupted.clone(),
+        );
+        r.register(
+            "karpenter_nodes_drained",
+            "The total number of nodes drained by Karpenter",
+            m.nodes_drained.clone(),
+        );
+        r.register(
+            "karpenter_nodes_termination_duration_seconds",
+            "The time taken between a node's deletion request and the removal of its finalizer",
+            m.nodes_termination_duration.clone(),
+        );
+        r.register(
+            "karpenter_pods_drained",
+            "The total number of pods drained during node termination by Karpenter, labeled by reason",
+            m.pods_drained.clone(),
         );
         r.register(
             "karpenter_nodes_created",
@@ -531,6 +706,46 @@ impl Metrics {
             m.pods_bound_duration.clone(),
         );
         r.register(
+            "karpenter_pods_scheduling_decision_duration_seconds",
+            "The time it takes for Karpenter to first try to schedule a pod after it's been seen.",
+            m.pods_scheduling_decision_duration.clone(),
+        );
+        r.register(
+            "karpenter_pods_provisioning_bound_duration_seconds",
+            "The time from when Karpenter first thinks the pod can schedule until it binds. Note: this calculated from a point in memory, not by the pod creation timestamp.",
+            m.pods_provisioning_bound_duration.clone(),
+        );
+        r.register(
+            "karpenter_pods_provisioning_startup_duration_seconds",
+            "The time from when Karpenter first thinks the pod can schedule until the pod is running. Note: this calculated from a point in memory, not by the pod creation timestamp.",
+            m.pods_provisioning_startup_duration.clone(),
+        );
+        r.register(
+            "karpenter_pods_provisioning_unbound_time_seconds",
+            "The time from when Karpenter first thinks the pod can schedule until it binds. Note: this calculated from a point in memory, not by the pod creation timestamp.",
+            m.pods_provisioning_unbound_time.clone(),
+        );
+        r.register(
+            "karpenter_pods_provisioning_unstarted_time_seconds",
+            "The time from when Karpenter first thinks the pod can schedule until the pod is running. Note: this calculated from a point in memory, not by the pod creation timestamp.",
+            m.pods_provisioning_unstarted_time.clone(),
+        );
+        r.register(
+            "karpenter_pods_provisioning_scheduling_undecided_time_seconds",
+            "The time from when Karpenter has seen a pod without making a scheduling decision for the pod. Note: this calculated from a point in memory, not by the pod creation timestamp.",
+            m.pods_scheduling_undecided_time.clone(),
+        );
+        r.register(
+            "karpenter_pods_unbound_time_seconds",
+            "The time from pod creation until the pod is bound.",
+            m.pods_unbound_time.clone(),
+        );
+        r.register(
+            "karpenter_pods_unstarted_time_seconds",
+            "The time from pod creation until the pod is running.",
+            m.pods_unstarted_time.clone(),
+        );
+        r.register(
             "karpenter_scheduler_scheduling_duration_seconds",
             "Duration of scheduling simulations used for deprovisioning and provisioning in seconds.",
             m.scheduling_duration.clone(),
@@ -549,6 +764,21 @@ impl Metrics {
             "karpenter_voluntary_disruption_decisions_by_nodepool",
             "Number of disruption decisions performed, per NodePool. Labeled by nodepool, disruption decision, reason, and consolidation type.",
             m.disruption_decisions_by_nodepool.clone(),
+        );
+        r.register(
+            "karpenter_voluntary_disruption_failed_validations",
+            "Number of candidates that were selected for disruption but failed validation. Labeled by consolidation type.",
+            m.disruption_failed_validations.clone(),
+        );
+        r.register(
+            "karpenter_voluntary_disruption_consolidation_timeouts",
+            "Number of times the Consolidation algorithm has reached a timeout. Labeled by consolidation type.",
+            m.disruption_consolidation_timeouts.clone(),
+        );
+        r.register(
+            "karpenter_voluntary_disruption_queue_failures",
+            "The number of times that an enqueued disruption decision failed. Labeled by disruption method.",
+            m.disruption_queue_failures.clone(),
         );
         r.register(
             "karpenter_voluntary_disruption_eligible_nodes",
@@ -571,6 +801,16 @@ impl Metrics {
             m.consolidation_score.clone(),
         );
         r.register(
+            "client_go_request",
+            "Number of HTTP requests, partitioned by status code and method.",
+            m.client_requests.clone(),
+        );
+        r.register(
+            "client_go_request_duration_seconds",
+            "Request latency in seconds. Broken down by verb, group, version, kind, and subresource.",
+            m.client_request_duration.clone(),
+        );
+        r.register(
             "karpenter_nodepools_usage",
             "The amount of resources that have been provisioned for a nodepool. Labeled by nodepool name and resource type.",
             m.nodepools_usage.clone(),
@@ -579,6 +819,26 @@ impl Metrics {
             "karpenter_nodepools_limit",
             "Limits specified on the nodepool that restrict the quantity of resources provisioned. Labeled by nodepool name and resource type.",
             m.nodepools_limit.clone(),
+        );
+        r.register(
+            "karpenter_nodepools_cost_total",
+            "Total cost of the nodepool from Karpenter's perspective. Units are determined by the cloud provider. Not an authoritative source for billing. Includes modifications due to NodeOverlays",
+            m.nodepools_cost.clone(),
+        );
+        r.register(
+            "karpenter_nodepools_cost_tracker_errors",
+            "Number of errors encountered during cost tracking operations. Labeled by nodepool and nodeclaim.",
+            m.nodepools_cost_tracker_errors.clone(),
+        );
+        r.register(
+            "karpenter_nodepools_allowed_disruptions",
+            "The number of nodes for a given NodePool that can be concurrently disrupting at a point in time. Labeled by NodePool. Note that allowed disruptions can change very rapidly, as new nodes may be created and others may be deleted at any point.",
+            m.nodepools_allowed_disruptions.clone(),
+        );
+        r.register(
+            "karpenter_nodepools_nodes_consuming_budgets",
+            "The number of nodes consuming the budget of a nodepool at a point in time. Labeled by NodePool.",
+            m.nodepools_nodes_consuming_budgets.clone(),
         );
         r.register(
             "karpenter_cluster_utilization_percent",
@@ -594,6 +854,11 @@ impl Metrics {
             "karpenter_cluster_state_synced",
             "Returns 1 if cluster state is synced and 0 otherwise.",
             m.cluster_state_synced.clone(),
+        );
+        r.register(
+            "karpenter_cluster_state_unsynced_time_seconds",
+            "The time for which cluster state is not synced",
+            m.cluster_state_unsynced_time.clone(),
         );
         r.register(
             "karpenter_pods_eviction_requests",
@@ -624,6 +889,16 @@ impl Metrics {
             "karpenter_nodes_total_daemon_requests",
             "Node total daemon requests are the resource requested by DaemonSet pods bound to nodes.",
             m.nodes_total_daemon_requests.clone(),
+        );
+        r.register(
+            "karpenter_nodes_total_pod_limits",
+            "Node total pod limits are the resources specified by pod limits, including the DaemonSet pods.",
+            m.nodes_total_pod_limits.clone(),
+        );
+        r.register(
+            "karpenter_nodes_total_daemon_limits",
+            "Node total daemon limits are the resources specified by DaemonSet pod limits.",
+            m.nodes_total_daemon_limits.clone(),
         );
         r.register(
             "karpenter_nodes_system_overhead",
@@ -723,6 +998,15 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The exposition lines of `m` that start with `prefix`.
+    pub(crate) fn lines(m: &Metrics, prefix: &str) -> Vec<String> {
+        m.encode()
+            .lines()
+            .filter(|l| l.starts_with(prefix))
+            .map(str::to_owned)
+            .collect()
+    }
 
     #[tokio::test]
     async fn cloudprovider_calls_are_recorded_in_the_same_registry() {

@@ -1,13 +1,16 @@
 //! The per-pod metrics, updated from the pods a feed pass changed rather than from every
-//! pod: `karpenter_pods_state`, and `karpenter_pods_bound_duration_seconds` and
-//! `karpenter_pods_startup_duration_seconds` as [`PodTransitions`] observes them.
+//! pod: `karpenter_pods_state`, `karpenter_pods_bound_duration_seconds` and
+//! `karpenter_pods_startup_duration_seconds` as [`PodTransitions`] observes them, and the
+//! `karpenter_pods_unbound_time_seconds` / `karpenter_pods_unstarted_time_seconds` gauges of
+//! the pods still waiting (refreshed on every pass, a cost in proportion to the waiting pods).
 
-use crate::{Metrics, PodStateLabels};
+use crate::{FloatGauge, Metrics, PodLabels, PodStateLabels};
 use k8s_openapi::api::core::v1::Pod;
 use karpenter_cluster::pod_transitions::PodTransitions;
 use karpenter_cluster::{ClusterState, ObjectKey};
 use karpenter_scheduling::labels;
 use karpenter_scheduling::model::{Millis, PodKey};
+use prometheus_client::metrics::family::Family;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -19,6 +22,40 @@ use std::sync::Arc;
 pub struct PodMetrics {
     transitions: PodTransitions,
     series: BTreeMap<PodKey, PodStateLabels>,
+    /// Pending pods not scheduled yet, with their creation time.
+    unbound: BTreeMap<PodKey, Millis>,
+    /// Pods seen pending that are not ready yet (nor finished), with their creation time.
+    unstarted: BTreeMap<PodKey, Millis>,
+    /// The series of the provisioning-relative gauges.
+    provisioning_unbound: PodSeries,
+    provisioning_unstarted: PodSeries,
+    undecided: PodSeries,
+}
+
+/// The pods one per-pod gauge has a series for, so a refresh removes the others.
+#[derive(Debug, Default)]
+struct PodSeries(std::collections::BTreeSet<PodKey>);
+
+impl PodSeries {
+    fn replace(&mut self, family: &Family<PodLabels, FloatGauge>, now: Vec<(PodKey, f64)>) {
+        let keep: std::collections::BTreeSet<PodKey> = now.iter().map(|(k, _)| k.clone()).collect();
+        for gone in self.0.difference(&keep) {
+            family.remove(&PodLabels::of(gone));
+        }
+        for (key, v) in now {
+            family.get_or_create(&PodLabels::of(&key)).set(v);
+        }
+        self.0 = keep;
+    }
+}
+
+/// When the pod's `type_` condition last turned true.
+fn condition_time(pod: &Pod, type_: &str) -> Option<Millis> {
+    let conditions = pod.status.as_ref()?.conditions.as_ref()?;
+    let c = conditions
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == "True")?;
+    Some(c.last_transition_time.as_ref()?.0.as_millisecond())
 }
 
 impl PodMetrics {
@@ -43,16 +80,49 @@ impl PodMetrics {
             match &object {
                 Some(pod) => {
                     let seen = self.transitions.observe(pod, now);
+                    let mut scheduling = metrics
+                        .pod_scheduling
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner());
+                    let placed = scheduling.schedulable.get(key).copied();
+                    // Upstream times the provisioning durations from the condition's
+                    // transition; a pod without one counts to now.
+                    let since_placed = |condition: &str| {
+                        let at = condition_time(pod, condition).unwrap_or(now);
+                        placed.map(|p| (at - p).max(0) as f64 / 1000.0)
+                    };
                     if let Some(seconds) = seen.bound_seconds {
                         metrics.pods_bound_duration.observe(seconds);
+                        if let Some(s) = since_placed("PodScheduled") {
+                            metrics.pods_provisioning_bound_duration.observe(s);
+                        }
                     }
                     if let Some(seconds) = seen.startup_seconds {
                         metrics.pods_startup_duration.observe(seconds);
+                        if let Some(s) = since_placed("Ready") {
+                            metrics.pods_provisioning_startup_duration.observe(s);
+                        }
+                        // Started: nothing more is timed for it.
+                        scheduling.forget(key);
                     }
                 }
-                None => self.transitions.forget(key),
+                None => {
+                    self.transitions.forget(key);
+                    let mut scheduling = metrics
+                        .pod_scheduling
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner());
+                    scheduling.forget(key);
+                }
             }
+            let mut limits = metrics.pod_limits.lock().unwrap_or_else(|e| e.into_inner());
+            match &object {
+                Some(pod) => limits.insert(key.clone(), crate::limits::pod_limits(pod)),
+                None => limits.remove(key),
+            };
+            drop(limits);
             self.update_series(key, object.as_deref(), state, metrics);
+            self.update_waiting(key, object.as_deref(), metrics);
         }
         if full {
             let gone: Vec<PodKey> = self
@@ -61,8 +131,103 @@ impl PodMetrics {
                 .filter(|k| !state.pods().contains_key(*k))
                 .cloned()
                 .collect();
+            (metrics.pod_limits.lock().unwrap_or_else(|e| e.into_inner()))
+                .retain(|k, _| state.pods().contains_key(k));
+            let mut scheduling = metrics
+                .pod_scheduling
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let lost: Vec<PodKey> = (scheduling.acks.keys())
+                .chain(scheduling.schedulable.keys())
+                .filter(|k| !state.pods().contains_key(*k))
+                .cloned()
+                .collect();
+            lost.iter().for_each(|k| scheduling.forget(k));
+            drop(scheduling);
             for key in gone {
                 self.update_series(&key, None, state, metrics);
+                self.update_waiting(&key, None, metrics);
+            }
+        }
+        self.record_provisioning(state, now, metrics);
+        let age = |created: &Millis| (now - created).max(0) as f64 / 1000.0;
+        for (key, created) in &self.unbound {
+            (metrics.pods_unbound_time)
+                .get_or_create(&PodLabels::of(key))
+                .set(age(created));
+        }
+        for (key, created) in &self.unstarted {
+            (metrics.pods_unstarted_time)
+                .get_or_create(&PodLabels::of(key))
+                .set(age(created));
+        }
+    }
+
+    /// Acks the provisionable pods (the first pass that sees each), and sets the
+    /// provisioning-relative waiting gauges: time since a plan first placed each pod still
+    /// unbound or unstarted, and time since the ack of each unbound pod no plan decided.
+    fn record_provisioning(&mut self, state: &ClusterState, now: Millis, m: &Metrics) {
+        let mut scheduling = m.pod_scheduling.lock().unwrap_or_else(|e| e.into_inner());
+        for p in state.provisionable_pods() {
+            scheduling.acks.entry(p.pod.key()).or_insert(now);
+        }
+        let since = |t: Millis| (now - t).max(0) as f64 / 1000.0;
+        let placed = |waiting: &BTreeMap<PodKey, Millis>| {
+            (waiting.keys())
+                .filter_map(|k| Some((k.clone(), since(*scheduling.schedulable.get(k)?))))
+                .collect::<Vec<_>>()
+        };
+        let unbound = placed(&self.unbound);
+        let unstarted = placed(&self.unstarted);
+        let undecided: Vec<(PodKey, f64)> = (scheduling.acks.iter())
+            .filter(|(k, _)| self.unbound.contains_key(*k) && !scheduling.decided.contains_key(*k))
+            .map(|(k, t)| (k.clone(), since(*t)))
+            .collect();
+        drop(scheduling);
+        self.provisioning_unbound
+            .replace(&m.pods_provisioning_unbound_time, unbound);
+        self.provisioning_unstarted
+            .replace(&m.pods_provisioning_unstarted_time, unstarted);
+        self.undecided
+            .replace(&m.pods_scheduling_undecided_time, undecided);
+    }
+
+    /// Upstream's rules for the waiting gauges: a pod is unbound while it is `Pending`
+    /// without a true `PodScheduled` condition; it is unstarted from when it is seen
+    /// `Pending` until it is Ready or has finished (`Succeeded`, `Failed`). The gauges of a
+    /// pod that stops waiting, or is gone, are removed.
+    fn update_waiting(&mut self, key: &PodKey, pod: Option<&Pod>, m: &Metrics) {
+        let status = pod.and_then(|p| p.status.as_ref());
+        let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or_default();
+        let condition = |type_: &str| {
+            status
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == type_ && c.status == "True"))
+        };
+        let created = pod
+            .and_then(|p| p.metadata.creation_timestamp.as_ref())
+            .map(|t| t.0.as_millisecond());
+        let labels = PodLabels::of(key);
+        match created {
+            Some(at) if phase == "Pending" && !condition("PodScheduled") => {
+                self.unbound.insert(key.clone(), at);
+            }
+            _ => {
+                if self.unbound.remove(key).is_some() {
+                    m.pods_unbound_time.remove(&labels);
+                }
+            }
+        }
+        let finished = matches!(phase, "Succeeded" | "Failed");
+        match created {
+            Some(at) if phase == "Pending" => {
+                self.unstarted.insert(key.clone(), at);
+            }
+            Some(_) if self.unstarted.contains_key(key) && !condition("Ready") && !finished => {}
+            _ => {
+                if self.unstarted.remove(key).is_some() {
+                    m.pods_unstarted_time.remove(&labels);
+                }
             }
         }
     }
@@ -206,5 +371,167 @@ mod tests {
             "seen pending, then bound and ready: both recorded"
         );
         assert!(step(None, false).is_empty(), "a deleted pod's series goes");
+    }
+
+    #[test]
+    fn waiting_gauges_age_until_the_pod_binds_and_starts() {
+        let mut state = ClusterState::new();
+        let mut feed = Feed::default();
+        let m = Metrics::new();
+        let mut pm = PodMetrics::default();
+        let gauge = |m: &Metrics, name: &str| {
+            let prefix = format!("{name}{{name=\"web\",namespace=\"default\"}} ");
+            m.encode()
+                .lines()
+                .find_map(|l| l.strip_prefix(&prefix).map(str::to_owned))
+        };
+        let mut step = |p: Pod, now: Millis, touched: bool| {
+            let pods = vec![Arc::new(p)];
+            let objects = ApiObjects {
+                pods: &pods,
+                ..ApiObjects::default()
+            };
+            let synced = feed.sync(&mut state, &objects, &BTreeMap::new(), 0);
+            let keys = if touched { synced.touched } else { Vec::new() };
+            let lookup = |_: &PodKey| pods.first().cloned();
+            pm.record(&keys, false, lookup, &state, now, &m);
+        };
+        let mut pending = pod_with_conditions(None, None, None);
+        pending.metadata.resource_version = Some("1".into());
+        step(pending.clone(), 21_000, true);
+        let (unbound, unstarted) = (
+            "karpenter_pods_unbound_time_seconds",
+            "karpenter_pods_unstarted_time_seconds",
+        );
+        assert_eq!(
+            gauge(&m, unbound).as_deref(),
+            Some("20.0"),
+            "created at 1 s"
+        );
+        assert_eq!(gauge(&m, unstarted).as_deref(), Some("20.0"));
+        step(pending, 31_000, false);
+        assert_eq!(
+            gauge(&m, unbound).as_deref(),
+            Some("30.0"),
+            "a pass ages the gauges of the pods still waiting"
+        );
+        let mut bound = pod_with_conditions(Some("n1"), Some(40_000), None);
+        bound.metadata.resource_version = Some("2".into());
+        bound.status.as_mut().unwrap().phase = Some("Pending".into());
+        step(bound, 41_000, true);
+        assert_eq!(gauge(&m, unbound), None, "bound: no longer unbound");
+        assert_eq!(gauge(&m, unstarted).as_deref(), Some("40.0"));
+        let mut ready = pod_with_conditions(Some("n1"), Some(40_000), Some(50_000));
+        ready.metadata.resource_version = Some("3".into());
+        step(ready, 51_000, true);
+        assert_eq!(gauge(&m, unstarted), None, "ready: started");
+    }
+
+    #[test]
+    fn provisioning_timers_run_from_the_ack_and_the_first_placement() {
+        use k8s_openapi::api::core::v1::PodCondition;
+        use karpenter_cluster::reconciler::Event;
+        let mut state = ClusterState::new();
+        let mut feed = Feed::default();
+        let m = Metrics::new();
+        let mut pm = PodMetrics::default();
+        let value = |m: &Metrics, name: &str| {
+            let prefix = format!("{name} ");
+            let unlabelled = m
+                .encode()
+                .lines()
+                .find_map(|l| l.strip_prefix(&prefix).map(str::to_owned));
+            let prefix = format!("{name}{{name=\"web\",namespace=\"default\"}} ");
+            unlabelled.or_else(|| {
+                m.encode()
+                    .lines()
+                    .find_map(|l| l.strip_prefix(&prefix).map(str::to_owned))
+            })
+        };
+        let mut step = |p: Pod, now: Millis| {
+            let pods = vec![Arc::new(p)];
+            let objects = ApiObjects {
+                pods: &pods,
+                ..ApiObjects::default()
+            };
+            let synced = feed.sync(&mut state, &objects, &BTreeMap::new(), 0);
+            let lookup = |_: &PodKey| pods.first().cloned();
+            pm.record(&synced.touched, false, lookup, &state, now, &m);
+        };
+        let mut pending = pod_with_conditions(None, None, None);
+        pending.metadata.resource_version = Some("1".into());
+        pending.status.as_mut().unwrap().conditions = Some(vec![PodCondition {
+            type_: "PodScheduled".into(),
+            status: "False".into(),
+            reason: Some("Unschedulable".into()),
+            ..PodCondition::default()
+        }]);
+        step(pending.clone(), 10_000);
+        let undecided = "karpenter_pods_provisioning_scheduling_undecided_time_seconds";
+        assert_eq!(
+            value(&m, undecided).as_deref(),
+            Some("0.0"),
+            "acked at 10 s"
+        );
+        let key = PodKey::new("default", "web");
+        let mut plan = karpenter_scheduling::Plan::default();
+        plan.existing
+            .push(karpenter_scheduling::plan::NodePlacement {
+                node: "n1".into(),
+                pods: vec![key],
+            });
+        m.observe(&Event::Planned {
+            pods: 1,
+            plan: Box::new(plan),
+            seconds: 0.1,
+            at: 12_000,
+        });
+        assert_eq!(
+            value(
+                &m,
+                "karpenter_pods_scheduling_decision_duration_seconds_sum"
+            )
+            .as_deref(),
+            Some("2.0")
+        );
+        pending.metadata.resource_version = Some("2".into());
+        step(pending, 15_000);
+        assert_eq!(value(&m, undecided), None, "decided");
+        assert_eq!(
+            value(&m, "karpenter_pods_provisioning_unbound_time_seconds").as_deref(),
+            Some("3.0"),
+            "placed at 12 s"
+        );
+        let mut bound = pod_with_conditions(Some("n1"), Some(20_000), None);
+        bound.metadata.resource_version = Some("3".into());
+        bound.status.as_mut().unwrap().phase = Some("Pending".into());
+        step(bound, 21_000);
+        assert_eq!(
+            value(&m, "karpenter_pods_provisioning_bound_duration_seconds_sum").as_deref(),
+            Some("8.0")
+        );
+        assert_eq!(
+            value(&m, "karpenter_pods_provisioning_unbound_time_seconds"),
+            None
+        );
+        assert_eq!(
+            value(&m, "karpenter_pods_provisioning_unstarted_time_seconds").as_deref(),
+            Some("9.0")
+        );
+        let mut ready = pod_with_conditions(Some("n1"), Some(20_000), Some(30_000));
+        ready.metadata.resource_version = Some("4".into());
+        step(ready, 31_000);
+        assert_eq!(
+            value(
+                &m,
+                "karpenter_pods_provisioning_startup_duration_seconds_sum"
+            )
+            .as_deref(),
+            Some("18.0")
+        );
+        assert_eq!(
+            value(&m, "karpenter_pods_provisioning_unstarted_time_seconds"),
+            None
+        );
     }
 }

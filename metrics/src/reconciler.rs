@@ -5,12 +5,13 @@
 //! business.
 
 use crate::{
-    ConsolidationLabels, ControllerLabels, DecisionLabels, Metrics, NodePoolDecisionLabels,
-    ReasonLabels,
+    BudgetLabels, ConsolidationLabels, ConsolidationTypeLabels, ControllerLabels, DecisionLabels,
+    Metrics, NodePoolDecisionLabels, ReasonLabels,
 };
 use karpenter_cluster::ClusterState;
+use karpenter_cluster::orchestration::Outcome;
 use karpenter_cluster::reconciler::Event;
-use karpenter_disruption::{ConsolidationMethod, PoolScore, ScoredMove};
+use karpenter_disruption::{ConsolidationMethod, PoolBudget, PoolScore, ScoredMove};
 use std::collections::BTreeSet;
 
 fn consolidation_labels(pool: &PoolScore, approved: bool) -> ConsolidationLabels {
@@ -52,6 +53,53 @@ impl Metrics {
         }
     }
 
+    /// Counts what upstream counts of a queued command moving on: candidates of a
+    /// consolidation command (emptiness, single- or multi-node) that failed validation, and
+    /// a command abandoned because a replacement was lost (labelled as upstream labels it,
+    /// with the decision as its `consolidation_type`).
+    fn observe_outcome(&self, outcome: &Outcome) {
+        match outcome {
+            Outcome::Invalidated { command, .. } if !command.consolidation_type().is_empty() => {
+                let labels = ConsolidationTypeLabels {
+                    consolidation_type: command.consolidation_type().to_owned(),
+                };
+                (self.disruption_failed_validations)
+                    .get_or_create(&labels)
+                    .inc_by(command.candidates.len() as u64);
+            }
+            Outcome::Abandoned { command, .. } => {
+                let decision = format!("{:?}", command.decision).to_lowercase();
+                let labels = DecisionLabels {
+                    consolidation_type: decision.clone(),
+                    decision,
+                    reason: crate::termination::snake_case(command.reason.as_str()),
+                };
+                self.disruption_queue_failures.get_or_create(&labels).inc();
+            }
+            Outcome::Invalidated { .. } | Outcome::Started(_) | Outcome::Completed(_) => {}
+        }
+    }
+
+    /// Sets the NodePool budget gauges to a pass's budgets; the series of pools no longer
+    /// reported are dropped.
+    fn observe_budgets(&self, budgets: &[PoolBudget]) {
+        self.nodepools_allowed_disruptions.clear();
+        self.nodepools_nodes_consuming_budgets.clear();
+        for b in budgets {
+            let labels = BudgetLabels {
+                nodepool: b.node_pool.clone(),
+                reason: b.reason.as_str().to_owned(),
+            };
+            let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+            (self.nodepools_allowed_disruptions)
+                .get_or_create(&labels)
+                .set(gauge(b.allowed));
+            (self.nodepools_nodes_consuming_budgets)
+                .get_or_create(&labels)
+                .set(gauge(b.disrupting));
+        }
+    }
+
     /// Sets `karpenter_scheduler_queue_depth` to the pods the index holds for provisioning
     /// (pending and unschedulable, or displaced from deleting nodes), and returns that count.
     pub fn observe_queue(&self, state: &ClusterState) -> usize {
@@ -68,22 +116,37 @@ impl Metrics {
     /// are ignored.
     pub fn observe(&self, event: &Event) {
         match event {
-            Event::Planned { plan, seconds, .. } => {
+            Event::Planned {
+                plan, seconds, at, ..
+            } => {
+                self.observe_decisions(plan, *at);
                 let provisioner = ControllerLabels {
                     controller: "provisioner".into(),
                 };
                 self.scheduling_duration
                     .get_or_create(&provisioner)
                     .observe(*seconds);
+                // Pods waiting for reserved capacity promised elsewhere are not unschedulable:
+                // upstream plans them again in a later round.
+                let unschedulable = plan.unschedulable.iter().filter(|u| !u.deferred).count();
                 self.scheduler_unschedulable_pods
                     .get_or_create(&provisioner)
-                    .set(i64::try_from(plan.unschedulable.len()).unwrap_or(i64::MAX));
+                    .set(i64::try_from(unschedulable).unwrap_or(i64::MAX));
             }
             Event::DisruptionPass {
                 result, seconds, ..
             } => {
                 self.disruption_evaluation_duration.observe(*seconds);
                 self.observe_scored_moves(&result.scored_moves);
+                self.observe_budgets(&result.budgets);
+                for method in &result.consolidation_timeouts {
+                    let labels = ConsolidationTypeLabels {
+                        consolidation_type: method.as_str().to_owned(),
+                    };
+                    self.disruption_consolidation_timeouts
+                        .get_or_create(&labels)
+                        .inc();
+                }
                 for (reason, count) in &result.eligible {
                     self.disruption_eligible_nodes
                         .get_or_create(&ReasonLabels {
@@ -95,11 +158,12 @@ impl Metrics {
             Event::DisruptionDecided(command) => {
                 let decision = format!("{:?}", command.decision).to_lowercase();
                 let reason = command.reason.as_str().to_lowercase();
+                let consolidation_type = command.consolidation_type().to_owned();
                 self.disruption_decisions
                     .get_or_create(&DecisionLabels {
                         decision: decision.clone(),
                         reason: reason.clone(),
-                        consolidation_type: String::new(),
+                        consolidation_type: consolidation_type.clone(),
                     })
                     .inc();
                 let pools: BTreeSet<&str> = command
@@ -113,14 +177,14 @@ impl Metrics {
                             nodepool: nodepool.to_owned(),
                             decision: decision.clone(),
                             reason: reason.clone(),
-                            consolidation_type: String::new(),
+                            consolidation_type: consolidation_type.clone(),
                         })
                         .inc();
                 }
             }
+            Event::Disruption(outcome) => self.observe_outcome(outcome),
             Event::Nominated { .. }
             | Event::FailedScheduling { .. }
-            | Event::Disruption(_)
             | Event::LifecycleTimeout { .. }
             | Event::RepairBlocked { .. }
             | Event::StaticCapacity { .. }
@@ -145,9 +209,19 @@ mod tests {
             pods: 3,
             plan: Box::default(),
             seconds: 0.25,
+            at: 0,
         });
         let mut result = PassResult::default();
         result.eligible.insert(Reason::Underutilized, 4);
+        result
+            .consolidation_timeouts
+            .push(karpenter_disruption::ConsolidationMethod::SingleNode);
+        result.budgets.push(karpenter_disruption::PoolBudget {
+            node_pool: "default".into(),
+            reason: karpenter_cloudprovider::v1::DisruptionReason::Drifted,
+            allowed: 3,
+            disrupting: 1,
+        });
         m.observe(&Event::DisruptionPass {
             drifted: Default::default(),
             result: Box::new(result),
@@ -170,6 +244,7 @@ mod tests {
             explanation: String::new(),
             created_at: 0,
             forceful: false,
+            consolidation: None,
         })));
         let text = m.encode();
         assert!(
@@ -185,6 +260,15 @@ mod tests {
             "{text}"
         );
         assert!(
+            line(&text, r#"karpenter_voluntary_disruption_consolidation_timeouts_total{consolidation_type="single"} 1"#).is_some(),
+            "{text}"
+        );
+        assert!(
+            line(&text, r#"karpenter_nodepools_allowed_disruptions{nodepool="default",reason="Drifted"} 3"#).is_some()
+                && line(&text, r#"karpenter_nodepools_nodes_consuming_budgets{nodepool="default",reason="Drifted"} 1"#).is_some(),
+            "{text}"
+        );
+        assert!(
             line(
                 &text,
                 "karpenter_voluntary_disruption_decision_evaluation_duration_seconds_sum 1.5"
@@ -193,11 +277,11 @@ mod tests {
             "{text}"
         );
         assert!(
-            line(&text, "karpenter_voluntary_disruption_decisions_total{decision=\"delete\",reason=\"empty\",consolidation_type=\"\"} 1").is_some(),
+            line(&text, "karpenter_voluntary_disruption_decisions_total{decision=\"delete\",reason=\"empty\",consolidation_type=\"empty\"} 1").is_some(),
             "{text}"
         );
         assert!(
-            line(&text, "karpenter_voluntary_disruption_decisions_by_nodepool_total{nodepool=\"default\",decision=\"delete\",reason=\"empty\",consolidation_type=\"\"} 1").is_some(),
+            line(&text, "karpenter_voluntary_disruption_decisions_by_nodepool_total{nodepool=\"default\",decision=\"delete\",reason=\"empty\",consolidation_type=\"empty\"} 1").is_some(),
             "one count per pool, however many of its nodes: {text}"
         );
     }
@@ -229,6 +313,69 @@ mod tests {
             )
             .is_some(),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn failed_validations_and_abandoned_commands_are_counted() {
+        use karpenter_disruption::ConsolidationMethod;
+        let m = Metrics::new();
+        let command = |reason, method, candidates: &[&str]| {
+            Box::new(Command {
+                reason,
+                decision: Decision::Replace,
+                candidates: candidates
+                    .iter()
+                    .map(|n| karpenter_disruption::CandidateRef {
+                        node: (*n).into(),
+                        node_claim: (*n).into(),
+                        node_pool: "default".into(),
+                        price: 0.1,
+                        pods: Vec::new(),
+                    })
+                    .collect(),
+                replacements: Vec::new(),
+                savings: 0.0,
+                explanation: String::new(),
+                created_at: 0,
+                forceful: false,
+                consolidation: method,
+            })
+        };
+        let multi = Some(ConsolidationMethod::MultiNode);
+        let invalid = |command| {
+            Event::Disruption(Outcome::Invalidated {
+                command,
+                reason: "a pod was nominated".into(),
+            })
+        };
+        m.observe(&invalid(command(Reason::Underutilized, multi, &["a", "b"])));
+        m.observe(&invalid(command(Reason::Drifted, None, &["c"])));
+        m.observe(&Event::Disruption(Outcome::Abandoned {
+            command: command(Reason::Underutilized, multi, &["a"]),
+            node_claim: "replacement".into(),
+        }));
+        m.observe(&Event::Disruption(Outcome::Completed(command(
+            Reason::Underutilized,
+            multi,
+            &["a"],
+        ))));
+        let text = m.encode();
+        assert_eq!(
+            crate::tests::lines(
+                &m,
+                "karpenter_voluntary_disruption_failed_validations_total"
+            ),
+            [
+                r#"karpenter_voluntary_disruption_failed_validations_total{consolidation_type="multi"} 2"#
+            ],
+            "each candidate of a consolidation command; drift is not validated upstream: {text}"
+        );
+        assert_eq!(
+            crate::tests::lines(&m, "karpenter_voluntary_disruption_queue_failures_total"),
+            [
+                r#"karpenter_voluntary_disruption_queue_failures_total{decision="replace",reason="underutilized",consolidation_type="replace"} 1"#
+            ]
         );
     }
 }

@@ -86,6 +86,20 @@ fn fill(m: &Metrics) {
     );
     drop(m.pods_state.get_or_create(&Default::default()));
     drop(m.scheduling_duration.get_or_create(&Default::default()));
+    drop(m.pods_unbound_time.get_or_create(&Default::default()));
+    drop(m.pods_unstarted_time.get_or_create(&Default::default()));
+    drop(
+        m.pods_provisioning_unbound_time
+            .get_or_create(&Default::default()),
+    );
+    drop(
+        m.pods_provisioning_unstarted_time
+            .get_or_create(&Default::default()),
+    );
+    drop(
+        m.pods_scheduling_undecided_time
+            .get_or_create(&Default::default()),
+    );
     drop(m.scheduler_queue_depth.get_or_create(&Default::default()));
     drop(m.disruption_decisions.get_or_create(&Default::default()));
     drop(
@@ -97,7 +111,6 @@ fn fill(m: &Metrics) {
     drop(m.nodepools_usage.get_or_create(&Default::default()));
     drop(m.nodepools_limit.get_or_create(&Default::default()));
     drop(m.cluster_utilization.get_or_create(&Default::default()));
-    drop(m.eviction_requests.get_or_create(&Default::default()));
     drop(m.interruption_received.get_or_create(&Default::default()));
     drop(m.dry_run_decisions.get_or_create(&Default::default()));
     drop(
@@ -148,7 +161,66 @@ fn fill(m: &Metrics) {
     let record = karpenter_cluster::api_objects::pod_record(&daemon)
         .unwrap()
         .unwrap();
+    let key = record.pod.key();
     state.apply(Object::Pod(Box::new(record)));
+    let daemon = std::sync::Arc::new(daemon);
+    let mut pods = karpenter_metrics::pods::PodMetrics::default();
+    let touched = [karpenter_cluster::ObjectKey::Pod(key)];
+    pods.record(&touched, false, |_| Some(daemon.clone()), &state, 0, m);
+    status_conditions(m, &mut state);
+    kube_requests(m);
+    let mut result = karpenter_disruption::PassResult::default();
+    (result.consolidation_timeouts).push(karpenter_disruption::ConsolidationMethod::MultiNode);
+    result.budgets.push(karpenter_disruption::PoolBudget {
+        node_pool: "default".into(),
+        reason: karpenter_cloudprovider::v1::DisruptionReason::Empty,
+        allowed: 1,
+        disrupting: 0,
+    });
+    let command = karpenter_disruption::Command {
+        reason: karpenter_disruption::Reason::Underutilized,
+        decision: karpenter_disruption::Decision::Replace,
+        candidates: Vec::new(),
+        replacements: Vec::new(),
+        savings: 0.0,
+        explanation: String::new(),
+        created_at: 0,
+        forceful: false,
+        consolidation: Some(karpenter_disruption::ConsolidationMethod::SingleNode),
+    };
+    for outcome in [
+        karpenter_cluster::orchestration::Outcome::Invalidated {
+            command: Box::new(command.clone()),
+            reason: String::new(),
+        },
+        karpenter_cluster::orchestration::Outcome::Abandoned {
+            command: Box::new(command),
+            node_claim: String::new(),
+        },
+    ] {
+        m.observe(&karpenter_cluster::reconciler::Event::Disruption(outcome));
+    }
+    m.observe(&karpenter_cluster::reconciler::Event::DisruptionPass {
+        drifted: BTreeMap::new(),
+        result: Box::new(result),
+        seconds: 0.1,
+    });
+    let mut claim = karpenter_testing::api::node_claim("c1");
+    claim.status.get_or_insert_with(Default::default).node_name = "n1".into();
+    m.record_repair(&claim, "Ready");
+    m.record_eviction("200", "n1", &[std::sync::Arc::new(claim)]);
+    // A launched claim of a NodePool the index does not have: a cost-tracking error.
+    let mut claim = karpenter_testing::api::node_claim("untracked");
+    let labels = claim.metadata.labels.get_or_insert_with(Default::default);
+    for (k, v) in [
+        ("karpenter.sh/nodepool", "nowhere"),
+        ("node.kubernetes.io/instance-type", "m5.large"),
+        ("topology.kubernetes.io/zone", "z"),
+        ("karpenter.sh/capacity-type", "on-demand"),
+    ] {
+        labels.insert(k.into(), v.into());
+    }
+    state.apply(Object::NodeClaim(Box::new(claim)));
     let mut index = IndexMetrics::default();
     index.record_nodes(&state, 0, m);
     let types = BTreeMap::from([(
@@ -156,6 +228,104 @@ fn fill(m: &Metrics) {
         karpenter_testing::instance_types::catalogue(),
     )]);
     index.record_instance_types(&types, 1, m);
+}
+
+/// Every kind's status families through real observations: a condition that transitions
+/// and an object that terminates, for the index's kinds and an EC2NodeClass.
+fn status_conditions(m: &Metrics, state: &mut ClusterState) {
+    use karpenter_cloudprovider::v1::StatusConditions;
+    use karpenter_cluster::provisioner::time;
+    use karpenter_metrics::conditions::{ObjectStatus, StatusKind};
+    let mut claim = karpenter_testing::api::node_claim("c1");
+    claim.set_false("Launched", "Pending", "", time(0));
+    claim.metadata.deletion_timestamp = Some(time(0));
+    let pool: karpenter_cloudprovider::v1::NodePool = serde_json::from_value(serde_json::json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "p1"},
+        "spec": {"template": {"spec": {"requirements": [], "nodeClassRef":
+            {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}}}
+    }))
+    .unwrap();
+    let mut node = karpenter_testing::api::ready(karpenter_testing::api::registering_node(
+        "sn",
+        "fake://z/sn",
+    ));
+    node.metadata.deletion_timestamp = Some(time(0));
+    node.metadata.labels = Some([("karpenter.sh/nodepool".into(), "p1".into())].into());
+    let record = karpenter_cluster::api_objects::node_record(&node, None).unwrap();
+    state.apply(Object::Node(Box::new(record)));
+    let node = std::sync::Arc::new(node);
+    let lookup = |n: &str| (n == "sn").then(|| node.clone());
+    let mut pool = pool;
+    pool.set_false("NodeClassReady", "NotFound", "", time(0));
+    let mut terminating_pool = pool.clone();
+    terminating_pool.metadata.name = Some("p2".into());
+    terminating_pool.metadata.deletion_timestamp = Some(time(0));
+    for p in [pool, terminating_pool] {
+        state.apply(Object::NodePool(Box::new(p)));
+    }
+    state.apply(Object::NodeClaim(Box::new(claim.clone())));
+    m.record_status(&[], true, lookup, state, 1_000);
+    claim.set_true("Launched", time(2_000));
+    claim.set_true("Drained", time(2_000));
+    state.apply(Object::NodeClaim(Box::new(claim)));
+    m.record_status(&[], true, lookup, state, 3_000);
+    let mut ready = (*node).clone();
+    ready.status.as_mut().unwrap().conditions.as_mut().unwrap()[0].status = "False".into();
+    m.record_status(
+        &[],
+        true,
+        |_| Some(std::sync::Arc::new(ready.clone())),
+        state,
+        4_000,
+    );
+    let mut pool = state.node_pools()["p2"].clone();
+    pool.set_true("NodeClassReady", time(5_000));
+    state.apply(Object::NodePool(Box::new(pool)));
+    m.record_status(&[], true, lookup, state, 6_000);
+    let class = |status| ObjectStatus {
+        namespace: String::new(),
+        name: "default".into(),
+        labels: BTreeMap::new(),
+        deleting_since: Some(0),
+        conditions: vec![karpenter_metrics::conditions::ObservedCondition {
+            type_: "Ready".into(),
+            status,
+            reason: String::new(),
+            since: 0,
+        }],
+    };
+    m.record_statuses(StatusKind::Ec2NodeClass, [class("False".into())], 1_000);
+    m.record_statuses(StatusKind::Ec2NodeClass, [class("True".into())], 2_000);
+    // The terminating objects go, and a second of each stays for the gauges.
+    state.delete(&karpenter_cluster::ObjectKey::NodeClaim("c1".into()));
+    state.delete(&karpenter_cluster::ObjectKey::NodePool("p2".into()));
+    m.record_status(&[], true, |_| None, state, 7_000);
+    m.record_status(&[], true, lookup, state, 8_000);
+    m.record_statuses(StatusKind::Ec2NodeClass, [], 9_000);
+    m.record_statuses(StatusKind::Ec2NodeClass, [class("True".into())], 9_000);
+    let mut claim = karpenter_testing::api::node_claim("c2");
+    claim.set_true("Launched", time(0));
+    claim.metadata.deletion_timestamp = Some(time(0));
+    let mut pool = state.node_pools()["p1"].clone();
+    pool.metadata.deletion_timestamp = Some(time(0));
+    pool.set_true("NodeClassReady", time(9_000));
+    state.apply(Object::NodeClaim(Box::new(claim)));
+    state.apply(Object::NodePool(Box::new(pool)));
+    m.record_status(&[], true, lookup, state, 10_000);
+}
+
+/// One request through the Kubernetes client's layer.
+fn kube_requests(m: &Metrics) {
+    use tower::{Layer, ServiceExt};
+    let api = tower::service_fn(|_: http::Request<()>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(()))
+    });
+    let request = http::Request::get("/api/v1/pods").body(()).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let call = m.kube_client_layer().layer(api).oneshot(request);
+    runtime.block_on(call).unwrap();
 }
 
 /// The families of `m`'s exposition, under upstream's names (counters with `_total`).
@@ -204,6 +374,8 @@ fn ours(m: &Metrics) -> BTreeMap<String, Family> {
     families
         .into_iter()
         .map(|(name, mut f)| {
+            // Every series of a family repeats the same bounds.
+            f.buckets.sort_by(f64::total_cmp);
             f.buckets.dedup();
             let name = if f.kind == "counter" {
                 format!("{name}_total")

@@ -52,7 +52,9 @@ pub fn snapshot(instance_types: &[Arc<InstanceType>]) -> Result<(Snapshot, Vec<S
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let client = dry_run::client()
+        // `plan` serves no metrics; its requests go through an unread registry.
+        let metrics = karpenter_metrics::Metrics::new().kube_client_layer();
+        let client = dry_run::client(true, metrics)
             .await
             .context("connecting to the cluster (in-cluster config or KUBECONFIG)")?;
         let node_pools = list::<NodePool>(&client).await?;

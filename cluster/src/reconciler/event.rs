@@ -17,6 +17,8 @@ pub enum Event {
         plan: Box<Plan>,
         /// How long the solve took on the caller's clock.
         seconds: f64,
+        /// The tick's `now`: when these scheduling decisions were made.
+        at: karpenter_scheduling::model::Millis,
     },
     /// A pending pod will schedule on an existing (or in-flight) node; reported once per
     /// pod and node.

@@ -103,6 +103,7 @@ impl Reconciler {
             pods: snapshot.pending_pods.len(),
             plan: Box::new(plan),
             seconds,
+            at: now,
         });
         if let Some(due) = self.queue.next_due(true) {
             tick.wake_at(due);

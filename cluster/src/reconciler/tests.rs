@@ -204,6 +204,75 @@ fn a_pod_that_fits_nowhere_is_reported_once_per_reason() {
 }
 
 #[test]
+fn a_pod_waiting_for_a_reservation_promised_elsewhere_is_not_a_failure() {
+    use karpenter_scheduling::labels::{
+        AWS_CAPACITY_RESERVATION_ID, CAPACITY_TYPE, CAPACITY_TYPE_RESERVED,
+    };
+    use karpenter_scheduling::model::{InstanceType, Offering, Reservation};
+    use karpenter_scheduling::requirements::{Operator, Requirement};
+    // One reserved m-size slot, and a pool that only takes reserved capacity: of two pods
+    // that cannot share a node, the second waits for a later round.
+    let mut reserved_pool = pool();
+    reserved_pool.spec.template.spec.requirements = serde_json::from_value(serde_json::json!([{
+        "key": "karpenter.sh/capacity-type", "operator": "In", "values": ["reserved"]
+    }]))
+    .unwrap();
+    let mut s = ClusterState::new();
+    s.apply(Object::NodePool(Box::new(reserved_pool)));
+    let types = on_demand_catalogue("zone-a")
+        .into_iter()
+        .map(|t| {
+            let mut t = InstanceType::clone(&t);
+            let price = t.offerings[0].price / 10_000_000.0;
+            t.offerings.push(Offering {
+                zone: "zone-a".into(),
+                capacity_type: CAPACITY_TYPE_RESERVED.into(),
+                price,
+                available: true,
+                reservation: Some(Reservation {
+                    id: format!("cr-{}", t.name),
+                    id_label: AWS_CAPACITY_RESERVATION_ID.into(),
+                    capacity: 1,
+                    labels: Default::default(),
+                }),
+            });
+            t.requirements.remove(CAPACITY_TYPE);
+            let types = ["on-demand", "reserved"];
+            t.requirements
+                .add(Requirement::new(CAPACITY_TYPE, Operator::In, types).unwrap());
+            std::sync::Arc::new(t)
+        })
+        .filter(|t| t.name == "small")
+        .collect();
+    s.set_instance_types("default", types);
+    add_pod(&mut s, "a", 1_500, true);
+    add_pod(&mut s, "b", 1_500, true);
+    let mut r = reconciler();
+    tick(&mut r, &s, 0, 0);
+    let t = tick(&mut r, &s, 0, 2_000);
+    assert!(planned(&t));
+    assert_eq!(launches(&t), 1, "one claim holds the one reservation");
+    assert!(
+        !t.events
+            .iter()
+            .any(|e| matches!(e, Event::FailedScheduling { .. })),
+        "{:?}",
+        t.events
+    );
+    let Some(Event::Planned { plan, .. }) =
+        t.events.iter().find(|e| matches!(e, Event::Planned { .. }))
+    else {
+        unreachable!()
+    };
+    assert!(
+        plan.unschedulable.iter().all(|u| u.deferred),
+        "{:?}",
+        plan.unschedulable
+    );
+    assert_eq!(plan.unschedulable.len(), 1);
+}
+
+#[test]
 fn a_node_initializing_replans_the_pods_left_pending() {
     let mut s = index(&["a"], true);
     let mut r = reconciler();

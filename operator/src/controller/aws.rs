@@ -269,6 +269,13 @@ impl ProviderHooks for AwsHooks {
         let mut classes = self.node_classes.state();
         classes.sort_by(|a, b| a.name().cmp(b.name()));
         let live: BTreeSet<&str> = classes.iter().map(|c| c.name()).collect();
+        use karpenter_cloudprovider::v1::StatusConditions as _;
+        use karpenter_metrics::conditions::{ObjectStatus, StatusKind};
+        let statuses = classes
+            .iter()
+            .map(|c| ObjectStatus::of(&c.metadata, c.conditions()));
+        ctx.metrics
+            .record_statuses(StatusKind::Ec2NodeClass, statuses, now);
         let gone: Vec<String> = {
             let mut resolved = self.resolved.lock().unwrap_or_else(PoisonError::into_inner);
             let (kept, gone): (BTreeMap<_, _>, BTreeMap<_, _>) = std::mem::take(&mut *resolved)

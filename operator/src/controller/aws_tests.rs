@@ -381,6 +381,11 @@ async fn a_deleted_node_class_waits_for_its_nodeclaims() {
     let mut nc = from_yaml(NODE_CLASS).expect("valid");
     nc.metadata.finalizers = Some(vec![NODE_CLASS_FINALIZER.into()]);
     nc.metadata.deletion_timestamp = Some(karpenter_cluster::provisioner::time(1_000));
+    karpenter_cloudprovider::v1::StatusConditions::set_true(
+        &mut nc,
+        "SubnetsReady",
+        karpenter_cluster::provisioner::time(0),
+    );
     provider.apply_node_class(nc.clone());
     let (hooks, client, api) = hooks_over(&provider, &nc, clients);
     let (ctx, mut w, _events) = ctx(client, provider_stub(), 60_000);
@@ -388,6 +393,14 @@ async fn a_deleted_node_class_waits_for_its_nodeclaims() {
     put(&mut w.node_claims, node_claim("default-x"));
     hooks.reconcile(&ctx).await;
     assert!(api.requests().is_empty(), "{:?}", api.requests());
+    // The class's conditions and its termination reach operatorpkg's metric families.
+    let text = ctx.metrics.encode();
+    for family in [
+        "operator_ec2nodeclass_status_condition_count{",
+        "operator_ec2nodeclass_termination_current_time_seconds{",
+    ] {
+        assert!(text.contains(family), "{family} missing:\n{text}");
+    }
     assert!(provider.node_class("default").is_some());
 
     w.node_claims

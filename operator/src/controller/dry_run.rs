@@ -12,6 +12,7 @@ use http::{Method, Request};
 use karpenter_cluster::Action;
 use karpenter_cluster::shadow::Shadow;
 use karpenter_disruption::Command;
+use karpenter_metrics::kube_client::KubeClientLayer;
 use karpenter_metrics::{DryRunLabels, Metrics, NodePoolLabels, ReasonLabels};
 use karpenter_scheduling::Plan;
 use karpenter_scheduling::plan::InstanceTypeOption;
@@ -30,15 +31,17 @@ fn read_only(req: Request<Body>) -> Result<Request<Body>, BoxError> {
     Err(format!("dry-run: refusing {} {}", req.method(), req.uri()).into())
 }
 
-/// A client from the usual configuration (in-cluster or KUBECONFIG) that can only read.
+/// A client from the usual configuration (in-cluster or KUBECONFIG) whose requests go
+/// through `metrics` and, when `dry_run`, can only read.
 ///
 /// # Errors
 /// No configuration could be inferred.
-pub async fn client() -> anyhow::Result<kube::Client> {
-    let config = kube::Config::infer().await?;
-    Ok(ClientBuilder::try_from(config)?
-        .with_layer(&FilterLayer::new(read_only))
-        .build())
+pub async fn client(dry_run: bool, metrics: KubeClientLayer) -> anyhow::Result<kube::Client> {
+    let builder = ClientBuilder::try_from(kube::Config::infer().await?)?.with_layer(&metrics);
+    Ok(match dry_run {
+        true => builder.with_layer(&FilterLayer::new(read_only)).build(),
+        false => builder.build(),
+    })
 }
 
 /// Logs, at debug, the Kubernetes events the controller would have published.

@@ -17,8 +17,7 @@ use karpenter_cluster::reconciler::OVERPROVISIONED;
 use karpenter_cluster::reconciler::conditions;
 use karpenter_cluster::termination::{self, NODE_DELETED};
 use karpenter_metrics::{
-    CodeLabels, CreatedLabels, DisruptedLabels, NodePoolLabels, NodePoolZoneLabels,
-    TerminatedLabels,
+    CreatedLabels, DisruptedLabels, NodePoolLabels, NodePoolZoneLabels, TerminatedLabels,
 };
 use karpenter_scheduling::model::PodKey;
 use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams};
@@ -297,10 +296,7 @@ pub async fn evict(ctx: &Ctx, pod: &PodKey, node: &str) -> Result<Executed, Reco
         Err(kube::Error::Api(s)) => s.code.to_string(),
         Err(_) => "error".to_owned(),
     };
-    ctx.metrics
-        .eviction_requests
-        .get_or_create(&CodeLabels { code })
-        .inc();
+    (ctx.metrics).record_eviction(&code, node, &ctx.stores.node_claims.state());
     match result {
         Ok(_) => {
             tracing::info!(pod = %pod, node, "evicted pod");

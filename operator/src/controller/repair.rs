@@ -5,7 +5,6 @@
 use super::{Ctx, ReconcileError, api, exec};
 use karpenter_cloudprovider::v1::labels as v1labels;
 use karpenter_cluster::repair::ALLOWED_UNHEALTHY_PERCENT;
-use karpenter_metrics::DisruptedLabels;
 
 /// Marks NodeClaim `name` for immediate termination and deletes it (the action
 /// `RepairNodeClaim`).
@@ -31,10 +30,7 @@ pub async fn repair(
         .map_err(ReconcileError::api("annotating NodeClaim for repair", name))?;
     exec::delete_node_claim(ctx, name).await?;
     tracing::info!(node, nodeclaim = name, condition, "deleting unhealthy node");
-    ctx.metrics
-        .nodeclaims_disrupted
-        .get_or_create(&DisruptedLabels::for_claim("unhealthy", &claim))
-        .inc();
+    ctx.metrics.record_repair(&claim, condition);
     Ok(())
 }
 

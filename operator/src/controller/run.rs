@@ -200,15 +200,15 @@ impl Controller {
         if let Some(hooks) = &self.hooks {
             state.set_node_classes(hooks.node_classes());
         }
-        let pods = &self.ctx.stores.pods;
-        self.pod_metrics.record(
-            &synced.touched,
-            full,
-            |key| pods.get(&ObjectRef::new(&key.name).within(&key.namespace)),
-            &state,
-            now,
-            &self.ctx.metrics,
-        );
+        let (stores, m, touched) = (&self.ctx.stores, &self.ctx.metrics, &synced.touched);
+        let pod = |k: &PodKey| {
+            stores
+                .pods
+                .get(&ObjectRef::new(&k.name).within(&k.namespace))
+        };
+        self.pod_metrics.record(touched, full, pod, &state, now, m);
+        let node = |n: &str| stores.nodes.get(&ObjectRef::new(n));
+        m.record_status(touched, full, node, &state, now);
         let pools_changed = full
             || synced
                 .touched
@@ -613,14 +613,13 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     for s in karpenter_cluster::upstream_settings::ignored_settings(env, &args.feature_gates) {
         tracing::warn!(setting = %s.name, value = %s.value, "not acted on: {}", s.why);
     }
-    let client = if settings.dry_run {
-        tracing::info!("dry-run: decisions are reported, nothing is written; no leader election");
-        dry_run::client().await
-    } else {
-        kube::Client::try_default().await.map_err(Into::into)
-    }
-    .context("connecting to the cluster (in-cluster config or KUBECONFIG)")?;
     let metrics = Metrics::new();
+    if settings.dry_run {
+        tracing::info!("dry-run: decisions are reported, nothing is written; no leader election");
+    }
+    let client = dry_run::client(settings.dry_run, metrics.kube_client_layer())
+        .await
+        .context("connecting to the cluster (in-cluster config or KUBECONFIG)")?;
     let health = Health::default();
     let metrics_port = settings.metrics_port;
     let health_port = settings.health_probe_port;
@@ -700,7 +699,7 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
         r = health_server => return Err(anyhow::anyhow!("health server on :{health_port} stopped: {r:?}")),
     }
     health.set_ready(true);
-    metrics.cluster_state_synced.set(1);
+    metrics.set_synced(true);
     tracing::info!("caches synced");
 
     let (mut gate, election) = if settings.disable_leader_election {
