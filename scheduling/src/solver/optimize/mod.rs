@@ -164,6 +164,20 @@ fn without_hostname(reqs: &Requirements) -> Requirements {
 }
 
 /// The price `finish` reports for a claim: its cheapest option's cheapest offering.
+/// What the plan charges for greedy claim `c`: [`claim_price`] under its requirements with
+/// its reservations pinned as the finished plan writes them (the ones it holds, or no
+/// reserved capacity at all when it holds none); without the pins such a claim would be
+/// priced on an offering it does not launch into.
+fn greedy_claim_price(s: &Scheduler<'_>, c: &Claim) -> f64 {
+    let t = &s.templates[c.template];
+    if !t.has_reserved {
+        return claim_price(t, &c.options, &c.reqs);
+    }
+    let mut reqs = c.reqs.clone();
+    s.reservations.pin_requirements(t, &c.reserved, &mut reqs);
+    claim_price(t, &c.options, &reqs)
+}
+
 fn claim_price(t: &Template<'_>, options: &[u32], reqs: &Requirements) -> f64 {
     let offers = t.offers(reqs);
     options
@@ -278,10 +292,7 @@ pub(crate) fn optimize(
     let free_groups = groups.len();
     let free_greedy: f64 = free_claims
         .iter()
-        .map(|&c| {
-            let claim = &s.claims[c];
-            claim_price(&s.templates[claim.template], &claim.options, &claim.reqs)
-        })
+        .map(|&c| greedy_claim_price(s, &s.claims[c]))
         .sum();
 
     // The other claims' interchangeable groups, in order of their first claim.
@@ -347,11 +358,7 @@ pub(crate) fn optimize(
         options.max_work / 3
     };
     let mut bound_budget = Budget::new(bound_units, deadline);
-    let greedy_price: f64 = s
-        .claims
-        .iter()
-        .map(|c| claim_price(&s.templates[c.template], &c.options, &c.reqs))
-        .sum();
+    let greedy_price: f64 = s.claims.iter().map(|c| greedy_claim_price(s, c)).sum();
     let lower_bound = global_bound(s, greedy_price, &mut bound_budget);
     // Re-packing gets work in proportion to the pods it may move, so a plan whose claims are
     // mostly pinned (a few free pods beside each anti-affinity pod) is not charged the time
@@ -415,12 +422,8 @@ pub(crate) fn optimize(
         replaced[..free_groups]
             .iter()
             .map(|r| {
-                r.as_ref().map(|claims| {
-                    claims
-                        .iter()
-                        .map(|c| claim_price(&s.templates[c.template], &c.options, &c.reqs))
-                        .sum::<f64>()
-                })
+                r.as_ref()
+                    .map(|claims| claims.iter().map(|c| greedy_claim_price(s, c)).sum::<f64>())
             })
             .sum()
     };
