@@ -187,6 +187,16 @@ impl Cluster {
         let _ = overlays
             .delete_collection(&DeleteParams::default(), &ListParams::default())
             .await;
+        // EC2NodeClasses (the migration tests apply one when the CRD is installed); nothing
+        // puts a finalizer on them with the fake provider. A missing CRD answers 404.
+        let gvk = GroupVersionKind::gvk("karpenter.k8s.aws", "v1", "EC2NodeClass");
+        let classes: Api<DynamicObject> = Api::all_with(
+            client.clone(),
+            &kube::discovery::ApiResource::from_gvk_with_plural(&gvk, "ec2nodeclasses"),
+        );
+        let _ = classes
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await;
         let claims = self.node_claims();
         for claim in claims
             .list(&ListParams::default())
