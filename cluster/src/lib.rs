@@ -621,15 +621,24 @@ impl ClusterState {
     /// upstream's provisioner, the caller plans them with the pending pods, so their new
     /// capacity launches while the old node is still draining.
     pub fn displaced_pods(&self) -> Vec<Pod> {
-        self.deleting_nodes()
-            .flat_map(|(name, _)| self.pods_on(name))
-            .filter(|p| karpenter_disruption::candidate::is_reschedulable(&p.pod))
+        self.displaced()
             .map(|p| {
                 let mut pod = p.pod.clone();
                 pod.node_name = None;
                 pod
             })
             .collect()
+    }
+
+    /// How many pods [`displaced_pods`](Self::displaced_pods) returns, without copying them.
+    pub fn displaced_pod_count(&self) -> usize {
+        self.displaced().count()
+    }
+
+    fn displaced(&self) -> impl Iterator<Item = &PodRecord> {
+        self.deleting_nodes()
+            .flat_map(|(name, _)| self.pods_on(name))
+            .filter(|p| karpenter_disruption::candidate::is_reschedulable(&p.pod))
     }
 
     /// Pods waiting for a node (DaemonSet pods excluded), in key order.

@@ -380,6 +380,7 @@ fn pods_of_deleting_nodes_are_displaced_and_hold_termination_through_their_grace
     s.apply(Object::Pod(Box::new(pod("web-2", Some("n2"), Some(0)))));
     let displaced = s.displaced_pods();
     assert_eq!(displaced.len(), 1);
+    assert_eq!(s.displaced_pod_count(), 1);
     assert_eq!(&*displaced[0].name, "web-1");
     assert_eq!(displaced[0].node_name, None);
 
@@ -389,6 +390,7 @@ fn pods_of_deleting_nodes_are_displaced_and_hold_termination_through_their_grace
     evicted.deleting_at = Some(21_000);
     s.apply(Object::Pod(Box::new(evicted)));
     assert!(s.displaced_pods().is_empty());
+    assert_eq!(s.displaced_pod_count(), 0);
     let terminates = |s: &ClusterState, now| {
         termination::step(s, now)
             .0

@@ -103,7 +103,7 @@ impl Metrics {
     /// Sets `karpenter_scheduler_queue_depth` to the pods the index holds for provisioning
     /// (pending and unschedulable, or displaced from deleting nodes), and returns that count.
     pub fn observe_queue(&self, state: &ClusterState) -> usize {
-        let provisionable = state.provisionable_pods().count() + state.displaced_pods().len();
+        let provisionable = state.provisionable_pods().count() + state.displaced_pod_count();
         self.scheduler_queue_depth
             .get_or_create(&ControllerLabels {
                 controller: "provisioner".into(),
