@@ -78,7 +78,7 @@ impl FeatureGates {
     }
 }
 
-fn parse_go_bool(text: &str) -> Option<bool> {
+pub(crate) fn parse_go_bool(text: &str) -> Option<bool> {
     match text {
         "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
         "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),

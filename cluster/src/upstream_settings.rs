@@ -92,7 +92,7 @@ pub fn ignored_settings(
             continue;
         };
         let (gate, value) = (gate.trim(), value.trim());
-        let on = matches!(value, "1" | "t" | "T" | "TRUE" | "true" | "True");
+        let on = crate::feature_gates::parse_go_bool(value) == Some(true);
         if let Some((_, why)) = UNSUPPORTED_GATES.iter().find(|(g, _)| *g == gate)
             && on
         {
