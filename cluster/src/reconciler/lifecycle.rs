@@ -66,8 +66,9 @@ impl Reconciler {
             .filter_map(|p| p.metadata.uid.as_deref())
             .collect();
         self.registration_health.retain(|uid| live.contains(uid));
-        self.outcomes_counted
-            .retain(|c| index.node_claims().contains_key(c));
+        // Only a maturing claim can report an outcome again, so only those need
+        // remembering; the set stays as small as the claims in flight.
+        self.outcomes_counted.retain(|c| index.maturing.contains(c));
     }
 
     /// Counts `claim`'s outcome for its NodePool once, if the pool still owns it (a claim

@@ -183,7 +183,7 @@ pub struct Reconciler {
     static_limited: BTreeMap<String, Millis>,
     /// Each NodePool's last registration outcomes (`NodeRegistrationHealthy`).
     registration_health: crate::registration_health::RegistrationHealth,
-    /// NodeClaims whose outcome was counted there.
+    /// Maturing NodeClaims whose outcome was counted there.
     outcomes_counted: BTreeSet<String>,
 }
 
