@@ -18,6 +18,8 @@ use aws_sdk_ec2::types::{
     CapacityReservation as Ec2Reservation, CapacityReservationType, Filter, InstanceMatchCriteria,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use karpenter_cloudprovider::reserved::{ReservedOffering, with_reserved};
+use karpenter_scheduling::model::InstanceType;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -195,6 +197,48 @@ pub fn from_ec2(
         }
         .to_owned(),
     })
+}
+
+/// `types` with a `reserved` offering for each reservation of their type in `reservations`
+/// (an EC2NodeClass's `status.capacityReservations`), as upstream's reserved-capacity
+/// resolver adds them: priced nearly free, with the instances [`Availability`] says it still
+/// takes, and unavailable when that is none, when the reservation is expiring, or when the
+/// type is not offered in its zone (no subnet there). Types without a reservation are
+/// returned as they are.
+pub fn with_reserved_offerings(
+    types: Vec<Arc<InstanceType>>,
+    reservations: &[CapacityReservationStatus],
+    availability: &Availability,
+) -> Vec<Arc<InstanceType>> {
+    if reservations.is_empty() {
+        return types;
+    }
+    types
+        .into_iter()
+        .map(|it| {
+            let offerings: Vec<_> = reservations
+                .iter()
+                .filter(|r| r.instance_type == it.name)
+                .map(|r| {
+                    ReservedOffering {
+                        id: &r.id,
+                        zone: &r.availability_zone,
+                        reservation_type: &r.reservation_type,
+                        interruptible: r.interruptible,
+                        remaining: availability.available(&r.id),
+                        usable: r.state != STATE_EXPIRING
+                            && it.offerings.iter().any(|o| o.zone == r.availability_zone),
+                    }
+                    .offering(&it)
+                })
+                .collect();
+            if offerings.is_empty() {
+                it
+            } else {
+                Arc::new(with_reserved(&it, offerings))
+            }
+        })
+        .collect()
 }
 
 /// How many instances each reservation still takes, between listings.

@@ -11,15 +11,6 @@ impl EC2NodeClass {
     pub fn ignored_fields(&self) -> Vec<IgnoredField> {
         let mut ignored = Vec::new();
         let spec = &self.spec;
-        if !spec.capacity_reservation_selector_terms.is_empty() {
-            ignored.push(IgnoredField {
-                path: "spec.capacityReservationSelectorTerms".into(),
-                why: "the selected capacity reservations and capacity blocks are listed in \
-                      status.capacityReservations, but karpenter-rs does not launch into them \
-                      yet: instances launch on-demand or spot, outside any reservation"
-                    .into(),
-            });
-        }
         for key in spec.other.keys() {
             ignored.push(IgnoredField {
                 path: format!("spec.{key}"),
@@ -70,8 +61,9 @@ mod tests {
             "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
             "capacityReservationSelectorTerms": [{"id": "cr-0123456789abcdef0"}],
         }));
-        // `role` is acted on: a managed instance profile is created for it.
-        assert_eq!(paths(&nc), ["spec.capacityReservationSelectorTerms"]);
+        // `role` is acted on (a managed instance profile is created for it), and so are
+        // capacity reservations (launched into with the ReservedCapacity gate on).
+        assert!(paths(&nc).is_empty(), "{:?}", nc.ignored_fields());
     }
 
     #[test]

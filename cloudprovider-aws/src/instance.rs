@@ -29,14 +29,83 @@ pub struct Ec2Instance {
     pub image_id: String,
     /// Attached security groups, sorted.
     pub security_group_ids: Vec<String>,
-    /// `spot` or `on-demand`.
+    /// `spot`, `on-demand` or `reserved`.
     pub capacity_type: String,
+    /// The capacity reservation a `reserved` instance runs in.
+    pub capacity_reservation: Option<ReservationDetails>,
     /// `pending`, `running`, `stopping`, `stopped`, `shutting-down`, `terminated`.
     pub state: String,
     /// When EC2 launched it.
     pub launch_time: Option<SystemTime>,
     /// Tags.
     pub tags: BTreeMap<String, String>,
+}
+
+/// The capacity reservation an instance was launched into.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReservationDetails {
+    /// Reservation id (`cr-…`).
+    pub id: String,
+    /// `default` or `capacity-block`.
+    pub reservation_type: String,
+    /// Whether EC2 may reclaim the instance.
+    pub interruptible: bool,
+}
+
+impl ReservationDetails {
+    /// The node labels of an instance in this reservation.
+    pub fn labels(&self) -> [(&'static str, String); 3] {
+        [
+            (labels::AWS_CAPACITY_RESERVATION_ID, self.id.clone()),
+            (
+                labels::AWS_CAPACITY_RESERVATION_TYPE,
+                self.reservation_type.clone(),
+            ),
+            (
+                labels::AWS_CAPACITY_RESERVATION_INTERRUPTIBLE,
+                self.interruptible.to_string(),
+            ),
+        ]
+    }
+}
+
+/// The capacity type of an SDK instance, as upstream reads it: spot when it came from a spot
+/// request; `reserved` (with the `ReservedCapacity` gate on) when it runs in a capacity
+/// reservation it was launched to target only reservations; on-demand otherwise. A
+/// reservation that ended leaves its instances running as on-demand: the reservation id
+/// disappears, and the capacity type with it.
+fn capacity_type_of(
+    i: &aws_sdk_ec2::types::Instance,
+    reserved_capacity: bool,
+) -> (String, Option<ReservationDetails>) {
+    use aws_sdk_ec2::types::{CapacityReservationPreference, InstanceLifecycleType};
+    if i.spot_instance_request_id().is_some()
+        || i.instance_lifecycle() == Some(&InstanceLifecycleType::Spot)
+    {
+        return (labels::CAPACITY_TYPE_SPOT.into(), None);
+    }
+    let targeted = i
+        .capacity_reservation_specification()
+        .and_then(|s| s.capacity_reservation_preference())
+        == Some(&CapacityReservationPreference::CapacityReservationsOnly);
+    match i.capacity_reservation_id() {
+        Some(id) if reserved_capacity && targeted => {
+            let lifecycle = i.instance_lifecycle();
+            let details = ReservationDetails {
+                id: id.to_owned(),
+                reservation_type: if lifecycle == Some(&InstanceLifecycleType::CapacityBlock) {
+                    karpenter_cloudprovider::reserved::RESERVATION_TYPE_CAPACITY_BLOCK
+                } else {
+                    karpenter_cloudprovider::reserved::RESERVATION_TYPE_DEFAULT
+                }
+                .into(),
+                interruptible: lifecycle
+                    == Some(&InstanceLifecycleType::InterruptibleCapacityReservation),
+            };
+            (labels::CAPACITY_TYPE_RESERVED.into(), Some(details))
+        }
+        _ => (labels::CAPACITY_TYPE_ON_DEMAND.into(), None),
+    }
 }
 
 /// `aws:///<zone>/<instance id>`.
@@ -53,8 +122,10 @@ pub fn parse_provider_id(provider_id: &str) -> Option<&str> {
 }
 
 impl Ec2Instance {
-    /// From an SDK instance; `None` without an id.
-    pub fn from_sdk(i: &aws_sdk_ec2::types::Instance) -> Option<Self> {
+    /// From an SDK instance; `None` without an id. `reserved_capacity` is the
+    /// `ReservedCapacity` gate: off, no instance is `reserved`.
+    pub fn from_sdk(i: &aws_sdk_ec2::types::Instance, reserved_capacity: bool) -> Option<Self> {
+        let (capacity_type, capacity_reservation) = capacity_type_of(i, reserved_capacity);
         let mut sgs: Vec<String> = i
             .security_groups()
             .iter()
@@ -75,11 +146,8 @@ impl Ec2Instance {
             subnet_id: i.subnet_id().unwrap_or_default().to_string(),
             image_id: i.image_id().unwrap_or_default().to_string(),
             security_group_ids: sgs,
-            capacity_type: if i.instance_lifecycle().is_some_and(|l| l.as_str() == "spot") {
-                labels::CAPACITY_TYPE_SPOT.to_string()
-            } else {
-                labels::CAPACITY_TYPE_ON_DEMAND.to_string()
-            },
+            capacity_type,
+            capacity_reservation,
             state: i
                 .state()
                 .and_then(|s| s.name())
@@ -125,6 +193,9 @@ impl Ec2Instance {
         );
         if let Some(pool) = self.tags.get(TAG_NODEPOOL) {
             labels_map.insert(labels::NODEPOOL.to_string(), pool.clone());
+        }
+        if let Some(r) = &self.capacity_reservation {
+            labels_map.extend(r.labels().map(|(k, v)| (k.to_owned(), v)));
         }
         let spec = NodeClaimSpec {
             taints: Vec::new(),
@@ -257,6 +328,77 @@ pub fn leaked_instances(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reserved_instances_are_read_as_upstream_reads_them() {
+        use aws_sdk_ec2::types::{
+            CapacityReservationPreference, CapacityReservationSpecificationResponse, Instance,
+            InstanceLifecycleType,
+        };
+        let targeted = CapacityReservationSpecificationResponse::builder()
+            .capacity_reservation_preference(
+                CapacityReservationPreference::CapacityReservationsOnly,
+            )
+            .build();
+        let base = || {
+            Instance::builder()
+                .instance_id("i-1")
+                .capacity_reservation_id("cr-1")
+                .capacity_reservation_specification(targeted.clone())
+        };
+        let i = Ec2Instance::from_sdk(&base().build(), true).expect("an instance");
+        assert_eq!(i.capacity_type, labels::CAPACITY_TYPE_RESERVED);
+        let r = i.capacity_reservation.clone().expect("its reservation");
+        assert_eq!(
+            (r.id.as_str(), r.reservation_type.as_str(), r.interruptible),
+            ("cr-1", "default", false)
+        );
+        let claim = i.to_node_claim();
+        assert_eq!(
+            claim.label(labels::AWS_CAPACITY_RESERVATION_ID),
+            Some("cr-1")
+        );
+        assert_eq!(claim.label(labels::CAPACITY_TYPE), Some("reserved"));
+
+        let block = base()
+            .instance_lifecycle(InstanceLifecycleType::CapacityBlock)
+            .build();
+        let r = Ec2Instance::from_sdk(&block, true)
+            .and_then(|i| i.capacity_reservation)
+            .expect("a block");
+        assert_eq!(r.reservation_type, "capacity-block");
+        let interruptible = base()
+            .instance_lifecycle(InstanceLifecycleType::InterruptibleCapacityReservation)
+            .build();
+        assert!(
+            Ec2Instance::from_sdk(&interruptible, true)
+                .and_then(|i| i.capacity_reservation)
+                .is_some_and(|r| r.interruptible)
+        );
+
+        // Gate off, or an instance that only happened to use an open reservation: on-demand.
+        let off = Ec2Instance::from_sdk(&base().build(), false).expect("an instance");
+        assert_eq!(
+            (off.capacity_type.as_str(), off.capacity_reservation),
+            ("on-demand", None)
+        );
+        let open = Instance::builder()
+            .instance_id("i-2")
+            .capacity_reservation_id("cr-1")
+            .build();
+        let open = Ec2Instance::from_sdk(&open, true).expect("an instance");
+        assert_eq!(open.capacity_type, "on-demand");
+        let spot = Instance::builder()
+            .instance_id("i-3")
+            .instance_lifecycle(InstanceLifecycleType::Spot)
+            .build();
+        assert_eq!(
+            Ec2Instance::from_sdk(&spot, true)
+                .expect("spot")
+                .capacity_type,
+            "spot"
+        );
+    }
     use crate::nodeclass::{AmiRequirement, AmiStatus, SecurityGroupStatus, SubnetStatus};
 
     fn inst(id: &str, age_secs: u64, state: &str) -> Ec2Instance {
@@ -268,6 +410,7 @@ mod tests {
             image_id: "ami-1".into(),
             security_group_ids: vec!["sg-1".into()],
             capacity_type: "spot".into(),
+            capacity_reservation: None,
             state: state.into(),
             launch_time: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1000 - age_secs)),
             tags: [

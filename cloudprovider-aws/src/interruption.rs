@@ -265,6 +265,30 @@ impl InterruptionPoller {
         Ok(stats)
     }
 
+    /// [`InterruptionPoller::new`], retried every 10 seconds until the queue resolves (it
+    /// may be created by the same stack as the cluster, after Karpenter starts); `None` once
+    /// `shutdown` turns true.
+    pub async fn connect(
+        sqs: aws_sdk_sqs::Client,
+        queue: &str,
+        sink: Arc<dyn InterruptionSink>,
+        clock: Arc<dyn crate::cache::Clock>,
+        shutdown: &tokio::sync::watch::Receiver<bool>,
+    ) -> Option<Self> {
+        loop {
+            match Self::new(sqs.clone(), queue, sink.clone(), clock.clone()).await {
+                Ok(p) => return Some(p),
+                Err(e) => {
+                    tracing::error!(queue, error = %e, "resolving the interruption queue failed; retrying in 10s");
+                    tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+                    if *shutdown.borrow() {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
     /// Polls until `shutdown` turns true, logging and backing off one second after errors.
     pub async fn run(self, mut shutdown: tokio::sync::watch::Receiver<bool>) {
         loop {

@@ -5,14 +5,16 @@
 
 use crate::ami::AmiMatcher;
 use crate::nodeclass::{EC2NodeClass, EC2NodeClassStatus, LABEL_NODE_CLASS};
+use crate::reserved_launch::{ReservationKind, ReservedCandidate, TemplateTarget};
 use aws_sdk_ec2::types::{
     CreateFleetError, DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest,
     FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest,
-    FleetOnDemandAllocationStrategy, InstanceType as Ec2Type, OnDemandOptionsRequest, ResourceType,
-    SpotAllocationStrategy, SpotOptionsRequest, Tag, TagSpecification,
-    TargetCapacitySpecificationRequest,
+    FleetOnDemandAllocationStrategy, InstanceType as Ec2Type, OnDemandOptionsRequest,
+    ReservedCapacityOptionsRequest, ResourceType, SpotAllocationStrategy, SpotOptionsRequest, Tag,
+    TagSpecification, TargetCapacitySpecificationRequest,
 };
 use karpenter_cloudprovider::OfferingRef;
+use karpenter_cloudprovider::reserved::allows_reservation;
 use karpenter_scheduling::Resources;
 use karpenter_scheduling::labels;
 use karpenter_scheduling::model::InstanceType;
@@ -64,15 +66,29 @@ pub struct LaunchOverride {
     pub image_id: String,
     /// Offering price.
     pub price: f64,
+    /// The capacity reservation a reserved override launches into.
+    pub reservation_id: Option<String>,
 }
 
 /// What one NodeClaim's launch will ask EC2 for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LaunchPlan {
-    /// `spot` or `on-demand`.
+    /// `reserved`, `spot` or `on-demand`.
     pub capacity_type: String,
     /// Overrides, cheapest first, at most [`MAX_OVERRIDES`].
     pub overrides: Vec<LaunchOverride>,
+    /// For a reserved launch, the kind of reservation every override goes into.
+    pub reservation: Option<ReservationKind>,
+}
+
+impl LaunchPlan {
+    /// The reservation the override for `instance_type` in `zone` launches into.
+    pub fn reservation_of(&self, instance_type: &str, zone: &str) -> Option<&str> {
+        self.overrides
+            .iter()
+            .find(|o| o.instance_type == instance_type && o.zone == zone)
+            .and_then(|o| o.reservation_id.as_deref())
+    }
 }
 
 /// Why no launch can be planned.
@@ -108,9 +124,10 @@ pub fn subnet_per_zone(status: &EC2NodeClassStatus) -> BTreeMap<String, String> 
 
 /// Plans a launch: the instance types compatible with `reqs` whose allocatable fits
 /// `requests`, in zones with a subnet, each with the AMI [`AmiMatcher`] picks for it (types
-/// no AMI serves are left out). Spot is used when
-/// the claim allows it and some spot offering is available, else on-demand (Karpenter's
-/// preference). Overrides are sorted by price, then type and zone, and truncated to 60.
+/// no AMI serves are left out). Karpenter's preference decides the capacity type: reserved
+/// when the claim allows it and some reservation it allows has room (narrowed by
+/// [`crate::reserved_launch::choose`]), else spot when allowed and available, else
+/// on-demand. Overrides are sorted by price, then type and zone, and truncated to 60.
 pub fn plan_launch(
     reqs: &Requirements,
     requests: &Resources,
@@ -121,7 +138,9 @@ pub fn plan_launch(
     let images = AmiMatcher::new(&status.amis);
     let mut candidates: Vec<LaunchOverride> = Vec::new();
     let mut spot: Vec<LaunchOverride> = Vec::new();
+    let mut reserved: Vec<ReservedCandidate> = Vec::new();
     let mut saw_type = false;
+    let mut saw_offering = false;
     let mut saw_zone = false;
     let mut saw_image = false;
     for it in instance_types {
@@ -134,9 +153,11 @@ pub fn plan_launch(
         for o in it.offerings.iter().filter(|o| o.available) {
             if !allows(reqs, labels::ZONE, &o.zone)
                 || !allows(reqs, labels::CAPACITY_TYPE, &o.capacity_type)
+                || !allows_reservation(reqs, o)
             {
                 continue;
             }
+            saw_offering = true;
             let Some(subnet) = subnets.get(&o.zone) else {
                 continue;
             };
@@ -151,21 +172,33 @@ pub fn plan_launch(
                 subnet_id: subnet.clone(),
                 image_id: image.to_string(),
                 price: o.price,
+                reservation_id: None,
             };
-            match o.capacity_type.as_str() {
-                labels::CAPACITY_TYPE_SPOT => spot.push(ov),
-                labels::CAPACITY_TYPE_ON_DEMAND => candidates.push(ov),
+            match (o.capacity_type.as_str(), &o.reservation) {
+                (labels::CAPACITY_TYPE_SPOT, _) => spot.push(ov),
+                (labels::CAPACITY_TYPE_ON_DEMAND, _) => candidates.push(ov),
+                (labels::CAPACITY_TYPE_RESERVED, Some(r)) => reserved.push(ReservedCandidate {
+                    ov: LaunchOverride {
+                        reservation_id: Some(r.id.clone()),
+                        ..ov
+                    },
+                    kind: ReservationKind::of(r),
+                    capacity: r.capacity,
+                }),
                 _ => {}
             }
         }
     }
-    let (capacity_type, mut overrides) = if !spot.is_empty() {
-        (labels::CAPACITY_TYPE_SPOT, spot)
-    } else {
-        (labels::CAPACITY_TYPE_ON_DEMAND, candidates)
-    };
+    let (capacity_type, mut overrides, reservation) =
+        if let Some((kind, ovs)) = crate::reserved_launch::choose(reserved) {
+            (labels::CAPACITY_TYPE_RESERVED, ovs, Some(kind))
+        } else if !spot.is_empty() {
+            (labels::CAPACITY_TYPE_SPOT, spot, None)
+        } else {
+            (labels::CAPACITY_TYPE_ON_DEMAND, candidates, None)
+        };
     if overrides.is_empty() {
-        return Err(if !saw_type {
+        return Err(if !saw_type || !saw_offering {
             PlanError::NoCompatibleOffering
         } else if !saw_zone {
             PlanError::NoSubnet
@@ -187,6 +220,7 @@ pub fn plan_launch(
     Ok(LaunchPlan {
         capacity_type: capacity_type.to_string(),
         overrides,
+        reservation,
     })
 }
 
@@ -222,23 +256,35 @@ pub fn tag_specification(
     spec.build()
 }
 
-/// The launch template configs of a plan: one config per image (so per launch template),
-/// each with its overrides, in plan order. `templates` maps image id to template name.
+/// What a launch template is made for: an image, and the reservation it targets.
+pub type TemplateKey = (String, Option<String>);
+
+impl LaunchOverride {
+    /// The launch template this override launches with.
+    pub fn template_key(&self) -> TemplateKey {
+        (self.image_id.clone(), self.reservation_id.clone())
+    }
+}
+
+/// The launch template configs of a plan: one config per image and reservation (so per
+/// launch template), each with its overrides, in plan order. `templates` maps each
+/// [`TemplateKey`] to a template name.
 pub fn launch_template_configs(
     plan: &LaunchPlan,
-    templates: &BTreeMap<String, String>,
+    templates: &BTreeMap<TemplateKey, String>,
 ) -> Vec<FleetLaunchTemplateConfigRequest> {
-    let mut by_image: Vec<(String, Vec<&LaunchOverride>)> = Vec::new();
+    let mut by_template: Vec<(TemplateKey, Vec<&LaunchOverride>)> = Vec::new();
     for ov in &plan.overrides {
-        match by_image.iter_mut().find(|(img, _)| *img == ov.image_id) {
+        let key = ov.template_key();
+        match by_template.iter_mut().find(|(k, _)| *k == key) {
             Some((_, list)) => list.push(ov),
-            None => by_image.push((ov.image_id.clone(), vec![ov])),
+            None => by_template.push((key, vec![ov])),
         }
     }
-    by_image
+    by_template
         .into_iter()
-        .filter_map(|(image, ovs)| {
-            let name = templates.get(&image)?;
+        .filter_map(|(key, ovs)| {
+            let name = templates.get(&key)?;
             let mut cfg = FleetLaunchTemplateConfigRequest::builder()
                 .launch_template_specification(
                     FleetLaunchTemplateSpecificationRequest::builder()
@@ -260,44 +306,48 @@ pub fn launch_template_configs(
         .collect()
 }
 
-/// The capacity, strategy and options of a one-instance `instant` fleet:
-/// `price-capacity-optimized` for spot, `lowest-price` for on-demand.
-pub fn fleet_options(
-    capacity_type: &str,
-) -> (
-    TargetCapacitySpecificationRequest,
-    Option<SpotOptionsRequest>,
-    Option<OnDemandOptionsRequest>,
-) {
-    let spot = capacity_type == labels::CAPACITY_TYPE_SPOT;
-    let target = TargetCapacitySpecificationRequest::builder()
-        .total_target_capacity(1)
-        .default_target_capacity_type(if spot {
-            DefaultTargetCapacityType::Spot
-        } else {
-            DefaultTargetCapacityType::OnDemand
-        })
-        .build();
-    if spot {
-        (
-            target,
-            Some(
-                SpotOptionsRequest::builder()
-                    .allocation_strategy(SpotAllocationStrategy::PriceCapacityOptimized)
-                    .build(),
-            ),
-            None,
-        )
-    } else {
-        (
-            target,
-            None,
-            Some(
-                OnDemandOptionsRequest::builder()
-                    .allocation_strategy(FleetOnDemandAllocationStrategy::LowestPrice)
-                    .build(),
-            ),
-        )
+/// The capacity specification and options of a one-instance `instant` fleet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetOptions {
+    /// One instance, of the plan's capacity type.
+    pub target: TargetCapacitySpecificationRequest,
+    /// `price-capacity-optimized`, for spot.
+    pub spot: Option<SpotOptionsRequest>,
+    /// `lowest-price`, for on-demand and ordinary reservations.
+    pub on_demand: Option<OnDemandOptionsRequest>,
+    /// For interruptible reservations.
+    pub reserved: Option<ReservedCapacityOptionsRequest>,
+}
+
+/// The fleet options of `plan`: `price-capacity-optimized` for spot, `lowest-price` for
+/// on-demand and ordinary reservations, and the reservation's own market for capacity
+/// blocks and interruptible reservations.
+pub fn fleet_options(plan: &LaunchPlan) -> FleetOptions {
+    let (target_type, reserved) = match &plan.reservation {
+        Some(kind) => crate::reserved_launch::target_capacity_type(kind),
+        None if plan.capacity_type == labels::CAPACITY_TYPE_SPOT => {
+            (DefaultTargetCapacityType::Spot, None)
+        }
+        None => (DefaultTargetCapacityType::OnDemand, None),
+    };
+    let on_demand = (target_type == DefaultTargetCapacityType::OnDemand).then(|| {
+        OnDemandOptionsRequest::builder()
+            .allocation_strategy(FleetOnDemandAllocationStrategy::LowestPrice)
+            .build()
+    });
+    let spot = (target_type == DefaultTargetCapacityType::Spot).then(|| {
+        SpotOptionsRequest::builder()
+            .allocation_strategy(SpotAllocationStrategy::PriceCapacityOptimized)
+            .build()
+    });
+    FleetOptions {
+        target: TargetCapacitySpecificationRequest::builder()
+            .total_target_capacity(1)
+            .default_target_capacity_type(target_type)
+            .build(),
+        spot,
+        on_demand,
+        reserved,
     }
 }
 
@@ -334,9 +384,10 @@ pub fn classify_fleet_errors(
     (ice, other)
 }
 
-/// The name of the launch template for a NodeClass, image and generated user data:
-/// `karpenter.k8s.aws/<hash>`, where the hash covers everything that goes into the template,
-/// so an unchanged configuration reuses its template and any change makes a new one.
+/// The name of the launch template for a NodeClass, image, generated user data and
+/// reservation target ([`TemplateTarget::name_key`]): `karpenter.k8s.aws/<hash>`, where the
+/// hash covers everything that goes into the template, so an unchanged configuration reuses
+/// its template and any change makes a new one.
 pub fn launch_template_name(
     cluster_name: &str,
     node_class: &EC2NodeClass,
@@ -344,12 +395,14 @@ pub fn launch_template_name(
     user_data: &str,
     security_groups: &[String],
     instance_profile: &str,
+    target: &TemplateTarget<'_>,
 ) -> String {
     let text = format!(
-        "{cluster_name}|{}|{}|{image_id}|{user_data}|{}|{instance_profile}",
+        "{cluster_name}|{}|{}|{image_id}|{user_data}|{}|{instance_profile}{}",
         node_class.name(),
         node_class.hash(),
-        security_groups.join(",")
+        security_groups.join(","),
+        target.name_key()
     );
     format!(
         "{LAUNCH_TEMPLATE_PREFIX}/{}",
@@ -464,8 +517,8 @@ mod tests {
         let cfgs = launch_template_configs(
             &plan,
             &[
-                ("ami-amd64".to_string(), "lt-amd".to_string()),
-                ("ami-arm64".to_string(), "lt-arm".to_string()),
+                (("ami-amd64".to_string(), None), "lt-amd".to_string()),
+                (("ami-arm64".to_string(), None), "lt-arm".to_string()),
             ]
             .into(),
         );
@@ -473,16 +526,22 @@ mod tests {
         let spec = cfgs[0].launch_template_specification().expect("spec");
         assert_eq!(spec.launch_template_name(), Some("lt-arm"));
         assert_eq!(cfgs[0].overrides()[0].subnet_id(), Some("subnet-b1"));
-        let (target, spot, od) = fleet_options(&plan.capacity_type);
-        assert_eq!(target.total_target_capacity(), Some(1));
-        assert!(spot.is_none());
+        let opts = fleet_options(&plan);
+        assert_eq!(opts.target.total_target_capacity(), Some(1));
+        assert!(opts.spot.is_none() && opts.reserved.is_none());
         assert_eq!(
-            od.and_then(|o| o.allocation_strategy().cloned()),
+            opts.on_demand
+                .and_then(|o| o.allocation_strategy().cloned()),
             Some(FleetOnDemandAllocationStrategy::LowestPrice)
         );
-        let (_, spot, _) = fleet_options("spot");
+        let spot_plan = LaunchPlan {
+            capacity_type: "spot".into(),
+            ..plan
+        };
+        let opts = fleet_options(&spot_plan);
+        assert!(opts.on_demand.is_none());
         assert_eq!(
-            spot.and_then(|o| o.allocation_strategy().cloned()),
+            opts.spot.and_then(|o| o.allocation_strategy().cloned()),
             Some(SpotAllocationStrategy::PriceCapacityOptimized)
         );
     }
@@ -563,9 +622,9 @@ mod tests {
                 ("m5.large", "ami-amd64-standard"),
             ])
         );
-        let templates: BTreeMap<String, String> = images
+        let templates: BTreeMap<TemplateKey, String> = images
             .values()
-            .map(|id| (id.to_string(), format!("lt-{id}")))
+            .map(|id| ((id.to_string(), None), format!("lt-{id}")))
             .collect();
         let cfgs = launch_template_configs(&plan, &templates);
         assert_eq!(cfgs.len(), 4);
@@ -597,6 +656,135 @@ mod tests {
             plan_launch(&only_g5g, &Resources::default(), &types(), &st),
             Err(PlanError::NoImageForInstanceTypes)
         );
+    }
+
+    /// The catalogue with reservations cr-a (m5.large, 2 left, us-east-1a), cr-b (m5.large,
+    /// 5 left, us-east-1a), cr-full (c5.large, none left) and a capacity block cr-block
+    /// (p5.48xlarge, us-east-1b).
+    fn reserved_types() -> Vec<Arc<InstanceType>> {
+        use crate::capacity_reservation::{
+            Availability, CapacityReservationStatus, TYPE_CAPACITY_BLOCK, with_reserved_offerings,
+        };
+        let cr = |id: &str, it: &str, zone: &str, kind: &str| CapacityReservationStatus {
+            availability_zone: zone.into(),
+            id: id.into(),
+            instance_match_criteria: "targeted".into(),
+            instance_type: it.into(),
+            owner_id: "123456789012".into(),
+            reservation_type: kind.into(),
+            state: "active".into(),
+            ..Default::default()
+        };
+        let availability = Availability::default();
+        availability.sync([
+            ("cr-a".to_owned(), 2),
+            ("cr-b".to_owned(), 5),
+            ("cr-full".to_owned(), 0),
+            ("cr-block".to_owned(), 1),
+        ]);
+        with_reserved_offerings(
+            types(),
+            &[
+                cr("cr-a", "m5.large", "us-east-1a", "default"),
+                cr("cr-b", "m5.large", "us-east-1a", "default"),
+                cr("cr-full", "c5.large", "us-east-1a", "default"),
+                cr("cr-block", "p5.48xlarge", "us-east-1b", TYPE_CAPACITY_BLOCK),
+            ],
+            &availability,
+        )
+    }
+
+    #[test]
+    fn reserved_launches_go_into_the_reservation_with_most_room() {
+        let its = reserved_types();
+        // A claim the solver pinned to its reservations.
+        let r = reqs(&[
+            (labels::CAPACITY_TYPE, &["reserved"]),
+            (labels::INSTANCE_TYPE, &["m5.large"]),
+            (labels::AWS_CAPACITY_RESERVATION_ID, &["cr-a", "cr-b"]),
+        ]);
+        let plan = plan_launch(&r, &Resources::default(), &its, &status()).expect("plan");
+        assert_eq!(plan.capacity_type, "reserved");
+        let kind = plan.reservation.clone().expect("a reservation kind");
+        assert_eq!(
+            (kind.reservation_type.as_str(), kind.interruptible),
+            ("default", false)
+        );
+        let ovs: Vec<(&str, Option<&str>)> = plan
+            .overrides
+            .iter()
+            .map(|o| (o.zone.as_str(), o.reservation_id.as_deref()))
+            .collect();
+        assert_eq!(ovs, vec![("us-east-1a", Some("cr-b"))]);
+        assert_eq!(plan.reservation_of("m5.large", "us-east-1a"), Some("cr-b"));
+        let cfgs = launch_template_configs(
+            &plan,
+            &[(("ami-amd64".into(), Some("cr-b".into())), "lt-cr-b".into())].into(),
+        );
+        assert_eq!(cfgs.len(), 1);
+        let fleet = fleet_options(&plan);
+        assert_eq!(
+            fleet.target.default_target_capacity_type(),
+            Some(&DefaultTargetCapacityType::OnDemand)
+        );
+        assert!(fleet.on_demand.is_some() && fleet.reserved.is_none());
+
+        // Reserved first whenever the claim allows it (Karpenter's order).
+        let any = reqs(&[(labels::INSTANCE_TYPE, &["m5.large"])]);
+        let plan = plan_launch(&any, &Resources::default(), &its, &status()).expect("plan");
+        assert_eq!(plan.capacity_type, "reserved");
+
+        // A claim that does not allow reserved capacity never lands in a reservation.
+        let od = reqs(&[
+            (labels::CAPACITY_TYPE, &["on-demand"]),
+            (labels::INSTANCE_TYPE, &["m5.large"]),
+        ]);
+        let plan = plan_launch(&od, &Resources::default(), &its, &status()).expect("plan");
+        assert_eq!(plan.capacity_type, "on-demand");
+        assert!(plan.overrides.iter().all(|o| o.reservation_id.is_none()));
+        assert!(plan.reservation.is_none());
+    }
+
+    #[test]
+    fn full_reservations_fall_back_and_capacity_blocks_use_their_market() {
+        let its = reserved_types();
+        // cr-full has no room: a claim pinned to it has nothing to launch.
+        let pinned = reqs(&[
+            (labels::CAPACITY_TYPE, &["reserved"]),
+            (labels::AWS_CAPACITY_RESERVATION_ID, &["cr-full"]),
+        ]);
+        assert_eq!(
+            plan_launch(&pinned, &Resources::default(), &its, &status()),
+            Err(PlanError::NoCompatibleOffering)
+        );
+        // A claim that also allows on-demand falls back to it.
+        let c5 = reqs(&[
+            (labels::CAPACITY_TYPE, &["reserved", "on-demand"]),
+            (labels::INSTANCE_TYPE, &["c5.large"]),
+        ]);
+        let plan = plan_launch(&c5, &Resources::default(), &its, &status()).expect("plan");
+        assert_eq!(plan.capacity_type, "on-demand");
+
+        let block = reqs(&[
+            (labels::CAPACITY_TYPE, &["reserved"]),
+            (labels::INSTANCE_TYPE, &["p5.48xlarge"]),
+        ]);
+        let plan = plan_launch(&block, &Resources::default(), &its, &status()).expect("plan");
+        assert_eq!(
+            plan.reservation_of("p5.48xlarge", "us-east-1b"),
+            Some("cr-block")
+        );
+        assert!(
+            plan.reservation
+                .as_ref()
+                .is_some_and(|k| k.is_capacity_block())
+        );
+        let fleet = fleet_options(&plan);
+        assert_eq!(
+            fleet.target.default_target_capacity_type(),
+            Some(&DefaultTargetCapacityType::CapacityBlock)
+        );
+        assert!(fleet.on_demand.is_none() && fleet.spot.is_none());
     }
 
     #[test]
@@ -638,6 +826,8 @@ mod tests {
         );
     }
 
+    const OPEN: TemplateTarget<'static> = TemplateTarget::Open;
+
     #[test]
     fn tags_and_template_names() {
         let mut nc: EC2NodeClass = crate::nodeclass::from_yaml(
@@ -654,20 +844,20 @@ mod tests {
         assert_eq!(tags["Name"], "custom");
         let spec = tag_specification(ResourceType::Instance, &tags);
         assert_eq!(spec.tags().len(), tags.len());
-        let a = launch_template_name("demo", &nc, "ami-1", "ud", &["sg-1".into()], "p");
+        let a = launch_template_name("demo", &nc, "ami-1", "ud", &["sg-1".into()], "p", &OPEN);
         assert!(a.starts_with("karpenter.k8s.aws/"));
         assert_eq!(
             a,
-            launch_template_name("demo", &nc, "ami-1", "ud", &["sg-1".into()], "p")
+            launch_template_name("demo", &nc, "ami-1", "ud", &["sg-1".into()], "p", &OPEN)
         );
         assert_ne!(
             a,
-            launch_template_name("demo", &nc, "ami-2", "ud", &["sg-1".into()], "p")
+            launch_template_name("demo", &nc, "ami-2", "ud", &["sg-1".into()], "p", &OPEN)
         );
         nc.spec.detailed_monitoring = Some(true);
         assert_ne!(
             a,
-            launch_template_name("demo", &nc, "ami-1", "ud", &["sg-1".into()], "p")
+            launch_template_name("demo", &nc, "ami-1", "ud", &["sg-1".into()], "p", &OPEN)
         );
     }
 }

@@ -21,6 +21,8 @@ pub mod launch;
 pub mod nodeclass;
 pub mod pricing;
 pub mod provider;
+pub mod reservation_sync;
+pub mod reserved_launch;
 pub mod settings;
 pub mod userdata;
 

@@ -7,13 +7,13 @@ use crate::cache::{Clock, SystemClock, UnavailableOfferings};
 use crate::capacity_reservation::{Availability, CapacityReservations};
 use crate::discovery::Discovery;
 use crate::error::AwsError;
-use crate::instance::{Ec2Instance, drift_reason, parse_provider_id};
+use crate::instance::{Ec2Instance, ReservationDetails, drift_reason, parse_provider_id};
 use crate::instance_profile::{ANNOTATION_INSTANCE_PROFILE, InstanceProfiles};
 use crate::instancetype::InstanceTypeProvider;
 use crate::launch::{
-    LaunchPlan, PlanError, TAG_LAUNCH_TEMPLATE_CLUSTER, classify_fleet_errors, cluster_tag_key,
-    fleet_options, instance_tags, launch_template_configs, launch_template_name, plan_launch,
-    tag_specification,
+    LaunchOverride, LaunchPlan, PlanError, TAG_LAUNCH_TEMPLATE_CLUSTER, classify_fleet_errors,
+    cluster_tag_key, fleet_options, instance_tags, launch_template_configs, launch_template_name,
+    plan_launch, tag_specification,
 };
 use crate::nodeclass::{
     AMI_FAMILY_BOTTLEROCKET, ANNOTATION_NODE_CLASS_HASH, ANNOTATION_NODE_CLASS_HASH_VERSION,
@@ -22,6 +22,7 @@ use crate::nodeclass::{
     EC2NodeClass, LABEL_NODE_CLASS, NODE_CLASS_HASH_VERSION,
 };
 use crate::pricing::PricingProvider;
+use crate::reserved_launch::TemplateTarget;
 use crate::settings::{AwsClients, AwsSettings};
 use crate::userdata::{BootstrapOptions, NodeTaint};
 use aws_sdk_ec2::types::{
@@ -353,17 +354,72 @@ impl AwsCloudProvider {
         Ok(())
     }
 
+    /// Of the reservations `ids`, the capacity blocks that are expiring (upstream's
+    /// expiration controller deletes the NodeClaims in them).
+    ///
+    /// # Errors
+    /// DescribeCapacityReservations failed.
+    pub async fn expiring_reservations(
+        &self,
+        ids: &BTreeSet<String>,
+    ) -> Result<BTreeSet<String>, AwsError> {
+        let terms: Vec<crate::nodeclass::CapacityReservationSelectorTerm> = ids
+            .iter()
+            .map(|id| crate::nodeclass::CapacityReservationSelectorTerm {
+                id: id.clone(),
+                ..Default::default()
+            })
+            .collect();
+        let (found, _) = self.reservations.list(&terms).await?;
+        Ok(found
+            .into_iter()
+            .filter(|r| r.state == crate::capacity_reservation::STATE_EXPIRING)
+            .map(|r| r.id)
+            .collect())
+    }
+
+    /// One pass of upstream's capacity-type and expiration controllers over the cluster's
+    /// `claims` and `nodes` ([`crate::reservation_sync`]). EC2 is asked only when some claim
+    /// runs in a reservation.
+    ///
+    /// # Errors
+    /// DescribeInstances or DescribeCapacityReservations failed.
+    pub async fn reservation_sync<'a>(
+        &self,
+        claims: impl Iterator<Item = &'a NodeClaim> + Clone,
+        nodes: impl Iterator<Item = &'a k8s_openapi::api::core::v1::Node>,
+    ) -> Result<crate::reservation_sync::ReservationSync, AwsError> {
+        use crate::reservation_sync::{ReservationSync, plan, reservation_ids};
+        let ids = reservation_ids(claims.clone());
+        if ids.is_empty() {
+            return Ok(ReservationSync::default());
+        }
+        let instances = self.list_instances().await?;
+        let expiring = self.expiring_reservations(&ids).await?;
+        Ok(plan(claims, nodes, &instances, &expiring))
+    }
+
     /// The capacity reservations' remaining instance counts.
     pub fn reservation_availability(&self) -> &Availability {
         self.reservations.availability()
     }
 
-    /// The instance types of a NodeClass (unfiltered by any NodePool).
+    /// The instance types of a NodeClass (unfiltered by any NodePool), with a reserved
+    /// offering for each of its capacity reservations when the `ReservedCapacity` gate is
+    /// on.
     pub async fn node_class_instance_types(
         &self,
         node_class: &EC2NodeClass,
     ) -> Result<Vec<Arc<InstanceType>>, AwsError> {
-        self.instance_types.list(node_class).await
+        let types = self.instance_types.list(node_class).await?;
+        if !self.settings.reserved_capacity {
+            return Ok(types);
+        }
+        Ok(crate::capacity_reservation::with_reserved_offerings(
+            types,
+            &node_class.status_or_default().capacity_reservations,
+            self.reservations.availability(),
+        ))
     }
 
     fn block_device_mappings(
@@ -425,12 +481,14 @@ impl AwsCloudProvider {
             .collect()
     }
 
-    /// The launch template data of a NodeClass for one image and user data.
+    /// The launch template data of a NodeClass for one image, user data and reservation
+    /// target.
     pub fn launch_template_data(
         &self,
         nc: &EC2NodeClass,
         image_id: &str,
         user_data: &str,
+        target: &TemplateTarget<'_>,
     ) -> RequestLaunchTemplateData {
         let status = nc.status_or_default();
         let sgs: Vec<String> = status
@@ -467,6 +525,10 @@ impl AwsCloudProvider {
                     .build(),
             )
             .set_block_device_mappings(Some(self.block_device_mappings(nc)));
+        let (reservation_spec, market) = target.options();
+        data = data
+            .set_capacity_reservation_specification(reservation_spec)
+            .set_instance_market_options(market);
         match nc.spec.associate_public_ip_address {
             // Security groups move onto the interface when one is specified; the subnet
             // still comes from each fleet override.
@@ -595,7 +657,12 @@ impl AwsCloudProvider {
                 .await
                 .map_err(|e| AwsError::api("DescribeInstances", e))?;
             for r in page.reservations() {
-                out.extend(r.instances().iter().filter_map(Ec2Instance::from_sdk));
+                let gate = self.settings.reserved_capacity;
+                out.extend(
+                    r.instances()
+                        .iter()
+                        .filter_map(|i| Ec2Instance::from_sdk(i, gate)),
+                );
             }
             token = page
                 .next_token()
@@ -708,41 +775,48 @@ impl AwsCloudProvider {
                 })
                 .map_err(|e| create_err("UserDataInvalid", e.to_string()))?;
         let mut templates = BTreeMap::new();
-        for image in plan
+        for key in plan
             .overrides
             .iter()
-            .map(|o| o.image_id.clone())
+            .map(LaunchOverride::template_key)
             .collect::<BTreeSet<_>>()
         {
+            let target = match (&key.1, &plan.reservation) {
+                (Some(id), Some(kind)) => TemplateTarget::Reservation { id, kind },
+                _ if self.settings.reserved_capacity => TemplateTarget::NoReservation,
+                _ => TemplateTarget::Open,
+            };
             let name = launch_template_name(
                 &self.settings.cluster_name,
                 nc,
-                &image,
+                &key.0,
                 &user_data,
                 &sgs,
                 &status.instance_profile,
+                &target,
             );
             self.ensure_launch_template(
                 &name,
-                self.launch_template_data(nc, &image, &user_data),
+                self.launch_template_data(nc, &key.0, &user_data, &target),
                 nc,
             )
             .await
             .map_err(|e| create_err("LaunchTemplateCreationFailed", e.to_string()))?;
-            templates.insert(image, name);
+            templates.insert(key, name);
         }
         let pool = claim.node_pool().unwrap_or_default();
         let tags = instance_tags(&self.settings.cluster_name, nc, pool, claim.name());
-        let (target, spot, on_demand) = fleet_options(&plan.capacity_type);
+        let fleet = fleet_options(plan);
         let out = self
             .clients
             .ec2
             .create_fleet()
             .r#type(FleetType::Instant)
             .set_launch_template_configs(Some(launch_template_configs(plan, &templates)))
-            .target_capacity_specification(target)
-            .set_spot_options(spot)
-            .set_on_demand_options(on_demand)
+            .target_capacity_specification(fleet.target)
+            .set_spot_options(fleet.spot)
+            .set_on_demand_options(fleet.on_demand)
+            .set_reserved_capacity_options(fleet.reserved)
             .tag_specifications(tag_specification(ResourceType::Instance, &tags))
             .tag_specifications(tag_specification(ResourceType::Volume, &tags))
             .set_context(nc.spec.context.clone())
@@ -756,7 +830,12 @@ impl AwsCloudProvider {
             .find_map(|i| i.instance_ids().first().map(|id| (id.clone(), i)));
         let (ice, other) = classify_fleet_errors(out.errors(), &plan.capacity_type);
         for offering in &ice {
-            self.unavailable.mark_unavailable(offering.clone());
+            match plan.reservation_of(&offering.instance_type, &offering.zone) {
+                // A full reservation is counted empty until the next listing; the
+                // type's other offerings stay available (upstream).
+                Some(id) => self.reservations.availability().exhausted(id),
+                None => self.unavailable.mark_unavailable(offering.clone()),
+            }
         }
         let Some((id, fleet_instance)) = launched else {
             if let Some((code, message)) = other.first() {
@@ -807,6 +886,7 @@ impl AwsCloudProvider {
             image_id: chosen.map(|c| c.image_id.clone()).unwrap_or_default(),
             security_group_ids: sgs,
             capacity_type: plan.capacity_type.clone(),
+            capacity_reservation: None,
             state: "pending".into(),
             launch_time: Some(self.clock.now()),
             tags,
@@ -825,8 +905,7 @@ impl CloudProvider for AwsCloudProvider {
         )?;
         let requests = requests_of(node_claim)?;
         let types = self
-            .instance_types
-            .list(&nc)
+            .node_class_instance_types(&nc)
             .await
             .map_err(CloudProviderError::from)?;
         let plan = match plan_launch(&reqs, &requests, &types, &nc.status_or_default()) {
@@ -844,7 +923,22 @@ impl CloudProvider for AwsCloudProvider {
                 });
             }
         };
-        let instance = self.launch(node_claim, &nc, &plan).await?;
+        let mut instance = self.launch(node_claim, &nc, &plan).await?;
+        if let (Some(kind), Some(id)) = (
+            &plan.reservation,
+            plan.reservation_of(&instance.instance_type, &instance.zone),
+        ) {
+            self.reservations.availability().launched(id);
+            // DescribeInstances may not show the reservation yet; the fleet went into it.
+            if instance.capacity_reservation.is_none() {
+                instance.capacity_type = labels::CAPACITY_TYPE_RESERVED.into();
+                instance.capacity_reservation = Some(ReservationDetails {
+                    id: id.to_owned(),
+                    reservation_type: kind.reservation_type.clone(),
+                    interruptible: kind.interruptible,
+                });
+            }
+        }
         let mut out = node_claim.clone();
         let it = types.iter().find(|t| t.name == instance.instance_type);
         let node_labels = out.metadata.labels.get_or_insert_with(BTreeMap::new);
@@ -855,6 +949,9 @@ impl CloudProvider for AwsCloudProvider {
         node_labels.insert(labels::ZONE.into(), instance.zone.clone());
         node_labels.insert(labels::CAPACITY_TYPE.into(), instance.capacity_type.clone());
         node_labels.insert(LABEL_NODE_CLASS.into(), nc.name().into());
+        if let Some(r) = &instance.capacity_reservation {
+            node_labels.extend(r.labels().map(|(k, v)| (k.to_owned(), v)));
+        }
         let annotations = out.metadata.annotations.get_or_insert_with(BTreeMap::new);
         annotations.insert(ANNOTATION_NODE_CLASS_HASH.into(), nc.hash());
         annotations.insert(
@@ -877,7 +974,17 @@ impl CloudProvider for AwsCloudProvider {
     }
 
     async fn delete(&self, node_claim: &NodeClaim) -> Result<(), CloudProviderError> {
-        let instance = self.get_instance(node_claim.provider_id()).await?;
+        let instance = match self.get_instance(node_claim.provider_id()).await {
+            Err(e @ CloudProviderError::NotFound { .. }) => {
+                // The instance is gone: its reservation has room again (counted once, as
+                // the claim's finalizer goes with this answer).
+                if let Some(id) = node_claim.label(labels::AWS_CAPACITY_RESERVATION_ID) {
+                    self.reservations.availability().terminated(id);
+                }
+                return Err(e);
+            }
+            other => other?,
+        };
         match self
             .terminate_instances(std::slice::from_ref(&instance.id))
             .await
@@ -917,8 +1024,7 @@ impl CloudProvider for AwsCloudProvider {
             &template.requirements,
         )?;
         let types = self
-            .instance_types
-            .list(&nc)
+            .node_class_instance_types(&nc)
             .await
             .map_err(CloudProviderError::from)?;
         Ok(types
@@ -938,8 +1044,7 @@ impl CloudProvider for AwsCloudProvider {
         // AMI drift compares with the image the type would boot now (its variant), so the
         // type comes from the same list launches use.
         let types = self
-            .instance_types
-            .list(&nc)
+            .node_class_instance_types(&nc)
             .await
             .map_err(CloudProviderError::from)?;
         let it = types.iter().find(|t| t.name == instance.instance_type);

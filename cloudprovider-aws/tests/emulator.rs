@@ -955,6 +955,11 @@ fn xml_response(body: &str) -> String {
 }
 
 fn ice_response(form: &str) -> String {
+    fleet_error_response(form, "InsufficientInstanceCapacity")
+}
+
+/// A CreateFleet answer that launched nothing, with error `code` for every override.
+fn fleet_error_response(form: &str, code: &str) -> String {
     let params: BTreeMap<&str, &str> = form
         .split('&')
         .filter_map(|kv| kv.split_once('='))
@@ -967,7 +972,7 @@ fn ice_response(form: &str) -> String {
                 .copied()
                 .unwrap_or("");
             items.push_str(&format!(
-                "<item><launchTemplateAndOverrides><overrides><instanceType>{it}</instanceType><availabilityZone>{zone}</availabilityZone></overrides></launchTemplateAndOverrides><lifecycle>spot</lifecycle><errorCode>InsufficientInstanceCapacity</errorCode><errorMessage>We currently do not have sufficient capacity in the Availability Zone you requested.</errorMessage></item>"
+                "<item><launchTemplateAndOverrides><overrides><instanceType>{it}</instanceType><availabilityZone>{zone}</availabilityZone></overrides></launchTemplateAndOverrides><lifecycle>spot</lifecycle><errorCode>{code}</errorCode><errorMessage>We currently do not have sufficient capacity in the Availability Zone you requested.</errorMessage></item>"
             ));
         }
     }
@@ -978,7 +983,7 @@ fn ice_response(form: &str) -> String {
 
 /// A DescribeCapacityReservations answer (moto does not implement the call): an on-demand
 /// reservation `cr-odcr` for m5.large (two free) for a query by its id, and a capacity block
-/// `cr-block` of p5.48xlarge ending `block_ends` for a query by the tag `team=ml`.
+/// `cr-block` of p5.48xlarge ending `block_ends` for a query by the tag `team=ml` or its id.
 fn reservations_response(form: &str, block_ends: &str) -> String {
     let item = |id: &str, it: &str, kind: &str, end: &str| {
         format!(
@@ -989,7 +994,7 @@ fn reservations_response(form: &str, block_ends: &str) -> String {
     if form.contains("CapacityReservationId.1=cr-odcr") {
         items.push_str(&item("cr-odcr", "m5.large", "default", ""));
     }
-    if form.contains("Value.1=ml") {
+    if form.contains("Value.1=ml") || form.contains("CapacityReservationId.1=cr-block") {
         let end = format!("<endDate>{block_ends}</endDate>");
         items.push_str(&item("cr-block", "p5.48xlarge", "capacity-block", &end));
     }
@@ -1053,6 +1058,10 @@ async fn capacity_reservations_reach_the_node_class_status() {
     assert_eq!(provider.reservation_availability().available("cr-odcr"), 2);
     let requests = seen.lock().unwrap().clone();
     assert_eq!(requests.len(), 2, "one query per term");
+    // The expiration check asks for the reservations claims run in, by id.
+    let ids = BTreeSet::from(["cr-block".to_owned(), "cr-odcr".to_owned()]);
+    let expiring = provider.expiring_reservations(&ids).await.expect("listed");
+    assert_eq!(expiring, BTreeSet::from(["cr-block".to_owned()]));
     assert!(
         requests
             .iter()
@@ -1353,4 +1362,205 @@ async fn interruption_kept_in_queue_until_handled() {
     assert_eq!(delivered.len(), 1);
     assert_eq!(delivered[0].node_claim, "spot-a");
     assert_eq!(delivered[0].event.kind, InterruptionKind::SpotInterruption);
+}
+
+/// Decodes the `+` and `%XX` escapes of a form-encoded request body.
+fn form_decode(form: &str) -> String {
+    let bytes = form.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                if let Ok(b) = u8::from_str_radix(&form[i + 1..i + 3], 16) {
+                    out.push(b);
+                    i += 2;
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reserved_launches_target_their_reservation_and_fall_back_when_full() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let Some(ep) = endpoint("reserved-launch") else {
+        return;
+    };
+    let f = fixture(&ep, "reserved-launch").await;
+    let full = Arc::new(AtomicBool::new(false));
+    let requests = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let (full_flag, log) = (full.clone(), requests.clone());
+    let proxy = answering_proxy(ep.clone(), move |form| {
+        if form.contains("Action=CreateLaunchTemplate") || form.contains("Action=CreateFleet") {
+            log.lock().unwrap().push(form_decode(form));
+        }
+        if form.contains("Action=DescribeCapacityReservations") {
+            return Some(reservations_response(form, "2099-01-01T00:00:00.000Z"));
+        }
+        (form.contains("Action=CreateFleet") && full_flag.load(Ordering::SeqCst))
+            .then(|| fleet_error_response(form, "ReservationCapacityExceeded"))
+    })
+    .await;
+    let clients = AwsClients::for_endpoint(&proxy, REGION).await;
+    let provider = AwsCloudProvider::new(clients, f.settings.clone());
+    let mut nc = node_class(&f.cluster);
+    nc.spec.capacity_reservation_selector_terms =
+        serde_json::from_value(serde_json::json!([{"id": "cr-odcr"}])).unwrap();
+    let nc = provider.reconcile_node_class(&nc).await;
+    assert!(nc.is_true("Ready"), "{:?}", nc.status);
+    provider.apply_node_class(nc.clone());
+
+    // The class's m5.large carries a reserved offering for cr-odcr, nearly free.
+    let reserved_offering = |types: &[Arc<karpenter_scheduling::model::InstanceType>]| {
+        let m5 = types
+            .iter()
+            .find(|t| t.name == "m5.large")
+            .expect("m5.large");
+        let o = m5
+            .offerings
+            .iter()
+            .find(|o| o.capacity_type == "reserved")
+            .expect("a reserved offering")
+            .clone();
+        let od = m5
+            .offerings
+            .iter()
+            .find(|o| o.capacity_type == "on-demand" && o.zone == "us-east-1a")
+            .expect("on-demand in us-east-1a")
+            .clone();
+        (o, od)
+    };
+    let types = provider
+        .node_class_instance_types(&nc)
+        .await
+        .expect("types");
+    let (o, od) = reserved_offering(&types);
+    assert_eq!((o.zone.as_str(), o.available), ("us-east-1a", true));
+    assert!(
+        o.price < od.price / 1_000_000.0,
+        "{} vs {}",
+        o.price,
+        od.price
+    );
+    assert_eq!(o.reservation.as_ref().map(|r| r.capacity), Some(2));
+
+    let pinned = |name: &str| {
+        claim(
+            name,
+            serde_json::json!([
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["reserved"]},
+                {"key": "karpenter.k8s.aws/capacity-reservation-id", "operator": "In", "values": ["cr-odcr"]}
+            ]),
+        )
+    };
+    let launched = provider
+        .create(&pinned("general-rsv01"))
+        .await
+        .expect("create");
+    assert_eq!(
+        launched.label("karpenter.sh/capacity-type"),
+        Some("reserved")
+    );
+    assert_eq!(
+        launched.label("karpenter.k8s.aws/capacity-reservation-id"),
+        Some("cr-odcr")
+    );
+    assert_eq!(
+        launched.label("karpenter.k8s.aws/capacity-reservation-type"),
+        Some("default")
+    );
+    assert_eq!(
+        launched.label("topology.kubernetes.io/zone"),
+        Some("us-east-1a")
+    );
+    assert_eq!(provider.reservation_availability().available("cr-odcr"), 1);
+    {
+        let sent = requests.lock().unwrap();
+        let template = sent
+            .iter()
+            .find(|r| r.contains("Action=CreateLaunchTemplate"))
+            .expect("a launch template was created");
+        assert!(
+            template.contains("CapacityReservationSpecification.CapacityReservationPreference=capacity-reservations-only")
+                && template.contains("CapacityReservationTarget.CapacityReservationId=cr-odcr"),
+            "{template}"
+        );
+        let fleet = sent
+            .iter()
+            .find(|r| r.contains("Action=CreateFleet"))
+            .expect("a fleet");
+        assert!(
+            fleet.contains("DefaultTargetCapacityType=on-demand"),
+            "{fleet}"
+        );
+    }
+
+    // EC2 says the reservation is full: the launch fails over to the scheduler, and the
+    // reserved offering is unavailable until the next listing, while on-demand m5.large
+    // stays available.
+    full.store(true, Ordering::SeqCst);
+    let err = provider
+        .create(&pinned("general-rsv02"))
+        .await
+        .expect_err("reservation full");
+    assert!(err.is_insufficient_capacity(), "{err:?}");
+    assert_eq!(provider.reservation_availability().available("cr-odcr"), 0);
+    let types = provider
+        .node_class_instance_types(&nc)
+        .await
+        .expect("types");
+    let (o, od) = reserved_offering(&types);
+    assert!(!o.available && od.available);
+    full.store(false, Ordering::SeqCst);
+
+    // An on-demand launch with the gate on opts out of open reservations.
+    requests.lock().unwrap().clear();
+    let on_demand = claim(
+        "general-rsv03",
+        serde_json::json!([
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+        ]),
+    );
+    let od_claim = provider.create(&on_demand).await.expect("on-demand");
+    assert_eq!(
+        od_claim.label("karpenter.sh/capacity-type"),
+        Some("on-demand")
+    );
+    assert_eq!(
+        od_claim.label("karpenter.k8s.aws/capacity-reservation-id"),
+        None
+    );
+    {
+        let sent = requests.lock().unwrap();
+        let template = sent
+            .iter()
+            .find(|r| r.contains("Action=CreateLaunchTemplate"))
+            .expect("a second launch template");
+        assert!(
+            template
+                .contains("CapacityReservationSpecification.CapacityReservationPreference=none")
+                && !template.contains("CapacityReservationTarget"),
+            "{template}"
+        );
+    }
+
+    // Once the reserved instance is gone, its reservation has room again.
+    provider.delete(&launched).await.expect("terminate");
+    let gone = provider.delete(&launched).await.expect_err("gone");
+    assert!(
+        matches!(gone, CloudProviderError::NotFound { .. }),
+        "{gone:?}"
+    );
+    assert_eq!(provider.reservation_availability().available("cr-odcr"), 1);
+    provider
+        .delete(&od_claim)
+        .await
+        .expect("terminate on-demand");
 }

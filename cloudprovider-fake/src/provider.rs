@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use crate::reservations::{FakeReservation, ReservationError, with_reserved};
+use karpenter_cloudprovider::reserved::allows_reservation;
 
 /// The name the provider reports (metrics label).
 pub const PROVIDER_NAME: &str = "fake";
@@ -394,25 +395,6 @@ fn full_reservations(
         }
     }
     out
-}
-
-/// Whether `reqs` allow the reservation `o` launches into (its id and labels), or, for an
-/// offering without one, require none of the labels only reserved nodes carry.
-fn allows_reservation(reqs: &Requirements, o: &Offering) -> bool {
-    match &o.reservation {
-        Some(r) => {
-            allows(reqs, &r.id_label, &r.id) && r.labels.iter().all(|(k, v)| allows(reqs, k, v))
-        }
-        None => labels::RESERVED_CAPACITY_LABELS.iter().all(|k| {
-            reqs.get(k).is_none_or(|x| {
-                matches!(
-                    x.operator(),
-                    karpenter_scheduling::Operator::NotIn
-                        | karpenter_scheduling::Operator::DoesNotExist
-                )
-            })
-        }),
-    }
 }
 
 fn to_k8s(resources: &Resources) -> BTreeMap<String, K8sQuantity> {

@@ -4,16 +4,11 @@
 //! it as free while keeping the relative order of types, labelled with the reservation's
 //! id, type and interruptibility).
 
-use karpenter_catalog::pricing::reserved_price;
-use karpenter_scheduling::labels;
-use karpenter_scheduling::model::{InstanceType, Labels, Offering, Reservation};
-use karpenter_scheduling::requirements::{Operator, Requirement};
-
-/// `karpenter.k8s.aws/capacity-reservation-type` of an ordinary capacity reservation.
-pub const RESERVATION_TYPE_DEFAULT: &str = "default";
-
-/// `karpenter.k8s.aws/capacity-reservation-type` of a Capacity Block.
-pub const RESERVATION_TYPE_CAPACITY_BLOCK: &str = "capacity-block";
+use karpenter_cloudprovider::reserved::ReservedOffering;
+pub use karpenter_cloudprovider::reserved::{
+    RESERVATION_TYPE_CAPACITY_BLOCK, RESERVATION_TYPE_DEFAULT, with_reserved,
+};
+use karpenter_scheduling::model::{InstanceType, Offering};
 
 /// A capacity reservation the fake provider launches into: `count` instances of
 /// `instance_type` in `zone`.
@@ -113,55 +108,14 @@ impl FakeReservation {
 
     /// The reserved offering for this reservation with `remaining` instances left, on `it`.
     pub(crate) fn offering(&self, it: &InstanceType, remaining: u32, available: bool) -> Offering {
-        let on_demand = it
-            .offerings
-            .iter()
-            .filter(|o| o.zone == self.zone && o.capacity_type == labels::CAPACITY_TYPE_ON_DEMAND)
-            .map(|o| o.price)
-            .next()
-            .or_else(|| it.offering_price(None, labels::CAPACITY_TYPE_ON_DEMAND))
-            // Without a price the reservation is still usable, only free (as upstream).
-            .unwrap_or(0.0);
-        let mut extra = Labels::new();
-        extra.insert(
-            labels::AWS_CAPACITY_RESERVATION_TYPE.into(),
-            self.reservation_type.clone(),
-        );
-        extra.insert(
-            labels::AWS_CAPACITY_RESERVATION_INTERRUPTIBLE.into(),
-            self.interruptible.to_string(),
-        );
-        Offering {
-            zone: self.zone.clone(),
-            capacity_type: labels::CAPACITY_TYPE_RESERVED.into(),
-            price: reserved_price(on_demand),
-            available: available && remaining > 0,
-            reservation: Some(Reservation {
-                id: self.id.clone(),
-                id_label: labels::AWS_CAPACITY_RESERVATION_ID.into(),
-                capacity: remaining,
-                labels: extra,
-            }),
+        ReservedOffering {
+            id: &self.id,
+            zone: &self.zone,
+            reservation_type: &self.reservation_type,
+            interruptible: self.interruptible,
+            remaining,
+            usable: available,
         }
+        .offering(it)
     }
-}
-
-/// `it` with `offerings` appended and `reserved` among the capacity types its requirements
-/// allow.
-pub(crate) fn with_reserved(it: &InstanceType, offerings: Vec<Offering>) -> InstanceType {
-    let mut copy = it.clone();
-    copy.offerings.extend(offerings);
-    let mut types: Vec<String> = copy
-        .requirements
-        .get(labels::CAPACITY_TYPE)
-        .map(|r| r.values().map(str::to_string).collect())
-        .unwrap_or_default();
-    if !types.iter().any(|t| t == labels::CAPACITY_TYPE_RESERVED) {
-        types.push(labels::CAPACITY_TYPE_RESERVED.into());
-        copy.requirements.remove(labels::CAPACITY_TYPE);
-        if let Ok(r) = Requirement::new(labels::CAPACITY_TYPE, Operator::In, types) {
-            copy.requirements.add(r);
-        }
-    }
-    copy
 }

@@ -14,6 +14,7 @@ pub mod hash;
 pub mod ignored;
 pub mod overlay;
 pub mod provider;
+pub mod reserved;
 pub mod v1;
 pub mod v1alpha1;
 pub mod validation;

@@ -144,6 +144,22 @@ where
         .await
 }
 
+/// Merge-patches the status of `name` with `patch` (a JSON merge patch).
+///
+/// # Errors
+/// The API error.
+pub async fn merge_patch_status<K>(
+    api: &Api<K>,
+    name: &str,
+    patch: &serde_json::Value,
+) -> Result<K, kube::Error>
+where
+    K: Clone + DeserializeOwned + Debug,
+{
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+}
+
 /// Replaces the finalizer list of `name` with `finalizers`, guarded by `resource_version`
 /// so a concurrent change turns into a 409 (and a retry from fresh state) rather than a lost
 /// finalizer.

@@ -25,7 +25,6 @@ use kube::runtime::reflector::{self, Store};
 use kube::{Api, Client};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 use tokio::sync::{Notify, watch};
 
 /// Finalizer Karpenter puts on EC2NodeClasses: one is deleted only once no NodeClaim uses it.
@@ -135,6 +134,7 @@ pub struct AwsHooks {
     clients: AwsClients,
     resolved: Mutex<BTreeMap<String, Resolved>>,
     told: Mutex<super::ignored::Told>,
+    reservations_synced: std::sync::atomic::AtomicI64,
 }
 
 impl AwsHooks {
@@ -150,6 +150,45 @@ impl AwsHooks {
             clients,
             resolved: Mutex::new(BTreeMap::new()),
             told: Mutex::new(super::ignored::Told::default()),
+            reservations_synced: std::sync::atomic::AtomicI64::new(Millis::MIN),
+        }
+    }
+
+    /// Upstream's capacity-type and expiration controllers, once a minute (see
+    /// `karpenter_cloudprovider_aws::reservation_sync`).
+    async fn sync_reservations(&self, ctx: &Ctx, now: Millis) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let last = self.reservations_synced.load(Relaxed);
+        if now.saturating_sub(last) < NODE_CLASS_RESYNC_MS || ctx.settings.dry_run {
+            return;
+        }
+        self.reservations_synced.store(now, Relaxed);
+        let (claims, nodes) = (ctx.stores.node_claims.state(), ctx.stores.nodes.state());
+        let (claims, nodes) = (claims.iter().map(AsRef::as_ref), nodes.iter());
+        let plan = match self
+            .provider
+            .reservation_sync(claims, nodes.map(AsRef::as_ref))
+            .await
+        {
+            Ok(plan) => plan,
+            Err(e) => return tracing::warn!(error = %e, "checking capacity reservations failed"),
+        };
+        let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(ctx.client.clone());
+        for (node, name) in plan.relabel() {
+            ctx.limiter.acquire().await;
+            let res = match node {
+                true => api::merge_patch(&nodes, name, plan.patch()).await.map(drop),
+                false => api::merge_patch(&ctx.node_claims(), name, plan.patch())
+                    .await
+                    .map(drop),
+            };
+            tracing::info!(name, ok = res.is_ok(), "reservation ended: now on-demand");
+        }
+        for (name, id) in &plan.delete_claims {
+            tracing::info!(nodeclaim = name, id, "capacity block expiring: deleting");
+            if let Err(e) = exec::delete_node_claim(ctx, name).await {
+                tracing::warn!(nodeclaim = name, error = %e, "deleting nodeclaim failed");
+            }
         }
     }
 
@@ -175,13 +214,7 @@ impl AwsHooks {
         let api: Api<EC2NodeClass> = Api::all(ctx.client.clone());
         let patch = serde_json::json!({ "status": fresh.status });
         ctx.limiter.acquire().await;
-        if let Err(e) = api
-            .patch_status(
-                nc.name(),
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(&patch),
-            )
-            .await
+        if let Err(e) = api::merge_patch_status(&api, nc.name(), &patch).await
             && classify(&e) != ErrorClass::NotFound
         {
             tracing::warn!(ec2nodeclass = nc.name(), error = %e, "updating EC2NodeClass status failed");
@@ -313,6 +346,9 @@ impl ProviderHooks for AwsHooks {
                 self.resolve(ctx, &nc, now).await;
             }
         }
+        if self.provider.settings().reserved_capacity {
+            self.sync_reservations(ctx, now).await;
+        }
     }
 
     fn start_leader_tasks(&self, ctx: &Ctx, shutdown: watch::Receiver<bool>) {
@@ -326,26 +362,10 @@ impl ProviderHooks for AwsHooks {
         ));
         let sqs = self.clients.sqs.clone();
         tokio::spawn(async move {
-            // The queue may not exist yet (created by the same stack as the cluster), so
-            // resolving it is retried rather than fatal.
-            let poller = loop {
-                match InterruptionPoller::new(
-                    sqs.clone(),
-                    &queue,
-                    sink.clone(),
-                    Arc::new(SystemClock),
-                )
-                .await
-                {
-                    Ok(p) => break p,
-                    Err(e) => {
-                        tracing::error!(queue, error = %e, "resolving the interruption queue failed; retrying in 10s");
-                        tokio::time::sleep(Duration::from_secs(10)).await;
-                        if *shutdown.borrow() {
-                            return;
-                        }
-                    }
-                }
+            let clock = Arc::new(SystemClock);
+            let connecting = InterruptionPoller::connect(sqs, &queue, sink, clock, &shutdown);
+            let Some(poller) = connecting.await else {
+                return;
             };
             tracing::info!(queue = poller.queue_url(), "watching interruption queue");
             poller.run(shutdown).await;

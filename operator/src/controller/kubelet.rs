@@ -33,14 +33,7 @@ pub async fn reconcile(ctx: &Ctx) -> Result<(), ReconcileError> {
         // under it is gone (the Node is deleted then): a draining Node stays Ready.
         if stale {
             ctx.limiter.acquire().await;
-            match ctx
-                .nodes()
-                .patch_status(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(&ready_patch(node, now)),
-                )
-                .await
+            match super::api::merge_patch_status(&ctx.nodes(), &name, &ready_patch(node, now)).await
             {
                 Ok(_) => {}
                 Err(e) if classify(&e) == ErrorClass::NotFound => continue,
@@ -72,14 +65,7 @@ pub async fn reconcile(ctx: &Ctx) -> Result<(), ReconcileError> {
                 }
             } else if !pod_running_ready(&pod) && node.metadata.deletion_timestamp.is_none() {
                 ctx.limiter.acquire().await;
-                match api
-                    .patch_status(
-                        &pod_name,
-                        &PatchParams::default(),
-                        &Patch::Merge(&running_patch(now)),
-                    )
-                    .await
-                {
+                match super::api::merge_patch_status(&api, &pod_name, &running_patch(now)).await {
                     // The controller records the startup duration when it sees the pod
                     // running, as it does for pods on real kubelets.
                     Ok(_) => {}

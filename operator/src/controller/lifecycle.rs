@@ -27,12 +27,7 @@ pub(super) async fn patch_claim_status(
         "metadata": { "resourceVersion": updated.metadata.resource_version },
         "status": updated.status.clone().unwrap_or_default(),
     });
-    ctx.node_claims()
-        .patch_status(
-            updated.name(),
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&patch),
-        )
+    super::api::merge_patch_status(&ctx.node_claims(), updated.name(), &patch)
         .await
         .map_err(ReconcileError::api(
             "patching NodeClaim status",

@@ -129,16 +129,12 @@ async fn write_status(
         }
         ctx.limiter.acquire().await;
         let patch = serde_json::json!({"status": updated.status});
-        api.patch_status(
-            overlay.name(),
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&patch),
-        )
-        .await
-        .map_err(ReconcileError::api(
-            "updating NodeOverlay status",
-            overlay.name(),
-        ))?;
+        super::api::merge_patch_status(&api, overlay.name(), &patch)
+            .await
+            .map_err(ReconcileError::api(
+                "updating NodeOverlay status",
+                overlay.name(),
+            ))?;
     }
     Ok(())
 }

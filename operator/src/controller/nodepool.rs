@@ -26,12 +26,7 @@ pub async fn reconcile_all(
         if let Some(annotations) = hash_annotations(&pool) {
             ctx.limiter.acquire().await;
             let patch = serde_json::json!({"metadata": {"annotations": annotations}});
-            ctx.node_pools()
-                .patch(
-                    pool.name(),
-                    &kube::api::PatchParams::default(),
-                    &kube::api::Patch::Merge(&patch),
-                )
+            super::api::merge_patch(&ctx.node_pools(), pool.name(), patch)
                 .await
                 .map_err(ReconcileError::api("annotating NodePool", pool.name()))?;
         }
@@ -45,12 +40,7 @@ pub async fn reconcile_all(
         }
         ctx.limiter.acquire().await;
         let patch = serde_json::json!({"status": status});
-        ctx.node_pools()
-            .patch_status(
-                pool.name(),
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(&patch),
-            )
+        super::api::merge_patch_status(&ctx.node_pools(), pool.name(), &patch)
             .await
             .map_err(ReconcileError::api("updating NodePool status", pool.name()))?;
     }
