@@ -25,6 +25,9 @@ pub enum InterruptionKind {
     InstanceStopped,
     /// The instance is shutting down or terminated.
     InstanceTerminated,
+    /// EC2 reclaims the capacity of the interruptible capacity reservation the instance
+    /// runs in, in two minutes.
+    CapacityReservationInterruption,
 }
 
 impl InterruptionKind {
@@ -36,6 +39,7 @@ impl InterruptionKind {
             Self::ScheduledChange => "scheduled_change",
             Self::InstanceStopped => "instance_stopped",
             Self::InstanceTerminated => "instance_terminated",
+            Self::CapacityReservationInterruption => "capacity_reservation_interrupted",
         }
     }
 
@@ -48,6 +52,7 @@ impl InterruptionKind {
             Self::ScheduledChange => "InstanceUnhealthy",
             Self::InstanceStopped => "InstanceStopping",
             Self::InstanceTerminated => "InstanceTerminating",
+            Self::CapacityReservationInterruption => "CapacityReservationInstanceInterrupted",
         }
     }
 
@@ -124,6 +129,9 @@ pub fn parse_message(
         ("aws.ec2", "EC2 Spot Instance Interruption Warning") => {
             one(InterruptionKind::SpotInterruption)
         }
+        ("aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning") => {
+            one(InterruptionKind::CapacityReservationInterruption)
+        }
         ("aws.ec2", "EC2 Instance Rebalance Recommendation") => {
             one(InterruptionKind::RebalanceRecommendation)
         }
@@ -172,6 +180,14 @@ pub mod samples {
         )
     }
 
+    /// An EC2 capacity reservation interruption warning for `instance_id` (an interruptible
+    /// reservation's capacity is reclaimed).
+    pub fn capacity_reservation_interruption(instance_id: &str) -> String {
+        format!(
+            r#"{{"version":"0","id":"2a3b4c5d-6e7f-4a8b-9c0d-1e2f3a4b5c6d","detail-type":"EC2 Capacity Reservation Instance Interruption Warning","source":"aws.ec2","account":"123456789012","time":"2026-01-02T20:44:53Z","region":"us-east-1","resources":["arn:aws:ec2:us-east-1:123456789012:instance/{instance_id}"],"detail":{{"instance-id":"{instance_id}","instance-action":"terminate"}}}}"#
+        )
+    }
+
     /// An EC2 instance rebalance recommendation for `instance_id`.
     pub fn rebalance_recommendation(instance_id: &str) -> String {
         format!(
@@ -209,6 +225,7 @@ mod tests {
             InterruptionKind::ScheduledChange,
             InterruptionKind::InstanceStopped,
             InterruptionKind::InstanceTerminated,
+            InterruptionKind::CapacityReservationInterruption,
         ]
         .map(InterruptionKind::event_reason);
         assert_eq!(
@@ -219,6 +236,7 @@ mod tests {
                 "InstanceUnhealthy",
                 "InstanceStopping",
                 "InstanceTerminating",
+                "CapacityReservationInstanceInterrupted",
             ]
         );
     }
@@ -256,6 +274,10 @@ mod tests {
                 samples::state_change("i-1", "terminated"),
                 InterruptionKind::InstanceTerminated,
             ),
+            (
+                samples::capacity_reservation_interruption("i-1"),
+                InterruptionKind::CapacityReservationInterruption,
+            ),
         ] {
             assert_eq!(
                 parse_message(&body, now),
@@ -270,6 +292,7 @@ mod tests {
         assert_ne!(t, now);
         assert!(!InterruptionKind::RebalanceRecommendation.triggers_replacement());
         assert!(InterruptionKind::SpotInterruption.triggers_replacement());
+        assert!(InterruptionKind::CapacityReservationInterruption.triggers_replacement());
     }
 
     #[test]

@@ -290,7 +290,7 @@ pub struct CapacityReservations {
     ec2: aws_sdk_ec2::Client,
     clock: Arc<dyn Clock>,
     queries: TtlCache<String, Vec<Ec2Reservation>>,
-    availability: Availability,
+    availability: Arc<Availability>,
 }
 
 impl CapacityReservations {
@@ -300,12 +300,13 @@ impl CapacityReservations {
             ec2,
             queries: TtlCache::new(clock.clone(), ttl),
             clock,
-            availability: Availability::default(),
+            availability: Arc::default(),
         }
     }
 
-    /// The reservations' remaining instance counts.
-    pub fn availability(&self) -> &Availability {
+    /// The reservations' remaining instance counts (shared with whoever learns that one is
+    /// full, such as the interruption handler).
+    pub fn availability(&self) -> &Arc<Availability> {
         &self.availability
     }
 

@@ -400,7 +400,7 @@ impl AwsCloudProvider {
     }
 
     /// The capacity reservations' remaining instance counts.
-    pub fn reservation_availability(&self) -> &Availability {
+    pub fn reservation_availability(&self) -> &Arc<Availability> {
         self.reservations.availability()
     }
 

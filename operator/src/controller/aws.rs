@@ -12,6 +12,7 @@ use anyhow::Context as _;
 use base64::Engine as _;
 use karpenter_cloudprovider::OfferingRef;
 use karpenter_cloudprovider::v1::labels as v1labels;
+use karpenter_cloudprovider_aws::capacity_reservation::Availability;
 use karpenter_cloudprovider_aws::instance::parse_provider_id;
 use karpenter_cloudprovider_aws::interruption::{InterruptionSink, SinkError};
 use karpenter_cloudprovider_aws::settings::{ca_bundle_from_der, kubernetes_version};
@@ -356,10 +357,11 @@ impl ProviderHooks for AwsHooks {
             tracing::info!("no interruption queue configured; spot interruptions are not handled");
             return;
         };
-        let sink = Arc::new(InterruptionHandler::new(
-            ctx.clone(),
-            self.provider.unavailable_offerings().clone(),
-        ));
+        let sink = Arc::new(InterruptionHandler {
+            ctx: ctx.clone(),
+            unavailable: self.provider.unavailable_offerings().clone(),
+            reservations: self.provider.reservation_availability().clone(),
+        });
         let sqs = self.clients.sqs.clone();
         tokio::spawn(async move {
             let clock = Arc::new(SystemClock);
@@ -379,15 +381,12 @@ impl ProviderHooks for AwsHooks {
 /// NodeClaim is deleted, which cordons, drains and terminates the node through the
 /// termination finalizer.
 pub struct InterruptionHandler {
-    ctx: Ctx,
-    unavailable: Arc<UnavailableOfferings>,
-}
-
-impl InterruptionHandler {
-    /// A handler writing through `ctx`, marking spot offerings in `unavailable`.
-    pub fn new(ctx: Ctx, unavailable: Arc<UnavailableOfferings>) -> Self {
-        Self { ctx, unavailable }
-    }
+    /// Writes go through it.
+    pub ctx: Ctx,
+    /// Interrupted spot offerings are marked here.
+    pub unavailable: Arc<UnavailableOfferings>,
+    /// Interrupted reservations are counted full here.
+    pub reservations: Arc<Availability>,
 }
 
 #[async_trait::async_trait]
@@ -432,6 +431,11 @@ impl InterruptionSink for InterruptionHandler {
                 zone: zone.to_owned(),
                 capacity_type: v1labels::CAPACITY_TYPE_SPOT.to_owned(),
             });
+        }
+        if kind == InterruptionKind::CapacityReservationInterruption
+            && let Some(id) = claim.label(karpenter_scheduling::labels::AWS_CAPACITY_RESERVATION_ID)
+        {
+            self.reservations.exhausted(id);
         }
         if !kind.triggers_replacement() || claim.is_deleting() {
             return Ok(());

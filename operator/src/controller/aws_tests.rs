@@ -7,6 +7,7 @@ use super::provider::ProviderHooks;
 use super::testing::{Seen, ctx, mock_client, node, put, status};
 use karpenter_cloudprovider::v1::labels as v1labels;
 use karpenter_cloudprovider::{CloudProvider, NodeClaim};
+use karpenter_cloudprovider_aws::capacity_reservation::Availability;
 use karpenter_cloudprovider_aws::instance_profile::profile_name;
 use karpenter_cloudprovider_aws::interruption::{InterruptionSink, samples};
 use karpenter_cloudprovider_aws::nodeclass::from_yaml;
@@ -88,7 +89,11 @@ async fn spot_interruption_marks_the_offering_and_deletes_the_claim() {
         node("ip-10-0-0-1", &format!("aws:///us-east-1a/{INSTANCE}")),
     );
     let offerings = unavailable();
-    let handler = InterruptionHandler::new(ctx.clone(), offerings.clone());
+    let handler = InterruptionHandler {
+        ctx: ctx.clone(),
+        unavailable: offerings.clone(),
+        reservations: Arc::default(),
+    };
 
     assert_eq!(handler.node_claim_for(INSTANCE).as_deref(), Some("spot-a"));
     assert_eq!(handler.node_claim_for("i-0000000000000000f"), None);
@@ -130,7 +135,11 @@ async fn rebalance_recommendation_only_records() {
     let (ctx, mut w, mut events) = ctx(client, provider_stub(), 60_000);
     put(&mut w.node_claims, spot_claim("spot-a"));
     let offerings = unavailable();
-    let handler = InterruptionHandler::new(ctx, offerings.clone());
+    let handler = InterruptionHandler {
+        ctx,
+        unavailable: offerings.clone(),
+        reservations: Arc::default(),
+    };
     handler
         .deliver(event(InterruptionKind::RebalanceRecommendation))
         .await
@@ -142,11 +151,51 @@ async fn rebalance_recommendation_only_records() {
 }
 
 #[tokio::test]
+async fn a_reservation_interruption_empties_the_reservation_and_deletes_the_claim() {
+    let (client, api) = mock_client(|req| match req.method.as_str() {
+        "DELETE" => (200, serde_json::to_value(spot_claim("spot-a")).unwrap()),
+        _ => status(500, "unexpected"),
+    });
+    let (ctx, mut w, mut events) = ctx(client, provider_stub(), 60_000);
+    let mut c = spot_claim("spot-a");
+    let labels = c.metadata.labels.get_or_insert_with(Default::default);
+    labels.insert(v1labels::CAPACITY_TYPE.into(), "reserved".into());
+    labels.insert(
+        karpenter_scheduling::labels::AWS_CAPACITY_RESERVATION_ID.into(),
+        "cr-1".into(),
+    );
+    put(&mut w.node_claims, c);
+    let reservations: Arc<Availability> = Arc::default();
+    reservations.sync([("cr-1".to_owned(), 3)]);
+    let handler = InterruptionHandler {
+        ctx,
+        unavailable: unavailable(),
+        reservations: reservations.clone(),
+    };
+    handler
+        .deliver(event(InterruptionKind::CapacityReservationInterruption))
+        .await
+        .expect("handled");
+    assert_eq!(deletes(&api.requests()), 1);
+    assert_eq!(
+        reservations.available("cr-1"),
+        0,
+        "no new claim goes into it"
+    );
+    let e = events.try_recv().expect("an event");
+    assert_eq!(e.reason, "CapacityReservationInstanceInterrupted");
+}
+
+#[tokio::test]
 async fn a_failed_delete_is_reported_so_the_message_stays_queued() {
     let (client, api) = mock_client(|_| status(403, "Forbidden"));
     let (ctx, mut w, _events) = ctx(client, provider_stub(), 60_000);
     put(&mut w.node_claims, spot_claim("spot-a"));
-    let handler = InterruptionHandler::new(ctx, unavailable());
+    let handler = InterruptionHandler {
+        ctx,
+        unavailable: unavailable(),
+        reservations: Arc::default(),
+    };
     let err = handler
         .deliver(event(InterruptionKind::InstanceTerminated))
         .await
@@ -163,7 +212,11 @@ async fn claims_already_deleting_are_left_alone() {
     let mut c = spot_claim("spot-a");
     c.metadata.deletion_timestamp = Some(karpenter_cluster::provisioner::time(1_000));
     put(&mut w.node_claims, c);
-    let handler = InterruptionHandler::new(ctx, unavailable());
+    let handler = InterruptionHandler {
+        ctx,
+        unavailable: unavailable(),
+        reservations: Arc::default(),
+    };
     handler
         .deliver(event(InterruptionKind::ScheduledChange))
         .await
@@ -200,7 +253,11 @@ async fn interruption_queue_deletes_the_nodeclaim_end_to_end() {
     let (ctx, mut w, _events) = ctx(client, provider_stub(), 60_000);
     put(&mut w.node_claims, spot_claim("spot-a"));
     let metrics: Metrics = ctx.metrics.clone();
-    let handler = Arc::new(InterruptionHandler::new(ctx, unavailable()));
+    let handler = Arc::new(InterruptionHandler {
+        ctx,
+        unavailable: unavailable(),
+        reservations: Arc::default(),
+    });
     let poller =
         InterruptionPoller::new(clients.sqs.clone(), &queue, handler, Arc::new(SystemClock))
             .await
