@@ -113,6 +113,37 @@ pub fn claim_for(node: &Node) -> NodeClaim {
     claim
 }
 
+/// `claim` as launched onto the fake instance `node` already created for it: the node's
+/// labels (but the fake marker and hostname) added to the claim's, and its status.
+pub fn launched_as(claim: &NodeClaim, node: &Node) -> NodeClaim {
+    let mut out = claim.clone();
+    let found = claim_for(node);
+    let mut labels = out.metadata.labels.take().unwrap_or_default();
+    labels.extend(found.metadata.labels.unwrap_or_default());
+    labels.remove(FAKE_NODE_LABEL);
+    labels.remove(karpenter_scheduling::labels::HOSTNAME);
+    out.metadata.labels = Some(labels);
+    out.status = found.status;
+    out
+}
+
+/// How many of the fake `nodes` each capacity reservation holds (by the reservation id
+/// label a node launched into one carries).
+pub fn reservations_in_use(nodes: &[Node]) -> std::collections::BTreeMap<String, u32> {
+    let mut used = std::collections::BTreeMap::new();
+    for n in nodes.iter().filter(|n| is_fake(n)) {
+        let id = n
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(karpenter_scheduling::labels::AWS_CAPACITY_RESERVATION_ID));
+        if let Some(id) = id {
+            *used.entry(id.clone()).or_insert(0) += 1;
+        }
+    }
+    used
+}
+
 /// Whether `node` is a fake instance (carries [`FAKE_NODE_LABEL`]).
 pub fn is_fake(node: &Node) -> bool {
     node.metadata
@@ -199,5 +230,13 @@ mod tests {
         let status = back.status.unwrap_or_default();
         assert_eq!(status.capacity, capacity);
         assert_eq!(status.image_id, FAKE_IMAGE_ID);
+        // A launch repeated after a crash finds the node and returns the launched claim.
+        let mut fresh = claim.clone();
+        fresh.status = None;
+        let again = launched_as(&fresh, &node);
+        assert_eq!(again.provider_id(), id);
+        let labels = again.metadata.labels.unwrap_or_default();
+        assert_eq!(labels.get(v1labels::OS).map(String::as_str), Some("linux"));
+        assert!(!labels.contains_key(FAKE_NODE_LABEL) && !labels.contains_key(v1labels::HOSTNAME));
     }
 }

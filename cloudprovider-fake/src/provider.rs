@@ -58,6 +58,8 @@ struct State {
     calls: Vec<ProviderCall>,
     /// Capacity reservations by id.
     reservations: BTreeMap<String, FakeReservation>,
+    /// Instances of each reservation held outside this provider's memory.
+    held_elsewhere: BTreeMap<String, u32>,
 }
 
 impl State {
@@ -68,8 +70,10 @@ impl State {
             .values()
             .filter(|i| i.reservation.as_deref() == Some(r.id.as_str()))
             .count();
+        let elsewhere = self.held_elsewhere.get(&r.id).copied().unwrap_or(0);
         r.count
             .saturating_sub(u32::try_from(used).unwrap_or(u32::MAX))
+            .saturating_sub(elsewhere)
     }
 }
 
@@ -155,6 +159,19 @@ impl FakeCloudProvider {
             .reservations
             .insert(reservation.id.clone(), reservation);
         Ok(())
+    }
+
+    /// Sets how many instances of each reservation (by id) are held by instances this
+    /// provider does not keep in memory: the in-cluster provider's instances are Nodes, so
+    /// it counts them there ([`crate::node_instances::reservations_in_use`]) before each
+    /// call. `instance_types` then reports, and `create` launches into, only what is left.
+    pub fn set_reservations_held_elsewhere(&self, held: BTreeMap<String, u32>) {
+        self.state().held_elsewhere = held;
+    }
+
+    /// Whether any capacity reservation was added.
+    pub fn has_reservations(&self) -> bool {
+        !self.state().reservations.is_empty()
     }
 
     /// Each reservation with the instances it has left, by id.

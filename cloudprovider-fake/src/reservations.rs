@@ -11,8 +11,11 @@ pub use karpenter_cloudprovider::reserved::{
 use karpenter_scheduling::model::{InstanceType, Offering};
 
 /// A capacity reservation the fake provider launches into: `count` instances of
-/// `instance_type` in `zone`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `instance_type` in `zone`. Its JSON form (`--fake-capacity-reservations`) names the fields
+/// `id`, `instanceType`, `zone`, `count`, `type` (default `default`) and `interruptible`
+/// (default false).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FakeReservation {
     /// Its id (`cr-0123456789abcdef0`).
     pub id: String,
@@ -23,9 +26,24 @@ pub struct FakeReservation {
     /// How many instances it holds in all (running ones included).
     pub count: u32,
     /// [`RESERVATION_TYPE_DEFAULT`] or [`RESERVATION_TYPE_CAPACITY_BLOCK`].
+    #[serde(rename = "type", default = "default_type")]
     pub reservation_type: String,
     /// Whether EC2 may interrupt its instances.
+    #[serde(default)]
     pub interruptible: bool,
+}
+
+fn default_type() -> String {
+    RESERVATION_TYPE_DEFAULT.to_owned()
+}
+
+/// Parses the JSON list of `--fake-capacity-reservations`.
+///
+/// # Errors
+/// The text is not a list of reservations; the message names the entry and field.
+pub fn parse_reservations(json: &str) -> Result<Vec<FakeReservation>, String> {
+    let de = &mut serde_json::Deserializer::from_str(json);
+    serde_path_to_error::deserialize(de).map_err(|e| format!("{}: {}", e.path(), e.inner()))
 }
 
 impl FakeReservation {

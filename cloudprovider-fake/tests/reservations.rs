@@ -246,3 +246,82 @@ async fn a_claim_that_requires_a_reservation_label_never_launches_outside_one() 
     let plain = provider.create(&claim("c3", outside)).await.unwrap();
     assert_eq!(label(&plain, labels::CAPACITY_TYPE), "spot");
 }
+
+#[tokio::test]
+async fn reservations_parse_from_json_and_count_what_nodes_hold() {
+    use karpenter_cloudprovider_fake::node_instances::{
+        node_for, provider_id, reservations_in_use,
+    };
+    use karpenter_cloudprovider_fake::reservations::parse_reservations;
+    let parsed = parse_reservations(
+        r#"[{"id": "cr-1", "instanceType": "a1.large", "zone": "test-1a", "count": 3},
+            {"id": "cr-2", "instanceType": "a1.large", "zone": "test-1b", "count": 1,
+             "type": "capacity-block", "interruptible": false}]"#,
+    )
+    .unwrap();
+    assert_eq!(
+        parsed[0],
+        FakeReservation::new("cr-1", "a1.large", "test-1a", 3)
+    );
+    assert_eq!(parsed[1].reservation_type, RESERVATION_TYPE_CAPACITY_BLOCK);
+    let err =
+        parse_reservations(r#"[{"id": "cr-1", "instanceType": "a1.large", "zone": "test-1a"}]"#)
+            .unwrap_err();
+    assert!(err.contains("[0]") && err.contains("count"), "{err}");
+    let err = parse_reservations(r#"[{"id": "cr-1", "instanceTyp": "a1.large"}]"#).unwrap_err();
+    assert!(err.contains("instanceTyp"), "{err}");
+
+    let provider = provider();
+    for r in parsed {
+        provider.add_reservation(r).unwrap();
+    }
+    assert!(provider.has_reservations());
+    // Two Nodes launched into cr-1 (the in-cluster provider's instances) and one that
+    // holds no reservation.
+    let launched = provider
+        .create(&claim("a", pinned(&["cr-1"])))
+        .await
+        .unwrap();
+    provider.delete(&launched).await.unwrap();
+    let node = |name: &str| node_for(&launched, name, &provider_id("test-1a", name));
+    let mut plain = node("n3");
+    plain
+        .metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .remove(labels::AWS_CAPACITY_RESERVATION_ID);
+    let used = reservations_in_use(&[node("n1"), node("n2"), plain]);
+    assert_eq!(used, [("cr-1".to_owned(), 2)].into());
+    provider.set_reservations_held_elsewhere(used);
+    let types = provider.instance_types(&pool()).await.unwrap();
+    let offering = |id: &str| {
+        types[0]
+            .offerings
+            .iter()
+            .find(|o| o.reservation_id() == Some(id))
+            .cloned()
+            .unwrap()
+    };
+    let cr1 = offering("cr-1");
+    assert_eq!(
+        (cr1.reservation.unwrap().capacity, cr1.available),
+        (1, true)
+    );
+    let cr2 = offering("cr-2");
+    assert_eq!(
+        (cr2.reservation.unwrap().capacity, cr2.available),
+        (1, true)
+    );
+    // Full once the Nodes hold all three: nothing more is offered or launched into it.
+    provider.set_reservations_held_elsewhere([("cr-1".to_owned(), 3)].into());
+    assert_eq!(
+        reserved(&provider, "cr-1").await,
+        Some((0, false, 1.0 / 10_000_000.0))
+    );
+    let err = provider
+        .create(&claim("b", pinned(&["cr-1"])))
+        .await
+        .expect_err("cr-1 is full");
+    assert!(err.is_insufficient_capacity(), "{err:?}");
+}

@@ -3,6 +3,7 @@
 //! Deployment env block configures karpenter-rs unchanged.
 
 use karpenter_cloudprovider::duration::parse_go_duration;
+use karpenter_cloudprovider_fake::reservations::parse_reservations;
 pub use karpenter_cluster::feature_gates::{FeatureGateError, FeatureGates};
 use karpenter_scheduling::solver::{MinValuesPolicy, PreferencePolicy};
 use std::time::Duration;
@@ -22,6 +23,9 @@ pub enum SettingsError {
         /// Why it is rejected.
         reason: String,
     },
+    /// `FAKE_CAPACITY_RESERVATIONS` is not a JSON list of reservations.
+    #[error("--fake-capacity-reservations (FAKE_CAPACITY_RESERVATIONS): {0}")]
+    FakeReservations(String),
     /// `FEATURE_GATES` is not a comma-separated list of `Name=true|false`.
     #[error("--feature-gates (FEATURE_GATES): {0}")]
     FeatureGates(#[from] FeatureGateError),
@@ -73,6 +77,10 @@ pub struct ControllerArgs {
         default_value = "NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,StaticCapacity=false"
     )]
     pub feature_gates: String,
+    /// Capacity reservations of `--cloud-provider fake`: a JSON list of `{id, instanceType,
+    /// zone, count, type, interruptible}`.
+    #[arg(long, env = "FAKE_CAPACITY_RESERVATIONS", default_value = "[]")]
+    pub fake_capacity_reservations: String,
     /// Log verbosity: `debug`, `info` or `error`.
     #[arg(long, env = "LOG_LEVEL", default_value = "info")]
     pub log_level: String,
@@ -231,6 +239,8 @@ pub struct Settings {
     pub batch_idle_duration: Duration,
     /// FEATURE_GATES.
     pub feature_gates: FeatureGates,
+    /// FAKE_CAPACITY_RESERVATIONS.
+    pub fake_reservations: Vec<karpenter_cloudprovider_fake::FakeReservation>,
     /// LOG_LEVEL.
     pub log_level: LogLevel,
     /// LOG_FORMAT.
@@ -273,6 +283,7 @@ impl Default for Settings {
             batch_max_duration: Duration::from_secs(10),
             batch_idle_duration: Duration::from_secs(1),
             feature_gates: FeatureGates::default(),
+            fake_reservations: Vec::new(),
             log_level: LogLevel::Info,
             log_format: LogFormat::Json,
             log_output: LogOutput::Stdout,
@@ -440,6 +451,8 @@ impl Settings {
                 &args.batch_idle_duration,
             )?,
             feature_gates: FeatureGates::parse(&args.feature_gates)?,
+            fake_reservations: parse_reservations(&args.fake_capacity_reservations)
+                .map_err(SettingsError::FakeReservations)?,
             log_level,
             log_format,
             log_output,
@@ -481,6 +494,21 @@ mod tests {
         let mut full = vec!["karpenter"];
         full.extend_from_slice(argv);
         Settings::from_args(&Cli::parse_from(full).args)
+    }
+
+    #[test]
+    fn fake_capacity_reservations_parse_or_name_the_entry() {
+        let s = parse(&[
+            "--fake-capacity-reservations",
+            r#"[{"id": "cr-1", "instanceType": "m5.xlarge", "zone": "us-east-1a", "count": 2}]"#,
+        ])
+        .unwrap();
+        assert_eq!(s.fake_reservations.len(), 1);
+        assert_eq!(s.fake_reservations[0].count, 2);
+        assert!(parse(&[]).unwrap().fake_reservations.is_empty());
+        let e = parse(&["--fake-capacity-reservations", r#"[{"id": "cr-1"}]"#]).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("--fake-capacity-reservations") && text.contains("[0]"), "{text}");
     }
 
     #[test]

@@ -20,7 +20,7 @@ use karpenter_metrics::{
     CreatedLabels, DisruptedLabels, NodePoolLabels, NodePoolZoneLabels, TerminatedLabels,
 };
 use karpenter_scheduling::model::PodKey;
-use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, EvictParams, PostParams};
 use std::sync::Arc;
 
 /// What executing one action did, for the caller's bookkeeping.
@@ -45,11 +45,7 @@ pub async fn delete_node_claim(ctx: &Ctx, name: &str) -> Result<(), ReconcileErr
         api.delete(name, &DeleteParams::default()).await
     })
     .await;
-    match result {
-        Ok(_) => Ok(()),
-        Err(e) if classify(&e) == ErrorClass::NotFound => Ok(()),
-        Err(e) => Err(ReconcileError::api("deleting NodeClaim", name)(e)),
-    }
+    ReconcileError::unless_gone(result, "deleting NodeClaim", name)
 }
 
 /// The Node named `name` in the watch cache.
@@ -85,11 +81,13 @@ pub async fn set_disrupted_taint(ctx: &Ctx, node: &str, on: bool) -> Result<(), 
         "metadata": {"resourceVersion": current.metadata.resource_version},
         "spec": {"taints": taints},
     });
-    match merge_patch(&ctx.nodes(), node, patch).await {
-        Ok(_) => Ok(()),
-        Err(e) if classify(&e) == ErrorClass::NotFound => Ok(()),
-        Err(e) => Err(ReconcileError::api("tainting Node", node)(e)),
-    }
+    let res = merge_patch(&ctx.nodes(), node, patch).await;
+    ReconcileError::unless_gone(res, "tainting Node", node)
+}
+
+/// A step that completed is done.
+fn done(step: Result<(), ReconcileError>) -> Result<Executed, ReconcileError> {
+    step.map(|()| Executed::Done)
 }
 
 /// Executes one action.
@@ -109,7 +107,7 @@ pub async fn execute(ctx: &Ctx, action: &Action) -> Result<Executed, ReconcileEr
                 .create(&PostParams::default(), &claim)
                 .await
             {
-                Ok(created) => {
+                Ok(_) => {
                     ctx.metrics
                         .nodeclaims_created
                         .get_or_create(&CreatedLabels {
@@ -138,52 +136,35 @@ pub async fn execute(ctx: &Ctx, action: &Action) -> Result<Executed, ReconcileEr
                             );
                         }
                     }
-                    let _ = created;
                     Ok(Executed::Done)
                 }
                 Err(e) => Err(ReconcileError::api("creating NodeClaim", &name)(e)),
             }
         }
         Action::AddTerminationFinalizer { node_claim } => {
-            lifecycle::add_finalizer(ctx, node_claim).await?;
-            Ok(Executed::Done)
+            done(lifecycle::add_finalizer(ctx, node_claim).await)
         }
         Action::LaunchInstance { node_claim } => {
-            lifecycle::launch_instance(ctx, node_claim).await?;
-            Ok(Executed::Done)
+            done(lifecycle::launch_instance(ctx, node_claim).await)
         }
         Action::RegisterNode { node_claim, node } => {
-            lifecycle::register(ctx, node_claim, node).await?;
-            Ok(Executed::Done)
+            done(lifecycle::register(ctx, node_claim, node).await)
         }
         Action::InitializeNode { node_claim, node } => {
-            lifecycle::initialize(ctx, node_claim, node).await?;
-            Ok(Executed::Done)
+            done(lifecycle::initialize(ctx, node_claim, node).await)
         }
         Action::RepairNodeClaim {
             node_claim,
             node,
             condition,
-        } => {
-            repair::repair(ctx, node_claim, node, condition).await?;
-            Ok(Executed::Done)
-        }
-        Action::TaintDisrupted { node } => {
-            set_disrupted_taint(ctx, node, true).await?;
-            Ok(Executed::Done)
-        }
-        Action::UntaintDisrupted { node } => {
-            set_disrupted_taint(ctx, node, false).await?;
-            Ok(Executed::Done)
-        }
+        } => done(repair::repair(ctx, node_claim, node, condition).await),
+        Action::TaintDisrupted { node } => done(set_disrupted_taint(ctx, node, true).await),
+        Action::UntaintDisrupted { node } => done(set_disrupted_taint(ctx, node, false).await),
         Action::DeleteNode { node } => {
             ctx.limiter.acquire().await;
             tracing::info!(node = %node, "deleting node of a deleting nodeclaim");
-            match ctx.nodes().delete(node, &DeleteParams::default()).await {
-                Ok(_) => Ok(Executed::Done),
-                Err(e) if classify(&e) == ErrorClass::NotFound => Ok(Executed::Done),
-                Err(e) => Err(ReconcileError::api("deleting Node", node)(e)),
-            }
+            let res = ctx.nodes().delete(node, &DeleteParams::default()).await;
+            done(ReconcileError::unless_gone(res, "deleting Node", node))
         }
         Action::DeleteNodeClaim { node_claim, reason } if reason == NODE_DELETED => {
             tracing::info!(nodeclaim = %node_claim, "node is being deleted: deleting its nodeclaim");
@@ -227,20 +208,15 @@ pub async fn execute(ctx: &Ctx, action: &Action) -> Result<Executed, ReconcileEr
         Action::DeletePod { pod, node } => {
             ctx.limiter.acquire().await;
             tracing::info!(pod = %pod, node = %node, "deleting pod: terminationGracePeriod elapsed");
-            match ctx
-                .pods(&pod.namespace)
-                .delete(&pod.name, &DeleteParams::default())
-                .await
-            {
-                Ok(_) => Ok(Executed::Done),
-                Err(e) if classify(&e) == ErrorClass::NotFound => Ok(Executed::Done),
-                Err(e) => Err(ReconcileError::api("deleting Pod", &pod.to_string())(e)),
-            }
+            let (pods, params) = (ctx.pods(&pod.namespace), DeleteParams::default());
+            let res = pods.delete(&pod.name, &params).await;
+            done(ReconcileError::unless_gone(
+                res,
+                "deleting Pod",
+                &pod.to_string(),
+            ))
         }
-        Action::TerminateInstance { node_claim } => {
-            terminate_instance(ctx, node_claim).await?;
-            Ok(Executed::Done)
-        }
+        Action::TerminateInstance { node_claim } => done(terminate_instance(ctx, node_claim).await),
         Action::SetClaimConditions {
             node_claim,
             changes,
@@ -258,18 +234,10 @@ pub async fn execute(ctx: &Ctx, action: &Action) -> Result<Executed, ReconcileEr
             // A merge patch without resourceVersion, as upstream's: a later stamp wins.
             let patch = serde_json::json!({"status": {"lastPodEventTime": provisioner::time(*at)}});
             ctx.limiter.acquire().await;
-            match ctx
-                .node_claims()
-                .patch_status(node_claim, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                Ok(_) => Ok(Executed::Done),
-                Err(e) if classify(&e) == ErrorClass::NotFound => Ok(Executed::Done),
-                Err(e) => Err(ReconcileError::api(
-                    "stamping NodeClaim lastPodEventTime",
-                    node_claim,
-                )(e)),
-            }
+            let claims = ctx.node_claims();
+            let res = super::api::merge_patch_status(&claims, node_claim, &patch).await;
+            let what = "stamping NodeClaim lastPodEventTime";
+            done(ReconcileError::unless_gone(res, what, node_claim))
         }
     }
 }
@@ -460,16 +428,12 @@ async fn remove_finalizer_node(ctx: &Ctx, node: &Node) -> Result<(), ReconcileEr
         .filter(|f| f != v1labels::TERMINATION_FINALIZER)
         .collect();
     ctx.limiter.acquire().await;
-    match set_finalizers(
+    let res = set_finalizers(
         &ctx.nodes(),
         &name,
         node.metadata.resource_version.as_deref(),
         &kept,
     )
-    .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if classify(&e) == ErrorClass::NotFound => Ok(()),
-        Err(e) => Err(ReconcileError::api("removing Node finalizer", &name)(e)),
-    }
+    .await;
+    ReconcileError::unless_gone(res, "removing Node finalizer", &name)
 }

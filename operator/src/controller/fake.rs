@@ -11,7 +11,8 @@ use karpenter_cloudprovider::{
 };
 use karpenter_cloudprovider_fake::FakeCloudProvider;
 use karpenter_cloudprovider_fake::node_instances::{
-    FAKE_NODE_LABEL, claim_for, is_fake, node_for, node_name_of, provider_id,
+    FAKE_NODE_LABEL, claim_for, is_fake, launched_as, node_for, node_name_of, provider_id,
+    reservations_in_use,
 };
 use karpenter_scheduling::InstanceType;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -30,6 +31,25 @@ impl ClusterFakeProvider {
     }
 }
 
+impl ClusterFakeProvider {
+    /// The instances are Nodes: what each reservation holds is counted from them.
+    async fn count_reservations(&self) -> Result<(), CloudProviderError> {
+        if self.inner.has_reservations() {
+            let used = reservations_in_use(&self.fake_nodes().await?);
+            self.inner.set_reservations_held_elsewhere(used);
+        }
+        Ok(())
+    }
+
+    async fn fake_nodes(&self) -> Result<Vec<Node>, CloudProviderError> {
+        let fake = ListParams::default().labels(&format!("{FAKE_NODE_LABEL}=true"));
+        let nodes = self.nodes.list(&fake).await;
+        Ok(nodes
+            .map_err(|e| api_error("listing fake nodes", &e))?
+            .items)
+    }
+}
+
 fn api_error(what: &str, e: &kube::Error) -> CloudProviderError {
     CloudProviderError::Other(format!("{what}: {e}"))
 }
@@ -42,19 +62,12 @@ impl CloudProvider for ClusterFakeProvider {
         // name is the claim name, so it is found again.
         match self.nodes.get_opt(&node_name).await {
             Ok(Some(existing)) if is_fake(&existing) => {
-                let mut claim = node_claim.clone();
-                let found = claim_for(&existing);
-                let mut labels = claim.metadata.labels.take().unwrap_or_default();
-                labels.extend(found.metadata.labels.clone().unwrap_or_default());
-                labels.remove(FAKE_NODE_LABEL);
-                labels.remove(v1labels::HOSTNAME);
-                claim.metadata.labels = Some(labels);
-                claim.status = found.status;
-                return Ok(claim);
+                return Ok(launched_as(node_claim, &existing));
             }
             Ok(_) => {}
             Err(e) => return Err(api_error("looking up fake node", &e)),
         }
+        self.count_reservations().await?;
         let mut launched = self.inner.create(node_claim).await?;
         // The in-memory copy is not the source of truth; the Node is.
         let _ = self.inner.delete(&launched).await;
@@ -120,12 +133,7 @@ impl CloudProvider for ClusterFakeProvider {
     }
 
     async fn list(&self) -> Result<Vec<NodeClaim>, CloudProviderError> {
-        let nodes = self
-            .nodes
-            .list(&ListParams::default().labels(&format!("{FAKE_NODE_LABEL}=true")))
-            .await
-            .map_err(|e| api_error("listing fake nodes", &e))?;
-        let mut claims: Vec<NodeClaim> = nodes.items.iter().map(claim_for).collect();
+        let mut claims: Vec<NodeClaim> = self.fake_nodes().await?.iter().map(claim_for).collect();
         claims.sort_by(|a, b| a.provider_id().cmp(b.provider_id()));
         Ok(claims)
     }
@@ -134,6 +142,7 @@ impl CloudProvider for ClusterFakeProvider {
         &self,
         node_pool: &NodePool,
     ) -> Result<Vec<Arc<InstanceType>>, CloudProviderError> {
+        self.count_reservations().await?;
         self.inner.instance_types(node_pool).await
     }
 

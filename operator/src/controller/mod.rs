@@ -145,4 +145,22 @@ impl ReconcileError {
             source,
         }
     }
+
+    /// `res` as the outcome of `what` on `object`, a 404 counted as success: the object is
+    /// gone, which is what a delete or a change to a deleted object comes to.
+    ///
+    /// # Errors
+    /// Any other API error.
+    pub fn unless_gone<T>(
+        res: Result<T, kube::Error>,
+        what: &'static str,
+        object: &str,
+    ) -> Result<(), Self> {
+        match res {
+            Err(e) if api::classify(&e) != api::ErrorClass::NotFound => {
+                Err(Self::api(what, object)(e))
+            }
+            _ => Ok(()),
+        }
+    }
 }

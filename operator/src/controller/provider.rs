@@ -61,8 +61,12 @@ pub async fn build(
 ) -> anyhow::Result<Built> {
     match settings.provider {
         ProviderKind::Fake => {
-            let inner =
-                ClusterFakeProvider::new(FakeCloudProvider::default(), Api::all(client.clone()));
+            let fake = FakeCloudProvider::default()
+                .with_reserved_capacity(settings.feature_gates.reserved_capacity);
+            for r in &settings.fake_reservations {
+                anyhow::Context::context(fake.add_reservation(r.clone()), "fake reservations")?;
+            }
+            let inner = ClusterFakeProvider::new(fake, Api::all(client.clone()));
             Ok(Built {
                 provider: metered(Arc::new(inner), metrics),
                 hooks: None,

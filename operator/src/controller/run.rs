@@ -26,10 +26,11 @@ use karpenter_metrics::Metrics;
 use karpenter_metrics::index::IndexMetrics;
 use karpenter_metrics::pods::PodMetrics;
 use karpenter_scheduling::SolveOptions;
+use karpenter_scheduling::labels::AWS_CAPACITY_RESERVATION_ID;
 use karpenter_scheduling::model::{InstanceType, Millis, PodKey};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -55,6 +56,8 @@ pub struct Controller {
     core: Option<(ClusterState, Reconciler)>,
     instance_types: BTreeMap<String, Vec<Arc<InstanceType>>>,
     instance_types_at: Option<Millis>,
+    /// The claims in capacity reservations at the last refresh, and whether each launched.
+    reserved_claims: BTreeSet<(String, bool)>,
     drift: BTreeMap<String, String>,
     drift_at: Option<Millis>,
     /// Bumped when the provider's facts (instance types, drift) are refreshed.
@@ -88,6 +91,7 @@ impl Controller {
             core: Some(fresh_core(&ctx)),
             instance_types: BTreeMap::new(),
             instance_types_at: None,
+            reserved_claims: BTreeSet::new(),
             drift: BTreeMap::new(),
             drift_at: None,
             facts_version: 0,
@@ -132,9 +136,17 @@ impl Controller {
 
     async fn refresh_instance_types(&mut self, now: Millis) {
         let pools = self.ctx.stores.node_pools.state();
-        let stale = self
-            .instance_types_at
-            .is_none_or(|t| now - t >= INSTANCE_TYPES_TTL_MS)
+        // A launch into a reservation, or a reserved claim's end, changes what it can take.
+        let claims = self.ctx.stores.node_claims.state();
+        let in_reservations = claims
+            .iter()
+            .filter(|c| c.label(AWS_CAPACITY_RESERVATION_ID).is_some());
+        let reserved = in_reservations.map(|c| (c.name().to_owned(), !c.provider_id().is_empty()));
+        let reserved: BTreeSet<_> = reserved.collect();
+        let stale = reserved != self.reserved_claims
+            || self
+                .instance_types_at
+                .is_none_or(|t| now - t >= INSTANCE_TYPES_TTL_MS)
             || pools
                 .iter()
                 .any(|p| !self.instance_types.contains_key(p.name()))
@@ -162,7 +174,7 @@ impl Controller {
                 tracing::warn!(error = %e, "nodeoverlay status update failed");
             }
         }
-        self.instance_types_at = Some(now);
+        (self.instance_types_at, self.reserved_claims) = (Some(now), reserved);
         // Unchanged offerings keep the versions, so the index is not re-fed from every store
         // and the disruption pass is not re-run for nothing.
         if fresh != self.instance_types {

@@ -19,17 +19,22 @@ const STATIC_NODEPOOL: &str = include_str!("docs-v1.14/static-nodepool.yaml");
 const OVERLAY_CONFIGURATION: &str = include_str!("docs-v1.14/overlay-configuration.yaml");
 const OVERLAY_CAPACITY: &str = include_str!("docs-v1.14/overlay-capacity.yaml");
 const OVERLAY_CONFLICT: &str = include_str!("docs-v1.14/overlay-conflict.yaml");
+const ODCRS: &str = include_str!("docs-v1.14/odcrs.yaml");
 
-/// The guide's manifests after its `envsubst`.
-fn getting_started() -> String {
-    GETTING_STARTED
-        .replace("${CLUSTER_NAME}", "karpenter-rs-e2e")
+/// `docs` after the guide's `envsubst`.
+fn substituted(docs: &str) -> String {
+    docs.replace("${CLUSTER_NAME}", "karpenter-rs-e2e")
         .replace("${ALIAS_VERSION}", "latest")
 }
 
 /// Applies the guide's NodePool, and its EC2NodeClass where the CRD can be installed.
 async fn apply_getting_started(cluster: &Cluster) {
-    let docs = getting_started();
+    apply_pool_and_class(cluster, GETTING_STARTED).await;
+}
+
+/// Applies the NodePool of `docs`, and its EC2NodeClass where the CRD can be installed.
+async fn apply_pool_and_class(cluster: &Cluster, docs: &str) {
+    let docs = substituted(docs);
     #[cfg(feature = "aws")]
     {
         let crd = karpenter_cloudprovider_aws::crd::ec2_node_class_crd_yaml();
@@ -281,5 +286,85 @@ spec:
     for name in ["custom-devices", "overlay-a", "overlay-b"] {
         let _ = overlays.delete(name, &DeleteParams::default()).await;
     }
+    controller.assert_alive();
+}
+
+#[tokio::test]
+async fn capacity_reservations_from_the_docs_fill_first_then_fall_back_to_on_demand() {
+    const RESERVATION: &str = "cr-56fac701cc1951b03";
+    let Some(cluster) = harness::cluster("migration_reserved").await else {
+        return;
+    };
+    apply_pool_and_class(&cluster, ODCRS).await;
+    // Two m5.xlarge in us-east-1a: room for six of the guide's 1-cpu pods.
+    let reservations = format!(
+        r#"[{{"id": "{RESERVATION}", "instanceType": "m5.xlarge", "zone": "us-east-1a", "count": 2}}]"#
+    );
+    let mut controller = cluster.controller(
+        "karpenter-a",
+        &["--fake-capacity-reservations", &reservations],
+    );
+    cluster
+        .apply(&INFLATE.replace("replicas: 5 ", "replicas: 10 "))
+        .await;
+    let inflate = cluster
+        .wait_running("inflate", 10, Duration::from_secs(240))
+        .await;
+    let mut reserved = BTreeMap::new();
+    let mut on_demand = 0;
+    for pod in &inflate {
+        let node = node_of(&cluster, pod).await;
+        let labels = node.metadata.labels.clone().unwrap_or_default();
+        match label(&labels, "karpenter.sh/capacity-type") {
+            "reserved" => {
+                assert_eq!(
+                    label(&labels, "karpenter.k8s.aws/capacity-reservation-id"),
+                    RESERVATION
+                );
+                assert_eq!(
+                    label(&labels, "karpenter.k8s.aws/capacity-reservation-type"),
+                    "default"
+                );
+                assert_eq!(
+                    label(&labels, "node.kubernetes.io/instance-type"),
+                    "m5.xlarge"
+                );
+                assert_eq!(label(&labels, "topology.kubernetes.io/zone"), "us-east-1a");
+                *reserved
+                    .entry(node.metadata.name.clone().unwrap())
+                    .or_insert(0) += 1;
+            }
+            "on-demand" => {
+                assert_eq!(
+                    label(&labels, "karpenter.k8s.aws/capacity-reservation-id"),
+                    ""
+                );
+                on_demand += 1;
+            }
+            other => panic!("capacity type {other:?}: {labels:?}"),
+        }
+    }
+    // The reservation is used to the full before anything is bought, and never beyond it.
+    assert_eq!(reserved.len(), 2, "{reserved:?}");
+    assert_eq!(reserved.values().sum::<i32>(), 6, "{reserved:?}");
+    assert_eq!(on_demand, 4);
+    let claims = cluster
+        .node_claims()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let reserved_claims = claims
+        .iter()
+        .filter(|c| c.label("karpenter.k8s.aws/capacity-reservation-id") == Some(RESERVATION))
+        .count();
+    assert_eq!(reserved_claims, 2);
+    let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
+        kube::Api::namespaced(cluster.client.clone(), &cluster.namespace);
+    deployments
+        .delete("inflate", &DeleteParams::default())
+        .await
+        .unwrap();
+    cluster.wait_no_nodes(Duration::from_secs(240)).await;
     controller.assert_alive();
 }
