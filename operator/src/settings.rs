@@ -508,7 +508,10 @@ mod tests {
         assert!(parse(&[]).unwrap().fake_reservations.is_empty());
         let e = parse(&["--fake-capacity-reservations", r#"[{"id": "cr-1"}]"#]).unwrap_err();
         let text = e.to_string();
-        assert!(text.contains("--fake-capacity-reservations") && text.contains("[0]"), "{text}");
+        assert!(
+            text.contains("--fake-capacity-reservations") && text.contains("[0]"),
+            "{text}"
+        );
     }
 
     #[test]

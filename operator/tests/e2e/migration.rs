@@ -52,6 +52,16 @@ async fn apply_pool_and_class(cluster: &Cluster, docs: &str) {
     }
 }
 
+/// Deletes the guide's `inflate` Deployment.
+async fn delete_inflate(cluster: &Cluster) {
+    let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
+        kube::Api::namespaced(cluster.client.clone(), &cluster.namespace);
+    deployments
+        .delete("inflate", &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
 fn label<'a>(labels: &'a BTreeMap<String, String>, key: &str) -> &'a str {
     labels.get(key).map_or("", String::as_str)
 }
@@ -145,12 +155,7 @@ async fn getting_started_and_gpu_pools_from_the_docs() {
     }
     // Step 14: deleting the workload empties the nodes; consolidateAfter is 1m for the
     // default pool (the GPU pool's is the default, 0s).
-    let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
-        kube::Api::namespaced(cluster.client.clone(), &cluster.namespace);
-    deployments
-        .delete("inflate", &DeleteParams::default())
-        .await
-        .unwrap();
+    delete_inflate(&cluster).await;
     cluster
         .pods()
         .delete("mygpupod", &DeleteParams::default().grace_period(0))
@@ -359,12 +364,7 @@ async fn capacity_reservations_from_the_docs_fill_first_then_fall_back_to_on_dem
         .filter(|c| c.label("karpenter.k8s.aws/capacity-reservation-id") == Some(RESERVATION))
         .count();
     assert_eq!(reserved_claims, 2);
-    let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
-        kube::Api::namespaced(cluster.client.clone(), &cluster.namespace);
-    deployments
-        .delete("inflate", &DeleteParams::default())
-        .await
-        .unwrap();
+    delete_inflate(&cluster).await;
     cluster.wait_no_nodes(Duration::from_secs(240)).await;
     controller.assert_alive();
 }
