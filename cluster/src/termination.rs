@@ -13,7 +13,7 @@
 
 use super::{Action, ClusterState, PodRecord};
 use crate::reconciler::conditions::ConditionChange;
-use k8s_openapi::api::core::v1::Taint as K8sTaint;
+use k8s_openapi::api::core::v1::{PersistentVolume, Pod as K8sPod, Taint as K8sTaint, Toleration};
 use karpenter_cloudprovider::NodeClaim;
 use karpenter_cloudprovider::v1::labels::DISRUPTED_TAINT_KEY;
 use karpenter_cloudprovider::v1::labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION;
@@ -21,7 +21,7 @@ use karpenter_cloudprovider::v1::{ConditionStatus, ConditionType};
 use karpenter_disruption::candidate::do_not_disrupt_active;
 use karpenter_disruption::eviction_order;
 use karpenter_scheduling::model::{Millis, PodKey};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How often a node being drained is reconciled (eviction retries).
 pub const RECONCILE_INTERVAL_MS: Millis = 1_000;
@@ -101,6 +101,72 @@ impl Volumes {
         };
         ConditionChange::set(ConditionType::VolumesDetached, status, reason)
     }
+}
+
+/// Whether upstream's `IsDrainable` is false for `pod` at `now`: it tolerates
+/// `karpenter.sh/disrupted:NoSchedule`, it is a mirror pod (owned by its Node), or it is stuck
+/// terminating (a minute past the end of its grace period, which `deletionTimestamp` marks).
+pub fn undrainable(pod: &K8sPod, now: Millis) -> bool {
+    let tolerates = |t: &Toleration| {
+        let effect = t
+            .effect
+            .as_deref()
+            .is_none_or(|e| e.is_empty() || e == "NoSchedule");
+        let key = t.key.as_deref().unwrap_or_default();
+        let matches = match t.operator.as_deref() {
+            Some("Exists") => key.is_empty() || key == DISRUPTED_TAINT_KEY,
+            _ => key == DISRUPTED_TAINT_KEY && t.value.as_deref().unwrap_or_default().is_empty(),
+        };
+        effect && matches
+    };
+    let spec = pod.spec.as_ref();
+    let tolerations = spec
+        .and_then(|s| s.tolerations.as_ref())
+        .into_iter()
+        .flatten();
+    let owners = pod.metadata.owner_references.iter().flatten();
+    let stuck = pod.metadata.deletion_timestamp.as_ref();
+    tolerations.into_iter().any(tolerates)
+        || owners.into_iter().any(|o| o.kind == "Node")
+        || stuck.is_some_and(|t| now > t.0.as_millisecond() + crate::STUCK_TERMINATING_MS)
+}
+
+/// The PersistentVolumeClaims `(namespace, name)` of the `pods` that cannot be drained
+/// ([`undrainable`]), ephemeral volumes' claims included. Upstream's terminator does not wait
+/// for the VolumeAttachments of their volumes: nothing will detach them before the instance
+/// goes.
+pub fn undrainable_claims<'a>(
+    pods: impl IntoIterator<Item = &'a K8sPod>,
+    now: Millis,
+) -> BTreeSet<(String, String)> {
+    let mut out = BTreeSet::new();
+    for pod in pods.into_iter().filter(|p| undrainable(p, now)) {
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let volumes = pod.spec.as_ref().map(|s| s.volumes.iter().flatten());
+        for v in volumes.into_iter().flatten() {
+            let claim = match (&v.persistent_volume_claim, &v.ephemeral) {
+                (Some(pvc), _) => pvc.claim_name.clone(),
+                (None, Some(_)) => format!("{name}-{}", v.name),
+                (None, None) => continue,
+            };
+            out.insert((namespace.clone(), claim));
+        }
+    }
+    out
+}
+
+/// Whether `volume` is bound to one of `claims` (`(namespace, name)`, see
+/// [`undrainable_claims`]).
+pub fn claimed_by(volume: &PersistentVolume, claims: &BTreeSet<(String, String)>) -> bool {
+    let claim_ref = volume.spec.as_ref().and_then(|s| s.claim_ref.as_ref());
+    claim_ref.is_some_and(|r| {
+        let key = (
+            r.namespace.clone().unwrap_or_default(),
+            r.name.clone().unwrap_or_default(),
+        );
+        claims.contains(&key)
+    })
 }
 
 /// The reason of the [`Action::DeleteNodeClaim`] that follows a Node deleted out of band
@@ -294,6 +360,67 @@ mod volume_tests {
 #[cfg(test)]
 mod taint_tests {
     use super::*;
+
+    #[test]
+    fn undrainable_pods_volumes_do_not_hold_the_instance() {
+        let pod = |extra: serde_json::Value| -> K8sPod {
+            let mut v = serde_json::json!({
+                "metadata": {"name": "db-0", "namespace": "prod"},
+                "spec": {"containers": [], "volumes": [
+                    {"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}},
+                    {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
+                    {"name": "cfg", "configMap": {"name": "c"}}
+                ]}
+            });
+            json_merge(&mut v, extra);
+            serde_json::from_value(v).unwrap()
+        };
+        let now = 1_000_000;
+        let plain = pod(serde_json::json!({}));
+        assert!(!undrainable(&plain, now));
+        assert!(undrainable_claims([&plain], now).is_empty());
+        let tolerant = pod(serde_json::json!({"spec": {"tolerations": [{"operator": "Exists"}]}}));
+        assert!(undrainable(&tolerant, now));
+        assert_eq!(
+            undrainable_claims([&tolerant], now),
+            BTreeSet::from([
+                ("prod".to_owned(), "data-db-0".to_owned()),
+                ("prod".to_owned(), "db-0-scratch".to_owned()),
+            ])
+        );
+        let keyed = pod(serde_json::json!({"spec": {"tolerations": [
+            {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}}));
+        assert!(undrainable(&keyed, now));
+        let other_effect = pod(serde_json::json!({"spec": {"tolerations": [
+            {"key": "karpenter.sh/disrupted", "effect": "NoExecute"}]}}));
+        assert!(!undrainable(&other_effect, now));
+        let mirror = pod(serde_json::json!({"metadata": {"ownerReferences": [
+            {"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "u"}]}}));
+        assert!(undrainable(&mirror, now));
+        let deleted = |at: i64| {
+            let ts = jiff::Timestamp::from_millisecond(at).unwrap().to_string();
+            pod(serde_json::json!({"metadata": {"deletionTimestamp": ts}}))
+        };
+        assert!(
+            !undrainable(&deleted(now - 30_000), now),
+            "within its grace period"
+        );
+        assert!(
+            undrainable(&deleted(now - 61_000), now),
+            "stuck terminating"
+        );
+    }
+
+    fn json_merge(base: &mut serde_json::Value, extra: serde_json::Value) {
+        match (base, extra) {
+            (serde_json::Value::Object(b), serde_json::Value::Object(e)) => {
+                for (k, v) in e {
+                    json_merge(b.entry(k).or_insert(serde_json::Value::Null), v);
+                }
+            }
+            (b, e) => *b = e,
+        }
+    }
 
     #[test]
     fn the_disrupted_taint_is_added_and_removed_once() {

@@ -9,7 +9,7 @@
 
 use super::api::{ErrorClass, classify, merge_patch, set_finalizers};
 use super::{Ctx, ReconcileError, lifecycle, repair};
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, PersistentVolume};
 use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, StatusConditions, labels as v1labels};
 use karpenter_cluster::Action;
 use karpenter_cluster::provisioner;
@@ -288,14 +288,25 @@ pub async fn evict(ctx: &Ctx, pod: &PodKey, node: &str) -> Result<Executed, Reco
     }
 }
 
-/// How many VolumeAttachments of persistent volumes still hold `node` (upstream ignores
-/// attachments without a PersistentVolume name).
-pub fn pending_volume_attachments(ctx: &Ctx, node: &str) -> usize {
+/// How many VolumeAttachments of persistent volumes still hold `node`. As upstream, an
+/// attachment without a PersistentVolume name, or of a volume claimed by a pod that cannot
+/// be drained (`termination::undrainable_claims`), does not.
+pub async fn pending_volume_attachments(ctx: &Ctx, node: &str) -> usize {
     let attachments = ctx.stores.volume_attachments.state();
-    let pending = attachments.iter().filter(|va| va.spec.node_name == node);
+    let pvs = attachments.iter().filter(|va| va.spec.node_name == node);
+    let pvs = pvs.filter_map(|va| va.spec.source.persistent_volume_name.as_deref());
+    let pods = ctx.stores.pods_on(node);
+    let claims = termination::undrainable_claims(pods.iter().map(AsRef::as_ref), ctx.now_ms());
+    let volumes = kube::Api::<PersistentVolume>::all(ctx.client.clone());
+    let mut pending = 0;
+    for pv in pvs {
+        let found = match claims.is_empty() {
+            true => None,
+            false => volumes.get_opt(pv).await.ok().flatten(),
+        };
+        pending += usize::from(!found.is_some_and(|v| termination::claimed_by(&v, &claims)));
+    }
     pending
-        .filter(|va| va.spec.source.persistent_volume_name.is_some())
-        .count()
 }
 
 /// The last step of termination for a drained claim: wait for VolumeAttachments (unless the
@@ -323,7 +334,7 @@ pub async fn terminate_instance(ctx: &Ctx, name: &str) -> Result<(), ReconcileEr
         });
     if let Some(node) = &node {
         let node_name = node.metadata.name.clone().unwrap_or_default();
-        let pending = pending_volume_attachments(ctx, &node_name);
+        let pending = pending_volume_attachments(ctx, &node_name).await;
         let volumes = termination::Volumes::of(&claim, pending, now);
         let mut updated = NodeClaim::clone(&claim);
         if conditions::apply(&mut updated, &[volumes.condition()], ctx.now_time()) {
@@ -334,18 +345,16 @@ pub async fn terminate_instance(ctx: &Ctx, name: &str) -> Result<(), ReconcileEr
             return Ok(());
         }
     }
-    if !claim.provider_id().is_empty() {
-        match ctx.provider.delete(&claim).await {
-            Ok(()) => {}
-            Err(e) if e.is_not_found() => {}
-            Err(e) => {
-                return Err(ReconcileError::Provider {
-                    what: "terminating instance",
-                    object: name.to_owned(),
-                    source: e,
-                });
-            }
-        }
+    if !claim.provider_id().is_empty()
+        && let Err(source) = ctx.provider.delete(&claim).await
+        && !source.is_not_found()
+    {
+        let (what, object) = ("terminating instance", name.to_owned());
+        return Err(ReconcileError::Provider {
+            what,
+            object,
+            source,
+        });
     }
     if let Some(node) = &node {
         let node_name = node.metadata.name.clone().unwrap_or_default();

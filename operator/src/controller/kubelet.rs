@@ -53,25 +53,16 @@ pub async fn reconcile(ctx: &Ctx) -> Result<(), ReconcileError> {
                     continue;
                 }
                 ctx.limiter.acquire().await;
-                match api
-                    .delete(&pod_name, &DeleteParams::default().grace_period(0))
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(e) if classify(&e) == ErrorClass::NotFound => {}
-                    Err(e) => {
-                        return Err(ReconcileError::api("removing deleted Pod", &pod_name)(e));
-                    }
-                }
+                let now_params = DeleteParams::default().grace_period(0);
+                let res = api.delete(&pod_name, &now_params).await;
+                ReconcileError::unless_gone(res, "removing deleted Pod", &pod_name)?;
             } else if !pod_running_ready(&pod) && node.metadata.deletion_timestamp.is_none() {
                 ctx.limiter.acquire().await;
-                match super::api::merge_patch_status(&api, &pod_name, &running_patch(now)).await {
-                    // The controller records the startup duration when it sees the pod
-                    // running, as it does for pods on real kubelets.
-                    Ok(_) => {}
-                    Err(e) if classify(&e) == ErrorClass::NotFound => {}
-                    Err(e) => return Err(ReconcileError::api("starting Pod", &pod_name)(e)),
-                }
+                // The controller records the startup duration when it sees the pod
+                // running, as it does for pods on real kubelets.
+                let patch = running_patch(now);
+                let res = super::api::merge_patch_status(&api, &pod_name, &patch).await;
+                ReconcileError::unless_gone(res, "starting Pod", &pod_name)?;
             }
         }
     }

@@ -404,8 +404,11 @@ async fn volume_attachments_hold_termination() {
     c.status.get_or_insert_with(Default::default).provider_id = provider_id.into();
     let c = deleting(c);
     let echo = c.clone();
+    let pv = serde_json::json!({"apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": "pv-1"}, "spec": {"claimRef": {"namespace": "prod", "name": "data"}}});
     let (client, api) = mock_client(move |req| match req.method.as_str() {
         "PATCH" => (200, json(&echo)),
+        "GET" if req.uri.contains("/persistentvolumes/pv-1") => (200, pv.clone()),
         _ => status(500, "unexpected"),
     });
     let provider = fake_provider(&client);
@@ -429,10 +432,39 @@ async fn volume_attachments_hold_termination() {
     };
     // An inline volume (no PersistentVolume) does not hold termination, as upstream.
     put(&mut w.volume_attachments, attachment("va-inline", None));
-    assert_eq!(exec::pending_volume_attachments(&ctx, "default-vol"), 0);
+    assert_eq!(
+        exec::pending_volume_attachments(&ctx, "default-vol").await,
+        0
+    );
     put(&mut w.volume_attachments, attachment("va-1", Some("pv-1")));
+    // The volume of a pod that cannot be drained (it tolerates the disrupted taint) does
+    // not hold termination either: nothing will detach it first.
+    let pod_with_claim = |tolerant: bool| -> k8s_openapi::api::core::v1::Pod {
+        let tolerations = if tolerant {
+            serde_json::json!([{"operator": "Exists"}])
+        } else {
+            serde_json::json!([])
+        };
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "db-0", "namespace": "prod"},
+            "spec": {"nodeName": "default-vol", "containers": [], "tolerations": tolerations,
+                     "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}
+        }))
+        .unwrap()
+    };
+    put(&mut w.pods, pod_with_claim(true));
+    assert_eq!(
+        exec::pending_volume_attachments(&ctx, "default-vol").await,
+        0
+    );
+    put(&mut w.pods, pod_with_claim(false));
+    assert_eq!(
+        exec::pending_volume_attachments(&ctx, "default-vol").await,
+        1
+    );
+    let before = api.requests().len();
     exec::terminate_instance(&ctx, "default-vol").await.unwrap();
-    let requests = api.requests();
+    let requests = api.requests().split_off(before);
     assert_eq!(
         requests.len(),
         1,
