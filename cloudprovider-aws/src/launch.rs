@@ -19,7 +19,7 @@ use karpenter_scheduling::Resources;
 use karpenter_scheduling::labels;
 use karpenter_scheduling::model::InstanceType;
 use karpenter_scheduling::requirements::Requirements;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// CreateFleet accepts at most this many overrides; Karpenter sends the cheapest 60.
@@ -189,13 +189,46 @@ pub fn plan_launch(
             }
         }
     }
+    // Upstream's launch filters: without minValues, metal and accelerated types only when
+    // nothing else fits; spot only where it is cheaper than the cheapest on-demand.
+    let exotic: BTreeSet<&str> = instance_types
+        .iter()
+        .filter(|it| is_exotic(it))
+        .map(|it| it.name.as_str())
+        .collect();
+    let generic_only = |ovs: &mut Vec<LaunchOverride>| {
+        if !reqs.has_min_values()
+            && ovs
+                .iter()
+                .any(|o| !exotic.contains(o.instance_type.as_str()))
+        {
+            ovs.retain(|o| !exotic.contains(o.instance_type.as_str()));
+        }
+    };
     let (capacity_type, mut overrides, reservation) =
-        if let Some((kind, ovs)) = crate::reserved_launch::choose(reserved) {
+        if let Some((kind, mut ovs)) = crate::reserved_launch::choose(reserved) {
+            generic_only(&mut ovs);
             (labels::CAPACITY_TYPE_RESERVED, ovs, Some(kind))
-        } else if !spot.is_empty() {
-            (labels::CAPACITY_TYPE_SPOT, spot, None)
         } else {
-            (labels::CAPACITY_TYPE_ON_DEMAND, candidates, None)
+            let mut both: Vec<LaunchOverride> = spot.iter().chain(&candidates).cloned().collect();
+            generic_only(&mut both);
+            let kept: BTreeSet<&str> = both.iter().map(|o| o.instance_type.as_str()).collect();
+            let keep = |o: &LaunchOverride| kept.contains(o.instance_type.as_str());
+            let (mut spot, candidates): (Vec<_>, Vec<_>) = (
+                spot.iter().filter(|o| keep(o)).cloned().collect(),
+                candidates.iter().filter(|o| keep(o)).cloned().collect(),
+            );
+            let cheapest_on_demand = candidates.iter().map(|o| o.price).reduce(f64::min);
+            if let Some(limit) = cheapest_on_demand
+                && !reqs.has_min_values()
+            {
+                spot.retain(|o| o.price <= limit);
+            }
+            if !spot.is_empty() {
+                (labels::CAPACITY_TYPE_SPOT, spot, None)
+            } else {
+                (labels::CAPACITY_TYPE_ON_DEMAND, candidates, None)
+            }
         };
     if overrides.is_empty() {
         return Err(if !saw_type || !saw_offering {
@@ -222,6 +255,23 @@ pub fn plan_launch(
         overrides,
         reservation,
     })
+}
+
+/// Upstream's exotic instance types: metal sizes, and types with GPUs, Neuron devices or
+/// Gaudi accelerators.
+pub fn is_exotic(it: &InstanceType) -> bool {
+    const ACCELERATORS: [&str; 5] = [
+        "aws.amazon.com/neuron",
+        "aws.amazon.com/neuroncore",
+        "amd.com/gpu",
+        "nvidia.com/gpu",
+        "habana.ai/gaudi",
+    ];
+    let metal = it
+        .requirements
+        .get(labels::AWS_INSTANCE_SIZE)
+        .is_some_and(|r| r.values().any(|v| v.contains("metal")));
+    metal || ACCELERATORS.iter().any(|r| it.capacity.get(r) > 0)
 }
 
 /// The tags of an instance launched for `claim_name` in `node_pool`: the NodeClass's tags,
@@ -472,8 +522,9 @@ mod tests {
 
     #[test]
     fn prefers_spot_and_sorts_by_price_with_at_most_60_overrides() {
+        let spot_only = reqs(&[(labels::CAPACITY_TYPE, &["spot"])]);
         let plan =
-            plan_launch(&reqs(&[]), &Resources::default(), &types(), &status()).expect("plan");
+            plan_launch(&spot_only, &Resources::default(), &types(), &status()).expect("plan");
         assert_eq!(plan.capacity_type, "spot");
         assert_eq!(plan.overrides.len(), MAX_OVERRIDES);
         assert!(plan.overrides.windows(2).all(|w| w[0].price <= w[1].price));
@@ -597,15 +648,75 @@ mod tests {
     }
 
     #[test]
-    fn each_instance_type_launches_with_its_variant_and_one_template_per_image() {
-        let r = reqs(&[
+    fn generic_types_first_and_spot_only_below_the_cheapest_on_demand() {
+        let cpu2 = Resources {
+            cpu_millis: 2_000,
+            ..Default::default()
+        };
+        // Both capacity types allowed: no spot offering costs more than the cheapest
+        // on-demand one the claim could launch.
+        let plan = plan_launch(&reqs(&[]), &cpu2, &types(), &status()).expect("plan");
+        assert_eq!(plan.capacity_type, "spot");
+        let cheapest_od = types()
+            .iter()
+            .filter(|it| {
+                cpu2.fits(&it.allocatable()) && it.requirements.intersects(&reqs(&[])).is_ok()
+            })
+            .flat_map(|it| it.offerings.iter())
+            .filter(|o| o.available && o.capacity_type == "on-demand")
+            .filter(|o| ["us-east-1a", "us-east-1b"].contains(&o.zone.as_str()))
+            .map(|o| o.price)
+            .fold(f64::INFINITY, f64::min);
+        assert!(
+            plan.overrides.iter().all(|o| o.price <= cheapest_od),
+            "{cheapest_od}"
+        );
+        // Metal and accelerated types only when nothing generic fits.
+        assert!(plan.overrides.iter().all(|o| {
+            let it = types()
+                .into_iter()
+                .find(|t| t.name == o.instance_type)
+                .unwrap();
+            !is_exotic(&it)
+        }));
+        let mixed = reqs(&[
             (labels::CAPACITY_TYPE, &["on-demand"]),
             (
                 labels::INSTANCE_TYPE,
-                &["m5.large", "g4dn.xlarge", "inf2.xlarge", "g5g.xlarge"],
+                &["m5.large", "g4dn.xlarge", "m5.metal"],
             ),
+        ]);
+        let plan = plan_launch(&mixed, &Resources::default(), &types(), &status()).expect("plan");
+        assert!(plan.overrides.iter().all(|o| o.instance_type == "m5.large"));
+        let gpu = Resources {
+            extended: vec![("nvidia.com/gpu".into(), 1)],
+            ..Default::default()
+        };
+        let plan = plan_launch(&mixed, &gpu, &types(), &status()).expect("plan");
+        assert!(
+            plan.overrides
+                .iter()
+                .all(|o| o.instance_type == "g4dn.xlarge")
+        );
+    }
+
+    #[test]
+    fn each_instance_type_launches_with_its_variant_and_one_template_per_image() {
+        // minValues turns upstream's exotic-type filter off, so the GPU and Neuron types
+        // launch beside m5.large.
+        let mut r = reqs(&[
+            (labels::CAPACITY_TYPE, &["on-demand"]),
             (labels::ZONE, &["us-east-1a"]),
         ]);
+        r.add(
+            karpenter_scheduling::requirements::Requirement::new(
+                labels::INSTANCE_TYPE,
+                Operator::In,
+                ["m5.large", "g4dn.xlarge", "inf2.xlarge", "g5g.xlarge"].map(String::from),
+            )
+            .expect("valid")
+            .with_min_values(Some(1)),
+        );
         let plan =
             plan_launch(&r, &Resources::default(), &types(), &variant_status()).expect("plan");
         let images: BTreeMap<&str, &str> = plan
