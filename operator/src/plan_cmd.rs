@@ -182,7 +182,7 @@ fn write_plan(
 ) -> Result<()> {
     match format {
         OutputFormat::Json => {
-            serde_json::to_writer_pretty(&mut *out, plan)?;
+            karpenter_simulator::plan_json::write_plan_json(plan, &mut *out)?;
             writeln!(out)?;
         }
         OutputFormat::Table => {

@@ -20,6 +20,7 @@ pub mod html;
 pub mod kubelet;
 pub mod metrics;
 pub mod overlays;
+pub mod plan_json;
 pub mod plan_table;
 pub mod scenario;
 pub mod table;

@@ -497,15 +497,41 @@ pub(crate) fn knapsack(
         nodes: u64,
         max_nodes: u64,
         aborted: bool,
+        /// The dimension that last pruned, tried first at the next node.
+        last_pruning: usize,
     }
     impl Dfs<'_> {
-        fn bound(&self, k: usize) -> f64 {
-            (0..self.dims)
-                .map(|d| {
-                    self.suffix
-                        .bound_1d(self.order, self.items, self.values, k, d, self.left[d])
-                })
-                .fold(f64::INFINITY, f64::min)
+        /// Whether nothing below position `k` can beat the best found: `value` plus the
+        /// smallest per-dimension bound is within the threshold. Rounding is monotone, so
+        /// that holds exactly when `value` plus some dimension's bound is, and the search
+        /// stops at the first such dimension instead of computing every one; starting with
+        /// the one that pruned last usually makes that the first.
+        fn pruned(&mut self, k: usize, value: f64) -> bool {
+            let threshold = self.best * (1.0 + 1e-12);
+            #[cfg(test)]
+            if tests::REFERENCE_PRUNING.get() {
+                // The test of this function: every dimension's bound from the pods
+                // themselves, and their smallest added once, as the search was first written.
+                let bound = (0..self.dims)
+                    .map(|d| {
+                        knapsack_1d(&self.order[k..], self.items, self.values, d, self.left[d])
+                    })
+                    .fold(f64::INFINITY, f64::min);
+                return value + bound <= threshold;
+            }
+            let first = self.last_pruning;
+            let dims = (first < self.dims)
+                .then_some(first)
+                .into_iter()
+                .chain((0..self.dims).filter(|&d| d != first));
+            for d in dims {
+                let b = self.suffix.bound_1d(k, d, self.left[d]);
+                if value + b <= threshold {
+                    self.last_pruning = d;
+                    return true;
+                }
+            }
+            false
         }
         fn go(&mut self, k: usize, value: f64) {
             if value > self.best {
@@ -520,7 +546,7 @@ pub(crate) fn knapsack(
                 self.aborted = true;
                 return;
             }
-            if value + self.bound(k) <= self.best * (1.0 + 1e-12) {
+            if self.pruned(k, value) {
                 return;
             }
             let i = self.order[k];
@@ -560,6 +586,7 @@ pub(crate) fn knapsack(
         nodes: 0,
         max_nodes,
         aborted: false,
+        last_pruning: 0,
     };
     s.go(0, 0.0);
     budget.spend(s.nodes * (order.len() * dims) as u64 + 1);
@@ -582,10 +609,13 @@ pub(crate) fn knapsack(
 /// the suffix's sorted order, so walking it adds the same terms in the same order and returns
 /// the same number, bit for bit.
 pub(crate) struct SuffixBound {
-    /// Per dimension: (density, item, position in the order), densest first.
-    sorted: Vec<Vec<(f64, usize, usize)>>,
-    /// Per dimension: whether some pod of the order requests none of it.
-    has_free: Vec<bool>,
+    /// Per dimension: (density, the item's whole demand of it, position in the order),
+    /// densest first (ties by item).
+    sorted: Vec<Vec<(f64, f64, usize)>>,
+    /// Per dimension: the pods of the order that request none of it, as (position in the
+    /// order, their whole value), in order: a suffix's free value is summed from these in the
+    /// order `knapsack_1d` sums it, without walking the pods that do request it.
+    free: Vec<Vec<(usize, f64)>>,
 }
 
 impl SuffixBound {
@@ -602,44 +632,42 @@ impl SuffixBound {
                     .map(|(pos, &i)| (values[i] / items[i].req[d], i, pos))
                     .collect();
                 v.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-                v
+                v.into_iter()
+                    .map(|(density, i, pos)| (density, items[i].count * items[i].req[d], pos))
+                    .collect()
             })
             .collect();
-        let has_free = (0..dims)
-            .map(|d| order.iter().any(|&i| items[i].req[d] <= 0.0))
+        let free = (0..dims)
+            .map(|d| {
+                order
+                    .iter()
+                    .enumerate()
+                    .filter(|&(_, &i)| items[i].req[d] <= 0.0)
+                    .map(|(pos, &i)| (pos, items[i].count * values[i]))
+                    .collect()
+            })
             .collect();
-        SuffixBound { sorted, has_free }
+        SuffixBound { sorted, free }
     }
 
     /// `knapsack_1d(&order[k..], items, values, d, cap)`, for the `order` this was built
     /// from.
-    pub(crate) fn bound_1d(
-        &self,
-        order: &[usize],
-        items: &[BoundItem],
-        values: &[f64],
-        k: usize,
-        d: usize,
-        cap: f64,
-    ) -> f64 {
+    pub(crate) fn bound_1d(&self, k: usize, d: usize, cap: f64) -> f64 {
+        let free_pods = &self.free[d];
         let mut free = 0.0;
-        if self.has_free[d] {
-            for &i in &order[k..] {
-                if items[i].req[d] <= 0.0 {
-                    free += items[i].count * values[i];
-                }
-            }
+        for &(_, value) in &free_pods[free_pods.partition_point(|&(pos, _)| pos < k)..] {
+            free += value;
         }
         let mut left = cap.max(0.0);
         let mut total = free;
-        for &(density, i, pos) in &self.sorted[d] {
+        for &(density, amount, pos) in &self.sorted[d] {
             if left <= 0.0 {
                 break;
             }
             if pos < k {
                 continue;
             }
-            let take = (items[i].count * items[i].req[d]).min(left);
+            let take = amount.min(left);
             total += take * density;
             left -= take;
         }
@@ -686,6 +714,12 @@ pub(crate) fn knapsack_1d(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Whether [`knapsack`] prunes as first written (see its test).
+        pub(super) static REFERENCE_PRUNING: Cell<bool> = const { Cell::new(false) };
+    }
 
     fn col(cap: &[f64], price: f64) -> BoundColumn {
         BoundColumn {
@@ -722,7 +756,7 @@ mod tests {
             for d in 0..2 {
                 for cap in [0.0, 0.75, 3.0, 7.5, 100.0] {
                     let want = knapsack_1d(&order[k..], &items, &values, d, cap);
-                    let got = suffix.bound_1d(&order, &items, &values, k, d, cap);
+                    let got = suffix.bound_1d(k, d, cap);
                     assert_eq!(got.to_bits(), want.to_bits(), "k {k}, d {d}, cap {cap}");
                 }
             }
@@ -822,5 +856,63 @@ mod tests {
         assert!(coupled > 1.6 - 1e-6, "{coupled}");
         assert!(fluid.value < coupled - 0.5, "{}", fluid.value);
         assert!((values[0] - 0.4).abs() < 1e-6);
+    }
+
+    #[test]
+    fn knapsack_search_decides_every_node_as_the_reference() {
+        // A seeded xorshift: a few hundred instances with zero requests (free dimensions),
+        // equal densities, and node limits that abort some searches.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        for case in 0..400 {
+            let dims = 1 + next(4) as usize;
+            let n = 1 + next(12) as usize;
+            let items: Vec<BoundItem> = (0..n)
+                .map(|_| BoundItem {
+                    req: (0..dims)
+                        .map(|_| {
+                            if next(4) == 0 {
+                                0.0
+                            } else {
+                                (1 + next(8)) as f64 * 0.5
+                            }
+                        })
+                        .collect(),
+                    count: (1 + next(6)) as f64,
+                    columns: vec![0],
+                })
+                .collect();
+            let values: Vec<f64> = (0..n).map(|_| (1 + next(10)) as f64 * 0.25).collect();
+            let cap: Vec<f64> = (0..dims).map(|_| (2 + next(30)) as f64).collect();
+            let max_nodes = if case % 3 == 0 { 1 + next(40) } else { 100_000 };
+            let users: Vec<usize> = (0..n).collect();
+            let mut budget = Budget::new(u64::MAX, None);
+            let (ub, found) = knapsack(&users, &items, &values, dims, &cap, max_nodes, &mut budget);
+
+            let mut reference = Budget::new(u64::MAX, None);
+            REFERENCE_PRUNING.set(true);
+            let want = knapsack(
+                &users,
+                &items,
+                &values,
+                dims,
+                &cap,
+                max_nodes,
+                &mut reference,
+            );
+            REFERENCE_PRUNING.set(false);
+            assert_eq!(ub.to_bits(), want.0.to_bits(), "case {case}");
+            assert_eq!(found, want.1, "case {case}");
+            assert_eq!(
+                budget.spent(),
+                reference.spent(),
+                "case {case}: the same nodes are searched"
+            );
+        }
     }
 }

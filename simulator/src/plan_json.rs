@@ -1,0 +1,189 @@
+//! `karpenter plan -o json`: the plan exactly as `serde_json::to_writer_pretty` writes it,
+//! with every shared option list rendered once.
+//!
+//! A plan on a large catalogue lists about a thousand instance-type options per claim, and
+//! claims with the same pool and requirements share one list (hundreds of claims, a few
+//! dozen lists). Serialising each claim's copy was most of the time `-o json` took; here each
+//! list is rendered once and its text is copied for every claim that holds it.
+
+use karpenter_scheduling::Plan;
+use karpenter_scheduling::plan::{InstanceTypeOption, NewNodeClaim};
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::Arc;
+
+/// The pretty printer's indentation of one level.
+const INDENT: &str = "  ";
+
+/// Writes `plan` as pretty JSON, byte for byte what `serde_json::to_writer_pretty` writes
+/// (without a trailing newline).
+pub fn write_plan_json(plan: &Plan, out: &mut dyn Write) -> std::io::Result<()> {
+    // Everything but the claims, through serde; the claims are spliced in where their
+    // empty array stands. A top-level key is the only text that follows a line break and
+    // exactly one level of indentation (strings never hold a raw line break).
+    let rest = Plan {
+        existing: plan.existing.clone(),
+        new_node_claims: Vec::new(),
+        unschedulable: plan.unschedulable.clone(),
+        total_price: plan.total_price,
+        lower_bound: plan.lower_bound,
+        greedy_price: plan.greedy_price,
+        optimizer: plan.optimizer.clone(),
+    };
+    let text = serde_json::to_string_pretty(&rest)?;
+    let (head, tail) = split_at_empty(&text, "newNodeClaims", 1)?;
+    out.write_all(head.as_bytes())?;
+    if !plan.new_node_claims.is_empty() {
+        let mut lists: HashMap<*const Vec<InstanceTypeOption>, String> = HashMap::new();
+        out.write_all(b"[")?;
+        for (i, claim) in plan.new_node_claims.iter().enumerate() {
+            out.write_all(if i == 0 { b"\n" } else { b",\n" })?;
+            out.write_all(INDENT.repeat(2).as_bytes())?;
+            write_claim(claim, &mut lists, out)?;
+        }
+        out.write_all(b"\n")?;
+        out.write_all(INDENT.as_bytes())?;
+        out.write_all(b"]")?;
+    } else {
+        out.write_all(b"[]")?;
+    }
+    out.write_all(tail.as_bytes())
+}
+
+/// One claim as an element of the plan's `newNodeClaims` (two levels deep), its option list
+/// rendered at most once per shared list.
+fn write_claim(
+    claim: &NewNodeClaim,
+    lists: &mut HashMap<*const Vec<InstanceTypeOption>, String>,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let bare = NewNodeClaim {
+        instance_type_options: Arc::new(Vec::new()),
+        ..claim.clone()
+    };
+    let text = indented(&serde_json::to_string_pretty(&bare)?, 2);
+    // The claim's own keys sit one level in, and two more in the plan.
+    let (head, tail) = split_at_empty(&text, "instanceTypeOptions", 3)?;
+    out.write_all(head.as_bytes())?;
+    let options = &claim.instance_type_options;
+    let list = match lists.entry(Arc::as_ptr(options)) {
+        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+        std::collections::hash_map::Entry::Vacant(e) => {
+            e.insert(indented(&serde_json::to_string_pretty(&**options)?, 3))
+        }
+    };
+    out.write_all(list.as_bytes())?;
+    out.write_all(tail.as_bytes())
+}
+
+/// `text` with `levels` more indentation on every line but the first, as the pretty printer
+/// writes a value that many levels deeper.
+fn indented(text: &str, levels: usize) -> String {
+    text.replace('\n', &format!("\n{}", INDENT.repeat(levels)))
+}
+
+/// `text` around the `[]` of the key `key` at indentation `level`: the text up to and
+/// including `"key": `, and the text after the `[]`.
+fn split_at_empty<'t>(
+    text: &'t str,
+    key: &str,
+    level: usize,
+) -> std::io::Result<(&'t str, &'t str)> {
+    let marker = format!("\n{}\"{key}\": []", INDENT.repeat(level));
+    let at = text
+        .find(&marker)
+        .ok_or_else(|| std::io::Error::other(format!("plan JSON without an empty {key} array")))?;
+    let value = at + marker.len() - 2;
+    Ok((&text[..value], &text[value + 2..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use karpenter_scheduling::model::PodKey;
+    use karpenter_scheduling::plan::{NodePlacement, UnschedulablePod};
+    use karpenter_scheduling::{OptimizerStats, Requirements, Resources};
+
+    fn option(name: &str, price: f64) -> InstanceTypeOption {
+        InstanceTypeOption {
+            name: name.into(),
+            price,
+            zone: "us-east-1a".into(),
+            capacity_type: "spot".into(),
+        }
+    }
+
+    fn claim(options: &Arc<Vec<InstanceTypeOption>>, pod: &str) -> NewNodeClaim {
+        let mut requirements = Requirements::new();
+        requirements.add(
+            karpenter_scheduling::Requirement::new(
+                "topology.kubernetes.io/zone",
+                karpenter_scheduling::Operator::In,
+                ["us-east-1a"],
+            )
+            .unwrap(),
+        );
+        NewNodeClaim {
+            node_pool: "default".into(),
+            requirements,
+            instance_type_options: Arc::clone(options),
+            pods: vec![PodKey::new("default", pod)],
+            requests: Resources {
+                cpu_millis: 1500,
+                memory: 1 << 30,
+                ..Resources::default()
+            },
+            daemon_overhead: Resources::default(),
+            price: options.first().map_or(0.0, |o| o.price),
+        }
+    }
+
+    fn written(plan: &Plan) -> String {
+        let mut out = Vec::new();
+        write_plan_json(plan, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn writes_what_serde_writes() {
+        let shared = Arc::new(vec![option("m5.large", 0.035), option("c5.large", 0.041)]);
+        let own = Arc::new(vec![option("r5.large", 0.05)]);
+        let empty = Arc::new(Vec::new());
+        let plan = Plan {
+            existing: vec![NodePlacement {
+                node: "node-1".into(),
+                pods: vec![PodKey::new("default", "on-node")],
+            }],
+            new_node_claims: vec![
+                claim(&shared, "a"),
+                claim(&own, "b \"quoted\"\nline"),
+                claim(&shared, "c"),
+                claim(&empty, "d"),
+            ],
+            unschedulable: vec![UnschedulablePod {
+                pod: PodKey::new("default", "big"),
+                reason: "no instance type has 512 cpu".into(),
+                deferred: true,
+            }],
+            total_price: 0.12,
+            lower_bound: Some(0.1),
+            greedy_price: Some(0.2),
+            optimizer: Some(OptimizerStats {
+                groups: 1,
+                work: 10,
+                ..OptimizerStats::default()
+            }),
+        };
+        assert_eq!(written(&plan), serde_json::to_string_pretty(&plan).unwrap());
+        let none = Plan::default();
+        assert_eq!(written(&none), serde_json::to_string_pretty(&none).unwrap());
+        let only_claims = Plan {
+            new_node_claims: vec![claim(&own, "e")],
+            ..Plan::default()
+        };
+        assert_eq!(
+            written(&only_claims),
+            serde_json::to_string_pretty(&only_claims).unwrap()
+        );
+    }
+}
