@@ -17,7 +17,9 @@
 //! (and the first solve's cold caches). With `KARPENTER_BENCH_SEEDS=N` it then solves every
 //! selected case again on the workloads of seeds 1 to N and prints a second table: mean and
 //! worst gap to the lower bound, how many plans met their own bound (proven optimal) and the
-//! slowest solve, which shows the table's single seed is not a lucky draw.
+//! slowest solve, which shows the table's single seed is not a lucky draw. With
+//! `KARPENTER_BENCH_REPAIR_OWNERS=1` the optimiser re-pairs hostname-spread owners
+//! (`OptimizerOptions::repair_spread_owners`).
 #![forbid(unsafe_code)]
 
 use karpenter_benches::{
@@ -29,7 +31,9 @@ use std::time::Instant;
 
 fn main() {
     let filter = std::env::args().nth(1).unwrap_or_default();
-    let options = SolveOptions::default();
+    let mut options = SolveOptions::default();
+    options.optimizer.repair_spread_owners =
+        std::env::var_os("KARPENTER_BENCH_REPAIR_OWNERS").is_some_and(|v| v == "1");
     let mut greedy_only = SolveOptions::default();
     greedy_only.optimizer.enabled = false;
     println!(

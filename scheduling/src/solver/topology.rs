@@ -925,15 +925,28 @@ impl Topology {
     /// Conservative otherwise: a group that merely selects the pod counts, whatever its node
     /// filter says.
     pub(crate) fn movable(&self, p: usize, pod: &Pod, reqs: &Requirements) -> bool {
+        self.held_only_by(p, pod, reqs, |_| false)
+    }
+
+    /// Whether every group pod `p` owns is keyed on a label `reqs` pins to one value or
+    /// is one `owned_ok` accepts, and every group that could count it is pinned so too or
+    /// a hostname spread or anti-affinity of another pod (see [`Self::movable`]).
+    fn held_only_by(
+        &self,
+        p: usize,
+        pod: &Pod,
+        reqs: &Requirements,
+        owned_ok: impl Fn(&TopologyGroup) -> bool,
+    ) -> bool {
         let pinned = |key: &str| key != HOSTNAME && reqs.get(key).and_then(finite_single).is_some();
         let leaves_harmlessly =
             |g: &TopologyGroup| g.id.key == HOSTNAME && g.id.kind != Kind::Affinity;
-        self.owned[p]
+        self.owned[p].iter().all(|&g| {
+            let g = &self.groups[g];
+            pinned(&g.id.key) || owned_ok(g)
+        }) && self.inverse_owned[p]
             .iter()
-            .all(|&g| pinned(&self.groups[g].id.key))
-            && self.inverse_owned[p]
-                .iter()
-                .all(|&g| pinned(&self.inverse[g].id.key))
+            .all(|&g| pinned(&self.inverse[g].id.key))
             && self
                 .groups
                 .iter()
@@ -952,41 +965,70 @@ impl Topology {
     pub(crate) fn host_caps(&self, present: &[(usize, &Pod)]) -> Vec<HostCap> {
         let mut caps = Vec::new();
         for &(q, owner) in present {
-            for &g in &self.owned[q] {
-                let group = &self.groups[g];
-                if group.id.key != HOSTNAME {
-                    continue;
+            caps.extend(self.owner_caps(q, owner, present));
+        }
+        caps
+    }
+
+    /// The [`HostCap`]s pod `q` (`owner`) owns on a new node holding `present` (which may
+    /// include `q` itself; it is never counted beside itself), as [`Self::host_caps`]
+    /// computes them. A cap with a negative room is one the node's content already breaks.
+    pub(crate) fn owner_caps(
+        &self,
+        q: usize,
+        owner: &Pod,
+        present: &[(usize, &Pod)],
+    ) -> Vec<HostCap> {
+        let mut caps = Vec::new();
+        for &g in &self.owned[q] {
+            let group = &self.groups[g];
+            if group.id.key != HOSTNAME {
+                continue;
+            }
+            let room = match group.id.kind {
+                Kind::Affinity => continue,
+                Kind::AntiAffinity => 0,
+                Kind::Spread => {
+                    let beside = present
+                        .iter()
+                        .filter(|&&(o, pod)| o != q && group.selects(pod))
+                        .count();
+                    i64::from(group.id.max_skew)
+                        - i64::from(group.selects(owner))
+                        - i64::try_from(beside).unwrap_or(i64::MAX)
                 }
-                let room = match group.id.kind {
-                    Kind::Affinity => continue,
-                    Kind::AntiAffinity => 0,
-                    Kind::Spread => {
-                        let beside = present
-                            .iter()
-                            .filter(|&&(o, pod)| o != q && group.selects(pod))
-                            .count();
-                        i64::from(group.id.max_skew)
-                            - i64::from(group.selects(owner))
-                            - i64::try_from(beside).unwrap_or(i64::MAX)
-                    }
-                };
+            };
+            caps.push(HostCap {
+                group: g,
+                inverse: false,
+                room,
+            });
+        }
+        for &g in &self.inverse_owned[q] {
+            if self.inverse[g].id.key == HOSTNAME {
                 caps.push(HostCap {
                     group: g,
-                    inverse: false,
-                    room,
+                    inverse: true,
+                    room: 0,
                 });
-            }
-            for &g in &self.inverse_owned[q] {
-                if self.inverse[g].id.key == HOSTNAME {
-                    caps.push(HostCap {
-                        group: g,
-                        inverse: true,
-                        room: 0,
-                    });
-                }
             }
         }
         caps
+    }
+
+    /// Whether pending pod `p`, which [`Self::movable`] keeps, is kept only by hostname
+    /// spreads it owns: every other group it owns, and every group that could count it,
+    /// is one `movable` would let it leave (keyed on a label `reqs` pins to one value, or a
+    /// hostname spread or anti-affinity of another pod), and it owns no hostname-keyed
+    /// anti-affinity or affinity. Such a pod may move to another node with requirements
+    /// `reqs` whose final content keeps every hostname-keyed count it takes part in within
+    /// bounds (its own spreads' counts beside it, and the caps of the owners already
+    /// there, see [`Self::owner_caps`]): the hostname's minimum count is always 0, so a
+    /// spread only bounds how many selected pods share its owner's node.
+    pub(crate) fn spread_owner_only(&self, p: usize, pod: &Pod, reqs: &Requirements) -> bool {
+        let host_spread = |g: &TopologyGroup| g.id.key == HOSTNAME && g.id.kind == Kind::Spread;
+        self.owned[p].iter().any(|&g| host_spread(&self.groups[g]))
+            && self.held_only_by(p, pod, reqs, host_spread)
     }
 
     /// Whether `cap`'s group counts `pod`: such a pod may join the cap's node only while

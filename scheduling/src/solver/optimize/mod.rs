@@ -81,6 +81,10 @@ const COVER_SHARE: f64 = 0.1;
 /// The share of a free group's work its packing heuristic may use before the LP rounding.
 const FREE_HEURISTIC_SHARE: f64 = 0.25;
 
+/// Groups of at most this many movable pods with hosts are re-packed both with and without
+/// the hosts growing, and the cheaper kept (see [`repack`]).
+const SMALL_GROUP_PODS: usize = 150;
+
 /// The share of the work left that merging one group's nodes may use.
 const MERGE_SHARE: f64 = 0.1;
 
@@ -96,6 +100,15 @@ pub struct OptimizerOptions {
     /// greedy claims. The default (150 million) is a few hundred milliseconds of release
     /// build at most; a third of it at most goes to the lower bound.
     pub max_work: u64,
+    /// Whether owners of hostname spreads that nothing else keeps on their claim are
+    /// re-paired across the nodes of their group (default false): they join the kept
+    /// claims (or new ones of their own) wherever every hostname-keyed count of the final
+    /// content stays within bounds, and kept claims may grow to a larger type when that
+    /// absorbs pods more cheaply than new capacity. It makes Karpenter's diverse mix
+    /// cheaper but some other constrained mixes dearer than without it (see
+    /// docs/benchmarks.md), so it is off until it is never worse. Plans stay valid and never
+    /// dearer than the greedy plan either way.
+    pub repair_spread_owners: bool,
 }
 
 impl Default for OptimizerOptions {
@@ -103,6 +116,7 @@ impl Default for OptimizerOptions {
         OptimizerOptions {
             enabled: true,
             max_work: 150_000_000,
+            repair_spread_owners: false,
         }
     }
 }
@@ -203,6 +217,9 @@ struct Group {
     /// Greedy claims pinned by some of their pods (hostname-keyed constraints, host ports),
     /// with the pods on them that may move: see [`hosts::fill_hosts`].
     partial: Vec<(usize, Vec<usize>)>,
+    /// The pods of its claims (whole or partial) that own hostname spreads and may move
+    /// only to hosts, sorted (see `Topology::spread_owner_only`).
+    movers: Vec<usize>,
 }
 
 /// An instance type a group may use.
@@ -278,6 +295,7 @@ pub(crate) fn optimize(
                     greedy_nodes: 0,
                     claims: Vec::new(),
                     partial: Vec::new(),
+                    movers: Vec::new(),
                 });
                 free_sources.push(std::collections::BTreeSet::new());
                 groups.len() - 1
@@ -306,6 +324,9 @@ pub(crate) fn optimize(
         // reservations the greedy pass counted for it, and a re-packing priced on reserved
         // offerings could promise more instances than the reservations have.
         let reserved = s.templates[claim.template].has_reserved;
+        // Owners of hostname spreads that nothing else keeps may leave too, but only for
+        // hosts whose content keeps their spreads (see [`hosts`]).
+        let mut movers: Vec<usize> = Vec::new();
         let movable: Vec<usize> = claim
             .pods
             .iter()
@@ -313,7 +334,17 @@ pub(crate) fn optimize(
             .filter(|_| !reserved)
             .filter(|&p| {
                 let pod = &s.pods[p];
-                pod.host_ports.is_empty() && s.topology.movable(p, pod, &reqs)
+                if !pod.host_ports.is_empty() {
+                    return false;
+                }
+                if s.topology.movable(p, pod, &reqs) {
+                    return true;
+                }
+                if options.repair_spread_owners && s.topology.spread_owner_only(p, pod, &reqs) {
+                    movers.push(p);
+                    return true;
+                }
+                false
             })
             .collect();
         stats.pods_fixed += claim.pods.len() - movable.len();
@@ -329,15 +360,20 @@ pub(crate) fn optimize(
                 greedy_nodes: 0,
                 claims: Vec::new(),
                 partial: Vec::new(),
+                movers: Vec::new(),
             });
             groups.len() - 1
         });
+        groups[g].movers.extend(movers);
         if movable.len() == claim.pods.len() {
             groups[g].greedy_nodes += 1;
             groups[g].claims.push(c);
         } else {
             groups[g].partial.push((c, movable));
         }
+    }
+    for g in &mut groups {
+        g.movers.sort_unstable();
     }
     stats.groups = groups.len();
 
@@ -740,6 +776,54 @@ fn repack(
     budget: &mut Budget<'_>,
     next_host: &mut u32,
 ) -> Repacked {
+    let grown = repack_hosts(s, g, target, must_pack, budget, next_host, true);
+    let pods = g
+        .claims
+        .iter()
+        .map(|&c| s.claims[c].pods.len())
+        .sum::<usize>()
+        + g.partial.iter().map(|(_, m)| m.len()).sum::<usize>();
+    if g.partial.is_empty() || pods > SMALL_GROUP_PODS || budget.exhausted() {
+        return grown;
+    }
+    // On a small group the packers see every pod the hosts' growth took away, and may do
+    // better with them: both are tried, the cheaper kept.
+    let kept = repack_hosts(s, g, target, must_pack, budget, next_host, false);
+    if net_price(s, g, &kept) < net_price(s, g, &grown) - price_epsilon(net_price(s, g, &grown)) {
+        kept
+    } else {
+        grown
+    }
+}
+
+/// What a group's re-packing changes the plan's price by (0 when it keeps the greedy
+/// claims).
+fn net_price(s: &Scheduler<'_>, g: &Group, r: &Repacked) -> f64 {
+    let Some(claims) = &r.claims else {
+        return 0.0;
+    };
+    let t = &s.templates[g.template];
+    let new: f64 = claims.iter().map(|c| greedy_claim_price(s, c)).sum();
+    let shrunk: f64 = r
+        .shrunk
+        .iter()
+        .map(|(c, claim)| {
+            claim_price(t, &claim.options, &g.reqs) - claim_price(t, &s.claims[*c].options, &g.reqs)
+        })
+        .sum();
+    new + shrunk - greedy_cost(s, g)
+}
+
+/// [`repack`] once, with the hosts growing or not (see [`hosts::fill_hosts`]).
+fn repack_hosts(
+    s: &Scheduler<'_>,
+    g: &Group,
+    target: Option<f64>,
+    must_pack: bool,
+    budget: &mut Budget<'_>,
+    next_host: &mut u32,
+    grow: bool,
+) -> Repacked {
     let none = Repacked {
         claims: None,
         shrunk: Vec::new(),
@@ -805,7 +889,11 @@ fn repack(
     for c in &candidates {
         price_of[c.it as usize] = c.price;
     }
-    let (shrunk, saving) = hosts::fill_hosts(
+    let Some(hosts::Filled {
+        shrunk,
+        added,
+        saving,
+    }) = hosts::fill_hosts(
         s,
         g,
         &candidates,
@@ -813,14 +901,19 @@ fn repack(
         &dims,
         &price_of,
         &mut pods,
+        next_host,
+        grow,
         budget,
-    );
+    )
+    else {
+        return none;
+    };
     if pods.is_empty() {
-        // Everything fits beside the pinned pods: the group needs no new node at all.
+        // Everything fits on the hosts: the group needs no new node at all.
         let target = greedy_cost(s, g) + saving;
-        return if target > price_epsilon(target) && !shrunk.is_empty() {
+        return if target > price_epsilon(target) && (!shrunk.is_empty() || !added.is_empty()) {
             Repacked {
-                claims: Some(Vec::new()),
+                claims: Some(added),
                 shrunk,
                 proven_optimal: false,
             }
@@ -923,7 +1016,7 @@ fn repack(
     });
     // A proof that nothing beats the greedy claims holds only when no claim was shrunk:
     // otherwise it was against a target that assumed the shrinking.
-    let proven_optimal = proven_optimal && shrunk.is_empty();
+    let proven_optimal = proven_optimal && shrunk.is_empty() && added.is_empty();
     let Some(packing) = packing else {
         return Repacked {
             proven_optimal,
@@ -990,11 +1083,13 @@ fn repack(
     if placed != pods.len() || total >= greedy - price_epsilon(greedy) {
         return none;
     }
+    // The proof covers the moved pods on new nodes only, not the room they might have
+    // taken on the shrunk claims or new hosts.
+    let proven_optimal = packing.optimal && shrunk.is_empty() && added.is_empty();
+    claims.extend(added);
     Repacked {
         claims: Some(claims),
-        // The proof covers the moved pods on new nodes only, not the room they might have
-        // taken on the shrunk claims.
-        proven_optimal: packing.optimal && shrunk.is_empty(),
+        proven_optimal,
         shrunk,
     }
 }
