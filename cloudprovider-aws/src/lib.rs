@@ -19,10 +19,12 @@ pub mod instancetype;
 pub mod interruption;
 pub mod launch;
 pub mod nodeclass;
+pub mod observe;
 pub mod pricing;
 pub mod provider;
 pub mod reservation_sync;
 pub mod reserved_launch;
+pub mod sdk_metrics;
 pub mod settings;
 pub mod userdata;
 

@@ -21,6 +21,7 @@ use crate::nodeclass::{
     CONDITION_SECURITY_GROUPS_READY, CONDITION_SUBNETS_READY, CONDITION_VALIDATION_SUCCEEDED,
     EC2NodeClass, LABEL_NODE_CLASS, NODE_CLASS_HASH_VERSION,
 };
+use crate::observe::{NoObserver, ProviderObserver, launch_failures};
 use crate::pricing::PricingProvider;
 use crate::reserved_launch::TemplateTarget;
 use crate::settings::{AwsClients, AwsSettings};
@@ -163,6 +164,21 @@ impl AwsCloudProvider {
         }
     }
 
+    /// Sets where the provider and its SDK clients (every clone of its [`AwsClients`])
+    /// report their metric events: launch and termination failures, user data sizes, API
+    /// calls. Only the first call takes effect; it returns whether this one did. Until then
+    /// nothing is reported.
+    pub fn set_observer(&self, observer: Arc<dyn ProviderObserver>) -> bool {
+        self.clients.observer.set(observer).is_ok()
+    }
+
+    fn observer(&self) -> &dyn ProviderObserver {
+        self.clients
+            .observer
+            .get()
+            .map_or(&NoObserver, |o| o.as_ref())
+    }
+
     /// The settings.
     pub fn settings(&self) -> &AwsSettings {
         &self.settings
@@ -204,6 +220,7 @@ impl AwsCloudProvider {
             .write()
             .unwrap_or_else(PoisonError::into_inner);
         map.remove(name);
+        self.observer().node_class_deleted(name);
     }
 
     /// A stored NodeClass.
@@ -675,6 +692,23 @@ impl AwsCloudProvider {
         Ok(out)
     }
 
+    /// The zone id of `instance`'s subnet, from the stored NodeClasses' resolved subnets
+    /// (empty when no class lists it).
+    fn zone_id(&self, instance: &Ec2Instance) -> String {
+        let map = self
+            .node_classes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut subnets = map.values().flat_map(|nc| {
+            let status = nc.status.as_ref();
+            status.into_iter().flat_map(|s| s.subnets.iter())
+        });
+        subnets
+            .find(|s| s.id == instance.subnet_id)
+            .map(|s| s.zone_id.clone())
+            .unwrap_or_default()
+    }
+
     /// The instance behind a provider id; `NotFound` when it does not exist or is
     /// terminating.
     pub async fn get_instance(&self, provider_id: &str) -> Result<Ec2Instance, CloudProviderError> {
@@ -774,6 +808,8 @@ impl AwsCloudProvider {
                     source,
                 })
                 .map_err(|e| create_err("UserDataInvalid", e.to_string()))?;
+        self.observer()
+            .user_data_rendered(nc.name(), user_data.len());
         let mut templates = BTreeMap::new();
         for key in plan
             .overrides
@@ -828,6 +864,13 @@ impl AwsCloudProvider {
             .instances()
             .iter()
             .find_map(|i| i.instance_ids().first().map(|id| (id.clone(), i)));
+        let zone_id_of = |zone: &str| {
+            let subnet = status.subnets.iter().find(|s| s.zone == zone);
+            subnet.map(|s| s.zone_id.clone())
+        };
+        for failure in launch_failures(out.errors(), &plan.capacity_type, zone_id_of) {
+            self.observer().launch_failure(&failure);
+        }
         let (ice, other) = classify_fleet_errors(out.errors(), &plan.capacity_type);
         for offering in &ice {
             match plan.reservation_of(&offering.instance_type, &offering.zone) {
@@ -990,10 +1033,17 @@ impl CloudProvider for AwsCloudProvider {
             .await
         {
             Ok(()) => Ok(()),
-            Err(e) if e.is_not_found() => Err(CloudProviderError::NotFound {
-                provider_id: node_claim.provider_id().to_string(),
-            }),
-            Err(e) => Err(e.into()),
+            Err(e) => {
+                // Upstream counts every failed TerminateInstances, not-found included.
+                self.observer()
+                    .termination_failure(&instance.zone, &self.zone_id(&instance));
+                match e.is_not_found() {
+                    true => Err(CloudProviderError::NotFound {
+                        provider_id: node_claim.provider_id().to_string(),
+                    }),
+                    false => Err(e.into()),
+                }
+            }
         }
     }
 

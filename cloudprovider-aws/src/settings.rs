@@ -1,6 +1,8 @@
 //! Provider settings (Karpenter's `--cluster-name`, `--cluster-endpoint`,
 //! `--interruption-queue` … flags) and the AWS clients built from them.
 
+use crate::observe::ObserverSlot;
+use crate::sdk_metrics::SdkMetrics;
 use base64::Engine as _;
 use std::time::Duration;
 
@@ -86,6 +88,8 @@ pub struct AwsClients {
     pub pricing: aws_sdk_pricing::Client,
     /// IAM (instance profiles for `spec.role`).
     pub iam: aws_sdk_iam::Client,
+    /// The observer every client's [`SdkMetrics`] interceptor (and the provider) reports to.
+    pub observer: ObserverSlot,
 }
 
 impl AwsClients {
@@ -126,15 +130,27 @@ impl AwsClients {
 
     /// Clients from a loaded SDK configuration.
     pub fn from_sdk_config(config: &aws_config::SdkConfig) -> Self {
+        let observer = ObserverSlot::default();
+        let metrics = SdkMetrics::new(observer.clone());
         let pricing_config = aws_sdk_pricing::config::Builder::from(config)
             .region(aws_config::Region::new("us-east-1"))
-            .build();
+            .interceptor(metrics.clone());
+        macro_rules! client {
+            ($sdk:ident) => {
+                $sdk::Client::from_conf(
+                    $sdk::config::Builder::from(config)
+                        .interceptor(metrics.clone())
+                        .build(),
+                )
+            };
+        }
         Self {
-            ec2: aws_sdk_ec2::Client::new(config),
-            ssm: aws_sdk_ssm::Client::new(config),
-            sqs: aws_sdk_sqs::Client::new(config),
-            pricing: aws_sdk_pricing::Client::from_conf(pricing_config),
-            iam: aws_sdk_iam::Client::new(config),
+            ec2: client!(aws_sdk_ec2),
+            ssm: client!(aws_sdk_ssm),
+            sqs: client!(aws_sdk_sqs),
+            pricing: aws_sdk_pricing::Client::from_conf(pricing_config.build()),
+            iam: client!(aws_sdk_iam),
+            observer,
         }
     }
 }

@@ -10,6 +10,7 @@ use karpenter_cloudprovider_aws::interruption::{
     ChannelSink, InterruptionKind, InterruptionSink, NodeClaimInterruption, SinkError, samples,
 };
 use karpenter_cloudprovider_aws::nodeclass::{EC2NodeClass, from_yaml};
+use karpenter_cloudprovider_aws::observe::{ApiRequest, LaunchFailure, ProviderObserver};
 use karpenter_cloudprovider_aws::{
     AwsClients, AwsCloudProvider, AwsSettings, InterruptionPoller, ManualClock,
 };
@@ -1163,6 +1164,132 @@ async fn insufficient_capacity_marks_offerings_unavailable() {
             .expect_err("still none")
             .is_insufficient_capacity()
     );
+}
+
+/// Keeps every metric event the provider reports.
+#[derive(Debug, Default)]
+struct Recorder {
+    launch_failures: std::sync::Mutex<Vec<LaunchFailure>>,
+    termination_failures: std::sync::Mutex<Vec<(String, String)>>,
+    user_data: std::sync::Mutex<Vec<(String, usize)>>,
+    requests: std::sync::Mutex<Vec<ApiRequest>>,
+}
+
+impl ProviderObserver for Recorder {
+    fn launch_failure(&self, failure: &LaunchFailure) {
+        self.launch_failures.lock().unwrap().push(failure.clone());
+    }
+    fn termination_failure(&self, zone: &str, zone_id: &str) {
+        let failure = (zone.to_string(), zone_id.to_string());
+        self.termination_failures.lock().unwrap().push(failure);
+    }
+    fn user_data_rendered(&self, node_class: &str, bytes: usize) {
+        let rendered = (node_class.to_string(), bytes);
+        self.user_data.lock().unwrap().push(rendered);
+    }
+    fn api_request(&self, request: &ApiRequest) {
+        self.requests.lock().unwrap().push(request.clone());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn launch_failures_user_data_and_api_calls_reach_the_observer() {
+    let Some(ep) = endpoint("observe") else {
+        return;
+    };
+    let f = fixture(&ep, "observe").await;
+    let proxy = answering_proxy(ep.clone(), |form| {
+        form.contains("Action=CreateFleet")
+            .then(|| fleet_error_response(form, "VcpuLimitExceeded"))
+    })
+    .await;
+    let clients = AwsClients::for_endpoint(&proxy, REGION).await;
+    let provider = ready_provider(&f, clients).await;
+    let recorder = Arc::new(Recorder::default());
+    assert!(provider.set_observer(recorder.clone()));
+    let c = claim(
+        "general-obs01",
+        serde_json::json!([
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c5.large"]},
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}
+        ]),
+    );
+    provider
+        .create(&c)
+        .await
+        .expect_err("every offering failed");
+    // One failure per override (c5.large in both zones), each with its zone's id.
+    let failures = recorder.launch_failures.lock().unwrap().clone();
+    let zones: BTreeSet<&str> = failures.iter().map(|f| f.zone.as_str()).collect();
+    assert_eq!(zones, BTreeSet::from(["us-east-1a", "us-east-1b"]));
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    for failure in &failures {
+        assert_eq!(failure.reason, "VCPULimitExceeded");
+        assert_eq!(failure.capacity_type, "spot");
+        assert!(failure.zone_id.starts_with("use1-az"), "{failure:?}");
+    }
+    let rendered = recorder.user_data.lock().unwrap().clone();
+    assert!(
+        rendered
+            .iter()
+            .any(|(class, bytes)| class == "default" && *bytes > 0),
+        "{rendered:?}"
+    );
+    let requests = recorder.requests.lock().unwrap().clone();
+    let fleet = requests
+        .iter()
+        .find(|r| r.action == "CreateFleet")
+        .expect("CreateFleet observed");
+    assert_eq!((fleet.service.as_str(), fleet.code), ("EC2", 200));
+    assert_eq!(fleet.attempts.len(), 1);
+    assert_eq!(fleet.retries(), 0);
+    assert!(!provider.set_observer(Arc::new(Recorder::default())));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_terminations_reach_the_observer() {
+    let Some(ep) = endpoint("terminate-fail") else {
+        return;
+    };
+    let f = fixture(&ep, "terminate-fail").await;
+    let denied = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Response><Errors><Error><Code>UnauthorizedOperation</Code><Message>You are not authorized to perform this operation.</Message></Error></Errors><RequestID>denied-1</RequestID></Response>";
+    let proxy = answering_proxy(ep.clone(), move |form| {
+        form.contains("Action=TerminateInstances").then(|| {
+            format!(
+                "HTTP/1.1 403 Forbidden\r\nContent-Type: text/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{denied}",
+                denied.len()
+            )
+        })
+    })
+    .await;
+    let clients = AwsClients::for_endpoint(&proxy, REGION).await;
+    let provider = ready_provider(&f, clients).await;
+    let recorder = Arc::new(Recorder::default());
+    provider.set_observer(recorder.clone());
+    let c = claim(
+        "general-obs02",
+        serde_json::json!([
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+        ]),
+    );
+    let launched = provider.create(&c).await.expect("create");
+    let zone = launched.label("topology.kubernetes.io/zone").expect("zone");
+    provider
+        .delete(&launched)
+        .await
+        .expect_err("terminate denied");
+    let failures = recorder.termination_failures.lock().unwrap().clone();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert_eq!(failures[0].0, zone);
+    assert!(failures[0].1.starts_with("use1-az"), "{failures:?}");
+    let requests = recorder.requests.lock().unwrap().clone();
+    let terminate = requests
+        .iter()
+        .find(|r| r.action == "TerminateInstances")
+        .expect("TerminateInstances observed");
+    assert_eq!(terminate.code, 403);
+    assert!(recorder.launch_failures.lock().unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,6 +9,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod aws;
 pub mod cloudprovider;
 pub mod conditions;
 pub mod index;
@@ -392,6 +393,8 @@ pub struct Metrics {
     pub registry: Arc<Mutex<Registry>>,
     /// Cloud-provider families, for [`Metered`](cloudprovider::Metered).
     pub cloudprovider: CloudProviderMetrics,
+    /// The `aws` provider's families ([`aws`]).
+    pub aws: aws::AwsProviderMetrics,
     /// `karpenter_nodeclaims_created_total`.
     pub nodeclaims_created: Family<CreatedLabels, Counter>,
     /// `karpenter_nodeclaims_terminated_total`.
@@ -557,11 +560,13 @@ impl Metrics {
     pub fn new() -> Self {
         let mut r = Registry::default();
         let cloudprovider = CloudProviderMetrics::register(&mut r);
+        let aws = aws::AwsProviderMetrics::register(&mut r);
         let status = conditions::StatusFamilies::register(&mut r);
         let m = Self {
             status,
             registry: Arc::new(Mutex::new(Registry::default())),
             cloudprovider,
+            aws,
             nodeclaims_created: Family::default(),
             nodeclaims_terminated: Family::default(),
             nodeclaims_disrupted: Family::default(),

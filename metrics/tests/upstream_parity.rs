@@ -123,6 +123,22 @@ fn fill(m: &Metrics) {
     );
     drop(m.cloudprovider.duration.get_or_create(&Default::default()));
     drop(m.cloudprovider.errors.get_or_create(&Default::default()));
+    drop(m.aws.launch_failures.get_or_create(&Default::default()));
+    drop(
+        m.aws
+            .termination_failures
+            .get_or_create(&Default::default()),
+    );
+    drop(m.aws.userdata_bytes.get_or_create(&Default::default()));
+    drop(m.aws.sdk_requests.get_or_create(&Default::default()));
+    drop(m.aws.sdk_attempts.get_or_create(&Default::default()));
+    drop(m.aws.sdk_duration.get_or_create(&Default::default()));
+    drop(
+        m.aws
+            .sdk_attempt_duration
+            .get_or_create(&Default::default()),
+    );
+    drop(m.aws.sdk_retries.get_or_create(&Default::default()));
     drop(
         m.scheduler_unschedulable_pods
             .get_or_create(&Default::default()),

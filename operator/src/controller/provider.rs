@@ -1,10 +1,9 @@
-//! Building the cloud provider named by `--cloud-provider`.
-//!
-//! Extension point: a provider is a [`ProviderKind`] variant (parsed in `settings`) and an
-//! arm in [`build`]. The result is always wrapped in [`Metered`], so every provider reports
-//! Karpenter's cloud-provider metrics. A provider that owns Kubernetes objects of its own
-//! (the `aws` provider's EC2NodeClasses) or listens to the cloud (its interruption queue)
-//! also returns [`ProviderHooks`], which the controller calls on every leader pass.
+//! Building the cloud provider named by `--cloud-provider`. Extension point: a provider is a
+//! [`ProviderKind`] variant (parsed in `settings`) and an arm in [`build`]. The result is always
+//! wrapped in [`Metered`], so every provider reports Karpenter's cloud-provider metrics (`aws`
+//! also its own, through its observer). A provider that owns Kubernetes objects of its own (the
+//! `aws` provider's EC2NodeClasses) or listens to the cloud (its interruption queue) also
+//! returns [`ProviderHooks`], which the controller calls on every leader pass.
 
 use super::Ctx;
 use super::fake::ClusterFakeProvider;
@@ -76,6 +75,7 @@ pub async fn build(
         #[cfg(feature = "aws")]
         ProviderKind::Aws => {
             let aws = super::aws::build(settings, client, changed).await?;
+            aws.provider.set_observer(Arc::new(metrics.aws.clone()));
             Ok(Built {
                 provider: metered(aws.provider.clone(), metrics),
                 hooks: Some(aws.hooks),
