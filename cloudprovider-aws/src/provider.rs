@@ -1017,13 +1017,16 @@ impl CloudProvider for AwsCloudProvider {
     }
 
     async fn delete(&self, node_claim: &NodeClaim) -> Result<(), CloudProviderError> {
+        // Once the instance is gone its reservation has room again (counted once: the
+        // claim's finalizer goes with the `NotFound` answer).
+        let gone = || {
+            if let Some(id) = node_claim.label(labels::AWS_CAPACITY_RESERVATION_ID) {
+                self.reservations.availability().terminated(id);
+            }
+        };
         let instance = match self.get_instance(node_claim.provider_id()).await {
             Err(e @ CloudProviderError::NotFound { .. }) => {
-                // The instance is gone: its reservation has room again (counted once, as
-                // the claim's finalizer goes with this answer).
-                if let Some(id) = node_claim.label(labels::AWS_CAPACITY_RESERVATION_ID) {
-                    self.reservations.availability().terminated(id);
-                }
+                gone();
                 return Err(e);
             }
             other => other?,
@@ -1038,9 +1041,12 @@ impl CloudProvider for AwsCloudProvider {
                 self.observer()
                     .termination_failure(&instance.zone, &self.zone_id(&instance));
                 match e.is_not_found() {
-                    true => Err(CloudProviderError::NotFound {
-                        provider_id: node_claim.provider_id().to_string(),
-                    }),
+                    true => {
+                        gone();
+                        Err(CloudProviderError::NotFound {
+                            provider_id: node_claim.provider_id().to_string(),
+                        })
+                    }
                     false => Err(e.into()),
                 }
             }
