@@ -39,6 +39,19 @@ pub(crate) struct BoundColumn {
     pub price: f64,
 }
 
+impl BoundColumn {
+    /// The columns of `types`, negative capacity counted as none.
+    pub(crate) fn of_types(types: &[super::pack::BinType]) -> Vec<Self> {
+        types
+            .iter()
+            .map(|t| Self {
+                cap: t.cap.iter().map(|&c| c.max(0) as f64).collect(),
+                price: t.price,
+            })
+            .collect()
+    }
+}
+
 /// A valid lower bound and the resource prices behind it.
 #[derive(Debug, Clone)]
 pub(crate) struct LpBound {

@@ -67,6 +67,14 @@ struct Host {
     base_options: Vec<u32>,
 }
 
+impl Host {
+    /// Prices the host at type `t`: its room is what `t` holds beyond its load.
+    fn retype(&mut self, t: &BinType) {
+        self.room = t.cap.iter().zip(&self.vector).map(|(c, l)| c - l).collect();
+        self.price = t.price;
+    }
+}
+
 /// What [`fill_hosts`] changed.
 pub(super) struct Filled {
     /// The partial claims that changed (pods or price), by claim index, with their new
@@ -250,13 +258,7 @@ pub(super) fn fill_hosts(
                     && alone.is_none_or(|a| extra < types[a].price - price_epsilon(extra))
                 {
                     let host = &mut hosts[h];
-                    host.price = types[k].price;
-                    host.room = types[k]
-                        .cap
-                        .iter()
-                        .zip(&host.vector)
-                        .map(|(c, l)| c - l)
-                        .collect();
+                    host.retype(&types[k]);
                     chosen = state.admits(s, host, i, budget).map(|own| (h, own));
                 }
             }
@@ -602,13 +604,7 @@ fn grow(
     if left == 0 || hosts.is_empty() {
         return;
     }
-    let columns: Vec<BoundColumn> = types
-        .iter()
-        .map(|t| BoundColumn {
-            cap: t.cap.iter().map(|&c| c.max(0) as f64).collect(),
-            price: t.price,
-        })
-        .collect();
+    let columns = BoundColumn::of_types(types);
     let class = BoundClass {
         demand,
         columns: (0..columns.len()).collect(),
@@ -706,13 +702,7 @@ fn grow(
             }
         }
         if let Some((k, _)) = best {
-            host.room = types[k]
-                .cap
-                .iter()
-                .zip(&host.vector)
-                .map(|(c, l)| c - l)
-                .collect();
-            host.price = types[k].price;
+            host.retype(&types[k]);
             if !pool.fill(s, host, budget) {
                 return;
             }

@@ -1142,13 +1142,7 @@ fn weights(
         }
     }
     let active = demand.iter().filter(|&&d| d > 0.0).count().max(1) as f64;
-    let columns: Vec<BoundColumn> = types
-        .iter()
-        .map(|t| BoundColumn {
-            cap: t.cap.iter().map(|&c| c.max(0) as f64).collect(),
-            price: t.price,
-        })
-        .collect();
+    let columns = BoundColumn::of_types(types);
     let class = BoundClass {
         demand: demand.clone(),
         columns: (0..columns.len()).collect(),
