@@ -88,6 +88,7 @@ fn tick(r: &mut Reconciler, s: &ClusterState, version: u64, now: Millis) -> Tick
         version,
         repair_policies: &[],
         seconds: &|| 0.0,
+        solving: &|_| {},
     };
     r.tick(s, &facts, now)
 }
@@ -596,6 +597,7 @@ fn a_blocked_repair_is_reported_once_per_interval_and_a_due_one_repairs() {
             version: 0,
             repair_policies: &policies,
             seconds: &|| 0.0,
+            solving: &|_| {},
         };
         r.tick(s, &facts, now)
     };
