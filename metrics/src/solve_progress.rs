@@ -106,6 +106,13 @@ impl SolveTracker {
         }
     }
 
+    /// Forgets a simulation that will not report its end (its thread failed): its unfinished
+    /// work stops being reported; its queue depth stays until the next simulation.
+    pub fn abandon(&self) {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        s.running = None;
+    }
+
     /// The id and running time of the simulation in progress, if one is.
     fn unfinished(&self) -> Option<(String, f64)> {
         let s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -176,6 +183,11 @@ mod tests {
         assert_eq!((left.len(), value(&left[0])), (1, 2.0), "{left:?}");
 
         tracker.report(SolveProgress::Started { pods: 1 });
+        tracker.abandon();
+        assert!(
+            lines(&m, "karpenter_scheduler_unfinished_work_seconds{").is_empty(),
+            "a failed simulation is not running"
+        );
         let next = lines(&m, "karpenter_scheduler_queue_depth{");
         assert_eq!(
             next.len(),

@@ -331,6 +331,7 @@ impl Controller {
                 // A panic in the decision code: the bookkeeping is lost, so start afresh
                 // from the objects, as a restarted replica would.
                 tracing::error!(error = %e, "reconcile pass failed");
+                self.ctx.metrics.solve_tracker().abandon();
                 return;
             }
         };
