@@ -18,9 +18,11 @@ pub mod limits;
 mod nodepool;
 pub mod pods;
 mod reconciler;
+pub mod runtime;
 mod scheduling;
 pub mod sync;
 pub mod termination;
+pub mod workqueue;
 
 use cloudprovider::CloudProviderMetrics;
 use karpenter_scheduling::model::PodKey;
@@ -547,6 +549,8 @@ pub struct Metrics {
     pub dry_run_disruption_savings: Family<ReasonLabels, FloatGauge>,
     /// operatorpkg's status-condition and termination families ([`conditions`]).
     status: conditions::StatusFamilies,
+    /// controller-runtime's controller and work-queue families ([`runtime`]).
+    pub runtime: runtime::RuntimeMetrics,
 }
 
 impl Default for Metrics {
@@ -562,8 +566,10 @@ impl Metrics {
         let cloudprovider = CloudProviderMetrics::register(&mut r);
         let aws = aws::AwsProviderMetrics::register(&mut r);
         let status = conditions::StatusFamilies::register(&mut r);
+        let runtime = runtime::RuntimeMetrics::register(&mut r);
         let m = Self {
             status,
+            runtime,
             registry: Arc::new(Mutex::new(Registry::default())),
             cloudprovider,
             aws,
