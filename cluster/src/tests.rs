@@ -599,3 +599,30 @@ fn termination_starts_from_either_side_and_ends_at_the_instance() {
         ]
     );
 }
+
+#[test]
+fn an_action_names_the_object_its_result_comes_back_on() {
+    let pod = PodKey::new("ns", "p");
+    let cases = [
+        (
+            Action::LaunchInstance {
+                node_claim: "c".into(),
+            },
+            ObjectKey::NodeClaim("c".into()),
+        ),
+        (
+            Action::TaintDisrupted { node: "n".into() },
+            ObjectKey::Node("n".into()),
+        ),
+        (
+            Action::EvictPod {
+                pod: pod.clone(),
+                node: "n".into(),
+            },
+            ObjectKey::Pod(pod),
+        ),
+    ];
+    for (action, key) in cases {
+        assert_eq!(action.object(), key, "{action:?}");
+    }
+}

@@ -27,6 +27,42 @@ const RECONCILE_BUCKETS: [f64; 40] = [
     25.0, 30.0, 40.0, 50.0, 60.0,
 ];
 
+/// The stages of the controller's pass, each under the name of the upstream controller it
+/// stands for (docs/operator.md, Metrics, has the mapping).
+pub mod stage {
+    /// Instance types and offerings refreshed from the provider (the AWS provider's
+    /// `providers.instancetype`).
+    pub const INSTANCE_TYPES: &str = "providers.instancetype";
+    /// Drift asked of the provider for every launched NodeClaim (upstream's
+    /// `nodeclaim.disruption`, which marks drift).
+    pub const DRIFT: &str = "nodeclaim.disruption";
+    /// The index fed from the watch stores (upstream's `state.*` cluster-state controllers,
+    /// one queue for all kinds here).
+    pub const STATE: &str = "state";
+    /// One tick of the shared reconciler and its actions: provisioning, disruption, the
+    /// NodeClaim lifecycle, termination, repair and pod events in one decision (no single
+    /// upstream controller).
+    pub const RECONCILER: &str = "reconciler";
+    /// NodePool status: resources, conditions and hash annotations (upstream's
+    /// `nodepool.counter`, with `nodepool.readiness` and `nodepool.hash`).
+    pub const NODEPOOL_STATUS: &str = "nodepool.counter";
+    /// The fake provider's kubelet (karpenter-rs only).
+    pub const FAKE_KUBELET: &str = "fake.kubelet";
+    /// Instances without NodeClaims and NodeClaims without instances (upstream's
+    /// `nodeclaim.garbagecollection`).
+    pub const GARBAGE_COLLECTION: &str = "nodeclaim.garbagecollection";
+    /// Every stage, in pass order.
+    pub const ALL: [&str; 7] = [
+        INSTANCE_TYPES,
+        DRIFT,
+        STATE,
+        RECONCILER,
+        NODEPOOL_STATUS,
+        FAKE_KUBELET,
+        GARBAGE_COLLECTION,
+    ];
+}
+
 /// The worker count of every controller: the pass runs its stages one after the other.
 const WORKERS: i64 = 1;
 
@@ -41,7 +77,7 @@ pub struct ResultLabels {
 
 /// How one run of a stage ended, in controller-runtime's terms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum ReconcileResult {
     /// Done; nothing to do until something changes.
     Success,
     /// Done, and the stage has timed work (a batch window, a poll): upstream's
@@ -53,10 +89,25 @@ pub enum Outcome {
     Panic,
 }
 
-impl Outcome {
+impl ReconcileResult {
     /// `Success` or `Error`, from whether anything in the stage failed.
     pub fn of(failed: bool) -> Self {
         if failed { Self::Error } else { Self::Success }
+    }
+
+    /// A run that failed (`Panic` when it panicked).
+    pub fn failure(panicked: bool) -> Self {
+        if panicked { Self::Panic } else { Self::Error }
+    }
+
+    /// `Error` when something failed, else `RequeueAfter` when the stage has timed work
+    /// (`requeue_after`), else `Success`.
+    pub fn after(failed: bool, requeue_after: bool) -> Self {
+        match (failed, requeue_after) {
+            (true, _) => Self::Error,
+            (false, true) => Self::RequeueAfter,
+            (false, false) => Self::Success,
+        }
     }
 
     fn label(self) -> &'static str {
@@ -188,6 +239,42 @@ impl RuntimeMetrics {
         }
     }
 
+    /// Runs `stage` as one reconcile of `controller`. The stage returns `None` when it had
+    /// nothing due (a poll before its period): that counts nothing.
+    pub async fn run<F>(&self, controller: &'static str, stage: F) -> Option<ReconcileResult>
+    where
+        F: Future<Output = Option<ReconcileResult>>,
+    {
+        let run = self.begin(controller);
+        let outcome = stage.await;
+        if let Some(outcome) = outcome {
+            run.finish(outcome);
+        }
+        outcome
+    }
+
+    /// Runs `stage`, which always has work, as one reconcile of `controller`: an `Err` is an
+    /// error, an `Ok` a success.
+    pub async fn try_run<T, E, F>(&self, controller: &'static str, stage: F) -> Result<T, E>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        let run = self.begin(controller);
+        let result = stage.await;
+        run.finish(ReconcileResult::of(result.is_err()));
+        result
+    }
+
+    /// Starts every stage of the pass ([`stage::ALL`]; the fake kubelet only when it runs),
+    /// as [`RuntimeMetrics::start_controller`].
+    pub fn start_stages(&self, fake_kubelet: bool) {
+        for c in stage::ALL {
+            if fake_kubelet || c != stage::FAKE_KUBELET {
+                self.start_controller(c);
+            }
+        }
+    }
+
     /// A new, empty work queue named `name` (its `workqueue_*` series are exported from now
     /// on).
     pub fn work_queue<K: Ord + Clone>(&self, name: &str) -> WorkQueue<K> {
@@ -203,17 +290,17 @@ impl RuntimeMetrics {
         self.leader_slowpath.get_or_create(&l).inc();
     }
 
-    fn record(&self, controller: &str, outcome: Outcome, took: Duration) {
+    fn record(&self, controller: &str, outcome: ReconcileResult, took: Duration) {
         let c = labels(controller);
         let r = ResultLabels {
             controller: controller.to_owned(),
             result: outcome.label().to_owned(),
         };
         self.reconcile_total.get_or_create(&r).inc();
-        if matches!(outcome, Outcome::Error | Outcome::Panic) {
+        if matches!(outcome, ReconcileResult::Error | ReconcileResult::Panic) {
             self.reconcile_errors.get_or_create(&c).inc();
         }
-        if outcome == Outcome::Panic {
+        if outcome == ReconcileResult::Panic {
             self.panics.get_or_create(&c).inc();
         }
         (self.reconcile_time.get_or_create(&c)).observe(took.as_secs_f64());
@@ -237,7 +324,7 @@ pub struct Reconcile {
 impl Reconcile {
     /// The run ended with `outcome`: counted, and its time since [`RuntimeMetrics::begin`]
     /// observed.
-    pub fn finish(self, outcome: Outcome) {
+    pub fn finish(self, outcome: ReconcileResult) {
         let took = self.started.elapsed();
         self.metrics.record(self.controller, outcome, took);
     }
@@ -299,7 +386,7 @@ mod tests {
             ["controller_runtime_active_workers{controller=\"nodeclaim.disruption\"} 1"]
         );
         std::thread::sleep(Duration::from_millis(6));
-        run.finish(Outcome::Error);
+        run.finish(ReconcileResult::Error);
         assert_eq!(
             lines(&m, "controller_runtime_active_workers{"),
             ["controller_runtime_active_workers{controller=\"nodeclaim.disruption\"} 0"]
@@ -322,9 +409,13 @@ mod tests {
     fn a_panic_is_an_error_and_a_panic_and_requeue_after_is_not_an_error() {
         let m = Metrics::new();
         m.runtime.start_controller("reconciler");
-        m.runtime.begin("reconciler").finish(Outcome::Panic);
-        m.runtime.begin("reconciler").finish(Outcome::RequeueAfter);
-        m.runtime.begin("reconciler").finish(Outcome::of(false));
+        m.runtime.begin("reconciler").finish(ReconcileResult::Panic);
+        m.runtime
+            .begin("reconciler")
+            .finish(ReconcileResult::RequeueAfter);
+        m.runtime
+            .begin("reconciler")
+            .finish(ReconcileResult::of(false));
         exposes(
             &m,
             &[
@@ -348,6 +439,55 @@ mod tests {
             ["controller_runtime_active_workers{controller=\"provisioner\"} 0"]
         );
         assert!(lines(&m, "controller_runtime_reconcile_total{").is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_stage_with_nothing_due_counts_nothing() {
+        let m = Metrics::new();
+        let rt = &m.runtime;
+        assert_eq!(rt.run(stage::DRIFT, async { None }).await, None);
+        assert!(lines(&m, "controller_runtime_reconcile_total{").is_empty());
+        let done = rt.run(stage::DRIFT, async { Some(ReconcileResult::Success) });
+        assert_eq!(done.await, Some(ReconcileResult::Success));
+        assert_eq!(
+            lines(&m, "controller_runtime_reconcile_total{"),
+            [
+                "controller_runtime_reconcile_total{controller=\"nodeclaim.disruption\",result=\"success\"} 1"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_fallible_stage_is_an_error_or_a_success() {
+        let m = Metrics::new();
+        m.runtime.start_stages(false);
+        assert!(
+            lines(
+                &m,
+                "controller_runtime_max_concurrent_reconciles{controller=\"fake.kubelet\""
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            lines(&m, "controller_runtime_max_concurrent_reconciles{").len(),
+            6
+        );
+        let failed = m
+            .runtime
+            .try_run(stage::FAKE_KUBELET, async { Err::<(), _>("no") });
+        assert_eq!(failed.await, Err("no"));
+        let ok = m
+            .runtime
+            .try_run(stage::FAKE_KUBELET, async { Ok::<_, ()>(3) });
+        assert_eq!(ok.await, Ok(3));
+        exposes(
+            &m,
+            &[
+                "controller_runtime_reconcile_total{controller=\"fake.kubelet\",result=\"error\"} 1",
+                "controller_runtime_reconcile_total{controller=\"fake.kubelet\",result=\"success\"} 1",
+                "controller_runtime_reconcile_errors_total{controller=\"fake.kubelet\"} 1",
+            ],
+        );
     }
 
     #[test]

@@ -149,7 +149,7 @@ fn fill(m: &Metrics) {
     m.runtime.start_controller("provisioner");
     m.runtime
         .begin("provisioner")
-        .finish(karpenter_metrics::runtime::Outcome::Success);
+        .finish(karpenter_metrics::runtime::ReconcileResult::Success);
     drop(m.runtime.work_queue::<u32>("stores"));
     m.runtime.leader_slow_path("karpenter-leader-election");
     drop(
