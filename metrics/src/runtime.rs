@@ -120,7 +120,8 @@ impl ReconcileResult {
 }
 
 /// The `controller_runtime_*` families and `leader_election_slowpath_total`. Cheap to
-/// clone; clones record into the same families.
+/// clone; clones record into the same families. `controller_runtime_conversion_webhook_panics_total`
+/// is not among them: karpenter-rs serves no conversion webhook.
 #[derive(Debug, Clone)]
 pub struct RuntimeMetrics {
     reconcile_total: Family<ResultLabels, Counter>,
@@ -131,8 +132,6 @@ pub struct RuntimeMetrics {
     reconcile_time: HistogramFamily<ControllerLabels>,
     max_concurrent: Family<ControllerLabels, Gauge>,
     active_workers: Family<ControllerLabels, Gauge>,
-    /// `conversion_webhook_panics_total` is not here: karpenter-rs serves no conversion
-    /// webhook (docs/operator.md).
     leader_slowpath: Family<LeaseLabels, Counter>,
     queues: QueueFamilies,
 }
