@@ -42,6 +42,7 @@ fn tick(r: &mut Reconciler, s: &ClusterState, version: u64, now: i64) -> usize {
         version,
         repair_policies: &[],
         seconds: &|| 0.0,
+        solving: &|_| {},
     };
     r.tick(s, &facts, now).actions.len()
 }
@@ -56,6 +57,7 @@ fn settle(r: &mut Reconciler, s: &mut ClusterState, now: i64) {
         version: 0,
         repair_policies: &[],
         seconds: &|| 0.0,
+        solving: &|_| {},
     };
     for action in r.tick(s, &facts, now).actions {
         let (Action::SetClaimConditions { node_claim, .. }

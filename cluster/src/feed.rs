@@ -15,7 +15,8 @@
 //! untouched, so the reconciler skips work that cannot decide differently.
 
 use crate::api_objects::{
-    in_flight_record, node_record, offering_price, pdb_record, pod_key, pod_record,
+    in_flight_record, is_provisionable, node_record, offering_price, pdb_record, pod_key,
+    pod_record,
 };
 use crate::{ClusterState, Object, ObjectKey};
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -25,6 +26,7 @@ use karpenter_cloudprovider::v1::ConditionType;
 use karpenter_cloudprovider::{NodeClaim, NodePool};
 use karpenter_scheduling::k8s::{ConversionError, daemonset_from_k8s};
 use karpenter_scheduling::model::InstanceType;
+use karpenter_scheduling::model::PodKey;
 use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -78,6 +80,11 @@ pub struct Synced {
     /// (the provisioner reports pods it cannot see as unschedulable itself) and are tried
     /// again when they change.
     pub skipped: Vec<(ObjectKey, String)>,
+    /// After the sync: the pods Karpenter would provision for (pending and unschedulable)
+    /// that the model cannot represent, so the provisioner never plans them. Upstream's
+    /// provisioner likewise ignores the pending pods its validation rejects
+    /// (`karpenter_scheduler_ignored_pods_count`).
+    pub ignored_pods: usize,
 }
 
 /// What an indexed object was built from: its kind of source and the resource versions
@@ -121,6 +128,8 @@ pub struct Feed {
     pid_of_node: BTreeMap<String, String>,
     /// NodeClaims indexed as in-flight nodes (no Node yet).
     in_flight: BTreeSet<String>,
+    /// Provisionable pods left out of the index because they could not be converted.
+    ignored_pods: BTreeSet<PodKey>,
 }
 
 /// One sync in progress.
@@ -160,6 +169,8 @@ impl Feed {
         self.node_by_pid.clear();
         self.pid_of_node.clear();
         self.in_flight.clear();
+        // Every pod is seen again: the ones still unreadable are found again.
+        self.ignored_pods.clear();
         for claim in objects.node_claims {
             self.join_claim(claim);
         }
@@ -194,6 +205,7 @@ impl Feed {
         for key in gone {
             self.remove(state, &key, &mut pass);
         }
+        pass.synced.ignored_pods = self.ignored_pods.len();
         pass.synced
     }
 
@@ -236,6 +248,7 @@ impl Feed {
                 self.refresh_claim(state, &c, lookup, &mut pass);
             }
         }
+        pass.synced.ignored_pods = self.ignored_pods.len();
         pass.synced
     }
 
@@ -307,10 +320,25 @@ impl Feed {
             });
         }
         for pod in objects.pods {
-            let key = ObjectKey::Pod(pod_key(pod));
-            self.put(state, key, rv(&pod.metadata), pass, || {
-                Ok::<_, ConversionError>(pod_record(pod)?.map(|r| Object::Pod(Box::new(r))))
-            });
+            let key = pod_key(pod);
+            let mut unreadable = None;
+            self.put(
+                state,
+                ObjectKey::Pod(key.clone()),
+                rv(&pod.metadata),
+                pass,
+                || {
+                    let record = pod_record(pod);
+                    unreadable = Some(record.is_err());
+                    Ok::<_, ConversionError>(record?.map(|r| Object::Pod(Box::new(r))))
+                },
+            );
+            // Unchanged since it was last read (`None`): it was readable then.
+            if unreadable == Some(true) && is_provisionable(pod) {
+                self.ignored_pods.insert(key);
+            } else {
+                self.ignored_pods.remove(&key);
+            }
         }
         for ds in objects.daemon_sets {
             let (namespace, name) = namespaced(&ds.metadata);
@@ -520,6 +548,9 @@ impl Feed {
 
     fn remove(&mut self, state: &mut ClusterState, key: &ObjectKey, pass: &mut Pass) {
         self.seen.remove(key);
+        if let ObjectKey::Pod(pod) = key {
+            self.ignored_pods.remove(pod);
+        }
         if state.delete(key) {
             pass.synced.changes += 1;
             pass.synced.touched.push(key.clone());
@@ -602,6 +633,45 @@ mod tests {
             "{synced:?}"
         );
         assert!(state.pods().is_empty());
+        assert_eq!(synced.ignored_pods, 1, "pending and unschedulable: ignored");
+    }
+
+    #[test]
+    fn ignored_pods_are_the_provisionable_ones_the_model_rejects_while_they_last() {
+        let broken = |name: &str, node: Option<&str>| {
+            let mut pod = Pod::clone(&api_pod(name, Some("1"), node));
+            let spec = pod.spec.as_mut().unwrap();
+            spec.containers[0].resources.as_mut().unwrap().requests = Some(BTreeMap::from([(
+                "cpu".to_owned(),
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity("lots".into()),
+            )]));
+            Arc::new(pod)
+        };
+        let ignored = |feed: &mut Feed, state: &mut ClusterState, pods: &[Arc<Pod>]| {
+            let objects = ApiObjects {
+                pods,
+                ..ApiObjects::default()
+            };
+            feed.sync(state, &objects, &BTreeMap::new(), 0).ignored_pods
+        };
+        let mut state = ClusterState::new();
+        let mut feed = Feed::default();
+        let bad = broken("bad", None);
+        let bound = broken("bound", Some("n1"));
+        assert_eq!(
+            ignored(&mut feed, &mut state, &[bad.clone(), bound.clone()]),
+            1,
+            "a bound pod is not the provisioner's"
+        );
+        let mut fixed = Pod::clone(&api_pod("bad", Some("2"), None));
+        fixed.metadata.uid = bad.metadata.uid.clone();
+        assert_eq!(
+            ignored(&mut feed, &mut state, &[Arc::new(fixed), bound.clone()]),
+            0,
+            "fixed: planned again"
+        );
+        assert_eq!(ignored(&mut feed, &mut state, &[bad, bound.clone()]), 1);
+        assert_eq!(ignored(&mut feed, &mut state, &[bound]), 0, "deleted");
     }
 
     /// A cluster as the watches' stores hold it.

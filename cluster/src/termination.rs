@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::{PersistentVolume, Pod as K8sPod, Taint as K8sTa
 use karpenter_cloudprovider::NodeClaim;
 use karpenter_cloudprovider::v1::labels::DISRUPTED_TAINT_KEY;
 use karpenter_cloudprovider::v1::labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION;
-use karpenter_cloudprovider::v1::{ConditionStatus, ConditionType};
+use karpenter_cloudprovider::v1::{ConditionStatus, ConditionType, StatusConditions};
 use karpenter_disruption::candidate::do_not_disrupt_active;
 use karpenter_disruption::eviction_order;
 use karpenter_scheduling::model::{Millis, PodKey};
@@ -166,6 +166,27 @@ pub fn claimed_by(volume: &PersistentVolume, claims: &BTreeSet<(String, String)>
             r.name.clone().unwrap_or_default(),
         );
         claims.contains(&key)
+    })
+}
+
+/// How often a claim whose instance is shutting down asks the provider again whether it is
+/// gone (upstream's terminator requeues after 5 s).
+pub const INSTANCE_POLL_MS: Millis = 5_000;
+
+/// Whether `claim`'s instance termination has begun: the provider accepted the delete and
+/// its `InstanceTerminating` condition is true. Its finalizer stays until the provider
+/// reports the instance gone, as upstream's.
+pub fn instance_terminating(claim: &NodeClaim) -> bool {
+    claim
+        .condition(ConditionType::InstanceTerminating.as_str())
+        .is_some_and(|c| c.status == ConditionStatus::True)
+}
+
+/// Whether a deleting NodeClaim (with the termination finalizer) is waiting for its instance
+/// to be gone: the caller asks again after [`INSTANCE_POLL_MS`].
+pub fn instances_shutting_down(state: &ClusterState) -> bool {
+    state.deleting_claims().any(|(claim, _)| {
+        crate::registration::has_termination_finalizer(claim) && instance_terminating(claim)
     })
 }
 

@@ -626,3 +626,35 @@ fn an_action_names_the_object_its_result_comes_back_on() {
         assert_eq!(action.object(), key, "{action:?}");
     }
 }
+
+#[test]
+fn a_claim_whose_instance_is_shutting_down_keeps_asking_until_it_is_gone() {
+    use karpenter_cloudprovider::v1::StatusConditions;
+    let mut s = ClusterState::new();
+    let mut c = claim("n", &[(ConditionType::Initialized, 0)]);
+    c.metadata.deletion_timestamp = Some(time(1_000));
+    c.metadata.finalizers = Some(vec![
+        karpenter_cloudprovider::v1::labels::TERMINATION_FINALIZER.to_owned(),
+    ]);
+    s.apply(Object::NodeClaim(Box::new(c.clone())));
+    assert!(
+        !termination::instances_shutting_down(&s),
+        "termination not begun: nothing to ask yet"
+    );
+    c.set_true(ConditionType::InstanceTerminating.as_str(), time(2_000));
+    assert!(termination::instance_terminating(&c));
+    s.apply(Object::NodeClaim(Box::new(c.clone())));
+    assert!(termination::instances_shutting_down(&s));
+    // With no Node left, every pass asks the provider again to terminate the instance.
+    assert!(
+        termination::start(&s)
+            .iter()
+            .any(|a| matches!(a, Action::TerminateInstance { node_claim } if node_claim == "n"))
+    );
+    c.metadata.finalizers = None;
+    s.apply(Object::NodeClaim(Box::new(c)));
+    assert!(
+        !termination::instances_shutting_down(&s),
+        "gone: the finalizer was removed"
+    );
+}

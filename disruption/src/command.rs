@@ -426,6 +426,24 @@ pub struct PassResult {
     /// (`karpenter_voluntary_disruption_consolidation_timeouts_total`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub consolidation_timeouts: Vec<crate::balanced::ConsolidationMethod>,
+    /// The methods this pass ran, in order, with how long each took on the caller's clock
+    /// (see [`crate::compute_pass_timed`]; zero without one): upstream's
+    /// `karpenter_voluntary_disruption_decision_evaluation_duration_seconds`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evaluations: Vec<MethodEvaluation>,
+}
+
+/// One disruption method's run in a pass.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MethodEvaluation {
+    /// The method's disruption reason (`Empty`, `Drifted`, `Underutilized`).
+    pub reason: Reason,
+    /// Upstream's consolidation type of the method: `empty`, `multi`, `single`, or empty for
+    /// the drift methods.
+    pub consolidation_type: String,
+    /// How long the method took, in seconds.
+    pub seconds: f64,
 }
 
 /// One NodePool's disruption budget for one reason.

@@ -90,9 +90,10 @@ pub mod validate;
 
 pub use balanced::{ConsolidationMethod, PoolScore, PoolTotals, ScoreResult, ScoredMove};
 pub use command::{
-    CandidateRef, Command, Decision, Hold, NodeExplanation, PassResult, PoolBudget, Reason,
+    CandidateRef, Command, Decision, Hold, MethodEvaluation, NodeExplanation, PassResult,
+    PoolBudget, Reason,
 };
 pub use eviction::eviction_order;
 pub use input::{DisruptionInput, DisruptionOptions, InterruptionKind, NodeInfo, PoolDisruption};
-pub use pass::{compute_commands, compute_pass, compute_pass_cached};
+pub use pass::{compute_commands, compute_pass, compute_pass_cached, compute_pass_timed};
 pub use validate::{ValidationFailure, validate};

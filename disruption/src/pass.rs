@@ -7,7 +7,8 @@ use crate::balanced::{ConsolidationMethod, ScoredMove, Scorer};
 use crate::budget::{BudgetMapping, PoolCounts};
 use crate::candidate::{self, Candidate, PdbLedger, is_reschedulable, pods_by_node};
 use crate::command::{
-    CandidateRef, Command, Decision, Hold, NodeExplanation, PassResult, PoolBudget, Reason,
+    CandidateRef, Command, Decision, Hold, MethodEvaluation, NodeExplanation, PassResult,
+    PoolBudget, Reason,
 };
 use crate::consolidation::{self, Catalog, Proposal};
 use crate::input::DisruptionInput;
@@ -86,6 +87,19 @@ pub fn compute_pass_cached(
     now: Millis,
     cache: &mut SolveCache,
 ) -> PassResult {
+    compute_pass_timed(input, now, cache, &|| 0.0)
+}
+
+/// [`compute_pass_cached`], timing each method it runs on the caller's clock `seconds` (the
+/// crate reads no clock itself) into [`PassResult::evaluations`]. The decisions do not
+/// depend on the clock.
+pub fn compute_pass_timed(
+    input: &DisruptionInput,
+    now: Millis,
+    cache: &mut SolveCache,
+    seconds: &dyn Fn() -> f64,
+) -> PassResult {
+    let started = seconds();
     let mut commands = forceful_commands(input, now);
     let gone: BTreeSet<String> = commands
         .iter()
@@ -111,20 +125,44 @@ pub fn compute_pass_cached(
     let eligible = eligible_counts(input, cands);
     // Karpenter's methods in order; the first with work decides the pass. Static drift may
     // produce one command per drifted node, as upstream's does.
-    let chosen: Vec<Command> = match ctx.emptiness(cands) {
-        Some(cmd) => vec![cmd],
-        None => {
-            let replaced = ctx.static_drift(cands);
-            if replaced.is_empty() {
-                ctx.drift(cands)
-                    .or_else(|| ctx.multi_node(cands))
-                    .or_else(|| ctx.single_node(cands))
-                    .into_iter()
-                    .collect()
-            } else {
-                replaced
-            }
+    // Each method is timed as upstream times it, from its start until it decides; the
+    // candidates, which upstream gathers in every method, are gathered once here and counted
+    // in the first method's time.
+    let mut timer = MethodTimer {
+        seconds,
+        from: started,
+        evaluations: Vec::new(),
+    };
+    let chosen: Vec<Command> = 'methods: {
+        let empty = ctx.emptiness(cands);
+        timer.lap(Reason::Empty, "empty");
+        if let Some(cmd) = empty {
+            break 'methods vec![cmd];
         }
+        let replaced = ctx.static_drift(cands);
+        timer.lap(Reason::Drifted, "");
+        if !replaced.is_empty() {
+            break 'methods replaced;
+        }
+        let drift = ctx.drift(cands);
+        timer.lap(Reason::Drifted, "");
+        if let Some(cmd) = drift {
+            break 'methods vec![cmd];
+        }
+        let multi = ctx.multi_node(cands);
+        timer.lap(
+            Reason::Underutilized,
+            ConsolidationMethod::MultiNode.as_str(),
+        );
+        if let Some(cmd) = multi {
+            break 'methods vec![cmd];
+        }
+        let single = ctx.single_node(cands);
+        timer.lap(
+            Reason::Underutilized,
+            ConsolidationMethod::SingleNode.as_str(),
+        );
+        single.into_iter().collect()
     };
 
     let mut in_command: BTreeSet<String> = gone;
@@ -167,6 +205,27 @@ pub fn compute_pass_cached(
         scored_moves: ctx.scored_moves,
         budgets,
         consolidation_timeouts: ctx.timeouts,
+        evaluations: timer.evaluations,
+    }
+}
+
+/// Times the methods of one pass in turn on the caller's clock.
+struct MethodTimer<'c> {
+    seconds: &'c dyn Fn() -> f64,
+    from: f64,
+    evaluations: Vec<MethodEvaluation>,
+}
+
+impl MethodTimer<'_> {
+    /// Records the method that just finished and starts timing the next.
+    fn lap(&mut self, reason: Reason, consolidation_type: &str) {
+        let now = (self.seconds)();
+        self.evaluations.push(MethodEvaluation {
+            reason,
+            consolidation_type: consolidation_type.to_owned(),
+            seconds: (now - self.from).max(0.0),
+        });
+        self.from = now;
     }
 }
 

@@ -960,3 +960,56 @@ fn a_destination_whose_consolidate_after_is_never_still_receives_moved_pods() {
     assert_eq!(cmd.node_names(), ["src"]);
     assert_eq!(holds(&r, "dest"), [Hold::ConsolidationDisabled]);
 }
+
+#[test]
+fn a_timed_pass_reports_each_method_it_ran_until_one_decides() {
+    use std::cell::Cell;
+    let runs = |w: &Cluster| {
+        // A clock that advances one second per read: each method's time is the reads it spans.
+        let tick = Cell::new(0.0);
+        let clock = || {
+            tick.set(tick.get() + 1.0);
+            tick.get()
+        };
+        let r = karpenter_disruption::compute_pass_timed(
+            &w.input,
+            w.now,
+            &mut SolveCache::new(),
+            &clock,
+        );
+        r.evaluations
+            .iter()
+            .map(|e| (e.reason, e.consolidation_type.clone(), e.seconds))
+            .collect::<Vec<_>>()
+    };
+    let mut empty = Cluster::new();
+    empty.node("empty", "large");
+    assert_eq!(runs(&empty), [(Reason::Empty, "empty".into(), 1.0)]);
+
+    let mut w = Cluster::new();
+    w.node("full", "large");
+    w.pod("full", "big", 7800);
+    w.node("light", "large");
+    w.pod("light", "tiny", 500);
+    let got = runs(&w);
+    let labels: Vec<_> = got.iter().map(|(r, t, _)| (*r, t.as_str())).collect();
+    assert_eq!(
+        labels,
+        [
+            (Reason::Empty, "empty"),
+            (Reason::Drifted, ""),
+            (Reason::Drifted, ""),
+            (Reason::Underutilized, "multi"),
+            (Reason::Underutilized, "single"),
+        ],
+        "static drift and drift are both drift methods, as upstream labels them"
+    );
+    assert!(got.iter().all(|(_, _, s)| *s == 1.0), "{got:?}");
+    assert!(
+        compute_pass(&w.input, w.now)
+            .evaluations
+            .iter()
+            .all(|e| e.seconds == 0.0),
+        "without a clock nothing is timed"
+    );
+}

@@ -470,11 +470,7 @@ impl Metrics {
         let nodepool = previous.status.labels.get(NODEPOOL_LABEL);
         if let Some(nodepool) = nodepool.filter(|_| kind == StatusKind::Node) {
             // A managed Node is gone once termination removed its finalizer.
-            self.nodes_termination_duration
-                .get_or_create(&NodePoolLabels {
-                    nodepool: nodepool.clone(),
-                })
-                .observe(seconds);
+            (self.nodes_termination_duration).observe(&[nodepool], seconds);
         }
         let extra: DynamicLabels = kind
             .label_keys()

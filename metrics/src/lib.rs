@@ -20,6 +20,8 @@ pub mod pods;
 mod reconciler;
 pub mod runtime;
 mod scheduling;
+pub mod solve_progress;
+pub mod summary;
 pub mod sync;
 pub mod termination;
 pub mod workqueue;
@@ -276,6 +278,15 @@ pub struct ControllerLabels {
     pub controller: String,
 }
 
+/// `{controller, zone}` of `karpenter_scheduler_pending_pods_by_effective_zone_count`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ControllerZoneLabels {
+    /// `provisioner`.
+    pub controller: String,
+    /// A zone, `flexible` or `none`.
+    pub zone: String,
+}
+
 /// `{decision, reason, consolidation_type}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct DecisionLabels {
@@ -296,6 +307,16 @@ pub struct DryRunLabels {
     pub reason: String,
     /// NodePool name (of the new claim, or of the first disrupted node).
     pub nodepool: String,
+}
+
+/// `{reason, consolidation_type}` of
+/// `karpenter_voluntary_disruption_decision_evaluation_duration_seconds`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct EvaluationLabels {
+    /// The method's disruption reason, lower case (`empty`, `drifted`, `underutilized`).
+    pub reason: String,
+    /// `empty`, `multi`, `single`, or empty for drift.
+    pub consolidation_type: String,
 }
 
 /// `{consolidation_type}`.
@@ -407,9 +428,9 @@ pub struct Metrics {
     pub nodeclaims_unhealthy_disrupted: Family<UnhealthyLabels, Counter>,
     /// `karpenter_nodes_drained_total`: NodeClaims whose `Drained` condition became true.
     pub nodes_drained: Family<NodePoolLabels, Counter>,
-    /// `karpenter_nodes_termination_duration_seconds`: a managed Node's deletion timestamp
-    /// to its removal (upstream: a summary).
-    pub nodes_termination_duration: HistogramFamily<NodePoolLabels>,
+    /// `karpenter_nodes_termination_duration_seconds` (summary, label `nodepool`): a managed
+    /// Node's deletion timestamp to its removal.
+    pub nodes_termination_duration: summary::Summary,
     /// `karpenter_pods_drained_total`: pods evicted, by the node's disruption reason.
     pub pods_drained: Family<ReasonLabels, Counter>,
     /// `karpenter_nodes_created_total`.
@@ -445,14 +466,22 @@ pub struct Metrics {
     pub offering_price_estimate: Family<OfferingLabels, FloatGauge>,
     /// `karpenter_scheduler_unschedulable_pods_count`: pods the latest plan could not place.
     pub scheduler_unschedulable_pods: Family<ControllerLabels, Gauge>,
+    /// `karpenter_scheduler_pending_pods_by_effective_zone_count`: the latest provisioning
+    /// simulation's pending pods by effective zone.
+    pub scheduler_pending_by_zone: Family<ControllerZoneLabels, Gauge>,
+    /// `karpenter_scheduler_ignored_pods_count`: pods the provisioner ignores.
+    pub scheduler_ignored_pods: Gauge,
     /// `karpenter_build_info` (1).
     pub build_info: Family<BuildLabels, Gauge>,
     /// `karpenter_nodeclaims_termination_duration_seconds`.
     pub nodeclaims_termination_duration: HistogramFamily<NodePoolLabels>,
+    /// `karpenter_nodeclaims_instance_termination_duration_seconds`: termination begun
+    /// (`InstanceTerminating`) to the provider reporting the instance gone.
+    pub nodeclaims_instance_termination_duration: HistogramFamily<NodePoolLabels>,
     /// `karpenter_pods_state` (1 for every pod the controller sees).
     pub pods_state: Family<PodStateLabels, Gauge>,
-    /// `karpenter_pods_startup_duration_seconds`: creation to Running.
-    pub pods_startup_duration: Histogram,
+    /// `karpenter_pods_startup_duration_seconds` (summary, no labels): creation to Running.
+    pub pods_startup_duration: summary::Summary,
     /// `karpenter_pods_bound_duration_seconds`: creation to bound.
     pub pods_bound_duration: Histogram,
     /// `karpenter_pods_scheduling_decision_duration_seconds`: a pod's ack to the first plan
@@ -480,8 +509,11 @@ pub struct Metrics {
     pub pods_unstarted_time: Family<PodLabels, FloatGauge>,
     /// `karpenter_scheduler_scheduling_duration_seconds`.
     pub scheduling_duration: HistogramFamily<ControllerLabels>,
-    /// `karpenter_scheduler_queue_depth`.
-    pub scheduler_queue_depth: Family<ControllerLabels, Gauge>,
+    /// `karpenter_scheduler_queue_depth`: the pods queued in the latest provisioning
+    /// simulation, set by [`Metrics::solve_tracker`].
+    pub scheduler_queue_depth: Family<solve_progress::SchedulingLabels, Gauge>,
+    /// The provisioning simulation in progress ([`solve_progress`]).
+    solves: solve_progress::SolveTracker,
     /// `karpenter_voluntary_disruption_decisions_total`.
     pub disruption_decisions: Family<DecisionLabels, Counter>,
     /// `karpenter_voluntary_disruption_decisions_by_nodepool_total`: a decision counted once
@@ -497,8 +529,9 @@ pub struct Metrics {
     pub disruption_queue_failures: Family<DecisionLabels, Counter>,
     /// `karpenter_voluntary_disruption_eligible_nodes`.
     pub disruption_eligible_nodes: Family<ReasonLabels, Gauge>,
-    /// `karpenter_voluntary_disruption_decision_evaluation_duration_seconds`.
-    pub disruption_evaluation_duration: Histogram,
+    /// `karpenter_voluntary_disruption_decision_evaluation_duration_seconds`: each disruption
+    /// method's run, by its reason and consolidation type.
+    pub disruption_evaluation_duration: HistogramFamily<EvaluationLabels>,
     /// `karpenter_consolidation_moves_total`.
     pub consolidation_moves: Family<ConsolidationLabels, Counter>,
     /// `karpenter_consolidation_score`.
@@ -567,7 +600,10 @@ impl Metrics {
         let aws = aws::AwsProviderMetrics::register(&mut r);
         let status = conditions::StatusFamilies::register(&mut r);
         let runtime = runtime::RuntimeMetrics::register(&mut r);
+        let scheduler_queue_depth = Family::default();
         let m = Self {
+            solves: solve_progress::SolveTracker::new(Family::clone(&scheduler_queue_depth)),
+            scheduler_queue_depth,
             status,
             runtime,
             registry: Arc::new(Mutex::new(Registry::default())),
@@ -578,8 +614,10 @@ impl Metrics {
             nodeclaims_disrupted: Family::default(),
             nodeclaims_unhealthy_disrupted: Family::default(),
             nodes_drained: Family::default(),
-            nodes_termination_duration: Family::new_with_constructor(
-                nodeclaim_termination_histogram,
+            nodes_termination_duration: summary::Summary::new(
+                "karpenter_nodes_termination_duration_seconds",
+                "The time taken between a node's deletion request and the removal of its finalizer",
+                &["nodepool"],
             ),
             pods_drained: Family::default(),
             nodes_created: Family::default(),
@@ -598,12 +636,22 @@ impl Metrics {
             offering_available: Family::default(),
             offering_price_estimate: Family::default(),
             scheduler_unschedulable_pods: Family::default(),
+            scheduler_pending_by_zone: Family::default(),
+            scheduler_ignored_pods: Gauge::default(),
             build_info: Family::default(),
             nodeclaims_termination_duration: Family::new_with_constructor(
                 nodeclaim_termination_histogram,
             ),
+            nodeclaims_instance_termination_duration: Family::new_with_constructor(|| {
+                // 1 s … 1024 s, doubling, as upstream.
+                Histogram::new(exponential_buckets(1.0, 2.0, 11))
+            }),
             pods_state: Family::default(),
-            pods_startup_duration: duration_histogram(),
+            pods_startup_duration: summary::Summary::new(
+                "karpenter_pods_startup_duration_seconds",
+                "The time from pod creation until the pod is running.",
+                &[],
+            ),
             pods_bound_duration: duration_histogram(),
             pods_scheduling_decision_duration: duration_histogram(),
             pods_provisioning_bound_duration: duration_histogram(),
@@ -615,14 +663,13 @@ impl Metrics {
             pods_unbound_time: Family::default(),
             pods_unstarted_time: Family::default(),
             scheduling_duration: Family::new_with_constructor(duration_histogram),
-            scheduler_queue_depth: Family::default(),
             disruption_decisions: Family::default(),
             disruption_decisions_by_nodepool: Family::default(),
             disruption_eligible_nodes: Family::default(),
             disruption_failed_validations: Family::default(),
             disruption_queue_failures: Family::default(),
             disruption_consolidation_timeouts: Family::default(),
-            disruption_evaluation_duration: duration_histogram(),
+            disruption_evaluation_duration: Family::new_with_constructor(duration_histogram),
             consolidation_moves: Family::default(),
             consolidation_score: Family::new_with_constructor(consolidation_score_histogram),
             client_requests: Family::default(),
@@ -677,11 +724,6 @@ impl Metrics {
             m.nodes_drained.clone(),
         );
         r.register(
-            "karpenter_nodes_termination_duration_seconds",
-            "The time taken between a node's deletion request and the removal of its finalizer",
-            m.nodes_termination_duration.clone(),
-        );
-        r.register(
             "karpenter_pods_drained",
             "The total number of pods drained during node termination by Karpenter, labeled by reason",
             m.pods_drained.clone(),
@@ -702,14 +744,14 @@ impl Metrics {
             m.nodeclaims_termination_duration.clone(),
         );
         r.register(
+            "karpenter_nodeclaims_instance_termination_duration_seconds",
+            "Duration of CloudProvider Instance termination in seconds.",
+            m.nodeclaims_instance_termination_duration.clone(),
+        );
+        r.register(
             "karpenter_pods_state",
             "Pod state is the current state of pods. This metric can be used several ways as it is labeled by the pod name, namespace, owner, node, nodepool name, zone, architecture, capacity type, instance type and pod phase.",
             m.pods_state.clone(),
-        );
-        r.register(
-            "karpenter_pods_startup_duration_seconds",
-            "The time from pod creation until the pod is running.",
-            m.pods_startup_duration.clone(),
         );
         r.register(
             "karpenter_pods_bound_duration_seconds",
@@ -767,6 +809,11 @@ impl Metrics {
             m.scheduler_queue_depth.clone(),
         );
         r.register(
+            "karpenter_scheduler_unfinished_work_seconds",
+            "How many seconds of work has been done that is in progress and hasn't been observed by scheduling_duration_seconds.",
+            solve_progress::UnfinishedWork(m.solves.clone()),
+        );
+        r.register(
             "karpenter_voluntary_disruption_decisions",
             "Number of disruption decisions performed. Labeled by disruption decision, reason, and consolidation type.",
             m.disruption_decisions.clone(),
@@ -798,7 +845,7 @@ impl Metrics {
         );
         r.register(
             "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
-            "Duration of the disruption decision evaluation process in seconds.",
+            "Duration of the disruption decision evaluation process in seconds. Labeled by method and consolidation type.",
             m.disruption_evaluation_duration.clone(),
         );
         r.register(
@@ -947,6 +994,16 @@ impl Metrics {
             m.scheduler_unschedulable_pods.clone(),
         );
         r.register(
+            "karpenter_scheduler_pending_pods_by_effective_zone_count",
+            "Pending pods dimensioned by effective zone constraint, or the intersection of pod-level zone signals, volume topology (PVC zones), and topology constraints. Values: specific zone name (e.g., 'us-west-2a'), 'flexible' (multiple zones), or 'none' (no valid intersection).",
+            m.scheduler_pending_by_zone.clone(),
+        );
+        r.register(
+            "karpenter_scheduler_ignored_pods_count",
+            "Number of pods ignored during scheduling by Karpenter",
+            m.scheduler_ignored_pods.clone(),
+        );
+        r.register(
             "karpenter_build_info",
             "A metric with a constant '1' value labeled by version from which karpenter was built.",
             m.build_info.clone(),
@@ -986,6 +1043,17 @@ impl Metrics {
         m
     }
 
+    /// Sets `karpenter_scheduler_ignored_pods_count` to the pending pods the provisioner
+    /// cannot plan ([`karpenter_cluster::feed::Synced::ignored_pods`]).
+    pub fn set_ignored_pods(&self, pods: usize) {
+        (self.scheduler_ignored_pods).set(i64::try_from(pods).unwrap_or(i64::MAX));
+    }
+
+    /// The handle the thread running provisioning simulations reports their progress to.
+    pub fn solve_tracker(&self) -> solve_progress::SolveTracker {
+        self.solves.clone()
+    }
+
     /// Sets `leader_election_master_status` for the Lease `lease`.
     pub fn set_leader(&self, lease: &str, leading: bool) {
         self.leader
@@ -993,7 +1061,7 @@ impl Metrics {
             .set(i64::from(leading));
     }
 
-    /// The OpenMetrics text exposition of every family.
+    /// The OpenMetrics text exposition of every family, the summaries ([`summary`]) last.
     pub fn encode(&self) -> String {
         let mut out = String::new();
         let registry = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
@@ -1002,6 +1070,13 @@ impl Metrics {
         if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &registry) {
             out.push_str(&format!("# encoding error: {e}\n"));
         }
+        // The summaries go before the closing `# EOF`, which must stay the last line.
+        let eof = out.rfind("# EOF\n").unwrap_or(out.len());
+        let tail = out.split_off(eof);
+        let now = std::time::Instant::now();
+        self.pods_startup_duration.encode_at(&mut out, now);
+        self.nodes_termination_duration.encode_at(&mut out, now);
+        out.push_str(&tail);
         out
     }
 }
@@ -1034,6 +1109,21 @@ mod tests {
         let text = m.encode();
         assert!(text.contains("karpenter_cloudprovider_duration_seconds_count{controller=\"nodeclaim.lifecycle\",method=\"List\",provider=\"fake\"} 1"), "{text}");
         assert!(text.contains("karpenter_cloudprovider_errors_total{controller=\"nodeclaim.lifecycle\",method=\"Get\",provider=\"fake\",error=\"NodeClaimNotFoundError\"} 1"), "{text}");
+    }
+
+    #[test]
+    fn ignored_pods_are_a_gauge_without_labels() {
+        let m = Metrics::new();
+        m.set_ignored_pods(3);
+        assert_eq!(
+            lines(&m, "karpenter_scheduler_ignored_pods_count"),
+            ["karpenter_scheduler_ignored_pods_count 3"]
+        );
+        m.set_ignored_pods(0);
+        assert_eq!(
+            lines(&m, "karpenter_scheduler_ignored_pods_count"),
+            ["karpenter_scheduler_ignored_pods_count 0"]
+        );
     }
 
     #[test]

@@ -98,7 +98,7 @@ impl PodMetrics {
                         }
                     }
                     if let Some(seconds) = seen.startup_seconds {
-                        metrics.pods_startup_duration.observe(seconds);
+                        metrics.pods_startup_duration.observe(&[], seconds);
                         if let Some(s) = since_placed("Ready") {
                             metrics.pods_provisioning_startup_duration.observe(s);
                         }

@@ -1,14 +1,13 @@
 //! The families fed by what the shared reconciler reports ([`Event`]): solve durations,
-//! disruption pass durations, eligible nodes and disruption decisions, and the scheduler's
-//! queue depth read from the index. The controller
+//! disruption pass durations, eligible nodes and disruption decisions. The controller
 //! passes every event here; what is logged or published as a Kubernetes event is its own
 //! business.
 
 use crate::{
-    BudgetLabels, ConsolidationLabels, ConsolidationTypeLabels, ControllerLabels, DecisionLabels,
-    Metrics, NodePoolDecisionLabels, ReasonLabels,
+    BudgetLabels, ConsolidationLabels, ConsolidationTypeLabels, ControllerLabels,
+    ControllerZoneLabels, DecisionLabels, EvaluationLabels, Metrics, NodePoolDecisionLabels,
+    ReasonLabels,
 };
-use karpenter_cluster::ClusterState;
 use karpenter_cluster::orchestration::Outcome;
 use karpenter_cluster::reconciler::Event;
 use karpenter_disruption::{ConsolidationMethod, PoolBudget, PoolScore, ScoredMove};
@@ -100,18 +99,6 @@ impl Metrics {
         }
     }
 
-    /// Sets `karpenter_scheduler_queue_depth` to the pods the index holds for provisioning
-    /// (pending and unschedulable, or displaced from deleting nodes), and returns that count.
-    pub fn observe_queue(&self, state: &ClusterState) -> usize {
-        let provisionable = state.provisionable_pods().count() + state.displaced_pod_count();
-        self.scheduler_queue_depth
-            .get_or_create(&ControllerLabels {
-                controller: "provisioner".into(),
-            })
-            .set(i64::try_from(provisionable).unwrap_or(i64::MAX));
-        provisionable
-    }
-
     /// Records what `event` says about the families above; events that carry no metric
     /// are ignored.
     pub fn observe(&self, event: &Event) {
@@ -132,11 +119,28 @@ impl Metrics {
                 self.scheduler_unschedulable_pods
                     .get_or_create(&provisioner)
                     .set(i64::try_from(unschedulable).unwrap_or(i64::MAX));
+                // Only the latest simulation's zones, as upstream resets them per solve.
+                self.scheduler_pending_by_zone.clear();
+                for (zone, count) in &plan.pending_by_effective_zone {
+                    let labels = ControllerZoneLabels {
+                        controller: provisioner.controller.clone(),
+                        zone: zone.clone(),
+                    };
+                    (self.scheduler_pending_by_zone)
+                        .get_or_create(&labels)
+                        .set(i64::try_from(*count).unwrap_or(i64::MAX));
+                }
             }
-            Event::DisruptionPass {
-                result, seconds, ..
-            } => {
-                self.disruption_evaluation_duration.observe(*seconds);
+            Event::DisruptionPass { result, .. } => {
+                for run in &result.evaluations {
+                    let labels = EvaluationLabels {
+                        reason: run.reason.as_str().to_lowercase(),
+                        consolidation_type: run.consolidation_type.clone(),
+                    };
+                    (self.disruption_evaluation_duration)
+                        .get_or_create(&labels)
+                        .observe(run.seconds);
+                }
                 self.observe_scored_moves(&result.scored_moves);
                 self.observe_budgets(&result.budgets);
                 for method in &result.consolidation_timeouts {
@@ -205,14 +209,44 @@ mod tests {
     #[test]
     fn reconciler_events_feed_their_families() {
         let m = Metrics::new();
-        m.observe(&Event::Planned {
-            pods: 3,
-            plan: Box::default(),
-            seconds: 0.25,
-            at: 0,
-        });
+        let planned = |zones: &[(&str, usize)]| {
+            let plan = karpenter_scheduling::Plan {
+                pending_by_effective_zone: (zones.iter())
+                    .map(|(z, n)| ((*z).to_owned(), *n))
+                    .collect(),
+                ..Default::default()
+            };
+            m.observe(&Event::Planned {
+                pods: 3,
+                plan: Box::new(plan),
+                seconds: 0.25,
+                at: 0,
+            });
+            let family = "karpenter_scheduler_pending_pods_by_effective_zone_count{";
+            crate::tests::lines(&m, family)
+        };
+        assert_eq!(planned(&[("zone-a", 2), ("flexible", 1)]).len(), 2);
+        assert_eq!(
+            planned(&[("zone-b", 1)]),
+            [
+                r#"karpenter_scheduler_pending_pods_by_effective_zone_count{controller="provisioner",zone="zone-b"} 1"#
+            ],
+            "only the latest simulation's zones"
+        );
         let mut result = PassResult::default();
         result.eligible.insert(Reason::Underutilized, 4);
+        result.evaluations = vec![
+            karpenter_disruption::MethodEvaluation {
+                reason: Reason::Empty,
+                consolidation_type: "empty".into(),
+                seconds: 0.5,
+            },
+            karpenter_disruption::MethodEvaluation {
+                reason: Reason::Drifted,
+                consolidation_type: String::new(),
+                seconds: 1.0,
+            },
+        ];
         result
             .consolidation_timeouts
             .push(karpenter_disruption::ConsolidationMethod::SingleNode);
@@ -248,7 +282,7 @@ mod tests {
         })));
         let text = m.encode();
         assert!(
-            line(&text, "karpenter_scheduler_scheduling_duration_seconds_sum{controller=\"provisioner\"} 0.25").is_some(),
+            line(&text, "karpenter_scheduler_scheduling_duration_seconds_sum{controller=\"provisioner\"} 0.5").is_some(),
             "{text}"
         );
         assert!(
@@ -271,10 +305,15 @@ mod tests {
         assert!(
             line(
                 &text,
-                "karpenter_voluntary_disruption_decision_evaluation_duration_seconds_sum 1.5"
+                r#"karpenter_voluntary_disruption_decision_evaluation_duration_seconds_sum{reason="empty",consolidation_type="empty"} 0.5"#
             )
-            .is_some(),
-            "{text}"
+            .is_some()
+                && line(
+                    &text,
+                    r#"karpenter_voluntary_disruption_decision_evaluation_duration_seconds_sum{reason="drifted",consolidation_type=""} 1.0"#
+                )
+                .is_some(),
+            "each method the pass ran, by its labels: {text}"
         );
         assert!(
             line(&text, "karpenter_voluntary_disruption_decisions_total{decision=\"delete\",reason=\"empty\",consolidation_type=\"empty\"} 1").is_some(),
@@ -283,36 +322,6 @@ mod tests {
         assert!(
             line(&text, "karpenter_voluntary_disruption_decisions_by_nodepool_total{nodepool=\"default\",decision=\"delete\",reason=\"empty\",consolidation_type=\"empty\"} 1").is_some(),
             "one count per pool, however many of its nodes: {text}"
-        );
-    }
-
-    #[test]
-    fn the_queue_depth_counts_unschedulable_pods() {
-        use k8s_openapi::api::core::v1::PodCondition;
-        use karpenter_cluster::Object;
-        let m = Metrics::new();
-        let mut state = ClusterState::new();
-        assert_eq!(m.observe_queue(&state), 0);
-        let mut pod = karpenter_testing::api::pod_with_conditions(None, None, None);
-        pod.status.as_mut().unwrap().conditions = Some(vec![PodCondition {
-            type_: "PodScheduled".into(),
-            status: "False".into(),
-            reason: Some("Unschedulable".into()),
-            ..PodCondition::default()
-        }]);
-        let record = karpenter_cluster::api_objects::pod_record(&pod)
-            .unwrap()
-            .unwrap();
-        state.apply(Object::Pod(Box::new(record)));
-        assert_eq!(m.observe_queue(&state), 1);
-        let text = m.encode();
-        assert!(
-            line(
-                &text,
-                "karpenter_scheduler_queue_depth{controller=\"provisioner\"} 1"
-            )
-            .is_some(),
-            "{text}"
         );
     }
 

@@ -100,7 +100,23 @@ fn fill(m: &Metrics) {
         m.pods_scheduling_undecided_time
             .get_or_create(&Default::default()),
     );
-    drop(m.scheduler_queue_depth.get_or_create(&Default::default()));
+    // A summary prints once it has an observation.
+    m.pods_startup_duration.observe(&[], 1.0);
+    // A simulation in progress: its unfinished work and queue depth, with its id.
+    m.solve_tracker()
+        .report(karpenter_cluster::reconciler::SolveProgress::Started { pods: 1 });
+    drop(
+        m.scheduler_pending_by_zone
+            .get_or_create(&Default::default()),
+    );
+    drop(
+        m.disruption_evaluation_duration
+            .get_or_create(&Default::default()),
+    );
+    drop(
+        m.nodeclaims_instance_termination_duration
+            .get_or_create(&Default::default()),
+    );
     drop(m.disruption_decisions.get_or_create(&Default::default()));
     drop(
         m.disruption_eligible_nodes

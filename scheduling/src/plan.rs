@@ -96,6 +96,13 @@ pub struct Plan {
     /// What the optimiser did, when it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub optimizer: Option<OptimizerStats>,
+    /// The pending (not started) pods of the snapshot, counted by effective zone before any
+    /// was placed: the one zone their zone requirement, volumes and zone topology leave
+    /// them, `flexible` or `none` (upstream's
+    /// `karpenter_scheduler_pending_pods_by_effective_zone_count`). Not part of the plan's
+    /// JSON: it describes the input, for metrics.
+    #[serde(skip)]
+    pub pending_by_effective_zone: std::collections::BTreeMap<String, usize>,
 }
 
 /// What the packing optimiser did to a plan.

@@ -269,8 +269,9 @@ fn zone_spread_uses_each_zone() {
     assert_eq!(zones, vec!["zone-a", "zone-b", "zone-c"]);
 }
 
-#[test]
-fn zone_spread_counts_running_pods() {
+/// Full nodes in zone-a and zone-b, each with a running `app=web` pod, and a pending
+/// `app=web` pod (`name`) spread over zones with max skew 1: only zone-c is left to it.
+fn web_spread_in_two_full_zones(name: &str) -> (Snapshot, karpenter_scheduling::model::Pod) {
     let mut s = snapshot(vec![], vec![pool("default")]);
     let mut a = node("na", "zone-a", 2, 4);
     a.taints = vec![taint("full", "", TaintEffect::NoSchedule)];
@@ -281,13 +282,19 @@ fn zone_spread_counts_running_pods() {
         bound(labeled(pod("r1", 100, MI), &[("app", "web")]), "na"),
         bound(labeled(pod("r2", 100, MI), &[("app", "web")]), "nb"),
     ];
-    let mut p = labeled(pod("new", 1000, GI), &[("app", "web")]);
+    let mut p = labeled(pod(name, 1000, GI), &[("app", "web")]);
     p.topology_spread_constraints = vec![spread(
         ZONE,
         1,
         &[("app", "web")],
         WhenUnsatisfiable::DoNotSchedule,
     )];
+    (s, p)
+}
+
+#[test]
+fn zone_spread_counts_running_pods() {
+    let (mut s, p) = web_spread_in_two_full_zones("new");
     s.pending_pods = vec![p];
     let plan = solve_default(&s);
     assert_eq!(pinned(&plan, 0, ZONE).as_deref(), Some("zone-c"));
@@ -741,4 +748,33 @@ fn a_solve_cache_never_answers_with_what_a_node_or_pool_no_longer_has() {
     assert_eq!(plan, solve_default(&s));
     assert!(plan.new_node_claims.is_empty());
     assert_eq!(plan.unschedulable.len(), 1);
+}
+
+#[test]
+fn pending_pods_are_counted_by_effective_zone_before_placement() {
+    // The spread leaves only the empty zone.
+    let (mut s, spread_pod) = web_spread_in_two_full_zones("spread");
+    let mut pinned_pod = pod("pinned", 1000, GI);
+    pinned_pod
+        .node_selector
+        .insert(ZONE.into(), "zone-b".into());
+    let mut clash = pod("clash", 1000, GI);
+    clash.node_selector.insert(ZONE.into(), "zone-a".into());
+    clash.volume_requirements = vec![nsr(ZONE, Operator::In, &["zone-b"])];
+    let free = pod("free", 1000, GI);
+    let mut started = pod("started", 1000, GI);
+    started.started_at = Some(0);
+    s.pending_pods = vec![spread_pod, pinned_pod, clash, free, started];
+    let plan = solve_default(&s);
+    assert_eq!(
+        plan.pending_by_effective_zone,
+        [
+            ("flexible".to_owned(), 1),
+            ("none".to_owned(), 1),
+            ("zone-b".to_owned(), 1),
+            ("zone-c".to_owned(), 1),
+        ]
+        .into(),
+        "a started pod is not pending"
+    );
 }

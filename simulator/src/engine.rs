@@ -380,6 +380,7 @@ impl<'a> Engine<'a> {
             // The simulated kubelet reports no node conditions: nothing to repair.
             repair_policies: &[],
             seconds: &|| 0.0,
+            solving: &|_| {},
         };
         let mut tick = self.reconciler.tick(&self.state, &facts, self.now);
         self.reconcile_at = tick.next_wakeup;

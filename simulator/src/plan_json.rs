@@ -29,6 +29,7 @@ pub fn write_plan_json(plan: &Plan, out: &mut dyn Write) -> std::io::Result<()> 
         lower_bound: plan.lower_bound,
         greedy_price: plan.greedy_price,
         optimizer: plan.optimizer.clone(),
+        pending_by_effective_zone: Default::default(),
     };
     let text = serde_json::to_string_pretty(&rest)?;
     let (head, tail) = split_at_empty(&text, "newNodeClaims", 1)?;
@@ -173,6 +174,7 @@ mod tests {
                 work: 10,
                 ..OptimizerStats::default()
             }),
+            pending_by_effective_zone: [("zone-a".to_owned(), 1)].into(),
         };
         assert_eq!(written(&plan), serde_json::to_string_pretty(&plan).unwrap());
         let none = Plan::default();

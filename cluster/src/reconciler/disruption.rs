@@ -3,7 +3,7 @@
 use super::{Event, ProviderFacts, Reconciler, Tick};
 use crate::{Action, ClusterState, termination};
 use karpenter_disruption::{
-    DisruptionInput, DisruptionOptions, Hold, candidate, compute_pass_cached,
+    DisruptionInput, DisruptionOptions, Hold, candidate, compute_pass_timed,
 };
 use karpenter_scheduling::model::Millis;
 use std::collections::BTreeSet;
@@ -96,7 +96,7 @@ impl Reconciler {
             now,
         );
         let started = (facts.seconds)();
-        let result = compute_pass_cached(&input, now, &mut self.solve_cache);
+        let result = compute_pass_timed(&input, now, &mut self.solve_cache, facts.seconds);
         let seconds = (facts.seconds)() - started;
         self.pass_memo = Some((
             inputs.0,

@@ -119,6 +119,26 @@ pub struct ProviderFacts<'a> {
     /// Seconds on the caller's monotonic clock, for the durations events report. The
     /// reconciler never reads a clock itself; the simulator passes a constant.
     pub seconds: &'a dyn Fn() -> f64,
+    /// Told when a provisioning simulation starts and when it ends, while the tick is still
+    /// running, so a caller can report work in progress (upstream's
+    /// `karpenter_scheduler_unfinished_work_seconds`). The simulator ignores it.
+    pub solving: &'a dyn Fn(SolveProgress),
+}
+
+/// A provisioning simulation's progress, as [`ProviderFacts::solving`] hears of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SolveProgress {
+    /// A simulation of `pods` pods begins.
+    Started {
+        /// The pods queued for it.
+        pods: usize,
+    },
+    /// The simulation ended; `unplaced` pods are left in its queue (no place found, or
+    /// deferred to a later round).
+    Finished {
+        /// The pods it could not place.
+        unplaced: usize,
+    },
 }
 
 /// What one tick decided.
@@ -291,6 +311,9 @@ impl Reconciler {
             | Action::DeletePod { node, .. } => managed(node),
             _ => true,
         }));
+        if termination::instances_shutting_down(index) {
+            tick.wake_at(now + termination::INSTANCE_POLL_MS);
+        }
         if draining {
             tick.wake_at(now + termination::RECONCILE_INTERVAL_MS);
         }

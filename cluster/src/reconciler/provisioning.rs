@@ -1,6 +1,6 @@
 //! The provisioning half of a tick: batching, planning, nominations and launches.
 
-use super::{Event, ProviderFacts, Reconciler, Tick};
+use super::{Event, ProviderFacts, Reconciler, SolveProgress, Tick};
 use crate::provisioner::launch_actions;
 use crate::{ClusterState, Scope};
 use karpenter_scheduling::model::{Millis, PodKey};
@@ -50,9 +50,15 @@ impl Reconciler {
         let moving: BTreeSet<PodKey> = displaced.iter().map(|p| p.key()).collect();
         snapshot.bound_pods.retain(|p| !moving.contains(&p.key()));
         snapshot.pending_pods.extend(displaced);
+        (facts.solving)(SolveProgress::Started {
+            pods: snapshot.pending_pods.len(),
+        });
         let started = (facts.seconds)();
         let plan = solve(&snapshot, &self.settings.solve);
         let seconds = (facts.seconds)() - started;
+        (facts.solving)(SolveProgress::Finished {
+            unplaced: plan.unschedulable.len(),
+        });
 
         let window = self.settings.nomination_window();
         for placement in &plan.existing {

@@ -69,6 +69,7 @@ fn tick_drifted(
         version: 0,
         repair_policies: &[],
         seconds: &|| 0.0,
+        solving: &|_| {},
     };
     r.tick(s, &facts, now)
 }

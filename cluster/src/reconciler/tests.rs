@@ -82,12 +82,24 @@ fn reconciler() -> Reconciler {
 }
 
 fn tick(r: &mut Reconciler, s: &ClusterState, version: u64, now: Millis) -> Tick {
+    tick_solving(r, s, version, now, &|_| {})
+}
+
+/// [`tick`], telling `solving` of the simulations it runs.
+fn tick_solving(
+    r: &mut Reconciler,
+    s: &ClusterState,
+    version: u64,
+    now: Millis,
+    solving: &dyn Fn(SolveProgress),
+) -> Tick {
     let drift = BTreeMap::new();
     let facts = ProviderFacts {
         drift: &drift,
         version,
         repair_policies: &[],
         seconds: &|| 0.0,
+        solving,
     };
     r.tick(s, &facts, now)
 }
@@ -596,6 +608,7 @@ fn a_blocked_repair_is_reported_once_per_interval_and_a_due_one_repairs() {
             version: 0,
             repair_policies: &policies,
             seconds: &|| 0.0,
+            solving: &|_| {},
         };
         r.tick(s, &facts, now)
     };
@@ -961,4 +974,47 @@ fn a_tick_visits_only_the_claims_that_changed() {
         })
         .collect();
     assert_eq!(touched, ["n2"]);
+}
+
+#[test]
+fn a_plan_reports_its_simulation_start_and_end_while_the_tick_runs() {
+    use std::cell::RefCell;
+    let s = index(&["a", "b"], true);
+    let mut r = reconciler();
+    let heard = RefCell::new(Vec::new());
+    let solving = |p| heard.borrow_mut().push(p);
+    assert!(!planned(&tick_solving(&mut r, &s, 0, 0, &solving)));
+    assert!(heard.borrow().is_empty(), "no batch closed: no simulation");
+    assert!(planned(&tick_solving(&mut r, &s, 0, 1_000, &solving)));
+    assert_eq!(
+        *heard.borrow(),
+        [
+            SolveProgress::Started { pods: 2 },
+            SolveProgress::Finished { unplaced: 0 }
+        ]
+    );
+}
+
+#[test]
+fn a_claim_whose_instance_is_shutting_down_is_asked_again_in_5_s() {
+    use karpenter_cloudprovider::v1::StatusConditions;
+    let mut s = ClusterState::new();
+    let mut c = karpenter_testing::api::node_claim("gone-soon");
+    c.status.get_or_insert_with(Default::default).provider_id = "fake://a/gone-soon".into();
+    c.metadata.deletion_timestamp = Some(time(0));
+    c.metadata.finalizers = Some(vec![
+        karpenter_cloudprovider::v1::labels::TERMINATION_FINALIZER.to_owned(),
+    ]);
+    c.set_true(ConditionType::InstanceTerminating.as_str(), time(0));
+    s.apply(Object::NodeClaim(Box::new(c)));
+    let mut r = reconciler();
+    let t = tick(&mut r, &s, 0, 1_000);
+    assert!(
+        t.actions.iter().any(
+            |a| matches!(a, Action::TerminateInstance { node_claim } if node_claim == "gone-soon")
+        ),
+        "{:?}",
+        t.actions
+    );
+    assert_eq!(t.next_wakeup, Some(1_000 + termination::INSTANCE_POLL_MS));
 }

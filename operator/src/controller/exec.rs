@@ -16,9 +16,7 @@ use karpenter_cluster::provisioner;
 use karpenter_cluster::reconciler::OVERPROVISIONED;
 use karpenter_cluster::reconciler::conditions;
 use karpenter_cluster::termination::{self, NODE_DELETED};
-use karpenter_metrics::{
-    CreatedLabels, DisruptedLabels, NodePoolLabels, NodePoolZoneLabels, TerminatedLabels,
-};
+use karpenter_metrics::{CreatedLabels, DisruptedLabels};
 use karpenter_scheduling::model::PodKey;
 use kube::api::{DeleteParams, EvictParams, PostParams};
 use std::sync::Arc;
@@ -310,9 +308,9 @@ pub async fn pending_volume_attachments(ctx: &Ctx, node: &str) -> usize {
 }
 
 /// The last step of termination for a drained claim: wait for VolumeAttachments (unless the
-/// grace period ran out), terminate the instance, then remove the Node's and the
-/// NodeClaim's finalizers — in that order, so a crash at any point is resumed by the next
-/// pass: the provider treats a second delete as "already terminating" or `NotFound`.
+/// grace period ran out), terminate the instance and, once a later delete finds it gone
+/// (`NotFound`), remove the Node's and the NodeClaim's finalizers — in that order, so a
+/// crash at any point is resumed by the next pass.
 ///
 /// # Errors
 /// API or provider errors.
@@ -345,40 +343,33 @@ pub async fn terminate_instance(ctx: &Ctx, name: &str) -> Result<(), ReconcileEr
             return Ok(());
         }
     }
-    if !claim.provider_id().is_empty()
-        && let Err(source) = ctx.provider.delete(&claim).await
-        && !source.is_not_found()
-    {
-        let (what, object) = ("terminating instance", name.to_owned());
-        return Err(ReconcileError::Provider {
-            what,
-            object,
-            source,
-        });
+    if !claim.provider_id().is_empty() {
+        match ctx.provider.delete(&claim).await {
+            // Shutting down: marked, and asked again later; the finalizers wait until it is gone.
+            Ok(()) => {
+                let mut updated = NodeClaim::clone(&claim);
+                if updated.set_true(ConditionType::InstanceTerminating.as_str(), ctx.now_time()) {
+                    lifecycle::patch_claim_status(ctx, &updated).await?;
+                }
+                return Ok(());
+            }
+            Err(source) if source.is_not_found() => ctx.metrics.record_instance_gone(&claim, now),
+            Err(source) => {
+                let object = name.to_owned();
+                return Err(ReconcileError::Provider {
+                    what: "terminating instance",
+                    object,
+                    source,
+                });
+            }
+        }
     }
     if let Some(node) = &node {
         let node_name = node.metadata.name.clone().unwrap_or_default();
         remove_finalizer_node(ctx, node).await?;
-        let nodepool = claim.node_pool().unwrap_or_default().to_owned();
-        let zone = claim.label(v1labels::ZONE).unwrap_or_default().to_owned();
-        ctx.metrics
-            .nodes_terminated
-            .get_or_create(&NodePoolZoneLabels {
-                nodepool: nodepool.clone(),
-                zone,
-            })
-            .inc();
-        if let Some(created) = &node.metadata.creation_timestamp {
-            let secs = (now - created.0.as_millisecond()).max(0) as f64 / 1000.0;
-            ctx.metrics
-                .nodes_lifetime_duration
-                .get_or_create(&NodePoolLabels { nodepool })
-                .observe(secs);
-        }
+        ctx.metrics.record_node_terminated(&claim, node, now);
         tracing::info!(node = %node_name, "deleted node");
     }
-    let mut updated = NodeClaim::clone(&claim);
-    updated.set_true(ConditionType::InstanceTerminating.as_str(), ctx.now_time());
     let finalizers: Vec<String> = claim
         .metadata
         .finalizers
@@ -400,25 +391,7 @@ pub async fn terminate_instance(ctx: &Ctx, name: &str) -> Result<(), ReconcileEr
         Err(e) if classify(&e) == ErrorClass::NotFound => return Ok(()),
         Err(e) => return Err(ReconcileError::api("removing NodeClaim finalizer", name)(e)),
     }
-    let nodepool = claim.node_pool().unwrap_or_default().to_owned();
-    ctx.metrics
-        .nodeclaims_terminated
-        .get_or_create(&TerminatedLabels {
-            nodepool: nodepool.clone(),
-            capacity_type: claim
-                .label(v1labels::CAPACITY_TYPE)
-                .unwrap_or_default()
-                .to_owned(),
-            zone: claim.label(v1labels::ZONE).unwrap_or_default().to_owned(),
-        })
-        .inc();
-    if let Some(started) = claim.metadata.deletion_timestamp.as_ref() {
-        let secs = (now - started.0.as_millisecond()).max(0) as f64 / 1000.0;
-        ctx.metrics
-            .nodeclaims_termination_duration
-            .get_or_create(&NodePoolLabels { nodepool })
-            .observe(secs);
-    }
+    ctx.metrics.record_claim_terminated(&claim, now);
     tracing::info!(nodeclaim = name, "deleted nodeclaim");
     Ok(())
 }

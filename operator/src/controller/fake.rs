@@ -104,17 +104,15 @@ impl CloudProvider for ClusterFakeProvider {
             },
         };
         match self.nodes.get_opt(&name).await {
-            Ok(Some(node)) if is_fake(&node) => {
-                if node.metadata.deletion_timestamp.is_none() {
-                    match self.nodes.delete(&name, &DeleteParams::default()).await {
-                        Ok(_) => {}
-                        Err(kube::Error::Api(s)) if s.code == 404 => return Err(not_found()),
-                        Err(e) => return Err(api_error("deleting fake node", &e)),
-                    }
+            Ok(Some(node)) if is_fake(&node) && node.metadata.deletion_timestamp.is_none() => {
+                match self.nodes.delete(&name, &DeleteParams::default()).await {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(s)) if s.code == 404 => Err(not_found()),
+                    Err(e) => Err(api_error("deleting fake node", &e)),
                 }
-                // Terminating: the Node goes once its finalizers are removed.
-                Ok(())
             }
+            // A fake instance is gone once its Node is being deleted (the Node object waits
+            // for its finalizer, which goes once the instance is reported gone).
             Ok(_) => Err(not_found()),
             Err(e) => Err(api_error("looking up fake node", &e)),
         }

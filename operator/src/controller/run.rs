@@ -235,6 +235,7 @@ impl Controller {
                 });
             }
         }
+        self.ctx.metrics.set_ignored_pods(synced.ignored_pods);
         for (key, why) in synced.skipped {
             tracing::debug!(object = ?key, error = %why, "not indexed");
         }
@@ -312,6 +313,7 @@ impl Controller {
         } else {
             Vec::new()
         };
+        let solves = self.ctx.metrics.solve_tracker();
         let joined = tokio::task::spawn_blocking(move || {
             let origin = std::time::Instant::now();
             let seconds = move || origin.elapsed().as_secs_f64();
@@ -320,6 +322,7 @@ impl Controller {
                 version,
                 repair_policies: &repair_policies,
                 seconds: &seconds,
+                solving: &|p| solves.report(p),
             };
             let tick = reconciler.tick(&state, &facts, now);
             (state, reconciler, tick)
@@ -331,10 +334,11 @@ impl Controller {
                 // A panic in the decision code: the bookkeeping is lost, so start afresh
                 // from the objects, as a restarted replica would.
                 tracing::error!(error = %e, "reconcile pass failed");
+                self.ctx.metrics.solve_tracker().abandon();
                 return Some(ReconcileResult::failure(e.is_panic()));
             }
         };
-        let provisionable = self.ctx.metrics.observe_queue(&state);
+        let provisionable = state.provisionable_pods().count() + state.displaced_pod_count();
         self.core = Some((state, reconciler));
         if provisionable == 0
             && let Some(shadow) = &mut self.shadow

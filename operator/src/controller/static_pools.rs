@@ -79,6 +79,7 @@ mod tests {
             version: 0,
             repair_policies: &[],
             seconds: &|| 0.0,
+            solving: &|_| {},
         };
         for action in reconciler.tick(&state, &facts, ctx.now_ms()).actions {
             if matches!(action, Action::LaunchNodeClaim { .. }) {

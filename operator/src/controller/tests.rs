@@ -100,6 +100,7 @@ async fn reconcile_once(
         version: 0,
         repair_policies,
         seconds: &|| 0.0,
+        solving: &|_| {},
     };
     let actions: Vec<Action> = reconciler
         .tick(&state, &facts, ctx.now_ms())

@@ -16,6 +16,7 @@
 mod arith;
 mod cache;
 mod daemons;
+mod effective_zone;
 mod existing;
 mod hostports;
 mod limits;
@@ -494,7 +495,15 @@ impl<'a> Scheduler<'a> {
         }
     }
 
-    fn run(mut self, deadline: Option<&dyn Fn() -> bool>) -> Plan {
+    fn run(self, deadline: Option<&dyn Fn() -> bool>) -> Plan {
+        // Counted before any pod is placed, as upstream counts them.
+        let by_zone = self.pending_by_effective_zone();
+        let mut plan = self.place(deadline);
+        plan.pending_by_effective_zone = by_zone;
+        plan
+    }
+
+    fn place(mut self, deadline: Option<&dyn Fn() -> bool>) -> Plan {
         let candidates: Vec<usize> = (0..self.pods.len())
             .filter(|&p| !self.pods[p].is_daemon())
             .collect();
@@ -921,6 +930,7 @@ impl<'a> Scheduler<'a> {
             lower_bound: None,
             greedy_price: None,
             optimizer: None,
+            pending_by_effective_zone: Default::default(),
         }
     }
 }

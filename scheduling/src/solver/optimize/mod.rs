@@ -39,6 +39,7 @@
 mod bound;
 mod budget;
 mod cover;
+mod global;
 mod hosts;
 mod lpround;
 mod pack;
@@ -53,7 +54,7 @@ use crate::plan::OptimizerStats;
 use crate::requirements::{Operator, Requirement, Requirements};
 use crate::resources::Resources;
 use crate::taints::{Toleration, first_untolerated};
-use bound::{BoundClass, BoundColumn, BoundItem};
+use bound::{BoundClass, BoundColumn};
 use budget::Budget;
 use pack::{BinType, Class, Instance};
 use serde::{Deserialize, Serialize};
@@ -393,9 +394,9 @@ pub(crate) fn optimize(
     } else {
         options.max_work / 3
     };
-    let mut bound_budget = Budget::new(bound_units, deadline);
     let greedy_price: f64 = s.claims.iter().map(|c| greedy_claim_price(s, c)).sum();
-    let lower_bound = global_bound(s, greedy_price, &mut bound_budget);
+    let mut bound_budget = Budget::new(bound_units, deadline);
+    let bound_input = global::model(s, &mut bound_budget);
     // Re-packing gets work in proportion to the pods it may move, so a plan whose claims are
     // mostly pinned (a few free pods beside each anti-affinity pod) is not charged the time
     // of a free batch of a thousand pods for a few percent.
@@ -403,10 +404,12 @@ pub(crate) fn optimize(
     let repack_units = (movable as u64)
         .saturating_mul(REPACK_WORK_PER_POD)
         .max(MIN_REPACK_WORK);
+    // The bound's whole share is set aside, whatever it ends up spending, so the packing
+    // does not wait for it (see [`global`]).
     let mut budget = Budget::new(
         options
             .max_work
-            .saturating_sub(bound_budget.spent())
+            .saturating_sub(bound_units)
             .min(repack_units),
         deadline,
     );
@@ -429,28 +432,34 @@ pub(crate) fn optimize(
         })
         .collect();
     let mut pods_left: usize = group_pods.iter().sum();
-    let mut part_exhausted = false;
-    for (g, &n) in groups.iter().zip(&group_pods) {
-        if budget.exhausted() {
-            replaced.push(None);
-            shrunk.push(Vec::new());
-            proven.push(false);
-            continue;
-        }
-        let mut part = budget.portion(n as f64 / pods_left.max(1) as f64);
-        pods_left -= n;
-        // A free group beats no claim of its own: all free groups together must beat the
-        // free claims' price (checked below), which bounds what any one of them may cost.
-        let target = (!g.free.is_empty()).then_some(free_greedy);
-        // With several free groups, one that finds no packing keeps every free claim.
-        let must_pack = target.is_some() && free_groups > 1;
-        let outcome = repack(s, g, target, must_pack, &mut part, &mut next_host);
-        budget.absorb(&part);
-        part_exhausted |= part.exhausted();
-        proven.push(outcome.proven_optimal);
-        replaced.push(outcome.claims);
-        shrunk.push(outcome.shrunk);
-    }
+    let bound_left = bound_units.saturating_sub(bound_budget.spent());
+    let (part_exhausted, bound) =
+        global::alongside(bound_input, greedy_price, bound_left, deadline, || {
+            let mut part_exhausted = false;
+            for (g, &n) in groups.iter().zip(&group_pods) {
+                if budget.exhausted() {
+                    replaced.push(None);
+                    shrunk.push(Vec::new());
+                    proven.push(false);
+                    continue;
+                }
+                let mut part = budget.portion(n as f64 / pods_left.max(1) as f64);
+                pods_left -= n;
+                // A free group beats no claim of its own: all free groups together must beat the
+                // free claims' price (checked below), which bounds what any one of them may cost.
+                let target = (!g.free.is_empty()).then_some(free_greedy);
+                // With several free groups, one that finds no packing keeps every free claim.
+                let must_pack = target.is_some() && free_groups > 1;
+                let outcome = repack(s, g, target, must_pack, &mut part, &mut next_host);
+                budget.absorb(&part);
+                part_exhausted |= part.exhausted();
+                proven.push(outcome.proven_optimal);
+                replaced.push(outcome.claims);
+                shrunk.push(outcome.shrunk);
+            }
+            part_exhausted
+        });
+    let lower_bound = bound.value;
 
     // The free groups hold the pods of every free claim: they replace those claims all
     // together, when each of them was packed and they cost less in total, or not at all.
@@ -510,8 +519,12 @@ pub(crate) fn optimize(
     stats.groups_proven_optimal = proven.iter().filter(|&&p| p).count();
 
     stats.groups_improved = replaced.iter().filter(|r| r.is_some()).count();
-    stats.work = budget.spent().saturating_add(bound_budget.spent());
-    stats.budget_exhausted = budget.exhausted() || part_exhausted || bound_budget.exhausted();
+    stats.work = budget
+        .spent()
+        .saturating_add(bound_budget.spent())
+        .saturating_add(bound.spent);
+    stats.budget_exhausted =
+        budget.exhausted() || part_exhausted || bound_budget.exhausted() || bound.exhausted;
     if stats.groups_improved == 0 {
         return Optimized {
             claims: None,
@@ -1177,206 +1190,4 @@ fn values(classes: &[Class], weights: &[f64]) -> Vec<f64> {
 /// keep a pod off once its preferences are relaxed).
 fn tolerates(taints: &[crate::taints::Taint], tolerations: &[Toleration]) -> bool {
     first_untolerated(taints, tolerations, false).is_none()
-}
-
-/// The LP lower bound over every pod the plan puts on new capacity (see [`bound`]). Pods
-/// are classed by what limits where they may go in any plan: their node selector, volume
-/// requirements and tolerations (preferences and alternative affinity terms can be
-/// relaxed, so they are ignored — which only loosens the bound).
-fn global_bound(s: &Scheduler<'_>, greedy: f64, budget: &mut Budget<'_>) -> Option<f64> {
-    let placed: Vec<usize> = s
-        .claims
-        .iter()
-        .flat_map(|c| c.pods.iter().copied())
-        .collect();
-    if placed.is_empty() {
-        return Some(0.0);
-    }
-    let requests: Vec<Resources> = placed.iter().map(|&p| pod_requests(&s.pods[p])).collect();
-    let dims = Dims::new(requests.iter());
-    let n = dims.len();
-
-    type Key<'p> = (Requirements, &'p [Toleration]);
-    let mut class_of: HashMap<Key<'_>, usize> = HashMap::new();
-    let mut keys: Vec<Key<'_>> = Vec::new();
-    let mut shapes: Vec<Vec<Vec<i64>>> = Vec::new();
-    let mut demand: Vec<Vec<f64>> = Vec::new();
-    for (idx, &p) in placed.iter().enumerate() {
-        let pod = &s.pods[p];
-        let mut r = Requirements::from_labels(pod.node_selector.iter());
-        if !pod.volume_requirements.is_empty() {
-            let v = Requirements::from_node_selector(&pod.volume_requirements).ok()?;
-            r.add_all(&v);
-        }
-        let key = (r, pod.tolerations.as_slice());
-        let k = *class_of.entry(key.clone()).or_insert_with(|| {
-            keys.push(key);
-            shapes.push(Vec::new());
-            demand.push(vec![0.0; n]);
-            keys.len() - 1
-        });
-        let v = dims.vector(&requests[idx]);
-        for (d, &x) in demand[k].iter_mut().zip(&v) {
-            *d += x as f64;
-        }
-        shapes[k].push(v);
-    }
-    if !budget.spend((placed.len() * n) as u64) {
-        return None;
-    }
-    let mut counted: Vec<Vec<(Vec<i64>, usize)>> = Vec::with_capacity(shapes.len());
-    for sh in shapes.iter_mut() {
-        sh.sort_unstable();
-        let mut c: Vec<(Vec<i64>, usize)> = Vec::new();
-        for v in sh.iter() {
-            match c.last_mut() {
-                Some((last, n)) if last == v => *n += 1,
-                _ => c.push((v.clone(), 1)),
-            }
-        }
-        counted.push(c);
-        sh.dedup();
-    }
-
-    // Columns: every (pool, instance type) any class may use, at the lowest price any of
-    // those classes could get it for.
-    let mut column_of: HashMap<(usize, usize), usize> = HashMap::new();
-    let mut columns: Vec<BoundColumn> = Vec::new();
-    let mut classes: Vec<BoundClass> = Vec::new();
-    for (k, (creqs, tolerations)) in keys.iter().enumerate() {
-        let mut cols = Vec::new();
-        for (ti, t) in s.templates.iter().enumerate() {
-            if !tolerates(&t.pool.taints, tolerations) || t.reqs.compatible(creqs, true).is_err() {
-                continue;
-            }
-            let mut merged = t.reqs.clone();
-            merged.add_all(creqs);
-            for (i, it) in t.its.iter().enumerate() {
-                if !budget.spend((shapes[k].len() * n) as u64 + 4) {
-                    return None;
-                }
-                let overhead = &t.groups[t.group_of[i]].overhead;
-                if !arith::fits(overhead, &t.allocs[i])
-                    || it.requirements.intersects(&merged).is_err()
-                {
-                    continue;
-                }
-                let Some(o) = cheapest(it, &merged) else {
-                    continue;
-                };
-                let alloc = dims.vector(&t.allocs[i]);
-                let over = dims.vector(overhead);
-                let cap: Vec<i64> = alloc.iter().zip(&over).map(|(a, o)| a - o).collect();
-                // A pod only uses a type it fits on by itself.
-                if !shapes[k]
-                    .iter()
-                    .any(|sh| sh.iter().zip(&cap).all(|(r, c)| r <= c))
-                {
-                    continue;
-                }
-                let j = *column_of.entry((ti, i)).or_insert_with(|| {
-                    columns.push(BoundColumn {
-                        cap: cap.iter().map(|&c| c.max(0) as f64).collect(),
-                        price: o.price,
-                    });
-                    columns.len() - 1
-                });
-                columns[j].price = columns[j].price.min(o.price);
-                cols.push(j);
-            }
-        }
-        classes.push(BoundClass {
-            demand: demand[k].clone(),
-            columns: cols,
-        });
-    }
-    let classes_before_merge = classes.clone();
-    // Too big a model: one class that may use any column is still a relaxation.
-    if classes.len() > 1 && bound::lp_cells(n, &classes, columns.len()) > bound::MAX_LP_CELLS {
-        let mut all: Vec<usize> = classes.iter().flat_map(|c| c.columns.clone()).collect();
-        all.sort_unstable();
-        all.dedup();
-        let mut total = vec![0.0; n];
-        for c in &classes {
-            for (t, d) in total.iter_mut().zip(&c.demand) {
-                *t += d;
-            }
-        }
-        classes = vec![BoundClass {
-            demand: total,
-            columns: all,
-        }];
-    }
-    let fluid_lp = bound::lower_bound(n, &classes, &columns, budget);
-    let fluid = fluid_lp.as_ref().map(|b| b.value);
-    // When every pod may go wherever the others may, and the plan needs few nodes, the
-    // cheapest whole-node cover of the total demand is a bound too, and with few nodes
-    // the tightest: fractional nodes undercount by up to a node's price.
-    let whole = if classes_before_merge.len() == 1 && s.claims.len() <= cover::MAX_NODES {
-        let class = &classes_before_merge[0];
-        let types: Vec<BinType> = class
-            .columns
-            .iter()
-            .map(|&j| BinType {
-                cap: columns[j].cap.iter().map(|&c| c as i64).collect(),
-                price: columns[j].price,
-            })
-            .collect();
-        let shapes: Vec<Class> = counted[0]
-            .iter()
-            .map(|(shape, count)| Class {
-                req: shape.clone(),
-                count: u32::try_from(*count).unwrap_or(u32::MAX),
-            })
-            .collect();
-        let zeros = vec![0.0; n];
-        let values = vec![1.0; shapes.len()];
-        let inst = Instance {
-            types: &types,
-            classes: &shapes,
-            weights: &zeros,
-            values: &values,
-        };
-        // The fluid prices hold for every column of the single class.
-        let prices = fluid_lp
-            .as_ref()
-            .and_then(|b| b.prices.first())
-            .map(Vec::as_slice);
-        cover::cheapest_cover(&inst, prices, greedy, budget).map(|c| c * (1.0 - 1e-9))
-    } else {
-        None
-    };
-    // Pods stay whole: one item class per (class, request shape), on the columns that
-    // shape fits by itself.
-    let mut items: Vec<BoundItem> = Vec::new();
-    for (k, c) in classes_before_merge.iter().enumerate() {
-        for (shape, count) in &counted[k] {
-            items.push(BoundItem {
-                req: shape.iter().map(|&r| r as f64).collect(),
-                count: *count as f64,
-                columns: c
-                    .columns
-                    .iter()
-                    .copied()
-                    .filter(|&j| {
-                        shape
-                            .iter()
-                            .zip(&columns[j].cap)
-                            .all(|(&r, &cap)| r as f64 <= cap)
-                    })
-                    .collect(),
-            });
-        }
-    }
-    // With a whole-node bound in hand the plan needs few nodes, where that bound is the
-    // tighter one: the configuration LP would only spend the work the packing could use.
-    let coupled = if whole.is_some() {
-        None
-    } else {
-        bound::coupled_bound(n, &items, &columns, budget).map(|(b, _)| b)
-    };
-    [fluid, coupled, whole]
-        .into_iter()
-        .flatten()
-        .reduce(f64::max)
 }
