@@ -13,6 +13,7 @@ pub mod duration;
 pub mod hash;
 pub mod ignored;
 pub mod overlay;
+pub mod poll;
 pub mod provider;
 pub mod reserved;
 pub mod v1;

@@ -4,10 +4,12 @@
 //! scheduler prefers it to anything else while keeping the relative order of types, and
 //! labelled with the reservation's id, type and interruptibility.
 
+use crate::NodeClaim;
 use karpenter_catalog::pricing::reserved_price;
 use karpenter_scheduling::labels;
 use karpenter_scheduling::model::{InstanceType, Labels, Offering, Reservation};
 use karpenter_scheduling::requirements::{Operator, Requirement, Requirements};
+use std::collections::BTreeSet;
 
 /// `karpenter.k8s.aws/capacity-reservation-type` of an ordinary capacity reservation.
 pub const RESERVATION_TYPE_DEFAULT: &str = "default";
@@ -107,9 +109,49 @@ pub fn allows_reservation(reqs: &Requirements, o: &Offering) -> bool {
     }
 }
 
+/// The NodeClaims in capacity reservations (labelled with a reservation id), each with
+/// whether it has launched. A launch into a reservation, or a reserved claim's end, changes
+/// what the reservation can still take, so offerings are stale when this set changes.
+pub fn reserved_claims<'a>(
+    claims: impl IntoIterator<Item = &'a NodeClaim>,
+) -> BTreeSet<(String, bool)> {
+    let reserved = claims
+        .into_iter()
+        .filter(|c| c.label(labels::AWS_CAPACITY_RESERVATION_ID).is_some());
+    reserved
+        .map(|c| (c.name().to_owned(), !c.provider_id().is_empty()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reserved_claims_are_those_labelled_with_a_reservation() {
+        let claim = |name: &str, reservation: Option<&str>, launched: bool| {
+            let mut json = serde_json::json!({
+                "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+                "metadata": {"name": name, "labels": {}},
+                "spec": {"requirements": [], "nodeClassRef":
+                    {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "d"}},
+            });
+            if let Some(r) = reservation {
+                json["metadata"]["labels"][labels::AWS_CAPACITY_RESERVATION_ID] = r.into();
+            }
+            if launched {
+                json["status"] = serde_json::json!({"providerID": format!("aws:///{name}")});
+            }
+            serde_json::from_value::<NodeClaim>(json).unwrap()
+        };
+        let claims = [
+            claim("a", Some("cr-1"), true),
+            claim("b", Some("cr-1"), false),
+            claim("c", None, true),
+        ];
+        let want = BTreeSet::from([("a".to_owned(), true), ("b".to_owned(), false)]);
+        assert_eq!(reserved_claims(&claims), want);
+    }
 
     fn m5() -> InstanceType {
         karpenter_catalog::default_instance_types()

@@ -1010,6 +1010,26 @@ impl Action {
                 | Self::InitializeNode { .. }
         )
     }
+
+    /// The object the action is about: the one whose watch key brings the result back.
+    pub fn object(&self) -> ObjectKey {
+        match self {
+            Self::LaunchNodeClaim { claim, .. } => ObjectKey::NodeClaim(claim.name().to_owned()),
+            Self::AddTerminationFinalizer { node_claim }
+            | Self::LaunchInstance { node_claim }
+            | Self::RegisterNode { node_claim, .. }
+            | Self::InitializeNode { node_claim, .. }
+            | Self::RepairNodeClaim { node_claim, .. }
+            | Self::DeleteNodeClaim { node_claim, .. }
+            | Self::TerminateInstance { node_claim }
+            | Self::SetClaimConditions { node_claim, .. }
+            | Self::StampPodEvent { node_claim, .. } => ObjectKey::NodeClaim(node_claim.clone()),
+            Self::TaintDisrupted { node }
+            | Self::UntaintDisrupted { node }
+            | Self::DeleteNode { node } => ObjectKey::Node(node.clone()),
+            Self::EvictPod { pod, .. } | Self::DeletePod { pod, .. } => ObjectKey::Pod(pod.clone()),
+        }
+    }
 }
 
 #[cfg(test)]

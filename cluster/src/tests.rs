@@ -601,6 +601,33 @@ fn termination_starts_from_either_side_and_ends_at_the_instance() {
 }
 
 #[test]
+fn an_action_names_the_object_its_result_comes_back_on() {
+    let pod = PodKey::new("ns", "p");
+    let cases = [
+        (
+            Action::LaunchInstance {
+                node_claim: "c".into(),
+            },
+            ObjectKey::NodeClaim("c".into()),
+        ),
+        (
+            Action::TaintDisrupted { node: "n".into() },
+            ObjectKey::Node("n".into()),
+        ),
+        (
+            Action::EvictPod {
+                pod: pod.clone(),
+                node: "n".into(),
+            },
+            ObjectKey::Pod(pod),
+        ),
+    ];
+    for (action, key) in cases {
+        assert_eq!(action.object(), key, "{action:?}");
+    }
+}
+
+#[test]
 fn a_claim_whose_instance_is_shutting_down_keeps_asking_until_it_is_gone() {
     use karpenter_cloudprovider::v1::StatusConditions;
     let mut s = ClusterState::new();

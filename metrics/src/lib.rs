@@ -18,11 +18,13 @@ pub mod limits;
 mod nodepool;
 pub mod pods;
 mod reconciler;
+pub mod runtime;
 mod scheduling;
 pub mod solve_progress;
 pub mod summary;
 pub mod sync;
 pub mod termination;
+pub mod workqueue;
 
 use cloudprovider::CloudProviderMetrics;
 use karpenter_scheduling::model::PodKey;
@@ -580,6 +582,8 @@ pub struct Metrics {
     pub dry_run_disruption_savings: Family<ReasonLabels, FloatGauge>,
     /// operatorpkg's status-condition and termination families ([`conditions`]).
     status: conditions::StatusFamilies,
+    /// controller-runtime's controller and work-queue families ([`runtime`]).
+    pub runtime: runtime::RuntimeMetrics,
 }
 
 impl Default for Metrics {
@@ -595,11 +599,13 @@ impl Metrics {
         let cloudprovider = CloudProviderMetrics::register(&mut r);
         let aws = aws::AwsProviderMetrics::register(&mut r);
         let status = conditions::StatusFamilies::register(&mut r);
+        let runtime = runtime::RuntimeMetrics::register(&mut r);
         let scheduler_queue_depth = Family::default();
         let m = Self {
             solves: solve_progress::SolveTracker::new(Family::clone(&scheduler_queue_depth)),
             scheduler_queue_depth,
             status,
+            runtime,
             registry: Arc::new(Mutex::new(Registry::default())),
             cloudprovider,
             aws,

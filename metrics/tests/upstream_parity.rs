@@ -161,6 +161,13 @@ fn fill(m: &Metrics) {
     );
     drop(m.nodes_lifetime_duration.get_or_create(&Default::default()));
     drop(m.leader.get_or_create(&Default::default()));
+    // controller-runtime's families: a started stage, a work queue and a slow-path renewal.
+    m.runtime.start_controller("provisioner");
+    m.runtime
+        .begin("provisioner")
+        .finish(karpenter_metrics::runtime::ReconcileResult::Success);
+    drop(m.runtime.work_queue::<u32>("stores"));
+    m.runtime.leader_slow_path("karpenter-leader-election");
     drop(
         m.disruption_decisions_by_nodepool
             .get_or_create(&Default::default()),

@@ -12,6 +12,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use karpenter_cluster::lease;
+use karpenter_metrics::runtime::RuntimeMetrics;
 use kube::Client;
 use kube::api::{Api, PostParams, WatchParams};
 use std::sync::Arc;
@@ -86,6 +87,10 @@ struct Elector {
     name: String,
     identity: String,
     observed: Option<lease::Observed>,
+    /// The Lease as this replica last wrote it, while it holds it: renewals update this copy
+    /// without reading first (client-go's fast path).
+    cached: Option<Lease>,
+    runtime: RuntimeMetrics,
 }
 
 impl Elector {
@@ -94,7 +99,17 @@ impl Elector {
     }
 
     /// Takes or renews the Lease. `Ok(false)` when another replica holds it or won a race.
-    async fn try_acquire_or_renew(&mut self) -> Result<bool, kube::Error> {
+    /// The holder (`leading`) first updates its cached copy, whose resourceVersion fails the
+    /// update if anyone wrote since; only then does it read the Lease (the slow path).
+    async fn try_acquire_or_renew(&mut self, leading: bool) -> Result<bool, kube::Error> {
+        if let Some(mut next) = self.cached.take().filter(|_| leading) {
+            next.spec = Some(self.spec(next.spec.as_ref()));
+            let params = PostParams::default();
+            match self.api.replace(&self.name, &params, &next).await {
+                Ok(renewed) => return Ok(self.hold(renewed)),
+                Err(e) => tracing::debug!(error = %e, "optimistic Lease renewal failed"),
+            }
+        }
         let Some(lease) = self.api.get_opt(&self.name).await? else {
             let lease = Lease {
                 metadata: ObjectMeta {
@@ -104,10 +119,7 @@ impl Elector {
                 spec: Some(self.spec(None)),
             };
             return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(created) => {
-                    lease::observe(&mut self.observed, &created, std::time::Instant::now());
-                    Ok(true)
-                }
+                Ok(created) => Ok(self.hold(created)),
                 Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
                 Err(e) => Err(e),
             };
@@ -115,6 +127,9 @@ impl Elector {
         let now = std::time::Instant::now();
         if !lease::observe(&mut self.observed, &lease, now).may_take(&self.identity, now) {
             return Ok(false);
+        }
+        if leading {
+            self.runtime.leader_slow_path(&self.name);
         }
         let mut next = lease.clone();
         next.spec = Some(self.spec(lease.spec.as_ref()));
@@ -125,13 +140,17 @@ impl Elector {
             .replace(&self.name, &PostParams::default(), &next)
             .await
         {
-            Ok(replaced) => {
-                lease::observe(&mut self.observed, &replaced, std::time::Instant::now());
-                Ok(true)
-            }
+            Ok(replaced) => Ok(self.hold(replaced)),
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
             Err(e) => Err(e),
         }
+    }
+
+    /// This replica wrote `lease` and holds it.
+    fn hold(&mut self, lease: Lease) -> bool {
+        lease::observe(&mut self.observed, &lease, std::time::Instant::now());
+        self.cached = Some(lease);
+        true
     }
 
     /// Gives the Lease up if this replica holds it, so a standby takes over at once.
@@ -206,6 +225,7 @@ pub async fn elect(
     namespace: &str,
     name: &str,
     identity: &str,
+    runtime: RuntimeMetrics,
 ) -> Result<(LeaderGate, Election), LeaderError> {
     let api: Api<Lease> = Api::namespaced(client, namespace);
     let mut elector = Elector {
@@ -213,9 +233,11 @@ pub async fn elect(
         name: name.to_owned(),
         identity: identity.to_owned(),
         observed: None,
+        cached: None,
+        runtime,
     };
     let first = elector
-        .try_acquire_or_renew()
+        .try_acquire_or_renew(false)
         .await
         .map_err(|source| LeaderError {
             namespace: namespace.to_owned(),
@@ -238,7 +260,7 @@ pub async fn elect(
                 // A standby reacts to a released Lease at once; a holder only on its period.
                 () = changed.notified(), if !leading => {}
             }
-            match elector.try_acquire_or_renew().await {
+            match elector.try_acquire_or_renew(leading).await {
                 Ok(true) => {
                     renewed = Instant::now();
                     if !leading {
@@ -272,6 +294,102 @@ pub async fn elect(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::testing::{Reply, mock_client, status};
+    use karpenter_metrics::Metrics;
+
+    fn lease(resource_version: u32, holder: &str) -> Reply {
+        let at = "2026-01-01T00:00:00.000000Z";
+        let json = serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "l", "namespace": "ns",
+                "resourceVersion": resource_version.to_string()},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
+                "acquireTime": at, "renewTime": at, "leaseTransitions": 0},
+        });
+        (200, json)
+    }
+
+    /// Creates the Lease as `me`, then renews it twice as its holder; `put` answers the
+    /// updates given the resourceVersion they carry. Returns the requests' methods and
+    /// resourceVersions, and the exposition.
+    async fn renew_twice(
+        mut put: impl FnMut(u32) -> Reply + Send + 'static,
+        mut get: impl FnMut() -> Reply + Send + 'static,
+    ) -> (Vec<(String, String)>, String) {
+        let mut created = false;
+        let (client, api) = mock_client(move |req| {
+            let rv = &req.body["metadata"]["resourceVersion"];
+            match req.method.as_str() {
+                "GET" if !created => status(404, "NotFound"),
+                "GET" => get(),
+                "POST" => {
+                    created = true;
+                    (201, lease(1, "me").1)
+                }
+                _ => put(rv.as_str().unwrap_or("0").parse().unwrap()),
+            }
+        });
+        let m = Metrics::new();
+        let (name, identity, runtime) = ("l".into(), "me".into(), m.runtime.clone());
+        let (observed, cached) = (None, None);
+        let mut elector = Elector {
+            api: Api::namespaced(client, "ns"),
+            name,
+            identity,
+            observed,
+            cached,
+            runtime,
+        };
+        assert!(
+            elector.try_acquire_or_renew(false).await.unwrap(),
+            "created"
+        );
+        assert!(elector.try_acquire_or_renew(true).await.unwrap(), "renewed");
+        assert!(elector.try_acquire_or_renew(true).await.unwrap(), "renewed");
+        let requests = api.requests().into_iter().map(|r| {
+            let rv = r.body["metadata"]["resourceVersion"].as_str().unwrap_or("");
+            (r.method, rv.to_owned())
+        });
+        (requests.collect(), m.encode())
+    }
+
+    fn calls(calls: &[(&str, &str)]) -> Vec<(String, String)> {
+        calls
+            .iter()
+            .map(|(m, rv)| (m.to_string(), rv.to_string()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn the_holder_renews_its_cached_lease_without_reading_it() {
+        let (requests, text) = renew_twice(|rv| lease(rv + 1, "me"), || lease(1, "me")).await;
+        let want = [("GET", ""), ("POST", ""), ("PUT", "1"), ("PUT", "2")];
+        assert_eq!(requests, calls(&want));
+        assert!(!text.contains("leader_election_slowpath_total{"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn a_conflicting_renewal_reads_the_lease_and_counts_a_slow_path() {
+        // Something else wrote the Lease (resourceVersion 5) after it was created.
+        let put = |rv| match rv {
+            1 => status(409, "Conflict"),
+            rv => lease(rv + 1, "me"),
+        };
+        let (requests, text) = renew_twice(put, || lease(5, "me")).await;
+        let want = [
+            ("GET", ""),
+            ("POST", ""),
+            ("PUT", "1"),
+            ("GET", ""),
+            ("PUT", "5"),
+            ("PUT", "6"),
+        ];
+        assert_eq!(requests, calls(&want));
+        assert!(
+            text.contains("leader_election_slowpath_total{name=\"l\"} 1"),
+            "{text}"
+        );
+    }
 
     #[tokio::test]
     async fn gate_follows_channel() {

@@ -2,7 +2,7 @@
 //! while leader run reconcile passes ([`Controller::pass`]).
 
 use super::events::{EventSink, publish_loop};
-use super::exec::{self, Executed};
+use super::exec;
 use super::explain::Explainer;
 use super::leader::{self, LeaderGate};
 use super::provider::ProviderHooks;
@@ -14,7 +14,8 @@ use super::{
 use crate::http::{self, Health};
 use crate::settings::{ControllerArgs, ProviderKind, Settings};
 use anyhow::Context as _;
-use karpenter_cloudprovider::v1::ConditionType;
+use karpenter_cloudprovider::poll;
+use karpenter_cloudprovider::reserved::reserved_claims;
 use karpenter_cluster::feed::{Feed, Synced};
 use karpenter_cluster::garbage;
 use karpenter_cluster::orchestration::Outcome;
@@ -25,8 +26,9 @@ use karpenter_disruption::DisruptionOptions;
 use karpenter_metrics::Metrics;
 use karpenter_metrics::index::IndexMetrics;
 use karpenter_metrics::pods::PodMetrics;
+use karpenter_metrics::runtime::ReconcileResult;
+use karpenter_metrics::runtime::stage::*;
 use karpenter_scheduling::SolveOptions;
-use karpenter_scheduling::labels::AWS_CAPACITY_RESERVATION_ID;
 use karpenter_scheduling::model::{InstanceType, Millis, PodKey};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
@@ -134,15 +136,11 @@ impl Controller {
         self
     }
 
-    async fn refresh_instance_types(&mut self, now: Millis) {
+    async fn refresh_instance_types(&mut self, now: Millis) -> Option<ReconcileResult> {
         let pools = self.ctx.stores.node_pools.state();
         // A launch into a reservation, or a reserved claim's end, changes what it can take.
         let claims = self.ctx.stores.node_claims.state();
-        let in_reservations = claims
-            .iter()
-            .filter(|c| c.label(AWS_CAPACITY_RESERVATION_ID).is_some());
-        let reserved = in_reservations.map(|c| (c.name().to_owned(), !c.provider_id().is_empty()));
-        let reserved: BTreeSet<_> = reserved.collect();
+        let reserved = reserved_claims(claims.iter().map(AsRef::as_ref));
         let stale = reserved != self.reserved_claims
             || self
                 .instance_types_at
@@ -152,18 +150,12 @@ impl Controller {
                 .any(|p| !self.instance_types.contains_key(p.name()))
             || self.overlays.as_ref().is_some_and(|o| o.stale(&pools));
         if !stale {
-            return;
+            return None;
         }
-        let mut fresh = BTreeMap::new();
-        for pool in &pools {
-            match self.ctx.provider.instance_types(pool).await {
-                Ok(types) => {
-                    fresh.insert(pool.name().to_owned(), types);
-                }
-                Err(e) => {
-                    tracing::warn!(nodepool = pool.name(), error = %e, "listing instance types failed")
-                }
-            }
+        let (mut fresh, errors) = poll::instance_types_of(self.ctx.provider.as_ref(), &pools).await;
+        let mut failed = !errors.is_empty();
+        for (pool, e) in errors {
+            tracing::warn!(nodepool = pool, error = %e, "listing instance types failed");
         }
         if let Some(overlays) = &mut self.overlays {
             let (overlaid, evaluation) = overlays.apply(&pools, fresh);
@@ -171,6 +163,7 @@ impl Controller {
             if self.shadow.is_none()
                 && let Err(e) = overlays.write_status(&self.ctx, &evaluation).await
             {
+                failed = true;
                 tracing::warn!(error = %e, "nodeoverlay status update failed");
             }
         }
@@ -182,33 +175,40 @@ impl Controller {
             self.facts_version += 1;
             self.types_version += 1;
         }
+        Some(ReconcileResult::of(failed))
     }
 
-    async fn run_actions(&self, actions: &[Action]) {
+    /// Carries `actions` out; whether one failed (its object is queued again).
+    async fn run_actions(&self, actions: &[Action]) -> bool {
         if self.shadow.is_some() {
             actions.iter().for_each(dry_run::Reporter::action);
-            return;
+            return false;
         }
+        let mut failed = false;
         for action in actions {
-            match exec::execute(&self.ctx, action).await {
-                Ok(Executed::Done | Executed::Blocked) => {}
-                Err(e) => tracing::warn!(error = %e, "action failed; retrying on the next pass"),
+            if let Err(e) = exec::execute(&self.ctx, action).await {
+                tracing::warn!(error = %e, "action failed; retrying on the next pass");
+                (failed, _) = (true, self.ctx.stores.dirty.retry(action.object()));
             }
         }
+        failed
     }
 
     /// One reconcile pass at the clock's `now`: rebuild the index, then lifecycle,
     /// termination, provisioning, disruption, NodePool status, the fake kubelet and garbage
     /// collection. Errors are logged and the affected objects retried on the next pass.
     pub async fn pass(&mut self) {
-        let now = self.ctx.now_ms();
+        let (now, rt) = (self.ctx.now_ms(), self.ctx.metrics.runtime.clone());
         if let Some(hooks) = &self.hooks {
             hooks.reconcile(&self.ctx).await;
         }
-        self.refresh_instance_types(now).await;
-        self.refresh_drift(now).await;
+        rt.run(INSTANCE_TYPES, self.refresh_instance_types(now))
+            .await;
+        rt.run(DRIFT, self.refresh_drift(now)).await;
         let (mut state, reconciler) = self.take_core();
+        let fed = rt.begin(STATE);
         let (synced, full) = self.feed_index(&mut state, now);
+        fed.finish(ReconcileResult::of(!synced.skipped.is_empty()));
         if let Some(hooks) = &self.hooks {
             state.set_node_classes(hooks.node_classes());
         }
@@ -241,7 +241,7 @@ impl Controller {
         }
         self.core = Some((state, reconciler));
 
-        self.reconcile(now).await;
+        rt.run(RECONCILER, self.reconcile(now)).await;
         if self.shadow.is_some() {
             // Status, the fake kubelet and garbage collection all write.
             self.record_metrics(now);
@@ -255,7 +255,8 @@ impl Controller {
                     .nodepools_at
                     .is_none_or(|t| now - t >= NODEPOOL_STATUS_PERIOD_MS))
         {
-            match nodepool::reconcile_all(&self.ctx, state, reconciler).await {
+            let status = nodepool::reconcile_all(&self.ctx, state, reconciler);
+            match rt.try_run(NODEPOOL_STATUS, status).await {
                 Ok(()) => self.nodepools_at = Some(now),
                 Err(e) => {
                     self.nodepools_at = None;
@@ -264,11 +265,13 @@ impl Controller {
             }
         }
         if self.ctx.settings.provider == ProviderKind::Fake
-            && let Err(e) = kubelet::reconcile(&self.ctx).await
+            && let Err(e) = rt
+                .try_run(FAKE_KUBELET, kubelet::reconcile(&self.ctx))
+                .await
         {
             tracing::warn!(error = %e, "fake kubelet pass failed");
         }
-        self.garbage_collect(now).await;
+        rt.run(GARBAGE_COLLECTION, self.garbage_collect(now)).await;
         self.record_metrics(now);
     }
 
@@ -278,7 +281,7 @@ impl Controller {
     /// Returns what changed and whether every store was read.
     fn feed_index(&mut self, state: &mut ClusterState, now: Millis) -> (Synced, bool) {
         let stores = &self.ctx.stores;
-        let (relisted, keys) = stores.take_dirty();
+        let (relisted, keys) = stores.dirty.take();
         if relisted
             || self.feed.needs_full_sync(self.types_version)
             || self.resync_at.is_none_or(|t| now >= t)
@@ -301,7 +304,7 @@ impl Controller {
     }
 
     /// One tick of the shared reconciler on a blocking thread, then its events and actions.
-    async fn reconcile(&mut self, now: Millis) {
+    async fn reconcile(&mut self, now: Millis) -> Option<ReconcileResult> {
         let (state, mut reconciler) = self.take_core();
         let drift = self.drift.clone();
         let version = self.facts_version;
@@ -332,7 +335,7 @@ impl Controller {
                 // from the objects, as a restarted replica would.
                 tracing::error!(error = %e, "reconcile pass failed");
                 self.ctx.metrics.solve_tracker().abandon();
-                return;
+                return Some(ReconcileResult::failure(e.is_panic()));
             }
         };
         let provisionable = state.provisionable_pods().count() + state.displaced_pod_count();
@@ -348,7 +351,8 @@ impl Controller {
         if let Some(overlays) = &self.overlays {
             overlays.annotate(&mut tick.actions);
         }
-        self.run_actions(&tick.actions).await;
+        let failed = self.run_actions(&tick.actions).await;
+        Some(ReconcileResult::after(failed, tick.next_wakeup.is_some()))
     }
 
     /// Logs, publishes and counts what the reconciler reports.
@@ -456,35 +460,27 @@ impl Controller {
         }
     }
 
-    async fn refresh_drift(&mut self, now: Millis) {
+    async fn refresh_drift(&mut self, now: Millis) -> Option<ReconcileResult> {
         if self.drift_at.is_some_and(|t| now - t < DRIFT_POLL_MS) {
-            return;
+            return None;
         }
         self.drift_at = Some(now);
-        let mut drift = BTreeMap::new();
-        for claim in self.ctx.stores.node_claims_sorted() {
-            if !claim.is(ConditionType::Launched) || claim.is_deleting() {
-                continue;
-            }
-            match self.ctx.provider.is_drifted(&claim).await {
-                Ok(Some(reason)) => {
-                    drift.insert(claim.name().to_owned(), reason.to_string());
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::debug!(nodeclaim = claim.name(), error = %e, "drift check failed")
-                }
-            }
+        let claims = self.ctx.stores.node_claims_sorted();
+        let (drift, errors) = poll::drift_of(self.ctx.provider.as_ref(), &claims).await;
+        let failed = !errors.is_empty();
+        for (claim, e) in errors {
+            tracing::debug!(nodeclaim = claim, error = %e, "drift check failed");
         }
         if drift != self.drift {
             self.facts_version += 1;
         }
         self.drift = drift;
+        Some(ReconcileResult::of(failed))
     }
 
-    async fn garbage_collect(&mut self, now: Millis) {
+    async fn garbage_collect(&mut self, now: Millis) -> Option<ReconcileResult> {
         if self.last_gc.is_some_and(|t| now - t < garbage::PERIOD_MS) {
-            return;
+            return None;
         }
         self.last_gc = Some(now);
         // Without a listing nothing can be judged missing: collect nothing this time, but
@@ -496,7 +492,7 @@ impl Controller {
                 None
             }
         };
-        let listing_ok = instances.is_some();
+        let (listing_ok, mut failed) = (instances.is_some(), instances.is_none());
         let instances = instances.unwrap_or_default();
         let listed: Vec<garbage::Instance> =
             instances.iter().map(garbage::Instance::listed).collect();
@@ -504,19 +500,19 @@ impl Controller {
             Some((state, _)) if listing_ok => garbage::decide(state, &listed, now),
             _ => garbage::Collect::default(),
         };
-        for inst in instances
-            .iter()
-            .filter(|i| collect.instances.iter().any(|p| p == i.provider_id()))
-        {
+        for id in &collect.instances {
             tracing::info!(
-                provider_id = inst.provider_id(),
+                provider_id = id,
                 "garbage-collecting instance without a nodeclaim"
             );
-            if let Err(e) = self.ctx.provider.delete(inst).await
-                && !e.is_not_found()
-            {
-                tracing::warn!(provider_id = inst.provider_id(), error = %e, "garbage collection failed");
-            }
+        }
+        let gone = instances
+            .iter()
+            .filter(|i| collect.instances.contains(&i.provider_id().into()));
+        let errors = poll::delete_all(self.ctx.provider.as_ref(), gone).await;
+        failed |= !errors.is_empty();
+        for (id, e) in errors {
+            tracing::warn!(provider_id = id, error = %e, "garbage collection failed");
         }
         for name in collect.node_claims {
             if let Some(claim) = exec::claim_of(&self.ctx, &name) {
@@ -531,6 +527,7 @@ impl Controller {
                 reason: "garbage_collected".into(),
             };
             if let Err(e) = exec::execute(&self.ctx, &delete).await {
+                failed = true;
                 tracing::warn!(nodeclaim = name, error = %e, "garbage collection failed");
             }
         }
@@ -546,9 +543,11 @@ impl Controller {
             if let Err(e) =
                 super::api::set_finalizers(&nodes, &release.node, rv, &release.finalizers).await
             {
+                failed = true;
                 tracing::warn!(node = %release.node, error = %e, "removing finalizer of orphaned node failed");
             }
         }
+        Some(ReconcileResult::of(failed))
     }
 
     /// The gauges read from the whole index: the node count, and every
@@ -648,7 +647,7 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
         health_port,
     ));
 
-    let (stores, writers) = state::stores();
+    let (stores, writers) = state::stores(metrics.runtime.work_queue(STATE));
     let changed = Arc::new(Notify::new());
     let mut watchers = state::spawn_watchers(&client, writers, changed.clone());
     let overlays = settings.feature_gates.node_overlay.then(|| {
@@ -726,6 +725,7 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
             &settings.leader_election_namespace,
             &settings.leader_election_name,
             &id,
+            metrics.runtime.clone(),
         )
         .await?;
         (gate, Some(election))
@@ -751,6 +751,7 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
         }
     }
     metrics.set_leader(&settings.leader_election_name, true);
+    (metrics.runtime).start_stages(settings.provider == ProviderKind::Fake);
     tracing::info!(identity = %id, "acquired leadership");
     let (stop_tasks, tasks_stopped) = tokio::sync::watch::channel(false);
     match &built.hooks {
@@ -795,7 +796,7 @@ pub async fn run_leader(
                 anyhow::bail!("leader election lost");
             }
             r = &mut stop => { r?; tracing::info!("shutting down"); return Ok(()); }
-            () = controller.pass(), if gate.is_leader() => {}
+            () = controller.pass(), if gate.is_leader() => controller.ctx.stores.dirty.done(),
         }
         // Wake on any watch event, at most every 200 ms and at least every second.
         tokio::select! {

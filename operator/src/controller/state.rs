@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use karpenter_cloudprovider::{NodeClaim, NodePool};
 use karpenter_cluster::ObjectKey;
 use karpenter_cluster::feed::{ApiObjects, Changes, Lookup};
+use karpenter_metrics::workqueue::WorkQueue;
 use karpenter_scheduling::model::PodKey;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -20,7 +21,7 @@ use serde::de::DeserializeOwned;
 use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::hash::Hash;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio::sync::Notify;
 
 /// Reader halves of every store.
@@ -42,16 +43,9 @@ pub struct Stores {
     pub volume_attachments: Store<VolumeAttachment>,
     /// Namespaces (labels for namespace selectors).
     pub namespaces: Store<Namespace>,
-    /// What the watches reported since the index was last fed.
-    pub dirty: Arc<Mutex<Dirty>>,
-}
-
-/// The indexed objects the watches reported changed since the last take, and whether a
-/// watch (re)listed (then deletions while it was away are invisible: everything is synced).
-#[derive(Debug, Default)]
-pub struct Dirty {
-    relisted: bool,
-    keys: BTreeSet<ObjectKey>,
+    /// The indexed objects the watches reported changed since the index was last fed, and
+    /// whether a watch (re)listed (then deletions while it was away are invisible).
+    pub dirty: WorkQueue<ObjectKey>,
 }
 
 /// Writer halves, used by the watch tasks (and by tests to inject objects).
@@ -73,11 +67,11 @@ pub struct Writers {
     /// Namespaces.
     pub namespaces: Writer<Namespace>,
     /// Shared with [`Stores::dirty`].
-    pub dirty: Arc<Mutex<Dirty>>,
+    pub dirty: WorkQueue<ObjectKey>,
 }
 
-/// Empty stores and their writers.
-pub fn stores() -> (Stores, Writers) {
+/// Empty stores and their writers, recording changes in `dirty`.
+pub fn stores(dirty: WorkQueue<ObjectKey>) -> (Stores, Writers) {
     let (pods, pods_w) = reflector::store();
     let (nodes, nodes_w) = reflector::store();
     let (node_claims, node_claims_w) = reflector::store();
@@ -86,7 +80,6 @@ pub fn stores() -> (Stores, Writers) {
     let (daemon_sets, daemon_sets_w) = reflector::store();
     let (volume_attachments, va_w) = reflector::store();
     let (namespaces, ns_w) = reflector::store();
-    let dirty = Arc::new(Mutex::new(Dirty::default()));
     (
         Stores {
             pods,
@@ -174,22 +167,7 @@ impl Stores {
     }
 }
 
-#[cfg(test)]
-impl Dirty {
-    /// Records `keys` as a watch would.
-    pub fn keys_for_test(&mut self, keys: &[ObjectKey]) {
-        self.keys.extend(keys.iter().cloned());
-    }
-}
-
 impl Stores {
-    /// Takes what the watches reported since the last take: whether one (re)listed, and the
-    /// keys of the indexed objects that changed.
-    pub fn take_dirty(&self) -> (bool, BTreeSet<ObjectKey>) {
-        let mut d = lock(&self.dirty);
-        (std::mem::take(&mut d.relisted), std::mem::take(&mut d.keys))
-    }
-
     /// The objects behind `keys` as the stores hold them now; keys no store holds any more
     /// are deletions.
     pub fn changes(&self, keys: &BTreeSet<ObjectKey>) -> ChangeSet {
@@ -389,7 +367,7 @@ pub(crate) fn spawn_one<K>(
     api: Api<K>,
     writer: Writer<K>,
     changed: Arc<Notify>,
-    dirty: Option<Arc<Mutex<Dirty>>>,
+    dirty: Option<WorkQueue<ObjectKey>>,
     key_of: fn(&K) -> ObjectKey,
 ) -> tokio::task::JoinHandle<()>
 where
@@ -407,9 +385,9 @@ where
                     tracing::warn!(kind = %K::kind(&Default::default()), error = %e, "watch error");
                 }
                 (Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)), Some(d)) => {
-                    lock(d).keys.insert(key_of(o));
+                    d.add(key_of(o));
                 }
-                (Ok(watcher::Event::InitDone), Some(d)) => lock(d).relisted = true,
+                (Ok(watcher::Event::InitDone), Some(d)) => d.relist(),
                 _ => {}
             }
             changed.notify_waiters();
@@ -423,10 +401,4 @@ fn name(m: &ObjectMeta) -> String {
 
 fn namespace(m: &ObjectMeta) -> String {
     m.namespace.clone().unwrap_or_default()
-}
-
-fn lock(dirty: &Mutex<Dirty>) -> std::sync::MutexGuard<'_, Dirty> {
-    dirty
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -105,7 +105,8 @@ pub fn ctx(
     provider: Arc<dyn CloudProvider>,
     now_ms: i64,
 ) -> (Ctx, Writers, mpsc::UnboundedReceiver<Published>) {
-    let (stores, writers): (Stores, Writers) = stores();
+    let metrics = Metrics::new();
+    let (stores, writers): (Stores, Writers) = stores(metrics.runtime.work_queue("state"));
     let (events, rx) = EventSink::channel();
     let clock: Clock = Arc::new(move || {
         jiff::Timestamp::from_millisecond(now_ms).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
@@ -114,7 +115,7 @@ pub fn ctx(
         client,
         provider,
         settings: Settings::default(),
-        metrics: Metrics::new(),
+        metrics,
         stores,
         events,
         limiter: super::api::RateLimiter::new(1000, 1000),

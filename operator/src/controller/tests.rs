@@ -5,13 +5,15 @@ use super::exec::{self, Executed};
 use super::fake::ClusterFakeProvider;
 use super::leader::LeaderGate;
 use super::run::{Controller, run_leader};
-use super::testing::{ctx, mock_client, node, put, status};
+use super::state::Writers;
+use super::testing::{MockApi, Reply, ctx, mock_client, node, put, status};
 use karpenter_cloudprovider::v1::{ConditionType, StatusConditions, labels as v1labels};
 use karpenter_cloudprovider::{
     CloudProvider, CloudProviderError, DriftReason, NodeClaim, NodePool, RepairPolicy,
 };
 use karpenter_cloudprovider_fake::FakeCloudProvider;
 use karpenter_cluster::Action;
+use karpenter_metrics::Metrics;
 use karpenter_scheduling::model::InstanceType;
 use karpenter_scheduling::model::PodKey;
 use karpenter_testing::api::{node_claim, ready};
@@ -564,10 +566,11 @@ async fn a_replica_that_is_not_leader_writes_nothing_and_leadership_loss_stops_i
     );
 }
 
-#[tokio::test]
-async fn leader_pass_adds_missing_finalizer() {
-    let (client, api) = mock_client(|req| match req.method.as_str() {
-        "PATCH" => (200, json(&node_claim("default-x"))),
+/// A controller with one NodeClaim that lacks its finalizer, over an API that answers
+/// PATCHes with `patched` and lists nothing.
+fn claim_without_finalizer(patched: Reply) -> (Controller, Writers, Metrics, MockApi) {
+    let (client, api) = mock_client(move |req| match req.method.as_str() {
+        "PATCH" => patched.clone(),
         "GET" => (
             200,
             serde_json::json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": []}),
@@ -580,7 +583,13 @@ async fn leader_pass_adds_missing_finalizer() {
     c.metadata.finalizers = None;
     put(&mut w.node_claims, c);
     let metrics = ctx.metrics.clone();
-    let mut controller = Controller::new(ctx);
+    (Controller::new(ctx), w, metrics, api)
+}
+
+#[tokio::test]
+async fn leader_pass_adds_missing_finalizer() {
+    let patched = (200, json(&node_claim("default-x")));
+    let (mut controller, _w, metrics, api) = claim_without_finalizer(patched);
     controller.pass().await;
     // The disruption poll ran and reported what each method could act on.
     let text = metrics.encode();
@@ -603,6 +612,30 @@ async fn leader_pass_adds_missing_finalizer() {
     );
     assert_eq!(patch.body["metadata"]["resourceVersion"], "1");
     let _ = ConditionType::Launched;
+}
+
+#[tokio::test]
+async fn a_pass_counts_its_stages_and_queues_the_object_of_a_failed_action_again() {
+    use karpenter_cluster::ObjectKey;
+    let failing = status(500, "InternalError");
+    let (mut controller, w, metrics, _api) = claim_without_finalizer(failing);
+    w.dirty.add(ObjectKey::NodeClaim("default-x".into()));
+    controller.pass().await;
+    let text = metrics.encode();
+    for want in [
+        // The finalizer patch failed: the tick's stage is an error, the claim is retried.
+        "controller_runtime_reconcile_total{controller=\"reconciler\",result=\"error\"} 1",
+        "controller_runtime_reconcile_errors_total{controller=\"reconciler\"} 1",
+        "controller_runtime_reconcile_total{controller=\"state\",result=\"success\"} 1",
+        "controller_runtime_reconcile_time_seconds_count{controller=\"nodeclaim.garbagecollection\"} 1",
+        "workqueue_retries_total{name=\"state\",controller=\"state\"} 1",
+        "workqueue_queue_duration_seconds_count{name=\"state\",controller=\"state\"} 1",
+        "controller_runtime_active_workers{controller=\"reconciler\"} 0",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    let (_, again) = w.dirty.take();
+    assert!(again.contains(&ObjectKey::NodeClaim("default-x".into())));
 }
 
 #[tokio::test]
@@ -704,14 +737,17 @@ async fn a_pod_that_fits_nowhere_gets_one_failed_scheduling_event_per_reason() {
 #[test]
 fn reported_keys_become_present_objects_or_deletions() {
     use karpenter_cluster::ObjectKey;
-    let (stores, mut w) = super::state::stores();
+    let metrics = karpenter_metrics::Metrics::new();
+    let (stores, mut w) = super::state::stores(metrics.runtime.work_queue("state"));
     put(&mut w.node_claims, node_claim("kept"));
-    w.dirty.lock().unwrap().keys_for_test(&[
+    for key in [
         ObjectKey::NodeClaim("kept".into()),
         ObjectKey::NodeClaim("gone".into()),
         ObjectKey::Pod(PodKey::new("default", "gone")),
-    ]);
-    let (relisted, keys) = stores.take_dirty();
+    ] {
+        w.dirty.add(key);
+    }
+    let (relisted, keys) = stores.dirty.take();
     assert!(!relisted);
     let changes = stores.changes(&keys);
     let view = changes.view();
@@ -724,7 +760,7 @@ fn reported_keys_become_present_objects_or_deletions() {
             ObjectKey::Pod(PodKey::new("default", "gone"))
         ]
     );
-    assert!(stores.take_dirty().1.is_empty(), "taken once");
+    assert!(stores.dirty.take().1.is_empty(), "taken once");
 }
 
 #[tokio::test]
