@@ -8,7 +8,12 @@
 //! receives the bodies and calls this parser; keeping it apart lets the parser be tested and
 //! fuzzed without compiling the SDK. Every input gives `Ok` or a [`MessageError`], never a
 //! panic.
+//!
+//! [`instance_status`] holds the decisions of the other interruption source, EC2's instance
+//! status checks (DescribeInstanceStatus), which end in the same [`InterruptionEvent`]s.
 #![forbid(unsafe_code)]
+
+pub mod instance_status;
 
 use std::time::SystemTime;
 
@@ -28,6 +33,14 @@ pub enum InterruptionKind {
     /// EC2 reclaims the capacity of the interruptible capacity reservation the instance
     /// runs in, in two minutes.
     CapacityReservationInterruption,
+    /// EC2's instance status check (the instance's own OS and network) has failed for
+    /// at least [`instance_status::UNHEALTHY_THRESHOLD`].
+    InstanceStatus,
+    /// EC2's system status check (the host underneath) has failed for at least
+    /// [`instance_status::UNHEALTHY_THRESHOLD`].
+    SystemStatus,
+    /// EC2 scheduled a maintenance event (reboot, retirement, stop) for the instance.
+    EventStatus,
 }
 
 impl InterruptionKind {
@@ -40,6 +53,9 @@ impl InterruptionKind {
             Self::InstanceStopped => "instance_stopped",
             Self::InstanceTerminated => "instance_terminated",
             Self::CapacityReservationInterruption => "capacity_reservation_interrupted",
+            Self::InstanceStatus => "instance_status",
+            Self::SystemStatus => "system_status",
+            Self::EventStatus => "event_status",
         }
     }
 
@@ -49,7 +65,10 @@ impl InterruptionKind {
         match self {
             Self::SpotInterruption => "SpotInterrupted",
             Self::RebalanceRecommendation => "SpotRebalanceRecommendation",
-            Self::ScheduledChange => "InstanceUnhealthy",
+            Self::ScheduledChange
+            | Self::InstanceStatus
+            | Self::SystemStatus
+            | Self::EventStatus => "InstanceUnhealthy",
             Self::InstanceStopped => "InstanceStopping",
             Self::InstanceTerminated => "InstanceTerminating",
             Self::CapacityReservationInterruption => "CapacityReservationInstanceInterrupted",
@@ -60,6 +79,14 @@ impl InterruptionKind {
     /// rebalance recommendation is only recorded.
     pub fn triggers_replacement(self) -> bool {
         !matches!(self, Self::RebalanceRecommendation)
+    }
+
+    /// Whether the NodeClaim is marked for immediate termination (its
+    /// `karpenter.sh/nodeclaim-termination-timestamp` set to now) before it is deleted, so
+    /// the drain does not wait out the grace period: a failed status check means the
+    /// instance or its host is already broken. Every other replacing kind drains normally.
+    pub fn forceful(self) -> bool {
+        matches!(self, Self::InstanceStatus | Self::SystemStatus)
     }
 }
 

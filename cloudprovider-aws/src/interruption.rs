@@ -71,6 +71,16 @@ pub struct SinkError {
     pub message: String,
 }
 
+impl SinkError {
+    /// What failed acting on `node_claim`.
+    pub fn new(node_claim: &str, error: impl std::fmt::Display) -> Self {
+        Self {
+            node_claim: node_claim.to_owned(),
+            message: error.to_string(),
+        }
+    }
+}
+
 /// Where parsed interruptions go: the disruption path of whoever runs the poller.
 #[async_trait::async_trait]
 pub trait InterruptionSink: Send + Sync {
@@ -306,4 +316,40 @@ impl InterruptionPoller {
             }
         }
     }
+}
+
+/// Starts both interruption sources for the leader, each delivering to `sink` until
+/// `shutdown` turns true: EC2's instance status checks
+/// ([`crate::instance_status::InstanceStatusWatcher`], always; with `dry_run` only
+/// counted), and the SQS queue when one is configured (resolved, then long-polled).
+pub fn spawn_sources(
+    clients: &crate::AwsClients,
+    queue: Option<String>,
+    sink: Arc<dyn InterruptionSink>,
+    dry_run: bool,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let clock: Arc<dyn crate::cache::Clock> = Arc::new(crate::cache::SystemClock);
+    let (ec2, observer) = (clients.ec2.clone(), clients.observer.clone());
+    let watcher = crate::instance_status::InstanceStatusWatcher::new(
+        ec2,
+        sink.clone(),
+        observer,
+        clock.clone(),
+        dry_run,
+    );
+    tokio::spawn(watcher.run(shutdown.clone()));
+    let Some(queue) = queue else {
+        tracing::info!("no interruption queue configured; spot interruptions are not handled");
+        return;
+    };
+    let sqs = clients.sqs.clone();
+    tokio::spawn(async move {
+        let connecting = InterruptionPoller::connect(sqs, &queue, sink, clock, &shutdown);
+        let Some(poller) = connecting.await else {
+            return;
+        };
+        tracing::info!(queue = poller.queue_url(), "watching interruption queue");
+        poller.run(shutdown).await;
+    });
 }

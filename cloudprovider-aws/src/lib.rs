@@ -2,7 +2,8 @@
 //!
 //! The AWS provider of karpenter-rs: the `karpenter.k8s.aws/v1` [`EC2NodeClass`], discovery
 //! of subnets, security groups and AMIs (with the accelerator variant per instance type), instance types and prices from EC2, launches through
-//! CreateFleet, the IAM instance profiles of classes that name a role, drift detection, and the SQS interruption queue.
+//! CreateFleet, the IAM instance profiles of classes that name a role, drift detection, the SQS interruption queue
+//! and EC2's instance status checks.
 #![forbid(unsafe_code)]
 
 pub mod alias;
@@ -15,6 +16,7 @@ pub mod error;
 pub mod ignored;
 pub mod instance;
 pub mod instance_profile;
+pub mod instance_status;
 pub mod instancetype;
 pub mod interruption;
 pub mod launch;

@@ -72,6 +72,10 @@ pub trait ProviderObserver: Send + Sync + std::fmt::Debug {
 
     /// An AWS API call finished (successfully or not).
     fn api_request(&self, _request: &ApiRequest) {}
+
+    /// An instance the cluster owns newly failed a status check of `category`
+    /// (`InstanceStatus`, `SystemStatus`, `EventStatus`): reported once while it lasts.
+    fn instance_status_unhealthy(&self, _category: &str) {}
 }
 
 /// The observer used until one is set: reports nothing.

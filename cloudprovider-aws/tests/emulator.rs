@@ -6,6 +6,7 @@ use aws_sdk_ec2::types::{Filter, ResourceType, Tag, TagSpecification};
 use karpenter_cloudprovider::v1::{NodeClaim, NodeClaimSpec, StatusConditions};
 use karpenter_cloudprovider::{CloudProvider, CloudProviderError};
 use karpenter_cloudprovider_aws::instance_profile::{self, InstanceProfile};
+use karpenter_cloudprovider_aws::instance_status::{InstanceStatusWatcher, StatusCategory};
 use karpenter_cloudprovider_aws::interruption::{
     ChannelSink, InterruptionKind, InterruptionSink, NodeClaimInterruption, SinkError, samples,
 };
@@ -1690,4 +1691,297 @@ async fn reserved_launches_target_their_reservation_and_fall_back_when_full() {
         .delete(&od_claim)
         .await
         .expect("terminate on-demand");
+}
+
+/// One DescribeInstanceStatus item: `checks` are `(summary element, status, impaired since)`
+/// and `events` the scheduled events' codes.
+fn status_item(id: &str, checks: &[(&str, &str, &str)], events: &[&str]) -> String {
+    let mut item = format!(
+        "<item><instanceId>{id}</instanceId><availabilityZone>us-east-1a</availabilityZone><instanceState><code>16</code><name>running</name></instanceState>"
+    );
+    for (element, status, since) in checks {
+        let summary = if *status == "failed" {
+            "impaired"
+        } else {
+            "ok"
+        };
+        item.push_str(&format!(
+            "<{element}><status>{summary}</status><details><item><name>reachability</name><status>{status}</status><impairedSince>{since}</impairedSince></item></details></{element}>"
+        ));
+    }
+    if !events.is_empty() {
+        item.push_str("<eventsSet>");
+        for code in events {
+            item.push_str(&format!("<item><code>{code}</code><description>scheduled</description><notBefore>2030-01-01T00:00:00.000Z</notBefore></item>"));
+        }
+        item.push_str("</eventsSet>");
+    }
+    item + "</item>"
+}
+
+fn statuses_response(items: &[String], next_token: Option<&str>) -> String {
+    let next = next_token.map_or(String::new(), |t| format!("<nextToken>{t}</nextToken>"));
+    xml_response(&format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<DescribeInstanceStatusResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>status-1</requestId><instanceStatusSet>{}</instanceStatusSet>{next}</DescribeInstanceStatusResponse>",
+        items.concat()
+    ))
+}
+
+/// The statuses the instance-status proxy serves, changed by the test between checks.
+#[derive(Debug, Default)]
+struct StatusScript {
+    /// Whether i-0b (system check failed) is still reported.
+    system_failure: bool,
+    /// Every DescribeInstanceStatus request seen.
+    requests: Vec<String>,
+}
+
+/// What moto cannot produce: impaired checks and scheduled events. The instance query
+/// reports i-0a (instance check failing for 10 minutes) and i-0x (not the cluster's); the
+/// system query i-0a again, i-0b (system check failing, while the script says so) and i-0e
+/// (failing for 30 s: not yet); the event query i-0c (retirement) on its first page and
+/// i-0d (system reboot, checks passing) on its second.
+fn instance_status_answer(form: &str, script: &std::sync::Mutex<StatusScript>) -> Option<String> {
+    if !form.contains("Action=DescribeInstanceStatus") {
+        return None;
+    }
+    let mut script = script.lock().unwrap();
+    script.requests.push(form.to_string());
+    let ago = |secs: u64| {
+        let t = SystemTime::now() - Duration::from_secs(secs);
+        aws_smithy_types::DateTime::from(t)
+            .fmt(aws_smithy_types::date_time::Format::DateTime)
+            .expect("a formattable time")
+    };
+    let (old, fresh) = (ago(600), ago(30));
+    let items = if form.contains("Filter.1.Name=instance-status.status") {
+        vec![
+            status_item("i-0a", &[("instanceStatus", "failed", &old)], &[]),
+            status_item("i-0x", &[("instanceStatus", "failed", &old)], &[]),
+        ]
+    } else if form.contains("Filter.1.Name=system-status.status") {
+        let mut items = vec![status_item(
+            "i-0a",
+            &[
+                ("instanceStatus", "failed", &old),
+                ("systemStatus", "failed", &old),
+            ],
+            &[],
+        )];
+        if script.system_failure {
+            items.push(status_item(
+                "i-0b",
+                &[("systemStatus", "failed", &old)],
+                &[],
+            ));
+        }
+        items.push(status_item(
+            "i-0e",
+            &[("systemStatus", "failed", &fresh)],
+            &[],
+        ));
+        items
+    } else if form.contains("NextToken=page-2") {
+        let passing = [("instanceStatus", "passed", old.as_str())];
+        return Some(statuses_response(
+            &[status_item("i-0d", &passing, &["system-reboot"])],
+            None,
+        ));
+    } else {
+        assert!(form.contains("Filter.1.Name=event.code"), "{form}");
+        assert!(form.contains("instance-retirement"), "{form}");
+        return Some(statuses_response(
+            &[status_item("i-0c", &[], &["instance-retirement"])],
+            Some("page-2"),
+        ));
+    };
+    Some(statuses_response(&items, None))
+}
+
+/// Owns i-0a … i-0e and records what it is handed.
+#[derive(Default)]
+struct RecordingSink {
+    delivered: std::sync::Mutex<Vec<NodeClaimInterruption>>,
+}
+
+#[async_trait::async_trait]
+impl InterruptionSink for RecordingSink {
+    fn node_claim_for(&self, instance_id: &str) -> Option<String> {
+        let owned = ["i-0a", "i-0b", "i-0c", "i-0d", "i-0e"];
+        owned
+            .contains(&instance_id)
+            .then(|| format!("claim-{}", &instance_id[2..]))
+    }
+
+    async fn deliver(&self, interruption: NodeClaimInterruption) -> Result<(), SinkError> {
+        self.delivered.lock().unwrap().push(interruption);
+        Ok(())
+    }
+}
+
+#[derive(Debug, Default)]
+struct UnhealthyCounter(std::sync::Mutex<Vec<String>>);
+
+impl ProviderObserver for UnhealthyCounter {
+    fn instance_status_unhealthy(&self, category: &str) {
+        self.0.lock().unwrap().push(category.to_string());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unhealthy_instance_statuses_become_interruptions_counted_once() {
+    let Some(ep) = endpoint("instance-status") else {
+        return;
+    };
+    let script = Arc::new(std::sync::Mutex::new(StatusScript {
+        system_failure: true,
+        ..StatusScript::default()
+    }));
+    let answers = script.clone();
+    let proxy = answering_proxy(ep, move |form| instance_status_answer(form, &answers)).await;
+    let clients = AwsClients::for_endpoint(&proxy, REGION).await;
+    let counter = Arc::new(UnhealthyCounter::default());
+    assert!(clients.observer.set(counter.clone()).is_ok());
+    let sink = Arc::new(RecordingSink::default());
+    let clock = Arc::new(karpenter_cloudprovider_aws::SystemClock);
+    let watcher = InstanceStatusWatcher::new(
+        clients.ec2.clone(),
+        sink.clone(),
+        clients.observer.clone(),
+        clock.clone(),
+        false,
+    );
+    let stats = watcher.check_once().await.expect("check");
+    // Three queries, the event query over two pages.
+    assert_eq!(script.lock().unwrap().requests.len(), 4);
+    // i-0a, i-0x, i-0b, i-0c, i-0d: i-0e has failed for only 30 s.
+    assert_eq!(stats.unhealthy, 5, "{stats:?}");
+    let delivered: Vec<(String, String, &str)> = sink
+        .delivered
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let id = d.event.instance_id.clone();
+            (d.node_claim.clone(), id, d.event.kind.as_str())
+        })
+        .collect();
+    let want = [
+        ("claim-0a", "i-0a", "instance_status"),
+        ("claim-0b", "i-0b", "system_status"),
+        ("claim-0c", "i-0c", "event_status"),
+        ("claim-0d", "i-0d", "event_status"),
+    ];
+    let want: Vec<_> = want
+        .iter()
+        .map(|(c, i, k)| (c.to_string(), i.to_string(), *k))
+        .collect();
+    // i-0a's system failure came from the second query: the first report of it wins.
+    assert_eq!(delivered, want);
+    let counted = |c: &UnhealthyCounter| c.0.lock().unwrap().clone();
+    assert_eq!(
+        counted(&counter),
+        [
+            "InstanceStatus",
+            "SystemStatus",
+            "EventStatus",
+            "EventStatus"
+        ]
+    );
+    // Still unhealthy: handled again (deleting is idempotent), counted no more.
+    let again = watcher.check_once().await.expect("check");
+    assert_eq!(again.delivered, 4);
+    assert!(again.newly_unhealthy.is_empty(), "{again:?}");
+    assert_eq!(counted(&counter).len(), 4);
+    // i-0b recovers for one check, then fails again: counted a second time.
+    script.lock().unwrap().system_failure = false;
+    assert_eq!(watcher.check_once().await.expect("check").delivered, 3);
+    script.lock().unwrap().system_failure = true;
+    let back = watcher.check_once().await.expect("check");
+    let key = ("i-0b".to_string(), StatusCategory::SystemStatus);
+    assert_eq!(back.newly_unhealthy, [key]);
+    assert_eq!(counted(&counter).len(), 5);
+
+    // Dry run: nothing is handed over, the statuses are still counted.
+    let (observer, dry_sink) = (
+        Arc::new(UnhealthyCounter::default()),
+        Arc::new(RecordingSink::default()),
+    );
+    let slot = karpenter_cloudprovider_aws::observe::ObserverSlot::default();
+    assert!(slot.set(observer.clone()).is_ok());
+    let dry = InstanceStatusWatcher::new(clients.ec2.clone(), dry_sink.clone(), slot, clock, true);
+    let stats = dry.check_once().await.expect("check");
+    assert_eq!(stats.delivered, 0);
+    assert!(dry_sink.delivered.lock().unwrap().is_empty());
+    assert_eq!(counted(&observer).len(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_permission_instance_status_checks_stop_after_one_error() {
+    let Some(ep) = endpoint("instance-status-denied") else {
+        return;
+    };
+    let denied = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Response><Errors><Error><Code>UnauthorizedOperation</Code><Message>You are not authorized to perform this operation.</Message></Error></Errors><RequestID>denied-2</RequestID></Response>";
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = calls.clone();
+    let proxy = answering_proxy(ep, move |form| {
+        form.contains("Action=DescribeInstanceStatus").then(|| {
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            format!(
+                "HTTP/1.1 403 Forbidden\r\nContent-Type: text/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{denied}",
+                denied.len()
+            )
+        })
+    })
+    .await;
+    let clients = AwsClients::for_endpoint(&proxy, REGION).await;
+    let sink = Arc::new(RecordingSink::default());
+    let watcher = InstanceStatusWatcher::new(
+        clients.ec2.clone(),
+        sink,
+        clients.observer.clone(),
+        Arc::new(karpenter_cloudprovider_aws::SystemClock),
+        false,
+    );
+    let err = watcher.check_once().await.expect_err("denied");
+    assert_eq!(err.code(), Some("UnauthorizedOperation"));
+    let (_tx, shutdown) = tokio::sync::watch::channel(false);
+    // `run` returns (instead of polling every minute) once the permission is known missing.
+    tokio::time::timeout(Duration::from_secs(30), watcher.run(shutdown))
+        .await
+        .expect("run stops without the permission");
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthy_moto_instances_are_not_interrupted() {
+    let Some(ep) = endpoint("instance-status-healthy") else {
+        return;
+    };
+    let clients = AwsClients::for_endpoint(&ep, REGION).await;
+    let images = clients
+        .ec2
+        .describe_images()
+        .owners("amazon")
+        .send()
+        .await
+        .expect("images");
+    let image = images.images()[0].image_id().expect("image id").to_string();
+    let run = clients
+        .ec2
+        .run_instances()
+        .image_id(image)
+        .instance_type(aws_sdk_ec2::types::InstanceType::M5Large)
+        .min_count(2)
+        .max_count(2)
+        .send()
+        .await
+        .expect("RunInstances");
+    assert_eq!(run.instances().len(), 2);
+    let reports = karpenter_cloudprovider_aws::instance_status::describe(&clients.ec2)
+        .await
+        .expect("DescribeInstanceStatus with every filter");
+    let unhealthy =
+        karpenter_cloudprovider_aws::instance_status::unhealthy(reports, SystemTime::now());
+    assert!(unhealthy.is_empty(), "{unhealthy:?}");
 }

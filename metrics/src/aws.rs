@@ -4,7 +4,8 @@
 //! `karpenter_cloudprovider_instance_termination_failures_total{zone,zone_id}` and
 //! `karpenter_ec2nodeclasses_userdata_bytes{nodeclass}`, and the AWS SDK families upstream
 //! gets from github.com/jonathan-innis/aws-sdk-go-prometheus, `aws_sdk_go_request_*`
-//! `{service,action,code}`. With the `aws` feature, [`AwsProviderMetrics`] is the
+//! `{service,action,code}`, and `karpenter_interruption_instance_status_unhealthy_total{category}`
+//! (each unhealthy EC2 status check of the cluster's instances, once while it lasts). With the `aws` feature, [`AwsProviderMetrics`] is the
 //! provider's `ProviderObserver`.
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -54,6 +55,13 @@ pub struct SdkLabels {
     pub code: String,
 }
 
+/// `{category}` of the instance-status counter.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct CategoryLabels {
+    /// EC2's status check category (`InstanceStatus`, `SystemStatus`, `EventStatus`).
+    pub category: String,
+}
+
 type SdkHistograms = Family<SdkLabels, Histogram, fn() -> Histogram>;
 
 /// 10 ms … about 22 min by half again: the SDK middleware's latency buckets.
@@ -86,6 +94,9 @@ pub struct AwsProviderMetrics {
     pub sdk_attempt_duration: SdkHistograms,
     /// `aws_sdk_go_request_retry_count`: retries per call.
     pub sdk_retries: SdkHistograms,
+    /// `karpenter_interruption_instance_status_unhealthy_total`: unhealthy status checks of
+    /// the cluster's instances, each counted once while it lasts.
+    pub instance_status_unhealthy: Family<CategoryLabels, Counter>,
 }
 
 impl Default for AwsProviderMetrics {
@@ -99,6 +110,7 @@ impl Default for AwsProviderMetrics {
             sdk_duration: Family::new_with_constructor(sdk_latency),
             sdk_attempt_duration: Family::new_with_constructor(sdk_latency),
             sdk_retries: Family::new_with_constructor(sdk_retries),
+            instance_status_unhealthy: Family::default(),
         }
     }
 }
@@ -147,6 +159,11 @@ impl AwsProviderMetrics {
             "aws_sdk_go_request_retry_count",
             "The number of AWS SDK retry attempts per request",
             m.sdk_retries.clone(),
+        );
+        registry.register(
+            "karpenter_interruption_instance_status_unhealthy",
+            "Number of unique unhealthy instance statuses EC2 DescribeInstanceStatus reported for the cluster's instances, by status check category.",
+            m.instance_status_unhealthy.clone(),
         );
         m
     }
@@ -212,6 +229,13 @@ impl karpenter_cloudprovider_aws::observe::ProviderObserver for AwsProviderMetri
                 .observe(secs(a.duration));
         }
     }
+
+    fn instance_status_unhealthy(&self, category: &str) {
+        let labels = CategoryLabels {
+            category: category.to_string(),
+        };
+        self.instance_status_unhealthy.get_or_create(&labels).inc();
+    }
 }
 
 #[cfg(all(test, feature = "aws"))]
@@ -244,6 +268,9 @@ mod tests {
         m.user_data_rendered("default", 1234);
         m.user_data_rendered("other", 7);
         m.node_class_deleted("other");
+        m.instance_status_unhealthy("SystemStatus");
+        m.instance_status_unhealthy("SystemStatus");
+        m.instance_status_unhealthy("EventStatus");
         m.api_request(&ApiRequest {
             service: "EC2".into(),
             action: "CreateFleet".into(),
@@ -272,6 +299,12 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains(r#"nodeclass="other""#), "{text}");
+        for line in [
+            r#"karpenter_interruption_instance_status_unhealthy_total{category="SystemStatus"} 2"#,
+            r#"karpenter_interruption_instance_status_unhealthy_total{category="EventStatus"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
         let call = r#"{service="EC2",action="CreateFleet",code="200"}"#;
         for line in [
             format!("aws_sdk_go_request_total{call} 1"),

@@ -156,6 +156,11 @@ fn fill(m: &Metrics) {
     );
     drop(m.aws.sdk_retries.get_or_create(&Default::default()));
     drop(
+        m.aws
+            .instance_status_unhealthy
+            .get_or_create(&Default::default()),
+    );
+    drop(
         m.scheduler_unschedulable_pods
             .get_or_create(&Default::default()),
     );

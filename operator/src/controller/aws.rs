@@ -2,7 +2,8 @@
 //! EC2 and SSM, and their status and finalizer kept ([`AwsHooks::reconcile`]); the SQS
 //! interruption queue is polled by the leader, and every spot interruption, scheduled
 //! change or stop/terminate of an instance deletes its NodeClaim, which the termination
-//! path then cordons, drains and deletes ([`InterruptionHandler`]).
+//! path then cordons, drains and deletes ([`InterruptionHandler`]). EC2 status check
+//! failures and scheduled events of the cluster's instances take the same path.
 
 use super::api::{self, ErrorClass, classify};
 use super::provider::ProviderHooks;
@@ -14,11 +15,11 @@ use karpenter_cloudprovider::OfferingRef;
 use karpenter_cloudprovider::v1::labels as v1labels;
 use karpenter_cloudprovider_aws::capacity_reservation::Availability;
 use karpenter_cloudprovider_aws::instance::parse_provider_id;
-use karpenter_cloudprovider_aws::interruption::{InterruptionSink, SinkError};
+use karpenter_cloudprovider_aws::interruption::{self, InterruptionSink, SinkError};
 use karpenter_cloudprovider_aws::settings::{ca_bundle_from_der, kubernetes_version};
 use karpenter_cloudprovider_aws::{
     AwsClients, AwsCloudProvider, AwsSettings, EC2NodeClass, InterruptionEvent, InterruptionKind,
-    InterruptionPoller, NodeClaimInterruption, SystemClock, UnavailableOfferings,
+    NodeClaimInterruption, UnavailableOfferings,
 };
 use karpenter_metrics::{DisruptedLabels, MessageTypeLabels};
 use karpenter_scheduling::model::Millis;
@@ -353,25 +354,14 @@ impl ProviderHooks for AwsHooks {
     }
 
     fn start_leader_tasks(&self, ctx: &Ctx, shutdown: watch::Receiver<bool>) {
-        let Some(queue) = self.provider.settings().interruption_queue.clone() else {
-            tracing::info!("no interruption queue configured; spot interruptions are not handled");
-            return;
-        };
         let sink = Arc::new(InterruptionHandler {
             ctx: ctx.clone(),
             unavailable: self.provider.unavailable_offerings().clone(),
             reservations: self.provider.reservation_availability().clone(),
         });
-        let sqs = self.clients.sqs.clone();
-        tokio::spawn(async move {
-            let clock = Arc::new(SystemClock);
-            let connecting = InterruptionPoller::connect(sqs, &queue, sink, clock, &shutdown);
-            let Some(poller) = connecting.await else {
-                return;
-            };
-            tracing::info!(queue = poller.queue_url(), "watching interruption queue");
-            poller.run(shutdown).await;
-        });
+        let queue = self.provider.settings().interruption_queue.clone();
+        let dry_run = ctx.settings.dry_run;
+        interruption::spawn_sources(&self.clients, queue, sink, dry_run, shutdown);
     }
 }
 
@@ -437,15 +427,17 @@ impl InterruptionSink for InterruptionHandler {
         {
             self.reservations.exhausted(id);
         }
+        let stamped = claim.annotation(v1labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION);
+        if kind.forceful() && stamped.is_none() {
+            let stamp = exec::stamp_termination(&self.ctx, claim.name()).await;
+            stamp.map_err(|e| SinkError::new(claim.name(), e))?;
+        }
         if !kind.triggers_replacement() || claim.is_deleting() {
             return Ok(());
         }
         exec::delete_node_claim(&self.ctx, claim.name())
             .await
-            .map_err(|e| SinkError {
-                node_claim: claim.name().to_owned(),
-                message: e.to_string(),
-            })?;
+            .map_err(|e| SinkError::new(claim.name(), e))?;
         tracing::info!(
             nodeclaim = claim.name(),
             kind = kind.as_str(),

@@ -72,6 +72,15 @@ fn unavailable() -> Arc<UnavailableOfferings> {
     Arc::new(UnavailableOfferings::new(Arc::new(SystemClock)))
 }
 
+/// The handler over `ctx` with fresh offering and reservation state.
+fn handler(ctx: super::Ctx) -> InterruptionHandler {
+    InterruptionHandler {
+        ctx,
+        unavailable: unavailable(),
+        reservations: Arc::default(),
+    }
+}
+
 fn provider_stub() -> Arc<dyn CloudProvider> {
     Arc::new(karpenter_cloudprovider_fake::FakeCloudProvider::default())
 }
@@ -191,11 +200,7 @@ async fn a_failed_delete_is_reported_so_the_message_stays_queued() {
     let (client, api) = mock_client(|_| status(403, "Forbidden"));
     let (ctx, mut w, _events) = ctx(client, provider_stub(), 60_000);
     put(&mut w.node_claims, spot_claim("spot-a"));
-    let handler = InterruptionHandler {
-        ctx,
-        unavailable: unavailable(),
-        reservations: Arc::default(),
-    };
+    let handler = handler(ctx);
     let err = handler
         .deliver(event(InterruptionKind::InstanceTerminated))
         .await
@@ -211,17 +216,58 @@ async fn claims_already_deleting_are_left_alone() {
     let (ctx, mut w, _events) = ctx(client, provider_stub(), 60_000);
     let mut c = spot_claim("spot-a");
     c.metadata.deletion_timestamp = Some(karpenter_cluster::provisioner::time(1_000));
+    // Already stamped: a failed status check does not stamp it again.
+    let key = v1labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION;
+    let annotations = c.metadata.annotations.get_or_insert_with(Default::default);
+    annotations.insert(key.into(), "2026-01-01T00:00:00Z".into());
     put(&mut w.node_claims, c);
-    let handler = InterruptionHandler {
-        ctx,
-        unavailable: unavailable(),
-        reservations: Arc::default(),
-    };
+    let handler = handler(ctx);
+    for kind in [
+        InterruptionKind::ScheduledChange,
+        InterruptionKind::InstanceStatus,
+    ] {
+        handler.deliver(event(kind)).await.expect("nothing to do");
+    }
+    assert_eq!(writes(&api.requests()), []);
+}
+
+/// The PATCHes and DELETEs sent for `spot-a`, in order.
+fn writes(seen: &[Seen]) -> Vec<(String, serde_json::Value)> {
+    seen.iter()
+        .filter(|r| r.uri.contains("/nodeclaims/spot-a") && r.method != "GET")
+        .map(|r| (r.method.clone(), r.body.clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn failed_status_checks_stamp_the_termination_time_then_delete() {
+    let (client, api) = mock_client(|req| match req.method.as_str() {
+        "PATCH" | "DELETE" => (200, serde_json::to_value(spot_claim("spot-a")).unwrap()),
+        _ => status(500, "unexpected"),
+    });
+    let (ctx, mut w, _events) = ctx(client, provider_stub(), 60_000);
+    put(&mut w.node_claims, spot_claim("spot-a"));
+    let handler = handler(ctx);
     handler
-        .deliver(event(InterruptionKind::ScheduledChange))
+        .deliver(event(InterruptionKind::SystemStatus))
         .await
-        .expect("nothing to do");
-    assert_eq!(deletes(&api.requests()), 0);
+        .expect("handled");
+    let key = v1labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION;
+    let sent = writes(&api.requests());
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert_eq!(sent[0].0, "PATCH");
+    let stamp = sent[0].1["metadata"]["annotations"][key].as_str().unwrap();
+    assert!(stamp.parse::<jiff::Timestamp>().is_ok(), "{stamp}");
+    assert_eq!(sent[1].0, "DELETE");
+
+    // A scheduled event drains as usual: no stamp.
+    handler
+        .deliver(event(InterruptionKind::EventStatus))
+        .await
+        .expect("handled");
+    let sent = writes(&api.requests());
+    assert_eq!(sent.len(), 3, "{sent:?}");
+    assert_eq!(sent[2].0, "DELETE");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -253,11 +299,7 @@ async fn interruption_queue_deletes_the_nodeclaim_end_to_end() {
     let (ctx, mut w, _events) = ctx(client, provider_stub(), 60_000);
     put(&mut w.node_claims, spot_claim("spot-a"));
     let metrics: Metrics = ctx.metrics.clone();
-    let handler = Arc::new(InterruptionHandler {
-        ctx,
-        unavailable: unavailable(),
-        reservations: Arc::default(),
-    });
+    let handler = Arc::new(handler(ctx));
     let poller =
         InterruptionPoller::new(clients.sqs.clone(), &queue, handler, Arc::new(SystemClock))
             .await

@@ -46,6 +46,21 @@ pub async fn delete_node_claim(ctx: &Ctx, name: &str) -> Result<(), ReconcileErr
     ReconcileError::unless_gone(result, "deleting NodeClaim", name)
 }
 
+/// Sets NodeClaim `name`'s termination timestamp to now, so its drain waits no grace period
+/// (repair, failed EC2 status checks). 404 is success.
+///
+/// # Errors
+/// Other API errors.
+pub async fn stamp_termination(ctx: &Ctx, name: &str) -> Result<(), ReconcileError> {
+    let stamp = ctx.now_time().0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let annotations =
+        serde_json::json!({ v1labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION: stamp });
+    ctx.limiter.acquire().await;
+    let patch = serde_json::json!({"metadata": {"annotations": annotations}});
+    let res = merge_patch(&ctx.node_claims(), name, patch).await;
+    ReconcileError::unless_gone(res, "stamping the termination timestamp of NodeClaim", name)
+}
+
 /// The Node named `name` in the watch cache.
 pub(crate) fn node_of(ctx: &Ctx, name: &str) -> Option<Arc<Node>> {
     ctx.stores

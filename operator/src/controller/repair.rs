@@ -2,8 +2,7 @@
 //! ([`karpenter_cluster::repair::decide`] in its repair phase); here a repaired NodeClaim gets
 //! its termination timestamp and is deleted, and blocked repairs become warning events.
 
-use super::{Ctx, ReconcileError, api, exec};
-use karpenter_cloudprovider::v1::labels as v1labels;
+use super::{Ctx, ReconcileError, exec};
 use karpenter_cluster::repair::ALLOWED_UNHEALTHY_PERCENT;
 
 /// Marks NodeClaim `name` for immediate termination and deletes it (the action
@@ -20,14 +19,7 @@ pub async fn repair(
     let Some(claim) = exec::claim_of(ctx, name) else {
         return Ok(());
     };
-    let stamp = ctx.now_time().0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
-    let patch = serde_json::json!({"metadata": {"annotations": {
-        v1labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION: stamp
-    }}});
-    ctx.limiter.acquire().await;
-    api::merge_patch(&ctx.node_claims(), name, patch)
-        .await
-        .map_err(ReconcileError::api("annotating NodeClaim for repair", name))?;
+    exec::stamp_termination(ctx, name).await?;
     exec::delete_node_claim(ctx, name).await?;
     tracing::info!(node, nodeclaim = name, condition, "deleting unhealthy node");
     ctx.metrics.record_repair(&claim, condition);
