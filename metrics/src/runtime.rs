@@ -120,8 +120,12 @@ impl ReconcileResult {
 }
 
 /// The `controller_runtime_*` families and `leader_election_slowpath_total`. Cheap to
-/// clone; clones record into the same families. `controller_runtime_conversion_webhook_panics_total`
-/// is not among them: karpenter-rs serves no conversion webhook.
+/// clone; clones record into the same families.
+///
+/// `controller_runtime_conversion_webhook_panics_total` is exported at zero and never moves:
+/// controller-runtime registers it (at zero) in every binary that links its builder, Karpenter
+/// v1.14.1 included, although neither Karpenter nor karpenter-rs serves a conversion webhook.
+/// Zero is the true count, and dashboards that read it find the series.
 #[derive(Debug, Clone)]
 pub struct RuntimeMetrics {
     reconcile_total: Family<ResultLabels, Counter>,
@@ -196,6 +200,11 @@ impl RuntimeMetrics {
             "leader_election_slowpath",
             "Total number of slow path exercised in renewing leader leases. 'name' is the string used to identify the lease. Please make sure to group by name.",
             m.leader_slowpath.clone(),
+        );
+        r.register(
+            "controller_runtime_conversion_webhook_panics",
+            "Total number of conversion webhook panics",
+            Counter::<u64>::default(),
         );
         m
     }
