@@ -348,6 +348,9 @@ pub fn launch_template_configs(
                         .instance_type(Ec2Type::from(ov.instance_type.as_str()))
                         .subnet_id(&ov.subnet_id)
                         .availability_zone(&ov.zone)
+                        // As upstream, always sent; EC2 reads it only under a prioritized
+                        // strategy (lower first), which a price overlay asks for.
+                        .priority(ov.price)
                         .build(),
                 );
             }
@@ -371,8 +374,10 @@ pub struct FleetOptions {
 
 /// The fleet options of `plan`: `price-capacity-optimized` for spot, `lowest-price` for
 /// on-demand and ordinary reservations, and the reservation's own market for capacity
-/// blocks and interruptible reservations.
-pub fn fleet_options(plan: &LaunchPlan) -> FleetOptions {
+/// blocks and interruptible reservations. `prioritized` (a claim whose options carry
+/// overlaid prices) switches to `capacity-optimized-prioritized` and `prioritized`, so EC2
+/// follows the overrides' priorities (their overlaid prices) instead of its own prices.
+pub fn fleet_options(plan: &LaunchPlan, prioritized: bool) -> FleetOptions {
     let (target_type, reserved) = match &plan.reservation {
         Some(kind) => crate::reserved_launch::target_capacity_type(kind),
         None if plan.capacity_type == labels::CAPACITY_TYPE_SPOT => {
@@ -382,12 +387,20 @@ pub fn fleet_options(plan: &LaunchPlan) -> FleetOptions {
     };
     let on_demand = (target_type == DefaultTargetCapacityType::OnDemand).then(|| {
         OnDemandOptionsRequest::builder()
-            .allocation_strategy(FleetOnDemandAllocationStrategy::LowestPrice)
+            .allocation_strategy(if prioritized {
+                FleetOnDemandAllocationStrategy::Prioritized
+            } else {
+                FleetOnDemandAllocationStrategy::LowestPrice
+            })
             .build()
     });
     let spot = (target_type == DefaultTargetCapacityType::Spot).then(|| {
         SpotOptionsRequest::builder()
-            .allocation_strategy(SpotAllocationStrategy::PriceCapacityOptimized)
+            .allocation_strategy(if prioritized {
+                SpotAllocationStrategy::CapacityOptimizedPrioritized
+            } else {
+                SpotAllocationStrategy::PriceCapacityOptimized
+            })
             .build()
     });
     FleetOptions {
@@ -577,7 +590,7 @@ mod tests {
         let spec = cfgs[0].launch_template_specification().expect("spec");
         assert_eq!(spec.launch_template_name(), Some("lt-arm"));
         assert_eq!(cfgs[0].overrides()[0].subnet_id(), Some("subnet-b1"));
-        let opts = fleet_options(&plan);
+        let opts = fleet_options(&plan, false);
         assert_eq!(opts.target.total_target_capacity(), Some(1));
         assert!(opts.spot.is_none() && opts.reserved.is_none());
         assert_eq!(
@@ -589,12 +602,46 @@ mod tests {
             capacity_type: "spot".into(),
             ..plan
         };
-        let opts = fleet_options(&spot_plan);
+        let opts = fleet_options(&spot_plan, false);
         assert!(opts.on_demand.is_none());
         assert_eq!(
             opts.spot.and_then(|o| o.allocation_strategy().cloned()),
             Some(SpotAllocationStrategy::PriceCapacityOptimized)
         );
+        // A claim with overlaid prices: EC2 follows the priorities, which are the prices.
+        let opts = fleet_options(&spot_plan, true);
+        assert_eq!(
+            opts.spot.and_then(|o| o.allocation_strategy().cloned()),
+            Some(SpotAllocationStrategy::CapacityOptimizedPrioritized)
+        );
+        let on_demand = LaunchPlan {
+            capacity_type: "on-demand".into(),
+            ..spot_plan
+        };
+        assert_eq!(
+            fleet_options(&on_demand, true)
+                .on_demand
+                .and_then(|o| o.allocation_strategy().cloned()),
+            Some(FleetOnDemandAllocationStrategy::Prioritized)
+        );
+        let priorities: Vec<Option<f64>> = cfgs
+            .iter()
+            .flat_map(|c| c.overrides())
+            .map(|o| o.priority())
+            .collect();
+        let prices: Vec<Option<f64>> = cfgs
+            .iter()
+            .flat_map(|c| c.overrides())
+            .map(|o| {
+                let ov = on_demand.overrides.iter().find(|p| {
+                    Some(p.instance_type.as_str()) == o.instance_type().map(|t| t.as_str())
+                        && Some(p.zone.as_str()) == o.availability_zone()
+                });
+                ov.map(|p| p.price)
+            })
+            .collect();
+        assert_eq!(priorities, prices);
+        assert!(priorities.iter().all(Option::is_some));
     }
 
     #[test]
@@ -833,7 +880,7 @@ mod tests {
             &[(("ami-amd64".into(), Some("cr-b".into())), "lt-cr-b".into())].into(),
         );
         assert_eq!(cfgs.len(), 1);
-        let fleet = fleet_options(&plan);
+        let fleet = fleet_options(&plan, false);
         assert_eq!(
             fleet.target.default_target_capacity_type(),
             Some(&DefaultTargetCapacityType::OnDemand)
@@ -890,7 +937,7 @@ mod tests {
                 .as_ref()
                 .is_some_and(|k| k.is_capacity_block())
         );
-        let fleet = fleet_options(&plan);
+        let fleet = fleet_options(&plan, false);
         assert_eq!(
             fleet.target.default_target_capacity_type(),
             Some(&DefaultTargetCapacityType::CapacityBlock)

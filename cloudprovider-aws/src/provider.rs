@@ -38,6 +38,7 @@ use aws_sdk_ec2::types::{
 use base64::Engine;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use karpenter_cloudprovider::overlay::{PRICE_OVERLAY_APPLIED_ANNOTATION, Published};
 use karpenter_cloudprovider::v1::{
     ConditionStatus, NodeClaim, NodeClaimStatus, NodePool, StatusConditions,
 };
@@ -65,6 +66,7 @@ pub struct AwsCloudProvider {
     node_classes: RwLock<BTreeMap<String, EC2NodeClass>>,
     templates: Mutex<BTreeSet<String>>,
     reservations: CapacityReservations,
+    overlays: Published,
 }
 
 fn now_time(clock: &dyn Clock) -> Time {
@@ -161,7 +163,19 @@ impl AwsCloudProvider {
             unavailable,
             node_classes: RwLock::new(BTreeMap::new()),
             templates: Mutex::new(BTreeSet::new()),
+            overlays: Published::default(),
         }
+    }
+
+    /// Launches with the NodeOverlays of `overlays` applied, as upstream's provider does
+    /// with the NodeOverlay gate on: a claim's offerings are ranked and truncated by their
+    /// overlaid prices, and a claim annotated `karpenter.sh/price-overlay-applied` asks
+    /// CreateFleet for the prioritized allocation strategies with those prices as
+    /// priorities. Without it (the gate off) launches use the provider's own prices.
+    #[must_use]
+    pub fn with_overlays(mut self, overlays: Published) -> Self {
+        self.overlays = overlays;
+        self
     }
 
     /// Sets where the provider and its SDK clients (every clone of its [`AwsClients`])
@@ -794,6 +808,7 @@ impl AwsCloudProvider {
         claim: &NodeClaim,
         nc: &EC2NodeClass,
         plan: &LaunchPlan,
+        prioritized: bool,
     ) -> Result<Ec2Instance, CloudProviderError> {
         let status = nc.status_or_default();
         let sgs: Vec<String> = status
@@ -842,7 +857,7 @@ impl AwsCloudProvider {
         }
         let pool = claim.node_pool().unwrap_or_default();
         let tags = instance_tags(&self.settings.cluster_name, nc, pool, claim.name());
-        let fleet = fleet_options(plan);
+        let fleet = fleet_options(plan, prioritized);
         let out = self
             .clients
             .ec2
@@ -951,6 +966,19 @@ impl CloudProvider for AwsCloudProvider {
             .node_class_instance_types(&nc)
             .await
             .map_err(CloudProviderError::from)?;
+        // Standalone claims (no pool) get no overlays, as upstream.
+        let types = match node_claim.node_pool() {
+            Some(pool) => self
+                .overlays
+                .apply(pool, &types)
+                .map_err(|e| create_err("NodeOverlayEvaluationPending", e.to_string()))?,
+            None => types,
+        };
+        let prioritized = node_claim
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(PRICE_OVERLAY_APPLIED_ANNOTATION));
         let plan = match plan_launch(&reqs, &requests, &types, &nc.status_or_default()) {
             Ok(p) => p,
             Err(PlanError::NoImage) => {
@@ -966,7 +994,7 @@ impl CloudProvider for AwsCloudProvider {
                 });
             }
         };
-        let mut instance = self.launch(node_claim, &nc, &plan).await?;
+        let mut instance = self.launch(node_claim, &nc, &plan, prioritized).await?;
         if let (Some(kind), Some(id)) = (
             &plan.reservation,
             plan.reservation_of(&instance.instance_type, &instance.zone),

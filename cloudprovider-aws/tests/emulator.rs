@@ -1985,3 +1985,149 @@ async fn healthy_moto_instances_are_not_interrupted() {
         karpenter_cloudprovider_aws::instance_status::unhealthy(reports, SystemTime::now());
     assert!(unhealthy.is_empty(), "{unhealthy:?}");
 }
+
+/// The CreateFleet request of a claim for c5.large or m5.large on demand, with the
+/// provider's NodeOverlay evaluation `published` and the claim annotated (or not) as one
+/// whose options carry overlaid prices.
+async fn fleet_request(
+    ep: &str,
+    test: &str,
+    published: Option<karpenter_cloudprovider::overlay::Published>,
+    annotated: bool,
+) -> String {
+    let f = fixture(ep, test).await;
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let record = seen.clone();
+    let proxy = answering_proxy(ep.to_owned(), move |form| {
+        if form.contains("Action=CreateFleet") {
+            record.lock().unwrap().push(form.to_owned());
+        }
+        None
+    })
+    .await;
+    let clients = AwsClients::for_endpoint(&proxy, REGION).await;
+    let mut provider = ready_provider(&f, clients).await;
+    if let Some(published) = published {
+        provider = provider.with_overlays(published);
+    }
+    let mut c = claim(
+        &format!("general-{test}"),
+        serde_json::json!([
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c5.large", "m5.large"]},
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+        ]),
+    );
+    if annotated {
+        c.metadata.annotations = Some(
+            [(
+                karpenter_cloudprovider::overlay::PRICE_OVERLAY_APPLIED_ANNOTATION.to_owned(),
+                "true".to_owned(),
+            )]
+            .into(),
+        );
+    }
+    provider.create(&c).await.expect("launched");
+    let forms = seen.lock().unwrap().clone();
+    assert_eq!(forms.len(), 1, "{forms:?}");
+    forms[0].clone()
+}
+
+/// `(instance type, priority)` of each override of a CreateFleet form, in order.
+fn fleet_overrides(form: &str) -> Vec<(String, Option<f64>)> {
+    let fields: BTreeMap<&str, &str> = form
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .collect();
+    let mut out = Vec::new();
+    for i in 1.. {
+        let key = |f: &str| format!("LaunchTemplateConfigs.1.Overrides.{i}.{f}");
+        let Some(it) = fields.get(key("InstanceType").as_str()) else {
+            break;
+        };
+        let priority = fields
+            .get(key("Priority").as_str())
+            .and_then(|p| p.parse().ok());
+        out.push(((*it).to_owned(), priority));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn price_overlays_steer_the_fleet_as_upstream() {
+    let Some(ep) = endpoint("overlay-launch") else {
+        return;
+    };
+    // Without overlays: EC2's own prices, lowest-price, c5.large (the cheaper) first.
+    let plain = fleet_request(&ep, "ovl-plain", None, false).await;
+    assert!(
+        plain.contains("OnDemandOptions.AllocationStrategy=lowest-price"),
+        "{plain}"
+    );
+    let order: Vec<String> = fleet_overrides(&plain).into_iter().map(|o| o.0).collect();
+    assert_eq!(
+        order.first().map(String::as_str),
+        Some("c5.large"),
+        "{order:?}"
+    );
+
+    // A licence fee on c5.large makes m5.large the cheaper one.
+    let provider_types = {
+        let f = fixture(&ep, "ovl-types").await;
+        let p = ready_provider(&f, AwsClients::for_endpoint(&ep, REGION).await).await;
+        p.instance_types(&general_pool())
+            .await
+            .expect("instance types")
+    };
+    let overlay: karpenter_cloudprovider::v1alpha1::NodeOverlay =
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay",
+            "metadata": {"name": "c5-licence"},
+            "spec": {
+                "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c5.large"]}],
+                "priceAdjustment": "+0.5"
+            }
+        }))
+        .expect("overlay");
+    let pool = general_pool();
+    let (overlaid, evaluation) = karpenter_cloudprovider::overlay::overlay_instance_types(
+        &[overlay],
+        &[&pool],
+        &[("general".to_owned(), provider_types.clone())].into(),
+    );
+    let published = karpenter_cloudprovider::overlay::Published::default();
+    published.publish(evaluation);
+    let price = |types: &[Arc<karpenter_scheduling::model::InstanceType>], name: &str| {
+        let it = types.iter().find(|t| t.name == name).expect("type listed");
+        let o = it.offerings.iter().find(|o| o.capacity_type == "on-demand");
+        o.expect("on-demand offering").price
+    };
+    let c5 = price(&overlaid["general"], "c5.large");
+    let m5 = price(&overlaid["general"], "m5.large");
+    assert!((c5 - price(&provider_types, "c5.large") - 0.5).abs() < 1e-9);
+
+    let steered = fleet_request(&ep, "ovl-steered", Some(published), true).await;
+    assert!(
+        steered.contains("OnDemandOptions.AllocationStrategy=prioritized"),
+        "{steered}"
+    );
+    let overrides = fleet_overrides(&steered);
+    assert_eq!(
+        overrides.first().map(|o| o.0.as_str()),
+        Some("m5.large"),
+        "{overrides:?}"
+    );
+    for (name, priority) in &overrides {
+        let expected = if name == "c5.large" { c5 } else { m5 };
+        let got = priority.expect("every override has a priority");
+        assert!((got - expected).abs() < 1e-6, "{name}: {got} != {expected}");
+    }
+}
+
+fn general_pool() -> karpenter_cloudprovider::NodePool {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+        "metadata": {"name": "general"},
+        "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []}}}
+    }))
+    .expect("pool")
+}

@@ -569,5 +569,8 @@ pub fn overlay_instance_types(
     (out, eval)
 }
 
+mod published;
+pub use published::Published;
+
 #[cfg(test)]
 mod tests;

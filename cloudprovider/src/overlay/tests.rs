@@ -675,3 +675,22 @@ fn upstream_capacity_conflict_cases() {
     assert!(matches!(eval.verdicts()["overlay-a"], Verdict::Conflict(_)));
     assert_eq!(eval.verdicts()["overlay-b"], Verdict::Applied);
 }
+
+#[test]
+fn a_published_evaluation_reprices_launches_and_an_unpublished_one_changes_nothing() {
+    let published = Published::default();
+    // Nothing published (the gate is off): the provider's own prices.
+    let raw = published.apply("default", &types()).unwrap();
+    assert!(close(price(&raw, "small", "zone-a", "spot"), 0.04));
+    let default = pool("default", &[]);
+    let (_, evaluation) = run(&[priced(overlay("fee", None, vec![]), "+0.5")], &[&default]);
+    let reader = published.clone();
+    published.publish(evaluation);
+    let overlaid = reader.apply("default", &types()).unwrap();
+    assert!(close(price(&overlaid, "small", "zone-a", "spot"), 0.54));
+    // A pool the evaluation did not see waits, as upstream's store makes it.
+    assert_eq!(
+        reader.apply("new", &types()),
+        Err(UnevaluatedNodePool("new".into()))
+    );
+}

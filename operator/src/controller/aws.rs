@@ -12,6 +12,7 @@ use crate::settings::Settings;
 use anyhow::Context as _;
 use base64::Engine as _;
 use karpenter_cloudprovider::OfferingRef;
+use karpenter_cloudprovider::overlay::Published;
 use karpenter_cloudprovider::v1::labels as v1labels;
 use karpenter_cloudprovider_aws::capacity_reservation::Availability;
 use karpenter_cloudprovider_aws::instance::parse_provider_id;
@@ -86,6 +87,7 @@ pub async fn build(
     settings: &Settings,
     client: &Client,
     changed: Arc<Notify>,
+    overlays: Published,
 ) -> anyhow::Result<AwsBuilt> {
     let (clients, region) = AwsClients::from_default_chain().await;
     let region = region.context(
@@ -105,7 +107,7 @@ pub async fn build(
         interruption_queue = aws.interruption_queue.as_deref().unwrap_or(""),
         "aws provider"
     );
-    let provider = Arc::new(AwsCloudProvider::new(clients.clone(), aws));
+    let provider = Arc::new(AwsCloudProvider::new(clients.clone(), aws).with_overlays(overlays));
     let (store, writer) = reflector::store();
     // EC2NodeClasses are not indexed: no change keys to record.
     let watcher = state::spawn_one(

@@ -7,7 +7,7 @@
 
 use super::state::spawn_one;
 use super::{Ctx, ReconcileError};
-use karpenter_cloudprovider::overlay::Evaluation;
+use karpenter_cloudprovider::overlay::{Evaluation, Published};
 use karpenter_cloudprovider::{NodeOverlay, NodePool};
 use karpenter_cluster::overlay_annotations::OverlayState;
 use karpenter_cluster::{Action, ObjectKey};
@@ -22,6 +22,7 @@ use tokio::sync::Notify;
 pub struct Overlays {
     store: Store<NodeOverlay>,
     state: OverlayState,
+    published: Published,
 }
 
 /// Starts the NodeOverlay watch; the task goes with the controller's other watches.
@@ -61,7 +62,13 @@ impl Overlays {
         Self {
             store,
             state: OverlayState::default(),
+            published: Published::default(),
         }
+    }
+
+    /// Where each evaluation is published for the cloud provider's launches.
+    pub fn published(&self) -> Published {
+        self.published.clone()
     }
 
     /// Waits until the watch has listed once.
@@ -83,7 +90,9 @@ impl Overlays {
         pools: &[Arc<NodePool>],
         raw: BTreeMap<String, Vec<Arc<InstanceType>>>,
     ) -> (BTreeMap<String, Vec<Arc<InstanceType>>>, Evaluation) {
-        self.state.apply(self.store.state(), pools, raw)
+        let (types, evaluation) = self.state.apply(self.store.state(), pools, raw);
+        self.published.publish(evaluation.clone());
+        (types, evaluation)
     }
 
     /// Annotates the launches among `actions` whose options were overlaid.

@@ -9,6 +9,7 @@ use super::Ctx;
 use super::fake::ClusterFakeProvider;
 use crate::settings::{ProviderKind, Settings};
 use karpenter_cloudprovider::CloudProvider;
+use karpenter_cloudprovider::overlay::Published;
 use karpenter_cloudprovider_fake::FakeCloudProvider;
 use karpenter_metrics::Metrics;
 use karpenter_metrics::cloudprovider::Metered;
@@ -57,9 +58,12 @@ pub async fn build(
     client: &Client,
     metrics: &Metrics,
     changed: Arc<Notify>,
+    overlays: Published,
 ) -> anyhow::Result<Built> {
     match settings.provider {
         ProviderKind::Fake => {
+            // The fake launches the cheapest offering by its own prices (docs/operator.md).
+            drop(overlays);
             let fake = FakeCloudProvider::default()
                 .with_reserved_capacity(settings.feature_gates.reserved_capacity);
             for r in &settings.fake_reservations {
@@ -74,7 +78,7 @@ pub async fn build(
         }
         #[cfg(feature = "aws")]
         ProviderKind::Aws => {
-            let aws = super::aws::build(settings, client, changed).await?;
+            let aws = super::aws::build(settings, client, changed, overlays).await?;
             aws.provider.set_observer(Arc::new(metrics.aws.clone()));
             Ok(Built {
                 provider: metered(aws.provider.clone(), metrics),

@@ -658,7 +658,9 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     if overlays.is_none() {
         nodeoverlay::warn_if_ignored(&client).await;
     }
-    let built = provider::build(&settings, &client, &metrics, changed.clone()).await?;
+    let published = overlays.as_ref().map(nodeoverlay::Overlays::published);
+    let published = published.unwrap_or_default();
+    let built = provider::build(&settings, &client, &metrics, changed.clone(), published).await?;
     watchers.extend(built.watchers);
     let watch_health = health.clone();
     let abort: Vec<_> = watchers.iter().map(|w| w.abort_handle()).collect();
