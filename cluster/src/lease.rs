@@ -16,6 +16,8 @@ pub const LEASE_DURATION_SECS: u64 = 15;
 pub const RENEW_DEADLINE_SECS: u64 = 10;
 /// Seconds between attempts to acquire or renew (controller-runtime's default).
 pub const RETRY_PERIOD_SECS: u64 = 2;
+// A holder must stop acting before any candidate may take its Lease over.
+const _: () = assert!(RENEW_DEADLINE_SECS < LEASE_DURATION_SECS);
 
 /// What a candidate last saw of the Lease record, and when (on its own monotonic clock).
 #[derive(Debug, Clone, PartialEq)]
@@ -238,10 +240,6 @@ mod tests {
         assert_eq!(standing.after_attempt(false, at(43)), Change::None);
         assert_eq!(standing.after_attempt(false, at(44)), Change::SteppedDown);
         assert!(!standing.leading());
-        assert!(
-            RENEW_DEADLINE_SECS < LEASE_DURATION_SECS,
-            "a holder stops before a candidate may take over"
-        );
         let mut first = Standing::new(true, t0);
         assert!(first.leading());
         assert_eq!(first.after_attempt(false, at(9)), Change::None);

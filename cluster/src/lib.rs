@@ -29,6 +29,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api_objects;
+pub mod api_pacing;
 mod change_log;
 pub mod feature_gates;
 pub mod feed;
