@@ -3,7 +3,7 @@
 //! Deployment env block configures karpenter-rs unchanged. Validation and the settings the
 //! controller runs with are [`karpenter_settings`]'s.
 
-pub use karpenter_settings::{Flags, LogFormat, LogLevel, LogOutput, ProviderKind, Settings};
+pub use karpenter_settings::{Flags, LogFormat, LogOutput, ProviderKind, Settings};
 
 /// Flags and environment variables of `karpenter controller`.
 #[derive(Debug, Clone, clap::Args)]
@@ -145,7 +145,7 @@ mod tests {
     use super::*;
     use clap::Parser;
     use karpenter_scheduling::solver::{MinValuesPolicy, PreferencePolicy};
-    use karpenter_settings::{FeatureGates, SettingsError};
+    use karpenter_settings::{FeatureGates, LogLevel, SettingsError};
     use std::time::Duration;
 
     #[derive(clap::Parser)]

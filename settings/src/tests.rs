@@ -70,6 +70,13 @@ fn empty_log_level_and_output_mean_karpenters_defaults() {
 }
 
 #[test]
+fn only_debug_raises_the_binarys_own_logs_above_its_dependencies() {
+    assert_eq!(LogLevel::Debug.filter_directive(), "info,karpenter=debug");
+    assert_eq!(LogLevel::Info.filter_directive(), "info");
+    assert_eq!(LogLevel::Error.filter_directive(), "error");
+}
+
+#[test]
 fn the_first_invalid_flag_in_check_order_is_named() {
     let both = Flags {
         log_format: "yaml",

@@ -103,6 +103,19 @@ impl LogLevel {
     }
 }
 
+impl LogLevel {
+    /// The `tracing` filter directive for this level: the `karpenter` binary's own logs at
+    /// the level, and at `debug` its dependencies one step quieter so the client's request
+    /// logs do not drown the controller's.
+    pub fn filter_directive(self) -> &'static str {
+        match self {
+            Self::Debug => "info,karpenter=debug",
+            Self::Info => "info",
+            Self::Error => "error",
+        }
+    }
+}
+
 impl LogFormat {
     /// `--log-format`.
     ///
