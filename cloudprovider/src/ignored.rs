@@ -4,6 +4,7 @@
 //! as an event when an object is admitted or the controller starts.
 
 use crate::v1::NodePool;
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// One field set on an object that karpenter-rs does not act on.
@@ -23,6 +24,22 @@ impl fmt::Display for IgnoredField {
 
 /// The event reason under which ignored fields are published.
 pub const EVENT_REASON: &str = "IgnoredField";
+
+/// The generation each object's ignored fields were last told for: a controller tells them
+/// once per object generation, so a steady state does not repeat them every pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToldGenerations {
+    told: BTreeMap<(String, String), Option<i64>>,
+}
+
+impl ToldGenerations {
+    /// Whether the ignored fields of the `kind` object `name` at `generation` are yet to be
+    /// told; from this call on they count as told.
+    pub fn first_time(&mut self, kind: &str, name: &str, generation: Option<i64>) -> bool {
+        let key = (kind.to_owned(), name.to_owned());
+        self.told.insert(key, generation) != Some(generation)
+    }
+}
 
 /// Karpenter's default for the `StaticCapacity` feature gate (v1.14): off.
 pub const STATIC_CAPACITY_DEFAULT: bool = false;
@@ -67,6 +84,22 @@ pub fn node_pool_warnings<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ignored_fields_are_told_once_per_generation() {
+        let mut told = ToldGenerations::default();
+        assert!(told.first_time("NodePool", "a", Some(1)));
+        assert!(!told.first_time("NodePool", "a", Some(1)));
+        assert!(told.first_time("NodeClaim", "a", Some(1)), "another kind");
+        assert!(told.first_time("NodePool", "b", Some(1)), "another object");
+        assert!(
+            told.first_time("NodePool", "a", Some(2)),
+            "a new generation"
+        );
+        assert!(!told.first_time("NodePool", "a", Some(2)));
+        assert!(told.first_time("Pod", "p", None));
+        assert!(!told.first_time("Pod", "p", None));
+    }
 
     fn pool(extra: serde_json::Value) -> NodePool {
         let mut v = serde_json::json!({

@@ -1,6 +1,8 @@
 //! client-go's leader-election rules for a `coordination.k8s.io/v1` Lease, as pure
-//! functions of the Lease and the caller's clock: when a candidate may take it, and the spec
-//! it writes when it does. The controller carries them out against the API server.
+//! functions of the Lease and the caller's clock: when a candidate may take it, the spec it
+//! writes when it does, when a holder that cannot renew steps down ([`Standing`]), and the
+//! Lease it leaves behind when it lets go. The controller carries them out against the API
+//! server.
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -9,6 +11,13 @@ use std::time::{Duration, Instant};
 
 /// Seconds a Lease stays valid without renewal (controller-runtime's default).
 pub const LEASE_DURATION_SECS: u64 = 15;
+/// Seconds the holder keeps trying to renew before it gives leadership up
+/// (controller-runtime's default).
+pub const RENEW_DEADLINE_SECS: u64 = 10;
+/// Seconds between attempts to acquire or renew (controller-runtime's default).
+pub const RETRY_PERIOD_SECS: u64 = 2;
+// A holder must stop acting before any candidate may take its Lease over.
+const _: () = assert!(RENEW_DEADLINE_SECS < LEASE_DURATION_SECS);
 
 /// What a candidate last saw of the Lease record, and when (on its own monotonic clock).
 #[derive(Debug, Clone, PartialEq)]
@@ -83,6 +92,76 @@ pub fn next_spec(previous: Option<&LeaseSpec>, identity: &str, now: Timestamp) -
     }
 }
 
+/// A replica's standing in the election, advanced after every attempt to take or renew
+/// the Lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Standing {
+    leading: bool,
+    /// When the Lease was last taken or renewed (meaningful while leading).
+    renewed: Instant,
+}
+
+/// What one attempt changed in a [`Standing`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Nothing: still a candidate, or still the holder.
+    None,
+    /// A candidate took the Lease: it may act from now on.
+    Acquired,
+    /// The holder could not renew for the renew deadline and must stop acting for good.
+    SteppedDown,
+}
+
+impl Standing {
+    /// The standing after the first attempt, made at `now`, did (`held`) or did not take the
+    /// Lease.
+    pub fn new(held: bool, now: Instant) -> Self {
+        Self {
+            leading: held,
+            renewed: now,
+        }
+    }
+
+    /// Whether this replica holds the Lease.
+    pub fn leading(&self) -> bool {
+        self.leading
+    }
+
+    /// Records an attempt at `now` that did (`held`) or did not (another holder, a lost
+    /// race, an API error) end with this replica holding the Lease. A holder keeps trying
+    /// until the renew deadline, which ends before any candidate may take the Lease (a
+    /// lease duration after the last renewal), so two replicas never act at once.
+    pub fn after_attempt(&mut self, held: bool, now: Instant) -> Change {
+        if held {
+            self.renewed = now;
+            if self.leading {
+                return Change::None;
+            }
+            self.leading = true;
+            return Change::Acquired;
+        }
+        let deadline = Duration::from_secs(RENEW_DEADLINE_SECS);
+        if self.leading && now.saturating_duration_since(self.renewed) >= deadline {
+            self.leading = false;
+            return Change::SteppedDown;
+        }
+        Change::None
+    }
+}
+
+/// The Lease `identity` writes to let `lease` go at `now`, so a standby takes over at once:
+/// no holder and a one-second duration. `None` when `identity` does not hold it.
+pub fn released(mut lease: Lease, identity: &str, now: Timestamp) -> Option<Lease> {
+    let spec = lease.spec.as_mut()?;
+    if spec.holder_identity.as_deref() != Some(identity) {
+        return None;
+    }
+    spec.holder_identity = None;
+    spec.lease_duration_seconds = Some(1);
+    spec.renew_time = Some(MicroTime(now));
+    Some(lease)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,5 +215,56 @@ mod tests {
         let taken = next_spec(Some(&renewed), "b", t(30));
         assert_eq!(taken.lease_transitions, Some(1));
         assert_eq!(taken.acquire_time, Some(MicroTime(t(30))));
+    }
+
+    #[test]
+    fn a_candidate_acquires_and_a_holder_steps_down_only_after_the_renew_deadline() {
+        let t0 = Instant::now();
+        let at = |secs| t0 + Duration::from_secs(secs);
+        let mut standing = Standing::new(false, t0);
+        assert!(!standing.leading());
+        assert_eq!(
+            standing.after_attempt(false, at(30)),
+            Change::None,
+            "a candidate"
+        );
+        assert_eq!(standing.after_attempt(true, at(32)), Change::Acquired);
+        assert!(standing.leading());
+        assert_eq!(
+            standing.after_attempt(true, at(34)),
+            Change::None,
+            "renewed"
+        );
+        // Renewals fail from 34 s: the holder keeps trying until 34 + 10 s.
+        assert_eq!(standing.after_attempt(false, at(36)), Change::None);
+        assert_eq!(standing.after_attempt(false, at(43)), Change::None);
+        assert_eq!(standing.after_attempt(false, at(44)), Change::SteppedDown);
+        assert!(!standing.leading());
+        let mut first = Standing::new(true, t0);
+        assert!(first.leading());
+        assert_eq!(first.after_attempt(false, at(9)), Change::None);
+        assert_eq!(first.after_attempt(true, at(9)), Change::None);
+    }
+
+    #[test]
+    fn only_the_holder_releases_and_the_released_lease_is_free_at_once() {
+        let now = Timestamp::from_second(100).unwrap();
+        let held_by = |holder: &str| Lease {
+            spec: Some(next_spec(None, holder, Timestamp::from_second(90).unwrap())),
+            ..Lease::default()
+        };
+        assert_eq!(released(held_by("b"), "a", now), None);
+        assert_eq!(released(Lease::default(), "a", now), None);
+        let spec = released(held_by("a"), "a", now).unwrap().spec.unwrap();
+        assert_eq!(spec.holder_identity, None);
+        assert_eq!(spec.lease_duration_seconds, Some(1));
+        assert_eq!(spec.renew_time, Some(MicroTime(now)));
+        let mut slot = None;
+        let lease = Lease {
+            spec: Some(spec),
+            ..Lease::default()
+        };
+        let t = Instant::now();
+        assert!(observe(&mut slot, &lease, t).may_take("b", t), "free");
     }
 }

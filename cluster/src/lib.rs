@@ -29,6 +29,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api_objects;
+pub mod api_pacing;
 mod change_log;
 pub mod feature_gates;
 pub mod feed;
@@ -40,8 +41,10 @@ pub mod lease;
 pub mod manifests;
 pub mod node_class;
 pub mod nodepool_status;
+pub mod object_set;
 pub mod orchestration;
 pub mod overlay_annotations;
+pub mod plan_snapshot;
 pub mod pod_transitions;
 pub mod provisioner;
 pub mod reconciler;

@@ -142,6 +142,19 @@ pub fn decide(
     (out, next)
 }
 
+/// The message of a `NodeRepairBlocked` event: the unhealthy share of `node_pool`'s nodes
+/// (of the cluster's, when `node_pool` is empty) is over [`ALLOWED_UNHEALTHY_PERCENT`].
+pub fn blocked_message(node_pool: &str) -> String {
+    let scope = if node_pool.is_empty() {
+        "the cluster".to_owned()
+    } else {
+        format!("nodepool {node_pool}")
+    };
+    format!(
+        "Cannot repair unhealthy node: more than {ALLOWED_UNHEALTHY_PERCENT}% of the nodes in {scope} are unhealthy"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,6 +167,15 @@ mod tests {
     use karpenter_testing::api::{node_claim, ready, registering_node};
     use std::sync::Arc;
     use std::time::Duration;
+
+    #[test]
+    fn a_blocked_repair_names_the_pool_or_the_cluster() {
+        assert_eq!(
+            blocked_message("gpu"),
+            "Cannot repair unhealthy node: more than 20% of the nodes in nodepool gpu are unhealthy"
+        );
+        assert!(blocked_message("").contains("of the nodes in the cluster are unhealthy"));
+    }
 
     const MIN: Millis = 60_000;
 

@@ -31,6 +31,7 @@ pub mod nodepool;
 pub mod report;
 mod selectors;
 mod state;
+mod verdict;
 mod workloads;
 
 use karpenter_cluster::manifests::{self, Document, ManifestError, Origin};
@@ -40,6 +41,7 @@ use serde_json::Value;
 use state::State;
 use std::collections::HashMap;
 use std::path::Path;
+pub use verdict::Refusal;
 
 /// Choices a user makes about a conversion.
 #[derive(Debug, Clone)]

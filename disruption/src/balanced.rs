@@ -81,6 +81,18 @@ impl ScoreResult {
     pub fn approved(&self) -> bool {
         self.score() >= self.threshold()
     }
+
+    /// The message upstream's `ConsolidationApproved` event carries for this score.
+    pub fn approved_message(&self) -> String {
+        format!(
+            "score {:.2} >= threshold {:.2} (k: {}, savings {:.1}%, disruption {:.1}%)",
+            self.score(),
+            self.threshold(),
+            self.k,
+            self.savings_fraction * 100.0,
+            self.disruption_fraction * 100.0
+        )
+    }
 }
 
 /// Upstream's `ScoreMove`: scores a move saving `savings` per hour and causing
@@ -315,6 +327,24 @@ impl<'a> Scorer<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_approval_message_shows_score_threshold_and_fractions() {
+        let s = ScoreResult {
+            savings_fraction: 0.25,
+            disruption_fraction: 0.1,
+            k: 2,
+        };
+        assert_eq!(
+            s.approved_message(),
+            "score 2.50 >= threshold 0.50 (k: 2, savings 25.0%, disruption 10.0%)"
+        );
+        let free = ScoreResult {
+            disruption_fraction: 0.0,
+            ..s
+        };
+        assert!(free.approved_message().starts_with("score inf >= "));
+    }
 
     // Upstream's example pool: eight m7i.xlarge at $4.84/day and two m7i.2xlarge at
     // $9.68/day, 80 pods of default cost on 10 nodes.

@@ -82,6 +82,7 @@ pub mod candidate;
 pub mod command;
 mod consolidation;
 pub mod eviction;
+pub mod hold_events;
 pub mod input;
 mod pass;
 mod simulate;

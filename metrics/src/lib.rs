@@ -12,6 +12,7 @@
 pub mod aws;
 pub mod cloudprovider;
 pub mod conditions;
+mod dry_run;
 pub mod index;
 pub mod kube_client;
 pub mod limits;

@@ -3,8 +3,8 @@
 //! the files and prints.
 
 use crate::manifests;
-use anyhow::{Context, Result, bail};
-use karpenter_convert::{Options, Severity, convert_documents};
+use anyhow::{Context, Result};
+use karpenter_convert::{Options, convert_documents};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -51,32 +51,10 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> Result<()> {
     for issue in &conversion.issues {
         writeln!(report, "{issue}")?;
     }
-    let (lossy, errors) = (
-        conversion.count(Severity::Lossy),
-        conversion.count(Severity::Error),
-    );
-    writeln!(
-        report,
-        "{} object(s) written; {} info, {} warning(s), {lossy} lossy, {errors} error(s)",
-        if lossy + errors == 0 || args.allow_lossy {
-            conversion.objects.len()
-        } else {
-            0
-        },
-        conversion.count(Severity::Info),
-        conversion.count(Severity::Warning),
-    )?;
-    if lossy + errors == 0 || args.allow_lossy {
+    writeln!(report, "{}", conversion.summary(args.allow_lossy))?;
+    if conversion.printable(args.allow_lossy) {
         out.write_all(conversion.to_yaml()?.as_bytes())?;
     }
-    if errors > 0 {
-        bail!("{errors} error(s) in the input (see the report above): fix them and convert again");
-    }
-    if lossy > 0 && !args.allow_lossy {
-        bail!(
-            "{lossy} field(s) cannot be expressed in v1 (see the report above); nothing was \
-             printed: rerun with --allow-lossy to print the conversion without them"
-        );
-    }
+    conversion.verdict(args.allow_lossy)?;
     Ok(())
 }

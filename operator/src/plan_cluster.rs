@@ -1,20 +1,16 @@
-//! `karpenter plan --from-cluster`: the solver's input read from a live cluster. The objects
-//! are listed once through a client that can only read, indexed by the same feed the
-//! controller's watches drive, and taken as the provisioner sees them, so the plan is the
-//! one `karpenter controller` would compute for the pods pending now.
+//! `karpenter plan --from-cluster`: the objects of a live cluster, listed once through a
+//! client that can only read; [`provisioner_snapshot`] turns them into the solver's input as
+//! the controller's provisioner would see them.
 
 use crate::controller::dry_run;
 use anyhow::{Context, Result};
-use karpenter_cloudprovider::ignored::node_pool_warnings;
-use karpenter_cloudprovider::overlay::overlay_instance_types;
-use karpenter_cloudprovider::{NodeClaim, NodeOverlay, NodePool};
-use karpenter_cluster::feed::{ApiObjects, Feed};
-use karpenter_cluster::{ClusterState, Scope};
+use karpenter_cloudprovider::NodeOverlay;
+use karpenter_cluster::object_set::ObjectSet;
+use karpenter_cluster::plan_snapshot::provisioner_snapshot;
 use karpenter_scheduling::model::{InstanceType, Snapshot};
 use kube::Resource;
 use kube::api::{Api, ListParams};
 use serde::de::DeserializeOwned;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Every object of kind `K` in the cluster.
@@ -57,48 +53,23 @@ pub fn snapshot(instance_types: &[Arc<InstanceType>]) -> Result<(Snapshot, Vec<S
         let client = dry_run::client(true, metrics)
             .await
             .context("connecting to the cluster (in-cluster config or KUBECONFIG)")?;
-        let node_pools = list::<NodePool>(&client).await?;
-        let mut node_claims = list::<NodeClaim>(&client).await?;
-        node_claims.sort_by(|a, b| a.name().cmp(b.name()));
-        let nodes = list(&client).await?;
-        let pods = list(&client).await?;
-        let daemon_sets = list(&client).await?;
-        let pdbs = list(&client).await?;
-        let namespaces = list(&client).await?;
-        let objects = ApiObjects {
-            node_pools: &node_pools,
-            node_claims: &node_claims,
-            nodes: &nodes,
-            pods: &pods,
-            daemon_sets: &daemon_sets,
-            pdbs: &pdbs,
-            namespaces: &namespaces,
+        let mut objects = ObjectSet {
+            node_pools: list(&client).await?,
+            node_claims: list(&client).await?,
+            nodes: list(&client).await?,
+            pods: list(&client).await?,
+            daemon_sets: list(&client).await?,
+            pdbs: list(&client).await?,
+            namespaces: list(&client).await?,
         };
-        let raw: BTreeMap<String, Vec<Arc<InstanceType>>> = node_pools
-            .iter()
-            .map(|p| (p.name().to_owned(), instance_types.to_vec()))
-            .collect();
+        objects.node_claims.sort_by(|a, b| a.name().cmp(b.name()));
         let overlays = node_overlays(&client).await?;
-        let pools: Vec<&NodePool> = node_pools.iter().map(AsRef::as_ref).collect();
-        let (types, evaluation) = overlay_instance_types(&overlays, &pools, &raw);
-        let mut state = ClusterState::new();
-        let synced = Feed::default().sync(&mut state, &objects, &types, 1);
-        let mut warnings: Vec<String> = synced
-            .skipped
-            .into_iter()
-            .map(|(key, why)| format!("{key:?} left out of the plan: {why}"))
-            .collect();
-        // The controller applies them only with the NodeOverlay gate, which a plan cannot see.
-        warnings.extend(evaluation.verdicts().iter().map(|(name, verdict)| {
-            verdict.not_applied(name).unwrap_or_else(|| {
-                format!("NodeOverlay {name:?} applied (as the controller does with the NodeOverlay feature gate on)")
-            })
-        }));
-        warnings.extend(node_pool_warnings(
-            node_pools.iter().map(|p| p.as_ref()),
-            karpenter_cloudprovider::ignored::STATIC_CAPACITY_DEFAULT,
-        ));
         let now = jiff::Timestamp::now().as_millisecond();
-        Ok((state.snapshot(now, Scope::Provisioner), warnings))
+        Ok(provisioner_snapshot(
+            &objects.view(),
+            &overlays,
+            instance_types,
+            now,
+        ))
     })
 }

@@ -1,57 +1,9 @@
-//! Settings of `karpenter controller`: every flag has the environment variable Karpenter uses
+//! Flags of `karpenter controller`: every flag has the environment variable Karpenter uses
 //! for it (`pkg/operator/options`) and the same default, so a Karpenter Helm values file or
-//! Deployment env block configures karpenter-rs unchanged.
+//! Deployment env block configures karpenter-rs unchanged. Validation and the settings the
+//! controller runs with are [`karpenter_settings`]'s.
 
-use karpenter_cloudprovider::duration::parse_go_duration;
-use karpenter_cloudprovider_fake::reservations::parse_reservations;
-pub use karpenter_cluster::feature_gates::{FeatureGateError, FeatureGates};
-use karpenter_scheduling::solver::{MinValuesPolicy, PreferencePolicy};
-use std::time::Duration;
-
-/// A setting that cannot be used, naming the flag / variable and the offending text.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SettingsError {
-    /// A duration Go's `time.ParseDuration` would reject, or one that is not positive.
-    #[error("--{flag} ({env}): invalid duration {value:?}: {reason}")]
-    Duration {
-        /// Flag name.
-        flag: &'static str,
-        /// Environment variable.
-        env: &'static str,
-        /// The text given.
-        value: String,
-        /// Why it is rejected.
-        reason: String,
-    },
-    /// `FAKE_CAPACITY_RESERVATIONS` is not a JSON list of reservations.
-    #[error("--fake-capacity-reservations (FAKE_CAPACITY_RESERVATIONS): {0}")]
-    FakeReservations(String),
-    /// `FEATURE_GATES` is not a comma-separated list of `Name=true|false`.
-    #[error("--feature-gates (FEATURE_GATES): {0}")]
-    FeatureGates(#[from] FeatureGateError),
-    /// A setting the chosen provider cannot run without.
-    #[error("--{flag} ({env}) is required with --cloud-provider {provider}")]
-    Required {
-        /// Flag name.
-        flag: &'static str,
-        /// Environment variable.
-        env: &'static str,
-        /// The provider.
-        provider: &'static str,
-    },
-    /// A value outside its allowed set (log level, policies, provider …).
-    #[error("--{flag} ({env}): invalid value {value:?}, expected one of {expected}")]
-    Invalid {
-        /// Flag name.
-        flag: &'static str,
-        /// Environment variable.
-        env: &'static str,
-        /// The text given.
-        value: String,
-        /// The accepted values.
-        expected: &'static str,
-    },
-}
+pub use karpenter_settings::{Flags, LogFormat, LogOutput, ProviderKind, Settings};
 
 /// Flags and environment variables of `karpenter controller`.
 #[derive(Debug, Clone, clap::Args)]
@@ -155,327 +107,36 @@ pub struct ControllerArgs {
     pub reserved_enis: u32,
 }
 
-/// Log verbosity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogLevel {
-    /// Everything.
-    Debug,
-    /// Decisions and state changes.
-    Info,
-    /// Errors only.
-    Error,
-}
-
-/// Log format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogFormat {
-    /// One JSON object a line.
-    Json,
-    /// Human-readable lines.
-    Text,
-}
-
-/// Where log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogOutput {
-    /// Standard output.
-    Stdout,
-    /// Standard error.
-    Stderr,
-}
-
-/// The cloud providers `karpenter controller` can run with.
-///
-/// New providers are added here (and in `controller::provider::build`); any other name is
-/// rejected when the settings are parsed, before anything connects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProviderKind {
-    /// The in-memory provider; the controller plays cloud and kubelet for its nodes.
-    Fake,
-    /// EC2, with EC2NodeClasses and the SQS interruption queue.
-    Aws,
-}
-
-impl ProviderKind {
-    /// Every provider name accepted by `--cloud-provider`.
-    pub const NAMES: &'static str = "fake, aws";
-
-    fn parse(text: &str) -> Option<Self> {
-        match text {
-            "fake" => Some(Self::Fake),
-            "aws" => Some(Self::Aws),
-            _ => None,
+impl<'a> From<&'a ControllerArgs> for Flags<'a> {
+    fn from(a: &'a ControllerArgs) -> Self {
+        Flags {
+            cloud_provider: &a.cloud_provider,
+            cluster_name: &a.cluster_name,
+            batch_max_duration: &a.batch_max_duration,
+            batch_idle_duration: &a.batch_idle_duration,
+            feature_gates: &a.feature_gates,
+            fake_capacity_reservations: &a.fake_capacity_reservations,
+            log_level: &a.log_level,
+            log_format: &a.log_format,
+            log_output_paths: &a.log_output_paths,
+            metrics_port: a.metrics_port,
+            health_probe_port: a.health_probe_port,
+            disable_leader_election: a.disable_leader_election,
+            dry_run: a.dry_run,
+            leader_election_namespace: &a.leader_election_namespace,
+            leader_election_name: &a.leader_election_name,
+            kube_client_qps: a.kube_client_qps,
+            kube_client_burst: a.kube_client_burst,
+            preference_policy: &a.preference_policy,
+            min_values_policy: &a.min_values_policy,
+            system_namespace: &a.system_namespace,
+            cluster_endpoint: &a.cluster_endpoint,
+            cluster_ca_bundle: &a.cluster_ca_bundle,
+            interruption_queue: &a.interruption_queue,
+            isolated_vpc: a.isolated_vpc,
+            vm_memory_overhead_percent: a.vm_memory_overhead_percent,
+            reserved_enis: a.reserved_enis,
         }
-    }
-}
-
-/// Settings only the `aws` provider reads (Karpenter's AWS options).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct AwsOptions {
-    /// CLUSTER_ENDPOINT.
-    pub cluster_endpoint: String,
-    /// CLUSTER_CA_BUNDLE (empty: the controller's own CA).
-    pub cluster_ca_bundle: String,
-    /// INTERRUPTION_QUEUE (empty: disabled).
-    pub interruption_queue: String,
-    /// ISOLATED_VPC.
-    pub isolated_vpc: bool,
-    /// VM_MEMORY_OVERHEAD_PERCENT, a fraction in [0, 1).
-    pub vm_memory_overhead_percent: f64,
-    /// RESERVED_ENIS.
-    pub reserved_enis: u32,
-}
-
-/// Validated settings.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Settings {
-    /// The provider.
-    pub provider: ProviderKind,
-    /// CLUSTER_NAME.
-    pub cluster_name: String,
-    /// BATCH_MAX_DURATION.
-    pub batch_max_duration: Duration,
-    /// BATCH_IDLE_DURATION.
-    pub batch_idle_duration: Duration,
-    /// FEATURE_GATES.
-    pub feature_gates: FeatureGates,
-    /// FAKE_CAPACITY_RESERVATIONS.
-    pub fake_reservations: Vec<karpenter_cloudprovider_fake::FakeReservation>,
-    /// LOG_LEVEL.
-    pub log_level: LogLevel,
-    /// LOG_FORMAT.
-    pub log_format: LogFormat,
-    /// LOG_OUTPUT_PATHS.
-    pub log_output: LogOutput,
-    /// METRICS_PORT.
-    pub metrics_port: u16,
-    /// HEALTH_PROBE_PORT.
-    pub health_probe_port: u16,
-    /// DISABLE_LEADER_ELECTION (always true in dry-run mode).
-    pub disable_leader_election: bool,
-    /// DRY_RUN: decide and report, write nothing.
-    pub dry_run: bool,
-    /// Namespace of the leader-election Lease (resolved default).
-    pub leader_election_namespace: String,
-    /// LEADER_ELECTION_NAME.
-    pub leader_election_name: String,
-    /// KUBE_CLIENT_QPS (at least 1).
-    pub kube_client_qps: u32,
-    /// KUBE_CLIENT_BURST (at least the QPS).
-    pub kube_client_burst: u32,
-    /// PREFERENCE_POLICY.
-    pub preference_policy: PreferencePolicy,
-    /// MIN_VALUES_POLICY.
-    pub min_values_policy: MinValuesPolicy,
-    /// SYSTEM_NAMESPACE.
-    pub system_namespace: String,
-    /// The `aws` provider's options.
-    pub aws: AwsOptions,
-}
-
-impl Default for Settings {
-    /// Karpenter's defaults with the fake provider (what an empty command line and
-    /// environment give).
-    fn default() -> Self {
-        Settings {
-            provider: ProviderKind::Fake,
-            cluster_name: String::new(),
-            batch_max_duration: Duration::from_secs(10),
-            batch_idle_duration: Duration::from_secs(1),
-            feature_gates: FeatureGates::default(),
-            fake_reservations: Vec::new(),
-            log_level: LogLevel::Info,
-            log_format: LogFormat::Json,
-            log_output: LogOutput::Stdout,
-            metrics_port: 8080,
-            health_probe_port: 8081,
-            disable_leader_election: false,
-            dry_run: false,
-            leader_election_namespace: "kube-system".into(),
-            leader_election_name: "karpenter-leader-election".into(),
-            kube_client_qps: 200,
-            kube_client_burst: 300,
-            preference_policy: PreferencePolicy::Respect,
-            min_values_policy: MinValuesPolicy::Strict,
-            system_namespace: "kube-system".into(),
-            aws: AwsOptions {
-                vm_memory_overhead_percent: 0.075,
-                ..AwsOptions::default()
-            },
-        }
-    }
-}
-
-fn duration(flag: &'static str, env: &'static str, value: &str) -> Result<Duration, SettingsError> {
-    let err = |reason: String| SettingsError::Duration {
-        flag,
-        env,
-        value: value.to_owned(),
-        reason,
-    };
-    let nanos = parse_go_duration(value).map_err(|e| err(e.to_string()))?;
-    let nanos = u64::try_from(nanos)
-        .ok()
-        .filter(|n| *n > 0)
-        .ok_or_else(|| err("must be positive".into()))?;
-    Ok(Duration::from_nanos(nanos))
-}
-
-impl Settings {
-    /// Validates the raw flags.
-    ///
-    /// # Errors
-    /// A [`SettingsError`] naming the first invalid flag.
-    pub fn from_args(args: &ControllerArgs) -> Result<Self, SettingsError> {
-        let provider =
-            ProviderKind::parse(&args.cloud_provider).ok_or_else(|| SettingsError::Invalid {
-                flag: "cloud-provider",
-                env: "CLOUD_PROVIDER",
-                value: args.cloud_provider.clone(),
-                expected: ProviderKind::NAMES,
-            })?;
-        let log_level = match args.log_level.as_str() {
-            "debug" => LogLevel::Debug,
-            // Karpenter accepts an empty level as info.
-            "info" | "" => LogLevel::Info,
-            "error" => LogLevel::Error,
-            other => {
-                return Err(SettingsError::Invalid {
-                    flag: "log-level",
-                    env: "LOG_LEVEL",
-                    value: other.to_owned(),
-                    expected: "debug, info, error",
-                });
-            }
-        };
-        let log_format = match args.log_format.as_str() {
-            "json" => LogFormat::Json,
-            "text" => LogFormat::Text,
-            other => {
-                return Err(SettingsError::Invalid {
-                    flag: "log-format",
-                    env: "LOG_FORMAT",
-                    value: other.to_owned(),
-                    expected: "json, text",
-                });
-            }
-        };
-        let log_output = match args.log_output_paths.as_str() {
-            "stdout" | "" => LogOutput::Stdout,
-            "stderr" => LogOutput::Stderr,
-            other => {
-                return Err(SettingsError::Invalid {
-                    flag: "log-output-paths",
-                    env: "LOG_OUTPUT_PATHS",
-                    value: other.to_owned(),
-                    expected: "stdout, stderr",
-                });
-            }
-        };
-        let preference_policy = match args.preference_policy.as_str() {
-            "Respect" => PreferencePolicy::Respect,
-            "Ignore" => PreferencePolicy::Ignore,
-            other => {
-                return Err(SettingsError::Invalid {
-                    flag: "preference-policy",
-                    env: "PREFERENCE_POLICY",
-                    value: other.to_owned(),
-                    expected: "Respect, Ignore",
-                });
-            }
-        };
-        let min_values_policy = match args.min_values_policy.as_str() {
-            "Strict" => MinValuesPolicy::Strict,
-            "BestEffort" => MinValuesPolicy::BestEffort,
-            other => {
-                return Err(SettingsError::Invalid {
-                    flag: "min-values-policy",
-                    env: "MIN_VALUES_POLICY",
-                    value: other.to_owned(),
-                    expected: "Strict, BestEffort",
-                });
-            }
-        };
-        if args.kube_client_qps == 0 {
-            return Err(SettingsError::Invalid {
-                flag: "kube-client-qps",
-                env: "KUBE_CLIENT_QPS",
-                value: "0".into(),
-                expected: "a positive integer",
-            });
-        }
-        if !(0.0..1.0).contains(&args.vm_memory_overhead_percent) {
-            return Err(SettingsError::Invalid {
-                flag: "vm-memory-overhead-percent",
-                env: "VM_MEMORY_OVERHEAD_PERCENT",
-                value: args.vm_memory_overhead_percent.to_string(),
-                expected: "a fraction in [0, 1)",
-            });
-        }
-        if provider == ProviderKind::Aws {
-            // Instances are tagged and user data written with both; without them nodes
-            // could neither be found again nor join.
-            for (flag, env, value) in [
-                ("cluster-name", "CLUSTER_NAME", &args.cluster_name),
-                (
-                    "cluster-endpoint",
-                    "CLUSTER_ENDPOINT",
-                    &args.cluster_endpoint,
-                ),
-            ] {
-                if value.is_empty() {
-                    return Err(SettingsError::Required {
-                        flag,
-                        env,
-                        provider: "aws",
-                    });
-                }
-            }
-        }
-        let leader_election_namespace = if args.leader_election_namespace.is_empty() {
-            args.system_namespace.clone()
-        } else {
-            args.leader_election_namespace.clone()
-        };
-        Ok(Self {
-            provider,
-            cluster_name: args.cluster_name.clone(),
-            batch_max_duration: duration(
-                "batch-max-duration",
-                "BATCH_MAX_DURATION",
-                &args.batch_max_duration,
-            )?,
-            batch_idle_duration: duration(
-                "batch-idle-duration",
-                "BATCH_IDLE_DURATION",
-                &args.batch_idle_duration,
-            )?,
-            feature_gates: FeatureGates::parse(&args.feature_gates)?,
-            fake_reservations: parse_reservations(&args.fake_capacity_reservations)
-                .map_err(SettingsError::FakeReservations)?,
-            log_level,
-            log_format,
-            log_output,
-            metrics_port: args.metrics_port,
-            health_probe_port: args.health_probe_port,
-            disable_leader_election: args.disable_leader_election || args.dry_run,
-            dry_run: args.dry_run,
-            leader_election_namespace,
-            leader_election_name: args.leader_election_name.clone(),
-            kube_client_qps: args.kube_client_qps,
-            kube_client_burst: args.kube_client_burst.max(args.kube_client_qps),
-            preference_policy,
-            min_values_policy,
-            system_namespace: args.system_namespace.clone(),
-            aws: AwsOptions {
-                cluster_endpoint: args.cluster_endpoint.clone(),
-                cluster_ca_bundle: args.cluster_ca_bundle.clone(),
-                interruption_queue: args.interruption_queue.clone(),
-                isolated_vpc: args.isolated_vpc,
-                vm_memory_overhead_percent: args.vm_memory_overhead_percent,
-                reserved_enis: args.reserved_enis,
-            },
-        })
     }
 }
 
@@ -483,6 +144,9 @@ impl Settings {
 mod tests {
     use super::*;
     use clap::Parser;
+    use karpenter_scheduling::solver::{MinValuesPolicy, PreferencePolicy};
+    use karpenter_settings::{FeatureGates, LogLevel, SettingsError};
+    use std::time::Duration;
 
     #[derive(clap::Parser)]
     struct Cli {

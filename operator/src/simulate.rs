@@ -77,12 +77,7 @@ pub fn run(args: &SimulateArgs, out: &mut dyn Write) -> Result<()> {
     let mut failure: Option<std::io::Error> = None;
     for &optimizer in runs {
         if args.compare && !args.quiet {
-            let title = if optimizer {
-                "karpenter-rs (optimiser on)"
-            } else {
-                "greedy first fit (Karpenter-equivalent)"
-            };
-            let line = format!("=== run: {title} ===");
+            let line = karpenter_simulator::run_heading(optimizer);
             emit(&bar, json, out, &line, &mut failure);
         }
         let mut log = |line: &LogLine| {

@@ -299,6 +299,17 @@ pub(crate) fn saving_percent(optimized: &Report, greedy: &Report) -> Option<f64>
         .then(|| (greedy.cost.total - optimized.cost.total) / greedy.cost.total * 100.0)
 }
 
+/// The line a comparison (`karpenter simulate --compare`) prints before the log of each
+/// run: the packing optimiser's, or the greedy first fit that is Karpenter's equivalent.
+pub fn run_heading(optimizer: bool) -> String {
+    let title = if optimizer {
+        "karpenter-rs (optimiser on)"
+    } else {
+        "greedy first fit (Karpenter-equivalent)"
+    };
+    format!("=== run: {title} ===")
+}
+
 /// Two reports of the same scenario side by side — the optimiser's and the greedy first
 /// fit's — and the share of the greedy cost the optimiser saves.
 pub fn render_comparison(optimized: &Report, greedy: &Report) -> String {
@@ -317,4 +328,21 @@ pub fn render_comparison(optimized: &Report, greedy: &Report) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_compared_run_is_headed_by_what_packs_it() {
+        assert_eq!(
+            run_heading(true),
+            "=== run: karpenter-rs (optimiser on) ==="
+        );
+        assert_eq!(
+            run_heading(false),
+            "=== run: greedy first fit (Karpenter-equivalent) ==="
+        );
+    }
 }

@@ -1,57 +1,21 @@
 //! Talking to the API server: error classes, retry with backoff, a client-side rate limit
 //! (KUBE_CLIENT_QPS / KUBE_CLIENT_BURST), and small patch helpers every controller uses.
 
+use karpenter_cluster::api_pacing::TokenBucket;
+pub use karpenter_cluster::api_pacing::{ErrorClass, backoff};
 use kube::api::{Api, Patch, PatchParams};
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 use tokio::time::Instant;
-
-/// How a failed API call should be treated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorClass {
-    /// 404: the object is gone (usually success for deletes).
-    NotFound,
-    /// 409: someone else wrote first; re-read and try again.
-    Conflict,
-    /// 429: throttled, or an eviction blocked by a PodDisruptionBudget.
-    TooManyRequests,
-    /// 5xx, timeouts and transport errors: try again later.
-    Transient,
-    /// Anything else (400, 403, 422 …): retrying the same request will not help.
-    Permanent,
-}
-
-impl ErrorClass {
-    /// Whether a later attempt may succeed.
-    pub fn is_retryable(self) -> bool {
-        matches!(
-            self,
-            Self::Conflict | Self::TooManyRequests | Self::Transient
-        )
-    }
-}
 
 /// Classifies a kube error.
 pub fn classify(e: &kube::Error) -> ErrorClass {
     match e {
-        kube::Error::Api(status) => match status.code {
-            404 => ErrorClass::NotFound,
-            409 => ErrorClass::Conflict,
-            429 => ErrorClass::TooManyRequests,
-            500..=599 => ErrorClass::Transient,
-            _ => ErrorClass::Permanent,
-        },
+        kube::Error::Api(status) => ErrorClass::from_status(status.code),
         kube::Error::SerdeError(_) | kube::Error::BuildRequest(_) => ErrorClass::Permanent,
         _ => ErrorClass::Transient,
     }
-}
-
-/// Backoff for attempt `n` (0-based): 100 ms doubling, capped at 10 s.
-pub fn backoff(attempt: u32) -> Duration {
-    let ms = 100u64.saturating_mul(1u64 << attempt.min(7));
-    Duration::from_millis(ms.min(10_000))
 }
 
 /// Runs `op` until it succeeds, fails permanently, or `attempts` tries were made, sleeping
@@ -79,51 +43,36 @@ where
     }
 }
 
-/// A token bucket: `qps` tokens a second, at most `burst` saved up. Shared by every clone.
+/// The client-side rate limit: a [`TokenBucket`] shared by every clone.
 #[derive(Debug, Clone)]
 pub struct RateLimiter {
-    inner: Arc<Mutex<Bucket>>,
-    qps: f64,
-    burst: f64,
-}
-
-#[derive(Debug)]
-struct Bucket {
-    tokens: f64,
-    last: Instant,
+    bucket: Arc<Mutex<TokenBucket>>,
 }
 
 impl RateLimiter {
-    /// A full bucket.
+    /// A full bucket of `burst` tokens (at least `qps`), refilled at `qps` a second.
     pub fn new(qps: u32, burst: u32) -> Self {
-        let qps = f64::from(qps.max(1));
-        let burst = f64::from(burst.max(1)).max(qps);
+        let bucket = TokenBucket::new(qps, burst, Instant::now().into_std());
         Self {
-            inner: Arc::new(Mutex::new(Bucket {
-                tokens: burst,
-                last: Instant::now(),
-            })),
-            qps,
-            burst,
+            bucket: Arc::new(Mutex::new(bucket)),
         }
     }
 
     /// Waits for one token.
     pub async fn acquire(&self) {
         loop {
-            let wait = {
-                let mut b = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-                let now = Instant::now();
-                let refill = now.duration_since(b.last).as_secs_f64() * self.qps;
-                b.tokens = (b.tokens + refill).min(self.burst);
-                b.last = now;
-                if b.tokens >= 1.0 {
-                    b.tokens -= 1.0;
-                    return;
-                }
-                Duration::from_secs_f64((1.0 - b.tokens) / self.qps)
-            };
-            tokio::time::sleep(wait).await;
+            // The guard goes before the sleep (a temporary of this statement): other tasks
+            // take tokens meanwhile.
+            let now = Instant::now().into_std();
+            let taken = self
+                .bucket
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(now);
+            match taken {
+                Ok(()) => return,
+                Err(wait) => tokio::time::sleep(wait).await,
+            }
         }
     }
 }
@@ -185,6 +134,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn api_error(code: u16) -> kube::Error {
         kube::Error::Api(Box::new(kube::core::Status {

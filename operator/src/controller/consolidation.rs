@@ -7,18 +7,6 @@ use super::{Ctx, exec};
 use karpenter_disruption::{ConsolidationMethod, ScoreResult, ScoredMove};
 use kube::runtime::reflector::ObjectRef;
 
-/// The event message upstream writes for an approved score.
-pub fn approved_message(s: &ScoreResult) -> String {
-    format!(
-        "score {:.2} >= threshold {:.2} (k: {}, savings {:.1}%, disruption {:.1}%)",
-        s.score(),
-        s.threshold(),
-        s.k,
-        s.savings_fraction * 100.0,
-        s.disruption_fraction * 100.0
-    )
-}
-
 /// Publishes the approvals among the moves one computed disruption pass scored.
 pub fn publish(ctx: &Ctx, moves: &[ScoredMove]) {
     for mv in moves {
@@ -31,7 +19,7 @@ pub fn publish(ctx: &Ctx, moves: &[ScoredMove]) {
                 let Some(score) = pool.score.filter(ScoreResult::approved) else {
                     continue;
                 };
-                let message = approved_message(&score);
+                let message = score.approved_message();
                 if let Some(node) = exec::node_of(ctx, &candidate.node) {
                     ctx.events
                         .normal(node.as_ref(), "ConsolidationApproved", message.clone());
@@ -51,7 +39,7 @@ pub fn publish(ctx: &Ctx, moves: &[ScoredMove]) {
                         ctx.events.normal(
                             np.as_ref(),
                             "ConsolidationApproved",
-                            approved_message(&score),
+                            score.approved_message(),
                         );
                     }
                 }

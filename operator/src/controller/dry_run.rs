@@ -12,12 +12,11 @@ use http::{Method, Request};
 use karpenter_cluster::Action;
 use karpenter_cluster::shadow::Shadow;
 use karpenter_disruption::Command;
+use karpenter_metrics::Metrics;
 use karpenter_metrics::kube_client::KubeClientLayer;
-use karpenter_metrics::{DryRunLabels, Metrics, NodePoolLabels, ReasonLabels};
 use karpenter_scheduling::Plan;
 use karpenter_scheduling::plan::InstanceTypeOption;
 use kube::client::{Body, ClientBuilder};
-use std::collections::BTreeMap;
 use tower::BoxError;
 use tower::filter::FilterLayer;
 
@@ -68,7 +67,7 @@ impl Reporter {
     /// A plan for the pending pods: the NodeClaims it would create.
     pub fn planned(&mut self, plan: &Plan, metrics: &Metrics) {
         let report = self.shadow.planned(plan);
-        for claim in report.new {
+        for claim in &report.new {
             let cheapest = claim.instance_type_options.first();
             let field = |f: fn(&InstanceTypeOption) -> String| cheapest.map(f).unwrap_or_default();
             tracing::info!(
@@ -81,21 +80,13 @@ impl Reporter {
                 price_per_hour = claim.price,
                 "dry-run: would create a nodeclaim"
             );
-            metrics
-                .dry_run_decisions
-                .get_or_create(&DryRunLabels {
-                    action: "create".into(),
-                    reason: "provisioning".into(),
-                    nodepool: claim.node_pool.clone(),
-                })
-                .inc();
         }
-        set_prices(&report.prices, metrics);
+        metrics.record_dry_run_plan(&report);
     }
 
     /// No pod is pending: nothing would be provisioned.
     pub fn nothing_pending(&mut self, metrics: &Metrics) {
-        set_prices(&self.shadow.nothing_pending(), metrics);
+        metrics.record_dry_run_prices(&self.shadow.nothing_pending());
     }
 
     /// A disruption command of the pass in progress.
@@ -114,29 +105,12 @@ impl Reporter {
             "dry-run: would disrupt: {}",
             command.explanation
         );
-        let nodepool = command
-            .candidates
-            .first()
-            .map(|c| c.node_pool.clone())
-            .unwrap_or_default();
-        metrics
-            .dry_run_decisions
-            .get_or_create(&DryRunLabels {
-                action: decision,
-                reason,
-                nodepool,
-            })
-            .inc();
+        metrics.record_dry_run_disruption(command);
     }
 
     /// The disruption pass ended: the savings gauges show its commands'.
     pub fn pass_done(&mut self, metrics: &Metrics) {
-        for (reason, dollars) in self.shadow.pass_done() {
-            metrics
-                .dry_run_disruption_savings
-                .get_or_create(&ReasonLabels { reason })
-                .set(dollars);
-        }
+        metrics.record_dry_run_savings(self.shadow.pass_done());
     }
 
     /// An action of an observe-only tick. Only provisioning's launches are expected, and
@@ -149,17 +123,6 @@ impl Reporter {
                 "dry-run: the reconciler asked for an action; not carried out"
             );
         }
-    }
-}
-
-fn set_prices(prices: &BTreeMap<String, f64>, metrics: &Metrics) {
-    for (pool, dollars) in prices {
-        metrics
-            .dry_run_provisioning_price
-            .get_or_create(&NodePoolLabels {
-                nodepool: pool.clone(),
-            })
-            .set(*dollars);
     }
 }
 

@@ -5,41 +5,31 @@
 //! steady state does not flood the API with one event every disruption poll.
 
 use super::Ctx;
-use karpenter_disruption::{Hold, NodeExplanation};
+use karpenter_disruption::NodeExplanation;
+use karpenter_disruption::hold_events::HoldEvents;
 use kube::runtime::reflector::ObjectRef;
-use std::collections::BTreeMap;
 
-/// Remembers the last message sent per node.
+/// Publishes the events [`HoldEvents`] says are new, on the Node and its NodeClaim.
 #[derive(Debug, Default)]
 pub struct Explainer {
-    last: BTreeMap<String, String>,
+    told: HoldEvents,
 }
 
 impl Explainer {
-    /// Publishes the first tellable hold of every explained node whose message changed, on
-    /// the Node and its NodeClaim. Nodes no longer explained (disrupted, gone, or with
-    /// nothing to say) are forgotten, so a later block is told again.
+    /// Publishes the first tellable hold of every explained node whose message changed; a
+    /// node no longer in the store is skipped (and its event counts as told).
     pub fn publish(&mut self, ctx: &Ctx, explanations: &[NodeExplanation]) {
-        let mut seen = BTreeMap::new();
-        for e in explanations {
-            let Some((reason, message)) = e.holds.iter().find_map(Hold::event) else {
+        for event in self.told.changed(explanations) {
+            let Some(node) = ctx.stores.nodes.get(&ObjectRef::new(event.node)) else {
                 continue;
             };
-            let key = format!("{reason}: {message}");
-            if self.last.get(&e.node) != Some(&key)
-                && let Some(node) = ctx.stores.nodes.get(&ObjectRef::new(&e.node))
-            {
-                ctx.events.normal(node.as_ref(), reason, message.clone());
-                if let Some(c) = ctx
-                    .stores
-                    .node_claim_by_provider_id(karpenter_cluster::node_provider_id(&node))
-                {
-                    ctx.events.normal(c.as_ref(), reason, message);
-                }
+            let (reason, message) = (event.reason, event.message);
+            ctx.events.normal(node.as_ref(), reason, message.clone());
+            let provider_id = karpenter_cluster::node_provider_id(&node);
+            if let Some(c) = ctx.stores.node_claim_by_provider_id(provider_id) {
+                ctx.events.normal(c.as_ref(), reason, message);
             }
-            seen.insert(e.node.clone(), key);
         }
-        self.last = seen;
     }
 }
 
@@ -47,6 +37,7 @@ impl Explainer {
 mod tests {
     use super::*;
     use crate::controller::testing::{ctx, mock_client, node, put, status};
+    use karpenter_disruption::Hold;
     use karpenter_testing::api::node_claim;
 
     #[tokio::test]

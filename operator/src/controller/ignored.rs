@@ -4,14 +4,13 @@
 
 use super::Ctx;
 use karpenter_cloudprovider::IgnoredField;
-use karpenter_cloudprovider::ignored::EVENT_REASON;
+use karpenter_cloudprovider::ignored::{EVENT_REASON, ToldGenerations};
 use kube::Resource;
-use std::collections::BTreeMap;
 
-/// The generation each object's ignored fields were last told for.
+/// Tells each object's ignored fields once per generation ([`ToldGenerations`]).
 #[derive(Debug, Default)]
 pub struct Told {
-    told: BTreeMap<(String, String), Option<i64>>,
+    told: ToldGenerations,
 }
 
 impl Told {
@@ -22,19 +21,14 @@ impl Told {
         obj: &K,
         fields: impl FnOnce() -> Vec<IgnoredField>,
     ) {
-        let key = (
-            K::kind(&()).into_owned(),
-            obj.meta().name.clone().unwrap_or_default(),
-        );
-        let generation = obj.meta().generation;
-        if self.told.get(&key) == Some(&generation) {
+        let (kind, name) = (K::kind(&()), obj.meta().name.clone().unwrap_or_default());
+        if !self.told.first_time(&kind, &name, obj.meta().generation) {
             return;
         }
         for field in fields() {
-            tracing::warn!(kind = %key.0, name = %key.1, field = %field.path, "{field}");
+            tracing::warn!(kind = %kind, name = %name, field = %field.path, "{field}");
             ctx.events.warning(obj, EVENT_REASON, field.to_string());
         }
-        self.told.insert(key, generation);
     }
 }
 

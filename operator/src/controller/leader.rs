@@ -10,8 +10,8 @@
 
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use karpenter_cluster::lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use karpenter_cluster::lease::{self, Change, RETRY_PERIOD_SECS, Standing};
 use karpenter_metrics::runtime::RuntimeMetrics;
 use kube::Client;
 use kube::api::{Api, PostParams, WatchParams};
@@ -19,12 +19,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
-
-/// Seconds the holder keeps trying to renew before it gives leadership up (controller-runtime's
-/// default).
-pub const RENEW_DEADLINE_SECS: u64 = 10;
-/// Seconds between attempts to acquire or renew (controller-runtime's default).
-pub const RETRY_PERIOD_SECS: u64 = 2;
 
 /// Whether this replica may act. Cheap to clone; all clones see the same state.
 #[derive(Debug, Clone)]
@@ -155,18 +149,12 @@ impl Elector {
 
     /// Gives the Lease up if this replica holds it, so a standby takes over at once.
     async fn release(&mut self) -> Result<(), kube::Error> {
-        let Some(mut lease) = self.api.get_opt(&self.name).await? else {
+        let Some(lease) = self.api.get_opt(&self.name).await? else {
             return Ok(());
         };
-        let Some(spec) = lease.spec.as_mut() else {
+        let Some(lease) = lease::released(lease, &self.identity, Timestamp::now()) else {
             return Ok(());
         };
-        if spec.holder_identity.as_deref() != Some(&self.identity) {
-            return Ok(());
-        }
-        spec.holder_identity = None;
-        spec.lease_duration_seconds = Some(1);
-        spec.renew_time = Some(MicroTime(Timestamp::now()));
         self.api
             .replace(&self.name, &PostParams::default(), &lease)
             .await
@@ -250,37 +238,33 @@ pub async fn elect(
     let watcher = tokio::spawn(watch_lease(api, name.to_owned(), changed.clone()));
     let task = tokio::spawn(async move {
         let retry = Duration::from_secs(RETRY_PERIOD_SECS);
-        let deadline = Duration::from_secs(RENEW_DEADLINE_SECS);
-        let mut leading = first;
-        let mut renewed = Instant::now();
+        let mut standing = Standing::new(first, Instant::now().into_std());
         loop {
+            let leading = standing.leading();
             tokio::select! {
                 _ = stopped.wait_for(|s| *s) => break,
                 () = tokio::time::sleep(retry) => {}
                 // A standby reacts to a released Lease at once; a holder only on its period.
                 () = changed.notified(), if !leading => {}
             }
-            match elector.try_acquire_or_renew(leading).await {
-                Ok(true) => {
-                    renewed = Instant::now();
-                    if !leading {
-                        leading = true;
-                        let _ = tx.send(true);
-                    }
+            let held = elector
+                .try_acquire_or_renew(leading)
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, "renewing the leader election Lease failed");
+                    false
+                });
+            // A holder that stepped down stops acting for good (the process exits and comes
+            // back as a candidate).
+            match standing.after_attempt(held, Instant::now().into_std()) {
+                Change::Acquired => {
+                    let _ = tx.send(true);
                 }
-                Ok(false) if !leading => {}
-                result => {
-                    if let Err(e) = &result {
-                        tracing::warn!(error = %e, "renewing the leader election Lease failed");
-                    }
-                    // A holder keeps retrying until the renew deadline, which ends before any
-                    // candidate may take the Lease; then it stops acting for good (the process
-                    // exits and comes back as a candidate).
-                    if leading && renewed.elapsed() >= deadline {
-                        let _ = tx.send(false);
-                        break;
-                    }
+                Change::SteppedDown => {
+                    let _ = tx.send(false);
+                    break;
                 }
+                Change::None => {}
             }
         }
         watcher.abort();

@@ -1,18 +1,8 @@
 //! Structured logs through `tracing`: JSON (Karpenter's default, one object a line) or
 //! text, at LOG_LEVEL, to stdout or stderr. `RUST_LOG` refines the filter when set.
 
-use crate::settings::{LogFormat, LogLevel, LogOutput, Settings};
+use crate::settings::{LogFormat, LogOutput, Settings};
 use tracing_subscriber::EnvFilter;
-
-/// The filter directive for a level: our crates at `level`, dependencies one step quieter
-/// at `debug` so kube's request logs do not drown the controller's.
-pub fn directive(level: LogLevel) -> &'static str {
-    match level {
-        LogLevel::Debug => "info,karpenter=debug",
-        LogLevel::Info => "info",
-        LogLevel::Error => "error",
-    }
-}
 
 /// Installs the global subscriber. Returns an error if one is already installed.
 ///
@@ -20,7 +10,7 @@ pub fn directive(level: LogLevel) -> &'static str {
 /// A subscriber was installed before.
 pub fn init(settings: &Settings) -> Result<(), String> {
     let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(directive(settings.log_level)));
+        .unwrap_or_else(|_| EnvFilter::new(settings.log_level.filter_directive()));
     // A log line that cannot be written is dropped: by default the subscriber reports the
     // failure with `eprintln!`, which panics when stderr is a closed pipe too.
     let builder = tracing_subscriber::fmt()

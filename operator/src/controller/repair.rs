@@ -3,7 +3,7 @@
 //! its termination timestamp and is deleted, and blocked repairs become warning events.
 
 use super::{Ctx, ReconcileError, exec};
-use karpenter_cluster::repair::ALLOWED_UNHEALTHY_PERCENT;
+use karpenter_cluster::repair::blocked_message;
 
 /// Marks NodeClaim `name` for immediate termination and deletes it (the action
 /// `RepairNodeClaim`).
@@ -28,14 +28,7 @@ pub async fn repair(
 
 /// Tells the Node and its NodeClaim why an unhealthy node is not repaired.
 pub fn report_blocked(ctx: &Ctx, node: &str, node_claim: &str, node_pool: &str) {
-    let scope = if node_pool.is_empty() {
-        "the cluster".to_owned()
-    } else {
-        format!("nodepool {node_pool}")
-    };
-    let message = format!(
-        "Cannot repair unhealthy node: more than {ALLOWED_UNHEALTHY_PERCENT}% of the nodes in {scope} are unhealthy"
-    );
+    let message = blocked_message(node_pool);
     tracing::warn!(node, nodeclaim = node_claim, "{message}");
     if let Some(n) = exec::node_of(ctx, node) {
         ctx.events

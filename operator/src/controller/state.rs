@@ -11,7 +11,8 @@ use k8s_openapi::api::storage::v1::VolumeAttachment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use karpenter_cloudprovider::{NodeClaim, NodePool};
 use karpenter_cluster::ObjectKey;
-use karpenter_cluster::feed::{ApiObjects, Changes, Lookup};
+use karpenter_cluster::feed::Lookup;
+use karpenter_cluster::object_set::{ChangeSet, ObjectSet};
 use karpenter_metrics::workqueue::WorkQueue;
 use karpenter_scheduling::model::PodKey;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
@@ -220,67 +221,10 @@ impl Lookup for Stores {
     }
 }
 
-/// Changed objects still present, and deleted keys, for [`karpenter_cluster::feed::Feed::sync_changes`].
-#[derive(Default)]
-pub struct ChangeSet {
-    snapshot: Snapshot,
-    deleted: Vec<ObjectKey>,
-}
-
-impl std::ops::Deref for ChangeSet {
-    type Target = Snapshot;
-    fn deref(&self) -> &Snapshot {
-        &self.snapshot
-    }
-}
-
-impl std::ops::DerefMut for ChangeSet {
-    fn deref_mut(&mut self) -> &mut Snapshot {
-        &mut self.snapshot
-    }
-}
-
-impl ChangeSet {
-    /// The change set as the feed reads it.
-    pub fn view(&self) -> Changes<'_> {
-        Changes {
-            present: self.snapshot.view(),
-            deleted: &self.deleted,
-        }
-    }
-}
-
-/// One copy of every store the index is fed from, for [`karpenter_cluster::feed::Feed`].
-#[derive(Default)]
-pub struct Snapshot {
-    node_pools: Vec<Arc<NodePool>>,
-    node_claims: Vec<Arc<NodeClaim>>,
-    nodes: Vec<Arc<Node>>,
-    pods: Vec<Arc<Pod>>,
-    daemon_sets: Vec<Arc<DaemonSet>>,
-    pdbs: Vec<Arc<PodDisruptionBudget>>,
-    namespaces: Vec<Arc<Namespace>>,
-}
-
-impl Snapshot {
-    /// The snapshot as the feed reads it.
-    pub fn view(&self) -> ApiObjects<'_> {
-        ApiObjects {
-            node_pools: &self.node_pools,
-            node_claims: &self.node_claims,
-            nodes: &self.nodes,
-            pods: &self.pods,
-            daemon_sets: &self.daemon_sets,
-            pdbs: &self.pdbs,
-            namespaces: &self.namespaces,
-        }
-    }
-}
-
 impl Stores {
     /// What the stores hold now (NodeClaims in name order).
-    pub fn api_objects(&self) -> Snapshot {
-        Snapshot {
+    pub fn api_objects(&self) -> ObjectSet {
+        ObjectSet {
             node_pools: self.node_pools.state(),
             node_claims: self.node_claims_sorted(),
             nodes: self.nodes.state(),

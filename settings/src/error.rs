@@ -1,0 +1,48 @@
+//! Why a setting cannot be used.
+
+use karpenter_cluster::feature_gates::FeatureGateError;
+
+/// A setting that cannot be used, naming the flag / variable and the offending text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingsError {
+    /// A duration Go's `time.ParseDuration` would reject, or one that is not positive.
+    #[error("--{flag} ({env}): invalid duration {value:?}: {reason}")]
+    Duration {
+        /// Flag name.
+        flag: &'static str,
+        /// Environment variable.
+        env: &'static str,
+        /// The text given.
+        value: String,
+        /// Why it is rejected.
+        reason: String,
+    },
+    /// `FAKE_CAPACITY_RESERVATIONS` is not a JSON list of reservations.
+    #[error("--fake-capacity-reservations (FAKE_CAPACITY_RESERVATIONS): {0}")]
+    FakeReservations(String),
+    /// `FEATURE_GATES` is not a comma-separated list of `Name=true|false`.
+    #[error("--feature-gates (FEATURE_GATES): {0}")]
+    FeatureGates(#[from] FeatureGateError),
+    /// A setting the chosen provider cannot run without.
+    #[error("--{flag} ({env}) is required with --cloud-provider {provider}")]
+    Required {
+        /// Flag name.
+        flag: &'static str,
+        /// Environment variable.
+        env: &'static str,
+        /// The provider.
+        provider: &'static str,
+    },
+    /// A value outside its allowed set (log level, policies, provider …).
+    #[error("--{flag} ({env}): invalid value {value:?}, expected one of {expected}")]
+    Invalid {
+        /// Flag name.
+        flag: &'static str,
+        /// Environment variable.
+        env: &'static str,
+        /// The text given.
+        value: String,
+        /// The accepted values.
+        expected: &'static str,
+    },
+}

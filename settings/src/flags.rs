@@ -1,0 +1,60 @@
+//! The raw flags, as the command line or the environment gave them.
+
+/// Every setting of `karpenter controller` before validation, borrowed from wherever the
+/// caller parsed it (the operator's `clap` arguments). Field names are the flags' with `-`
+/// as `_`; each documents its environment variable.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Flags<'a> {
+    /// CLOUD_PROVIDER.
+    pub cloud_provider: &'a str,
+    /// CLUSTER_NAME.
+    pub cluster_name: &'a str,
+    /// BATCH_MAX_DURATION (Go duration).
+    pub batch_max_duration: &'a str,
+    /// BATCH_IDLE_DURATION (Go duration).
+    pub batch_idle_duration: &'a str,
+    /// FEATURE_GATES.
+    pub feature_gates: &'a str,
+    /// FAKE_CAPACITY_RESERVATIONS (JSON).
+    pub fake_capacity_reservations: &'a str,
+    /// LOG_LEVEL.
+    pub log_level: &'a str,
+    /// LOG_FORMAT.
+    pub log_format: &'a str,
+    /// LOG_OUTPUT_PATHS.
+    pub log_output_paths: &'a str,
+    /// METRICS_PORT.
+    pub metrics_port: u16,
+    /// HEALTH_PROBE_PORT.
+    pub health_probe_port: u16,
+    /// DISABLE_LEADER_ELECTION.
+    pub disable_leader_election: bool,
+    /// DRY_RUN.
+    pub dry_run: bool,
+    /// LEADER_ELECTION_NAMESPACE (empty: SYSTEM_NAMESPACE).
+    pub leader_election_namespace: &'a str,
+    /// LEADER_ELECTION_NAME.
+    pub leader_election_name: &'a str,
+    /// KUBE_CLIENT_QPS.
+    pub kube_client_qps: u32,
+    /// KUBE_CLIENT_BURST.
+    pub kube_client_burst: u32,
+    /// PREFERENCE_POLICY.
+    pub preference_policy: &'a str,
+    /// MIN_VALUES_POLICY.
+    pub min_values_policy: &'a str,
+    /// SYSTEM_NAMESPACE.
+    pub system_namespace: &'a str,
+    /// CLUSTER_ENDPOINT.
+    pub cluster_endpoint: &'a str,
+    /// CLUSTER_CA_BUNDLE.
+    pub cluster_ca_bundle: &'a str,
+    /// INTERRUPTION_QUEUE.
+    pub interruption_queue: &'a str,
+    /// ISOLATED_VPC.
+    pub isolated_vpc: bool,
+    /// VM_MEMORY_OVERHEAD_PERCENT.
+    pub vm_memory_overhead_percent: f64,
+    /// RESERVED_ENIS.
+    pub reserved_enis: u32,
+}

@@ -1,0 +1,223 @@
+//! Settings of `karpenter controller`, validated: every flag has the environment variable
+//! Karpenter uses for it (`pkg/operator/options`) and the same default, so a Karpenter Helm
+//! values file or Deployment env block configures karpenter-rs unchanged.
+//!
+//! The operator defines the flags themselves (with `clap`) and hands their text to
+//! [`Settings::from_args`] as [`Flags`]; everything that checks, converts and derives a
+//! value lives here, so it is tested without a command line.
+
+#![forbid(unsafe_code)]
+
+mod error;
+mod flags;
+mod values;
+
+pub use error::SettingsError;
+pub use flags::Flags;
+pub use karpenter_cluster::feature_gates::{FeatureGateError, FeatureGates};
+pub use values::{
+    LogFormat, LogLevel, LogOutput, ProviderKind, duration, min_values_policy, preference_policy,
+};
+
+use karpenter_cloudprovider_fake::FakeReservation;
+use karpenter_cloudprovider_fake::reservations::parse_reservations;
+use karpenter_scheduling::solver::{MinValuesPolicy, PreferencePolicy};
+use std::time::Duration;
+
+/// Settings only the `aws` provider reads (Karpenter's AWS options).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AwsOptions {
+    /// CLUSTER_ENDPOINT.
+    pub cluster_endpoint: String,
+    /// CLUSTER_CA_BUNDLE (empty: the controller's own CA).
+    pub cluster_ca_bundle: String,
+    /// INTERRUPTION_QUEUE (empty: disabled).
+    pub interruption_queue: String,
+    /// ISOLATED_VPC.
+    pub isolated_vpc: bool,
+    /// VM_MEMORY_OVERHEAD_PERCENT, a fraction in [0, 1).
+    pub vm_memory_overhead_percent: f64,
+    /// RESERVED_ENIS.
+    pub reserved_enis: u32,
+}
+
+/// Validated settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// The provider.
+    pub provider: ProviderKind,
+    /// CLUSTER_NAME.
+    pub cluster_name: String,
+    /// BATCH_MAX_DURATION.
+    pub batch_max_duration: Duration,
+    /// BATCH_IDLE_DURATION.
+    pub batch_idle_duration: Duration,
+    /// FEATURE_GATES.
+    pub feature_gates: FeatureGates,
+    /// FAKE_CAPACITY_RESERVATIONS.
+    pub fake_reservations: Vec<FakeReservation>,
+    /// LOG_LEVEL.
+    pub log_level: LogLevel,
+    /// LOG_FORMAT.
+    pub log_format: LogFormat,
+    /// LOG_OUTPUT_PATHS.
+    pub log_output: LogOutput,
+    /// METRICS_PORT.
+    pub metrics_port: u16,
+    /// HEALTH_PROBE_PORT.
+    pub health_probe_port: u16,
+    /// DISABLE_LEADER_ELECTION (always true in dry-run mode).
+    pub disable_leader_election: bool,
+    /// DRY_RUN: decide and report, write nothing.
+    pub dry_run: bool,
+    /// Namespace of the leader-election Lease (resolved default).
+    pub leader_election_namespace: String,
+    /// LEADER_ELECTION_NAME.
+    pub leader_election_name: String,
+    /// KUBE_CLIENT_QPS (at least 1).
+    pub kube_client_qps: u32,
+    /// KUBE_CLIENT_BURST (at least the QPS).
+    pub kube_client_burst: u32,
+    /// PREFERENCE_POLICY.
+    pub preference_policy: PreferencePolicy,
+    /// MIN_VALUES_POLICY.
+    pub min_values_policy: MinValuesPolicy,
+    /// SYSTEM_NAMESPACE.
+    pub system_namespace: String,
+    /// The `aws` provider's options.
+    pub aws: AwsOptions,
+}
+
+impl Default for Settings {
+    /// Karpenter's defaults with the fake provider (what an empty command line and
+    /// environment give).
+    fn default() -> Self {
+        Settings {
+            provider: ProviderKind::Fake,
+            cluster_name: String::new(),
+            batch_max_duration: Duration::from_secs(10),
+            batch_idle_duration: Duration::from_secs(1),
+            feature_gates: FeatureGates::default(),
+            fake_reservations: Vec::new(),
+            log_level: LogLevel::Info,
+            log_format: LogFormat::Json,
+            log_output: LogOutput::Stdout,
+            metrics_port: 8080,
+            health_probe_port: 8081,
+            disable_leader_election: false,
+            dry_run: false,
+            leader_election_namespace: "kube-system".into(),
+            leader_election_name: "karpenter-leader-election".into(),
+            kube_client_qps: 200,
+            kube_client_burst: 300,
+            preference_policy: PreferencePolicy::Respect,
+            min_values_policy: MinValuesPolicy::Strict,
+            system_namespace: "kube-system".into(),
+            aws: AwsOptions {
+                vm_memory_overhead_percent: 0.075,
+                ..AwsOptions::default()
+            },
+        }
+    }
+}
+
+impl Settings {
+    /// Validates the raw flags, checking them in a fixed order (provider, logging,
+    /// policies, client rate, AWS options, durations, gates, reservations) so the same bad
+    /// input always names the same flag.
+    ///
+    /// # Errors
+    /// A [`SettingsError`] naming the first invalid flag.
+    pub fn from_args<'a>(args: impl Into<Flags<'a>>) -> Result<Self, SettingsError> {
+        let args: Flags<'a> = args.into();
+        let provider = ProviderKind::parse(args.cloud_provider)?;
+        let log_level = LogLevel::parse(args.log_level)?;
+        let log_format = LogFormat::parse(args.log_format)?;
+        let log_output = LogOutput::parse(args.log_output_paths)?;
+        let preference_policy = preference_policy(args.preference_policy)?;
+        let min_values_policy = min_values_policy(args.min_values_policy)?;
+        if args.kube_client_qps == 0 {
+            return Err(SettingsError::Invalid {
+                flag: "kube-client-qps",
+                env: "KUBE_CLIENT_QPS",
+                value: "0".into(),
+                expected: "a positive integer",
+            });
+        }
+        if !(0.0..1.0).contains(&args.vm_memory_overhead_percent) {
+            return Err(SettingsError::Invalid {
+                flag: "vm-memory-overhead-percent",
+                env: "VM_MEMORY_OVERHEAD_PERCENT",
+                value: args.vm_memory_overhead_percent.to_string(),
+                expected: "a fraction in [0, 1)",
+            });
+        }
+        if provider == ProviderKind::Aws {
+            // Instances are tagged and user data written with both; without them nodes
+            // could neither be found again nor join.
+            for (flag, env, value) in [
+                ("cluster-name", "CLUSTER_NAME", args.cluster_name),
+                (
+                    "cluster-endpoint",
+                    "CLUSTER_ENDPOINT",
+                    args.cluster_endpoint,
+                ),
+            ] {
+                if value.is_empty() {
+                    return Err(SettingsError::Required {
+                        flag,
+                        env,
+                        provider: "aws",
+                    });
+                }
+            }
+        }
+        let leader_election_namespace = if args.leader_election_namespace.is_empty() {
+            args.system_namespace
+        } else {
+            args.leader_election_namespace
+        };
+        Ok(Self {
+            provider,
+            cluster_name: args.cluster_name.to_owned(),
+            batch_max_duration: duration(
+                "batch-max-duration",
+                "BATCH_MAX_DURATION",
+                args.batch_max_duration,
+            )?,
+            batch_idle_duration: duration(
+                "batch-idle-duration",
+                "BATCH_IDLE_DURATION",
+                args.batch_idle_duration,
+            )?,
+            feature_gates: FeatureGates::parse(args.feature_gates)?,
+            fake_reservations: parse_reservations(args.fake_capacity_reservations)
+                .map_err(SettingsError::FakeReservations)?,
+            log_level,
+            log_format,
+            log_output,
+            metrics_port: args.metrics_port,
+            health_probe_port: args.health_probe_port,
+            disable_leader_election: args.disable_leader_election || args.dry_run,
+            dry_run: args.dry_run,
+            leader_election_namespace: leader_election_namespace.to_owned(),
+            leader_election_name: args.leader_election_name.to_owned(),
+            kube_client_qps: args.kube_client_qps,
+            kube_client_burst: args.kube_client_burst.max(args.kube_client_qps),
+            preference_policy,
+            min_values_policy,
+            system_namespace: args.system_namespace.to_owned(),
+            aws: AwsOptions {
+                cluster_endpoint: args.cluster_endpoint.to_owned(),
+                cluster_ca_bundle: args.cluster_ca_bundle.to_owned(),
+                interruption_queue: args.interruption_queue.to_owned(),
+                isolated_vpc: args.isolated_vpc,
+                vm_memory_overhead_percent: args.vm_memory_overhead_percent,
+                reserved_enis: args.reserved_enis,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

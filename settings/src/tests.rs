@@ -1,0 +1,229 @@
+use super::*;
+
+/// The flags as an empty command line and environment give them (the operator's `clap`
+/// defaults).
+fn defaults() -> Flags<'static> {
+    Flags {
+        cloud_provider: "fake",
+        cluster_name: "",
+        batch_max_duration: "10s",
+        batch_idle_duration: "1s",
+        feature_gates: "NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,StaticCapacity=false",
+        fake_capacity_reservations: "[]",
+        log_level: "info",
+        log_format: "json",
+        log_output_paths: "stdout",
+        metrics_port: 8080,
+        health_probe_port: 8081,
+        disable_leader_election: false,
+        dry_run: false,
+        leader_election_namespace: "",
+        leader_election_name: "karpenter-leader-election",
+        kube_client_qps: 200,
+        kube_client_burst: 300,
+        preference_policy: "Respect",
+        min_values_policy: "Strict",
+        system_namespace: "kube-system",
+        cluster_endpoint: "",
+        cluster_ca_bundle: "",
+        interruption_queue: "",
+        isolated_vpc: false,
+        vm_memory_overhead_percent: 0.075,
+        reserved_enis: 0,
+    }
+}
+
+fn invalid_flag(result: Result<Settings, SettingsError>) -> &'static str {
+    match result {
+        Err(SettingsError::Invalid { flag, .. } | SettingsError::Duration { flag, .. }) => flag,
+        other => panic!("expected an invalid flag, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_default_flags_give_the_default_settings() {
+    assert_eq!(Settings::from_args(defaults()), Ok(Settings::default()));
+}
+
+#[test]
+fn empty_log_level_and_output_mean_karpenters_defaults() {
+    let s = Settings::from_args(Flags {
+        log_level: "",
+        log_output_paths: "",
+        ..defaults()
+    })
+    .unwrap();
+    assert_eq!(
+        (s.log_level, s.log_output),
+        (LogLevel::Info, LogOutput::Stdout)
+    );
+    let s = Settings::from_args(Flags {
+        log_level: "error",
+        log_output_paths: "stderr",
+        ..defaults()
+    })
+    .unwrap();
+    assert_eq!(
+        (s.log_level, s.log_output),
+        (LogLevel::Error, LogOutput::Stderr)
+    );
+}
+
+#[test]
+fn only_debug_raises_the_binarys_own_logs_above_its_dependencies() {
+    assert_eq!(LogLevel::Debug.filter_directive(), "info,karpenter=debug");
+    assert_eq!(LogLevel::Info.filter_directive(), "info");
+    assert_eq!(LogLevel::Error.filter_directive(), "error");
+}
+
+#[test]
+fn the_first_invalid_flag_in_check_order_is_named() {
+    let both = Flags {
+        log_format: "yaml",
+        batch_max_duration: "soon",
+        ..defaults()
+    };
+    assert_eq!(invalid_flag(Settings::from_args(both)), "log-format");
+    let both = Flags {
+        cloud_provider: "gcp",
+        log_level: "loud",
+        ..defaults()
+    };
+    assert_eq!(invalid_flag(Settings::from_args(both)), "cloud-provider");
+    let both = Flags {
+        min_values_policy: "Lax",
+        kube_client_qps: 0,
+        ..defaults()
+    };
+    assert_eq!(invalid_flag(Settings::from_args(both)), "min-values-policy");
+}
+
+#[test]
+fn durations_must_be_positive_go_durations() {
+    assert_eq!(
+        duration("f", "F", "1m30s"),
+        Ok(std::time::Duration::from_secs(90))
+    );
+    for text in ["0s", "-1s", "10", "1d", ""] {
+        let err = duration("batch-idle-duration", "BATCH_IDLE_DURATION", text).unwrap_err();
+        assert!(
+            matches!(&err, SettingsError::Duration { value, .. } if value == text),
+            "{text}: {err}"
+        );
+    }
+    let err = duration("f", "F", "0s").unwrap_err().to_string();
+    assert!(err.contains("must be positive"), "{err}");
+}
+
+#[test]
+fn client_rate_needs_a_positive_qps_and_a_burst_no_lower() {
+    let zero = Flags {
+        kube_client_qps: 0,
+        ..defaults()
+    };
+    assert_eq!(invalid_flag(Settings::from_args(zero)), "kube-client-qps");
+    let s = Settings::from_args(Flags {
+        kube_client_qps: 50,
+        kube_client_burst: 10,
+        ..defaults()
+    })
+    .unwrap();
+    assert_eq!((s.kube_client_qps, s.kube_client_burst), (50, 50));
+}
+
+#[test]
+fn memory_overhead_is_a_fraction_below_one() {
+    for ok in [0.0, 0.5, 0.999] {
+        let flags = Flags {
+            vm_memory_overhead_percent: ok,
+            ..defaults()
+        };
+        assert!(Settings::from_args(flags).is_ok(), "{ok}");
+    }
+    for bad in [1.0, -0.1, 7.5] {
+        let flags = Flags {
+            vm_memory_overhead_percent: bad,
+            ..defaults()
+        };
+        assert_eq!(
+            invalid_flag(Settings::from_args(flags)),
+            "vm-memory-overhead-percent"
+        );
+    }
+}
+
+#[test]
+fn aws_needs_a_cluster_name_and_endpoint_and_fake_does_not() {
+    let aws = Flags {
+        cloud_provider: "aws",
+        cluster_name: "prod",
+        ..defaults()
+    };
+    assert_eq!(
+        Settings::from_args(aws),
+        Err(SettingsError::Required {
+            flag: "cluster-endpoint",
+            env: "CLUSTER_ENDPOINT",
+            provider: "aws"
+        })
+    );
+    let s = Settings::from_args(Flags {
+        cluster_endpoint: "https://example",
+        cluster_ca_bundle: "Q0E=",
+        ..aws
+    })
+    .unwrap();
+    assert_eq!(s.aws.cluster_endpoint, "https://example");
+    assert_eq!(s.aws.cluster_ca_bundle, "Q0E=");
+    assert!(
+        Settings::from_args(defaults()).is_ok(),
+        "fake needs neither"
+    );
+}
+
+#[test]
+fn the_lease_namespace_falls_back_to_the_system_namespace() {
+    let s = Settings::from_args(Flags {
+        system_namespace: "karpenter",
+        ..defaults()
+    })
+    .unwrap();
+    assert_eq!(s.leader_election_namespace, "karpenter");
+    let s = Settings::from_args(Flags {
+        system_namespace: "karpenter",
+        leader_election_namespace: "elections",
+        ..defaults()
+    })
+    .unwrap();
+    assert_eq!(s.leader_election_namespace, "elections");
+    assert_eq!(s.system_namespace, "karpenter");
+}
+
+#[test]
+fn dry_run_disables_leader_election() {
+    let s = Settings::from_args(Flags {
+        dry_run: true,
+        ..defaults()
+    })
+    .unwrap();
+    assert!(s.dry_run && s.disable_leader_election);
+}
+
+#[test]
+fn bad_gates_and_reservations_name_their_flag() {
+    let e = Settings::from_args(Flags {
+        feature_gates: "NodeRepair=maybe",
+        ..defaults()
+    })
+    .unwrap_err();
+    assert!(
+        e.to_string().starts_with("--feature-gates (FEATURE_GATES)"),
+        "{e}"
+    );
+    let e = Settings::from_args(Flags {
+        fake_capacity_reservations: "{}",
+        ..defaults()
+    })
+    .unwrap_err();
+    assert!(matches!(e, SettingsError::FakeReservations(_)), "{e}");
+}

@@ -1,0 +1,208 @@
+//! The settings that take one of a few values, and the durations: each parsed from its
+//! flag's text, rejecting anything else with an error naming the flag.
+
+use crate::SettingsError;
+use karpenter_cloudprovider::duration::parse_go_duration;
+use karpenter_scheduling::solver::{MinValuesPolicy, PreferencePolicy};
+use std::time::Duration;
+
+/// Log verbosity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogLevel {
+    /// Everything.
+    Debug,
+    /// Decisions and state changes.
+    Info,
+    /// Errors only.
+    Error,
+}
+
+/// Log format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// One JSON object a line.
+    Json,
+    /// Human-readable lines.
+    Text,
+}
+
+/// Where log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogOutput {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// The cloud providers `karpenter controller` can run with.
+///
+/// New providers are added here (and in the operator's `controller::provider::build`); any
+/// other name is rejected when the settings are parsed, before anything connects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    /// The in-memory provider; the controller plays cloud and kubelet for its nodes.
+    Fake,
+    /// EC2, with EC2NodeClasses and the SQS interruption queue.
+    Aws,
+}
+
+impl ProviderKind {
+    /// Every provider name accepted by `--cloud-provider`.
+    pub const NAMES: &'static str = "fake, aws";
+
+    /// The provider named `text` (`--cloud-provider`).
+    ///
+    /// # Errors
+    /// [`SettingsError::Invalid`] for any other name.
+    pub fn parse(text: &str) -> Result<Self, SettingsError> {
+        match text {
+            "fake" => Ok(Self::Fake),
+            "aws" => Ok(Self::Aws),
+            _ => Err(invalid(
+                "cloud-provider",
+                "CLOUD_PROVIDER",
+                text,
+                Self::NAMES,
+            )),
+        }
+    }
+}
+
+fn invalid(
+    flag: &'static str,
+    env: &'static str,
+    value: &str,
+    expected: &'static str,
+) -> SettingsError {
+    SettingsError::Invalid {
+        flag,
+        env,
+        value: value.to_owned(),
+        expected,
+    }
+}
+
+impl LogLevel {
+    /// `--log-level`; Karpenter accepts an empty level as info.
+    ///
+    /// # Errors
+    /// [`SettingsError::Invalid`] for anything but `debug`, `info`, `error` or nothing.
+    pub fn parse(text: &str) -> Result<Self, SettingsError> {
+        match text {
+            "debug" => Ok(Self::Debug),
+            "info" | "" => Ok(Self::Info),
+            "error" => Ok(Self::Error),
+            other => Err(invalid(
+                "log-level",
+                "LOG_LEVEL",
+                other,
+                "debug, info, error",
+            )),
+        }
+    }
+}
+
+impl LogLevel {
+    /// The `tracing` filter directive for this level: the `karpenter` binary's own logs at
+    /// the level, and at `debug` its dependencies one step quieter so the client's request
+    /// logs do not drown the controller's.
+    pub fn filter_directive(self) -> &'static str {
+        match self {
+            Self::Debug => "info,karpenter=debug",
+            Self::Info => "info",
+            Self::Error => "error",
+        }
+    }
+}
+
+impl LogFormat {
+    /// `--log-format`.
+    ///
+    /// # Errors
+    /// [`SettingsError::Invalid`] for anything but `json` or `text`.
+    pub fn parse(text: &str) -> Result<Self, SettingsError> {
+        match text {
+            "json" => Ok(Self::Json),
+            "text" => Ok(Self::Text),
+            other => Err(invalid("log-format", "LOG_FORMAT", other, "json, text")),
+        }
+    }
+}
+
+impl LogOutput {
+    /// `--log-output-paths`: one path, `stdout` (also when empty) or `stderr`.
+    ///
+    /// # Errors
+    /// [`SettingsError::Invalid`] for any other path.
+    pub fn parse(text: &str) -> Result<Self, SettingsError> {
+        match text {
+            "stdout" | "" => Ok(Self::Stdout),
+            "stderr" => Ok(Self::Stderr),
+            other => Err(invalid(
+                "log-output-paths",
+                "LOG_OUTPUT_PATHS",
+                other,
+                "stdout, stderr",
+            )),
+        }
+    }
+}
+
+/// `--preference-policy`: `Respect` or `Ignore`, case-sensitive as in Karpenter.
+///
+/// # Errors
+/// [`SettingsError::Invalid`] for any other text.
+pub fn preference_policy(text: &str) -> Result<PreferencePolicy, SettingsError> {
+    match text {
+        "Respect" => Ok(PreferencePolicy::Respect),
+        "Ignore" => Ok(PreferencePolicy::Ignore),
+        other => Err(invalid(
+            "preference-policy",
+            "PREFERENCE_POLICY",
+            other,
+            "Respect, Ignore",
+        )),
+    }
+}
+
+/// `--min-values-policy`: `Strict` or `BestEffort`.
+///
+/// # Errors
+/// [`SettingsError::Invalid`] for any other text.
+pub fn min_values_policy(text: &str) -> Result<MinValuesPolicy, SettingsError> {
+    match text {
+        "Strict" => Ok(MinValuesPolicy::Strict),
+        "BestEffort" => Ok(MinValuesPolicy::BestEffort),
+        other => Err(invalid(
+            "min-values-policy",
+            "MIN_VALUES_POLICY",
+            other,
+            "Strict, BestEffort",
+        )),
+    }
+}
+
+/// A positive Go duration (`1m30s`, `500ms`) given to `flag` / `env`.
+///
+/// # Errors
+/// [`SettingsError::Duration`] when Go's `time.ParseDuration` would reject the text or the
+/// duration is zero or negative.
+pub fn duration(
+    flag: &'static str,
+    env: &'static str,
+    value: &str,
+) -> Result<Duration, SettingsError> {
+    let err = |reason: String| SettingsError::Duration {
+        flag,
+        env,
+        value: value.to_owned(),
+        reason,
+    };
+    let nanos = parse_go_duration(value).map_err(|e| err(e.to_string()))?;
+    let nanos = u64::try_from(nanos)
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| err("must be positive".into()))?;
+    Ok(Duration::from_nanos(nanos))
+}
