@@ -8,6 +8,7 @@
 
 pub mod alias;
 pub mod ami;
+pub mod batcher;
 pub mod cache;
 pub mod capacity_reservation;
 pub mod crd;

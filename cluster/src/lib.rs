@@ -30,6 +30,7 @@
 
 pub mod api_objects;
 mod change_log;
+pub mod concurrency;
 pub mod feature_gates;
 pub mod feed;
 #[doc(hidden)]
