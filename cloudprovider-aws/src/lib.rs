@@ -29,6 +29,7 @@ pub mod reservation_sync;
 pub mod reserved_launch;
 pub mod sdk_metrics;
 pub mod settings;
+pub mod tagging;
 pub mod userdata;
 
 pub use cache::{Clock, ManualClock, SystemClock, TtlCache, UnavailableOfferings};

@@ -187,6 +187,11 @@ impl AwsCloudProvider {
             .map_or(&NoObserver, |o| o.as_ref())
     }
 
+    /// The EC2 client (unbatched calls).
+    pub(crate) fn ec2_client(&self) -> &aws_sdk_ec2::Client {
+        &self.clients.ec2
+    }
+
     /// The settings.
     pub fn settings(&self) -> &AwsSettings {
         &self.settings
@@ -822,7 +827,7 @@ impl AwsCloudProvider {
             templates.insert(key, name);
         }
         let pool = claim.node_pool().unwrap_or_default();
-        let tags = instance_tags(&self.settings.cluster_name, nc, pool, claim.name());
+        let tags = instance_tags(&self.settings.cluster_name, nc, pool);
         let fleet = fleet_options(plan);
         let input = CreateFleetInputBuilder::default()
             .r#type(FleetType::Instant)
