@@ -65,6 +65,12 @@ type Request<X> = (
     oneshot::Sender<<X as BatchExecutor>::Output>,
 );
 
+/// A request in a batch with the channel its answer goes back on.
+type Waiting<X> = (
+    <X as BatchExecutor>::Input,
+    oneshot::Sender<<X as BatchExecutor>::Output>,
+);
+
 /// A batcher over the executor `X`.
 pub struct Batcher<X: BatchExecutor> {
     options: BatchOptions,
@@ -135,8 +141,7 @@ async fn run<X: BatchExecutor>(
 ) {
     while let Some(first) = rx.recv().await {
         let start = Instant::now();
-        let mut groups: BTreeMap<X::Key, Vec<(X::Input, oneshot::Sender<X::Output>)>> =
-            BTreeMap::new();
+        let mut groups: BTreeMap<X::Key, Vec<Waiting<X>>> = BTreeMap::new();
         let mut count = 1;
         groups.entry(first.0).or_default().push((first.1, first.2));
         let max_deadline = start + options.max;
@@ -239,13 +244,16 @@ mod tests {
         (Arc::new(Batcher::new(options, echo, slot)), rec)
     }
 
+    /// An answer and when it came.
+    type Answered = (Result<(u32, usize), BatchError>, Duration);
+
     /// Adds `input` under `key` after `delay`, returning the answer and when it came.
     fn add_after(
         b: &Arc<Batcher<Echo>>,
         delay: Duration,
         key: u32,
         input: u32,
-    ) -> tokio::task::JoinHandle<(Result<(u32, usize), BatchError>, Duration)> {
+    ) -> tokio::task::JoinHandle<Answered> {
         let b = b.clone();
         let t0 = Instant::now();
         tokio::spawn(async move {

@@ -26,13 +26,13 @@ pub const CREATE_TAGS_INTERVAL: Duration = Duration::from_secs(1);
 pub const SCAN_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Whether `claim`'s instance still needs its tags: not yet annotated as tagged, its Node
-/// known, a provider id set, and not being deleted.
+/// known, an AWS provider id set, and not being deleted.
 pub fn is_taggable(claim: &NodeClaim) -> bool {
     let done = |k| claim.annotation(k) == Some("true");
     let tagged = done(ANNOTATION_INSTANCE_TAGGED) && done(ANNOTATION_CLUSTER_NAME_TAGGED);
     !tagged
         && !claim.node_name().is_empty()
-        && !claim.provider_id().is_empty()
+        && crate::instance::parse_provider_id(claim.provider_id()).is_some()
         && !claim.is_deleting()
 }
 
