@@ -297,9 +297,9 @@ async fn instance_types_come_from_describe_instance_types() {
             .any(|o| o.capacity_type == "on-demand" && o.price == 0.096)
     );
     assert_eq!(m5.capacity.pods, 29);
-    // The second call is served from the cache.
+    // The second call is served from the cache: the very same built types.
     let started = std::time::Instant::now();
-    provider
+    let again = provider
         .node_class_instance_types(&nc)
         .await
         .expect("cached");
@@ -308,6 +308,29 @@ async fn instance_types_come_from_describe_instance_types() {
         "cache was not used ({:?} vs {first:?})",
         started.elapsed()
     );
+    assert!(Arc::ptr_eq(&types[0], &again[0]));
+    // Marking an offering unavailable shows at once.
+    provider
+        .unavailable_offerings()
+        .mark_unavailable(karpenter_cloudprovider::OfferingRef {
+            instance_type: "m5.large".into(),
+            zone: "us-east-1a".into(),
+            capacity_type: "on-demand".into(),
+        });
+    let marked = provider
+        .node_class_instance_types(&nc)
+        .await
+        .expect("rebuilt");
+    let m5 = marked
+        .iter()
+        .find(|t| t.name == "m5.large")
+        .expect("m5.large");
+    let offering = m5
+        .offerings
+        .iter()
+        .find(|o| o.zone == "us-east-1a" && o.capacity_type == "on-demand")
+        .expect("offering");
+    assert!(!offering.available);
     // NodePool requirements filter the list.
     let pool: karpenter_cloudprovider::NodePool = serde_json::from_value(serde_json::json!({
         "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "general"},
