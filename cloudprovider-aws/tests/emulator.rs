@@ -387,10 +387,11 @@ async fn launch_tag_get_list_drift_gc_and_delete() {
     let mut joined = launched.clone();
     joined.status.as_mut().expect("status").node_name = "ip-10-0-1-7.ec2.internal".into();
     assert!(tagging::is_taggable(&joined));
-    assert_eq!(
-        provider.tag_instance(&joined).await,
-        Ok(tagging::Tagged::Added)
-    );
+    // A claim without its Node is left alone; the joined one is tagged and marked.
+    let claims = vec![Arc::new(launched.clone()), Arc::new(joined.clone())];
+    let target = Claims(claims, Default::default());
+    assert_eq!(tagging::tag_pass(&provider, &target).await, 1);
+    assert_eq!(*target.1.lock().unwrap(), vec!["general-abc12".to_string()]);
     assert_eq!(
         provider.tag_instance(&joined).await,
         Ok(tagging::Tagged::Already)
@@ -2165,4 +2166,18 @@ async fn a_batched_terminate_with_an_unknown_instance_fails_only_that_caller() {
         matches!(gone, Err(CloudProviderError::NotFound { .. })),
         "{gone:?}"
     );
+}
+
+/// Claims for the tagging pass, and the names it marked.
+struct Claims(Vec<Arc<NodeClaim>>, std::sync::Mutex<Vec<String>>);
+
+#[async_trait::async_trait]
+impl tagging::TagTarget for Claims {
+    fn claims(&self) -> Vec<Arc<NodeClaim>> {
+        self.0.clone()
+    }
+    async fn mark_tagged(&self, name: &str) -> Result<(), String> {
+        self.1.lock().unwrap().push(name.to_string());
+        Ok(())
+    }
 }
