@@ -18,6 +18,7 @@ use karpenter_scheduling::labels;
 use karpenter_scheduling::model::InstanceType;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 /// One DescribeInstanceTypes entry as a catalogue entry (price and zones left empty; they
 /// come from the pricing provider and the offerings). `None` for types Karpenter does not
@@ -153,9 +154,101 @@ pub struct InstanceTypeProvider {
     unavailable: Arc<UnavailableOfferings>,
     infos: TtlCache<(), Arc<Vec<CatalogueEntry>>>,
     offerings: TtlCache<(), Arc<BTreeMap<String, BTreeSet<String>>>>,
+    built: std::sync::Mutex<Vec<Built>>,
+    clock: Arc<dyn Clock>,
 }
 
+/// A NodeClass's catalogue built from one generation of EC2's answers: rebuilding it
+/// takes far longer than a launch's other preparation, and concurrent launches must reach
+/// the CreateFleet batcher within its idle window to share a fleet.
+#[derive(Debug)]
+struct Built {
+    entries: Arc<Vec<CatalogueEntry>>,
+    offered: Arc<BTreeMap<String, BTreeSet<String>>>,
+    on_demand: crate::pricing::OnDemandPrices,
+    zones: BTreeSet<String>,
+    options: karpenter_catalog::CatalogueOptions,
+    types: Vec<Arc<InstanceType>>,
+    /// `types` with spot prices and unavailable offerings applied: for this unavailable
+    /// sequence number and spot answer, at most [`ADJUSTED_FOR`] old (so an expired
+    /// unavailable mark shows within that time).
+    adjusted: Option<(
+        u64,
+        crate::pricing::SpotPrices,
+        SystemTime,
+        Vec<Arc<InstanceType>>,
+    )>,
+}
+
+/// How long an adjusted catalogue is reused.
+const ADJUSTED_FOR: Duration = Duration::from_secs(1);
+
+impl Built {
+    fn is_for(
+        &self,
+        entries: &Arc<Vec<CatalogueEntry>>,
+        offered: &Arc<BTreeMap<String, BTreeSet<String>>>,
+        on_demand: &crate::pricing::OnDemandPrices,
+        zones: &BTreeSet<String>,
+        options: &karpenter_catalog::CatalogueOptions,
+    ) -> bool {
+        Arc::ptr_eq(&self.entries, entries)
+            && Arc::ptr_eq(&self.offered, offered)
+            && Arc::ptr_eq(&self.on_demand, on_demand)
+            && self.zones == *zones
+            && self.options == *options
+    }
+}
+
+/// How many built catalogues are kept (one per distinct NodeClass shape in use).
+const BUILT_KEPT: usize = 16;
+
 impl InstanceTypeProvider {
+    /// The catalogue of `node_class` from EC2's answers, before spot prices and
+    /// unavailable offerings are applied.
+    fn build(
+        &self,
+        node_class: &EC2NodeClass,
+        entries: &Arc<Vec<CatalogueEntry>>,
+        offered: &Arc<BTreeMap<String, BTreeSet<String>>>,
+        on_demand: &crate::pricing::OnDemandPrices,
+        zones: &BTreeSet<String>,
+        options: &karpenter_catalog::CatalogueOptions,
+    ) -> Result<Vec<Arc<InstanceType>>, AwsError> {
+        let mut catalogue = Catalogue {
+            region: self.settings.region.clone(),
+            instance_types: Vec::with_capacity(entries.len()),
+        };
+        for e in entries.iter() {
+            let mut entry = e.clone();
+            entry.zones = offered
+                .get(&entry.name)
+                .map(|z| z.intersection(zones).cloned().collect())
+                .unwrap_or_default();
+            if entry.zones.is_empty() {
+                continue;
+            }
+            match on_demand.get(&entry.name) {
+                Some(p) => entry.on_demand_price_per_hour_usd = *p,
+                // Without a price the optimiser cannot rank on-demand; upstream drops the
+                // offering too.
+                None => entry
+                    .usage_classes
+                    .retain(|u| u != labels::CAPACITY_TYPE_ON_DEMAND),
+            }
+            if !entry.supports_on_demand() && !entry.supports_spot() {
+                continue;
+            }
+            catalogue.instance_types.push(entry);
+        }
+        catalogue
+            .instance_types(options)
+            .map_err(|e| AwsError::Invalid {
+                what: format!("EC2NodeClass {:?} kubelet settings", node_class.name()),
+                message: e.to_string(),
+            })
+    }
+
     /// A provider caching EC2's answers for `settings.instance_types_ttl` on `clock`.
     pub fn new(
         ec2: aws_sdk_ec2::Client,
@@ -171,7 +264,9 @@ impl InstanceTypeProvider {
             pricing,
             unavailable,
             infos: TtlCache::new(clock.clone(), ttl),
-            offerings: TtlCache::new(clock, ttl),
+            offerings: TtlCache::new(clock.clone(), ttl),
+            clock,
+            built: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -264,40 +359,58 @@ impl InstanceTypeProvider {
                 Arc::new(BTreeMap::new())
             }
         };
-        let mut catalogue = Catalogue {
-            region: self.settings.region.clone(),
-            instance_types: Vec::with_capacity(entries.len()),
-        };
-        for e in entries.iter() {
-            let mut entry = e.clone();
-            entry.zones = offered
-                .get(&entry.name)
-                .map(|z| z.intersection(&subnet_zones).cloned().collect())
-                .unwrap_or_default();
-            if entry.zones.is_empty() {
-                continue;
-            }
-            match on_demand.get(&entry.name) {
-                Some(p) => entry.on_demand_price_per_hour_usd = *p,
-                // Without a price the optimiser cannot rank on-demand; upstream drops the
-                // offering too.
-                None => entry
-                    .usage_classes
-                    .retain(|u| u != labels::CAPACITY_TYPE_ON_DEMAND),
-            }
-            if !entry.supports_on_demand() && !entry.supports_spot() {
-                continue;
-            }
-            catalogue.instance_types.push(entry);
-        }
         let options = catalogue_options(node_class, &self.settings)?;
-        let types = catalogue
-            .instance_types(&options)
-            .map_err(|e| AwsError::Invalid {
-                what: format!("EC2NodeClass {:?} kubelet settings", node_class.name()),
-                message: e.to_string(),
-            })?;
-        Ok(types
+        let (seq, now) = (self.unavailable.seq_num(), self.clock.now());
+        let fresh = |(s, sp, at, _): &&(u64, crate::pricing::SpotPrices, SystemTime, _)| {
+            *s == seq
+                && Arc::ptr_eq(sp, &spot)
+                && now.duration_since(*at).is_ok_and(|d| d < ADJUSTED_FOR)
+        };
+        let hit = {
+            let built = self
+                .built
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut found = built.iter();
+            let found =
+                found.find(|b| b.is_for(&entries, &offered, &on_demand, &subnet_zones, &options));
+            if let Some((_, _, _, adjusted)) = found.and_then(|b| b.adjusted.as_ref()).filter(fresh)
+            {
+                return Ok(adjusted.clone());
+            }
+            found.map(|b| b.types.clone())
+        };
+        let types = match hit {
+            Some(types) => types,
+            None => {
+                let types = self.build(
+                    node_class,
+                    &entries,
+                    &offered,
+                    &on_demand,
+                    &subnet_zones,
+                    &options,
+                )?;
+                let mut built = self
+                    .built
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if built.len() >= BUILT_KEPT {
+                    built.remove(0);
+                }
+                built.push(Built {
+                    entries: entries.clone(),
+                    offered: offered.clone(),
+                    on_demand: on_demand.clone(),
+                    zones: subnet_zones.clone(),
+                    options: options.clone(),
+                    types: types.clone(),
+                    adjusted: None,
+                });
+                types
+            }
+        };
+        let adjusted: Vec<Arc<InstanceType>> = types
             .into_iter()
             .map(|it| {
                 let mut it = InstanceType::clone(&it);
@@ -316,7 +429,18 @@ impl InstanceTypeProvider {
                 }
                 Arc::new(it)
             })
-            .collect())
+            .collect();
+        let mut built = self
+            .built
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut found = built.iter_mut();
+        if let Some(b) =
+            found.find(|b| b.is_for(&entries, &offered, &on_demand, &subnet_zones, &options))
+        {
+            b.adjusted = Some((seq, spot.clone(), now, adjusted.clone()));
+        }
+        Ok(adjusted)
     }
 }
 

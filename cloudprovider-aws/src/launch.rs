@@ -274,20 +274,18 @@ pub fn is_exotic(it: &InstanceType) -> bool {
     metal || ACCELERATORS.iter().any(|r| it.capacity.get(r) > 0)
 }
 
-/// The tags of an instance launched for `claim_name` in `node_pool`: the NodeClass's tags,
-/// then Karpenter's (which win): nodepool, nodeclaim, ec2nodeclass, the cluster ownership tag
-/// and `eks:eks-cluster-name`, plus `Name` = the claim when the user set none.
+/// The tags an instance of `node_pool` is launched with: the NodeClass's tags, then
+/// Karpenter's static ones (which win): nodepool, ec2nodeclass, the cluster ownership tag
+/// and `eks:eks-cluster-name`. Nothing names the claim, so the launches of identical claims
+/// are identical requests that CreateFleet batching can merge; `Name` and
+/// `karpenter.sh/nodeclaim` come later ([`crate::tagging`]), as upstream adds them.
 pub fn instance_tags(
     cluster_name: &str,
     node_class: &EC2NodeClass,
     node_pool: &str,
-    claim_name: &str,
 ) -> BTreeMap<String, String> {
     let mut tags = node_class.spec.tags.clone();
-    tags.entry("Name".into())
-        .or_insert_with(|| format!("{node_pool}/{claim_name}"));
     tags.insert(TAG_NODEPOOL.into(), node_pool.into());
-    tags.insert(TAG_NODECLAIM.into(), claim_name.into());
     tags.insert(LABEL_NODE_CLASS.into(), node_class.name().into());
     tags.insert(cluster_tag_key(cluster_name), "owned".into());
     tags.insert(TAG_EKS_CLUSTER_NAME.into(), cluster_name.into());
@@ -992,9 +990,9 @@ mod tests {
             "metadata: {name: default}\nspec: {tags: {team: a, Name: custom}}",
         )
         .expect("parses");
-        let tags = instance_tags("demo", &nc, "general", "general-abcde");
+        let tags = instance_tags("demo", &nc, "general");
         assert_eq!(tags["karpenter.sh/nodepool"], "general");
-        assert_eq!(tags["karpenter.sh/nodeclaim"], "general-abcde");
+        assert!(!tags.contains_key("karpenter.sh/nodeclaim"));
         assert_eq!(tags["karpenter.k8s.aws/ec2nodeclass"], "default");
         assert_eq!(tags["kubernetes.io/cluster/demo"], "owned");
         assert_eq!(tags["eks:eks-cluster-name"], "demo");

@@ -8,6 +8,7 @@
 
 pub mod alias;
 pub mod ami;
+pub mod batcher;
 pub mod cache;
 pub mod capacity_reservation;
 pub mod crd;
@@ -28,6 +29,7 @@ pub mod reservation_sync;
 pub mod reserved_launch;
 pub mod sdk_metrics;
 pub mod settings;
+pub mod tagging;
 pub mod userdata;
 
 pub use cache::{Clock, ManualClock, SystemClock, TtlCache, UnavailableOfferings};

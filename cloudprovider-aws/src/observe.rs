@@ -76,6 +76,13 @@ pub trait ProviderObserver: Send + Sync + std::fmt::Debug {
     /// An instance the cluster owns newly failed a status check of `category`
     /// (`InstanceStatus`, `SystemStatus`, `EventStatus`): reported once while it lasts.
     fn instance_status_unhealthy(&self, _category: &str) {}
+
+    /// A batch of `batcher` (`create_fleet`, `describe_instances`, `terminate_instances`)
+    /// closed `elapsed` after its first request arrived.
+    fn batch_window(&self, _batcher: &'static str, _elapsed: Duration) {}
+
+    /// One call of `batcher` carries `size` callers' requests.
+    fn batch_size(&self, _batcher: &'static str, _size: usize) {}
 }
 
 /// The observer used until one is set: reports nothing.

@@ -3,6 +3,8 @@
 //! ([`AwsCloudProvider::reconcile_node_class`]), and launches, finds, lists, terminates and
 //! drift-checks instances.
 
+use crate::batcher::describe::DescribeApi;
+use crate::batcher::ec2::{Ec2Api, Ec2Batchers};
 use crate::cache::{Clock, SystemClock, UnavailableOfferings};
 use crate::capacity_reservation::{Availability, CapacityReservations};
 use crate::discovery::Discovery;
@@ -26,6 +28,7 @@ use crate::pricing::PricingProvider;
 use crate::reserved_launch::TemplateTarget;
 use crate::settings::{AwsClients, AwsSettings};
 use crate::userdata::{BootstrapOptions, NodeTaint};
+use aws_sdk_ec2::operation::create_fleet::builders::CreateFleetInputBuilder;
 use aws_sdk_ec2::types::{
     Filter, FleetType, LaunchTemplateBlockDeviceMappingRequest,
     LaunchTemplateEbsBlockDeviceRequest, LaunchTemplateHttpTokensState,
@@ -67,6 +70,8 @@ pub struct AwsCloudProvider {
     templates: Mutex<BTreeSet<String>>,
     reservations: CapacityReservations,
     overlays: Published,
+    ec2_api: Ec2Api,
+    batchers: Ec2Batchers,
 }
 
 fn now_time(clock: &dyn Clock) -> Time {
@@ -137,6 +142,7 @@ impl AwsCloudProvider {
             &settings,
             clock.clone(),
         ));
+        let ec2_api = Ec2Api::new(clients.ec2.clone(), settings.reserved_capacity);
         Self {
             discovery: Discovery::new(
                 clients.ec2.clone(),
@@ -157,6 +163,8 @@ impl AwsCloudProvider {
                 settings.discovery_ttl,
             ),
             instance_profiles: InstanceProfiles::new(clients.iam.clone(), &settings, clock.clone()),
+            ec2_api: ec2_api.clone(),
+            batchers: Ec2Batchers::new(ec2_api, clients.observer.clone()),
             clients,
             settings,
             clock,
@@ -191,6 +199,11 @@ impl AwsCloudProvider {
             .observer
             .get()
             .map_or(&NoObserver, |o| o.as_ref())
+    }
+
+    /// The EC2 client (unbatched calls).
+    pub(crate) fn ec2_client(&self) -> &aws_sdk_ec2::Client {
+        &self.clients.ec2
     }
 
     /// The settings.
@@ -669,41 +682,20 @@ impl AwsCloudProvider {
         }
     }
 
+    /// DescribeInstances: a call for one id goes through the batcher (merged with
+    /// concurrent ones), any other straight to EC2 (every page).
     async fn describe_instances(
         &self,
         filters: Vec<Filter>,
-        ids: Vec<String>,
+        mut ids: Vec<String>,
     ) -> Result<Vec<Ec2Instance>, AwsError> {
-        let mut out = Vec::new();
-        let mut token = None;
-        loop {
-            let page = self
-                .clients
-                .ec2
-                .describe_instances()
-                .set_filters((!filters.is_empty()).then(|| filters.clone()))
-                .set_instance_ids((!ids.is_empty()).then(|| ids.clone()))
-                .set_next_token(token)
-                .send()
-                .await
-                .map_err(|e| AwsError::api("DescribeInstances", e))?;
-            for r in page.reservations() {
-                let gate = self.settings.reserved_capacity;
-                out.extend(
-                    r.instances()
-                        .iter()
-                        .filter_map(|i| Ec2Instance::from_sdk(i, gate)),
-                );
-            }
-            token = page
-                .next_token()
-                .filter(|t| !t.is_empty())
-                .map(str::to_string);
-            if token.is_none() {
-                break;
+        match (ids.pop(), ids.is_empty()) {
+            (Some(id), true) => self.batchers.describe_instance(filters, id).await,
+            (last, _) => {
+                ids.extend(last);
+                self.ec2_api.describe(&filters, &ids).await
             }
         }
-        Ok(out)
     }
 
     /// The zone id of `instance`'s subnet, from the stored NodeClasses' resolved subnets
@@ -772,19 +764,13 @@ impl AwsCloudProvider {
         Ok(list)
     }
 
-    /// Terminates instances by id (garbage collection of leaked instances).
+    /// Terminates instances by id, each through the TerminateInstances batcher (so
+    /// concurrent terminations share calls); the first failure, if any.
     pub async fn terminate_instances(&self, ids: &[String]) -> Result<(), AwsError> {
-        if ids.is_empty() {
-            return Ok(());
-        }
-        self.clients
-            .ec2
-            .terminate_instances()
-            .set_instance_ids(Some(ids.to_vec()))
-            .send()
-            .await
-            .map_err(|e| AwsError::api("TerminateInstances", e))?;
-        Ok(())
+        let calls = ids
+            .iter()
+            .map(|id| self.batchers.terminate_instance(id.clone()));
+        futures::future::join_all(calls).await.into_iter().collect()
     }
 
     /// Leaked instances: listed instances older than `min_age` that no claim in
@@ -856,12 +842,9 @@ impl AwsCloudProvider {
             templates.insert(key, name);
         }
         let pool = claim.node_pool().unwrap_or_default();
-        let tags = instance_tags(&self.settings.cluster_name, nc, pool, claim.name());
+        let tags = instance_tags(&self.settings.cluster_name, nc, pool);
         let fleet = fleet_options(plan, prioritized);
-        let out = self
-            .clients
-            .ec2
-            .create_fleet()
+        let input = CreateFleetInputBuilder::default()
             .r#type(FleetType::Instant)
             .set_launch_template_configs(Some(launch_template_configs(plan, &templates)))
             .target_capacity_specification(fleet.target)
@@ -870,23 +853,25 @@ impl AwsCloudProvider {
             .set_reserved_capacity_options(fleet.reserved)
             .tag_specifications(tag_specification(ResourceType::Instance, &tags))
             .tag_specifications(tag_specification(ResourceType::Volume, &tags))
-            .set_context(nc.spec.context.clone())
-            .send()
+            .set_context(nc.spec.context.clone());
+        // Identical requests of concurrent launches share one fleet (upstream's batcher).
+        let out = self
+            .batchers
+            .create_fleet(input)
             .await
-            .map_err(|e| AwsError::api("CreateFleet", e))
             .map_err(|e| create_err("CreateFleetFailed", e.to_string()))?;
         let launched = out
-            .instances()
+            .instances
             .iter()
             .find_map(|i| i.instance_ids().first().map(|id| (id.clone(), i)));
         let zone_id_of = |zone: &str| {
             let subnet = status.subnets.iter().find(|s| s.zone == zone);
             subnet.map(|s| s.zone_id.clone())
         };
-        for failure in launch_failures(out.errors(), &plan.capacity_type, zone_id_of) {
+        for failure in launch_failures(&out.errors, &plan.capacity_type, zone_id_of) {
             self.observer().launch_failure(&failure);
         }
-        let (ice, other) = classify_fleet_errors(out.errors(), &plan.capacity_type);
+        let (ice, other) = classify_fleet_errors(&out.errors, &plan.capacity_type);
         for offering in &ice {
             match plan.reservation_of(&offering.instance_type, &offering.zone) {
                 // A full reservation is counted empty until the next listing; the

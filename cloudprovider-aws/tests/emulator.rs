@@ -12,6 +12,7 @@ use karpenter_cloudprovider_aws::interruption::{
 };
 use karpenter_cloudprovider_aws::nodeclass::{EC2NodeClass, from_yaml};
 use karpenter_cloudprovider_aws::observe::{ApiRequest, LaunchFailure, ProviderObserver};
+use karpenter_cloudprovider_aws::tagging;
 use karpenter_cloudprovider_aws::{
     AwsClients, AwsCloudProvider, AwsSettings, InterruptionPoller, ManualClock,
 };
@@ -296,9 +297,9 @@ async fn instance_types_come_from_describe_instance_types() {
             .any(|o| o.capacity_type == "on-demand" && o.price == 0.096)
     );
     assert_eq!(m5.capacity.pods, 29);
-    // The second call is served from the cache.
+    // The second call is served from the cache: the very same built types.
     let started = std::time::Instant::now();
-    provider
+    let again = provider
         .node_class_instance_types(&nc)
         .await
         .expect("cached");
@@ -307,6 +308,29 @@ async fn instance_types_come_from_describe_instance_types() {
         "cache was not used ({:?} vs {first:?})",
         started.elapsed()
     );
+    assert!(Arc::ptr_eq(&types[0], &again[0]));
+    // Marking an offering unavailable shows at once.
+    provider
+        .unavailable_offerings()
+        .mark_unavailable(karpenter_cloudprovider::OfferingRef {
+            instance_type: "m5.large".into(),
+            zone: "us-east-1a".into(),
+            capacity_type: "on-demand".into(),
+        });
+    let marked = provider
+        .node_class_instance_types(&nc)
+        .await
+        .expect("rebuilt");
+    let m5 = marked
+        .iter()
+        .find(|t| t.name == "m5.large")
+        .expect("m5.large");
+    let offering = m5
+        .offerings
+        .iter()
+        .find(|o| o.zone == "us-east-1a" && o.capacity_type == "on-demand")
+        .expect("offering");
+    assert!(!offering.available);
     // NodePool requirements filter the list.
     let pool: karpenter_cloudprovider::NodePool = serde_json::from_value(serde_json::json!({
         "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "general"},
@@ -356,9 +380,26 @@ async fn launch_tag_get_list_drift_gc_and_delete() {
             .is_some()
     );
 
+    // Launched with the static tags only; the claim's own come once it has a Node.
+    let instance = provider.get_instance(&pid).await.expect("get");
+    assert!(!instance.tags.contains_key("karpenter.sh/nodeclaim"));
+    assert!(!instance.tags.contains_key("Name"));
+    let mut joined = launched.clone();
+    joined.status.as_mut().expect("status").node_name = "ip-10-0-1-7.ec2.internal".into();
+    assert!(tagging::is_taggable(&joined));
+    // A claim without its Node is left alone; the joined one is tagged and marked.
+    let claims = vec![Arc::new(launched.clone()), Arc::new(joined.clone())];
+    let target = Claims(claims, Default::default());
+    assert_eq!(tagging::tag_pass(&provider, &target).await, 1);
+    assert_eq!(*target.1.lock().unwrap(), vec!["general-abc12".to_string()]);
+    assert_eq!(
+        provider.tag_instance(&joined).await,
+        Ok(tagging::Tagged::Already)
+    );
     // Tags on the instance.
     let instance = provider.get_instance(&pid).await.expect("get");
     for (k, v) in [
+        ("Name", "ip-10-0-1-7.ec2.internal"),
         ("karpenter.sh/nodepool", "general"),
         ("karpenter.sh/nodeclaim", "general-abc12"),
         ("karpenter.k8s.aws/ec2nodeclass", "default"),
@@ -2130,4 +2171,159 @@ fn general_pool() -> karpenter_cloudprovider::NodePool {
         "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []}}}
     }))
     .expect("pool")
+}
+
+/// Counts each batcher's calls and batch sizes, and every API call by action.
+#[derive(Debug, Default)]
+struct BatchRecorder {
+    sizes: std::sync::Mutex<Vec<(&'static str, usize)>>,
+    actions: std::sync::Mutex<Vec<String>>,
+}
+
+impl ProviderObserver for BatchRecorder {
+    fn batch_size(&self, batcher: &'static str, size: usize) {
+        self.sizes.lock().unwrap().push((batcher, size));
+    }
+    fn api_request(&self, request: &ApiRequest) {
+        self.actions.lock().unwrap().push(request.action.clone());
+    }
+}
+
+impl BatchRecorder {
+    fn calls(&self, action: &str) -> usize {
+        self.actions
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|a| *a == action)
+            .count()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_launches_and_terminations_share_ec2_calls() {
+    let Some(ep) = endpoint("batching") else {
+        return;
+    };
+    let f = fixture(&ep, "batching").await;
+    let provider = ready_provider(&f, f.clients.clone()).await;
+    let recorder = Arc::new(BatchRecorder::default());
+    assert!(provider.set_observer(recorder.clone()));
+    let requirements = serde_json::json!([
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+    ]);
+    // Warm the instance-type and template caches, so only the fleets are left to compare.
+    let first = provider
+        .create(&claim("general-warm0", requirements.clone()))
+        .await
+        .expect("create");
+    let before = recorder.calls("CreateFleet");
+    let claims: Vec<NodeClaim> = (0..4)
+        .map(|i| claim(&format!("general-bat{i:02}"), requirements.clone()))
+        .collect();
+    let launched = futures::future::join_all(claims.iter().map(|c| provider.create(c))).await;
+    let ids: BTreeSet<String> = launched
+        .iter()
+        .map(|r| r.as_ref().expect("create").provider_id().to_string())
+        .collect();
+    assert_eq!(ids.len(), 4, "{ids:?}");
+    assert!(!ids.contains(first.provider_id()));
+    let sizes = recorder.sizes.lock().unwrap().clone();
+    let actions = recorder.actions.lock().unwrap().clone();
+    assert_eq!(
+        recorder.calls("CreateFleet") - before,
+        1,
+        "one fleet for four claims: {sizes:?} {actions:?}"
+    );
+    let sizes = recorder.sizes.lock().unwrap().clone();
+    assert!(sizes.contains(&("create_fleet", 4)), "{sizes:?}");
+    let instance_ids: Vec<String> = ids
+        .iter()
+        .map(|p| p.rsplit('/').next().unwrap().to_string())
+        .collect();
+    let fleet_instances = f
+        .clients
+        .ec2
+        .describe_instances()
+        .set_instance_ids(Some(instance_ids))
+        .send()
+        .await
+        .expect("DescribeInstances");
+    let counted: usize = fleet_instances
+        .reservations()
+        .iter()
+        .map(|r| r.instances().len())
+        .sum();
+    assert_eq!(counted, 4);
+
+    // Four deletions: their describes and their terminations each share one call.
+    let (describes, terminates) = (
+        recorder.calls("DescribeInstances"),
+        recorder.calls("TerminateInstances"),
+    );
+    let claims: Vec<NodeClaim> = launched.into_iter().map(Result::unwrap).collect();
+    let deleted = futures::future::join_all(claims.iter().map(|c| provider.delete(c))).await;
+    assert!(deleted.iter().all(Result::is_ok), "{deleted:?}");
+    assert_eq!(recorder.calls("DescribeInstances") - describes, 1);
+    assert_eq!(recorder.calls("TerminateInstances") - terminates, 1);
+    let sizes = recorder.sizes.lock().unwrap().clone();
+    assert!(sizes.contains(&("terminate_instances", 4)), "{sizes:?}");
+    assert!(sizes.contains(&("describe_instances", 4)), "{sizes:?}");
+    for c in &claims {
+        let gone = provider.get(c.provider_id()).await;
+        assert!(
+            matches!(gone, Err(CloudProviderError::NotFound { .. })),
+            "{gone:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batched_terminate_with_an_unknown_instance_fails_only_that_caller() {
+    let Some(ep) = endpoint("batching-split") else {
+        return;
+    };
+    let f = fixture(&ep, "batching-split").await;
+    let provider = ready_provider(&f, f.clients.clone()).await;
+    let requirements = serde_json::json!([
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+    ]);
+    let launched = provider
+        .create(&claim("general-split", requirements))
+        .await
+        .expect("create");
+    let real = launched
+        .provider_id()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let unknown = "i-0123456789abcdef0".to_string();
+    let (a, b) = tokio::join!(
+        provider.terminate_instances(std::slice::from_ref(&real)),
+        provider.terminate_instances(std::slice::from_ref(&unknown)),
+    );
+    assert_eq!(a, Ok(()));
+    assert!(b.as_ref().unwrap_err().is_not_found(), "{b:?}");
+    let gone = provider.get(launched.provider_id()).await;
+    assert!(
+        matches!(gone, Err(CloudProviderError::NotFound { .. })),
+        "{gone:?}"
+    );
+}
+
+/// Claims for the tagging pass, and the names it marked.
+struct Claims(Vec<Arc<NodeClaim>>, std::sync::Mutex<Vec<String>>);
+
+#[async_trait::async_trait]
+impl tagging::TagTarget for Claims {
+    fn claims(&self) -> Vec<Arc<NodeClaim>> {
+        self.0.clone()
+    }
+    async fn mark_tagged(&self, name: &str) -> Result<(), String> {
+        self.1.lock().unwrap().push(name.to_string());
+        Ok(())
+    }
 }

@@ -31,6 +31,7 @@
 pub mod api_objects;
 pub mod api_pacing;
 mod change_log;
+pub mod concurrency;
 pub mod feature_gates;
 pub mod feed;
 #[doc(hidden)]

@@ -5,7 +5,9 @@
 //! `karpenter_ec2nodeclasses_userdata_bytes{nodeclass}`, and the AWS SDK families upstream
 //! gets from github.com/jonathan-innis/aws-sdk-go-prometheus, `aws_sdk_go_request_*`
 //! `{service,action,code}`, and `karpenter_interruption_instance_status_unhealthy_total{category}`
-//! (each unhealthy EC2 status check of the cluster's instances, once while it lasts). With the `aws` feature, [`AwsProviderMetrics`] is the
+//! (each unhealthy EC2 status check of the cluster's instances, once while it lasts), and
+//! `karpenter_cloudprovider_batcher_batch_{size,time_seconds}{batcher}` (each batched EC2
+//! call's size and each batch's window). With the `aws` feature, [`AwsProviderMetrics`] is the
 //! provider's `ProviderObserver`.
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -55,6 +57,24 @@ pub struct SdkLabels {
     pub code: String,
 }
 
+/// `{batcher}` of the batcher histograms.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct BatcherLabels {
+    /// `create_fleet`, `describe_instances` or `terminate_instances`.
+    pub batcher: String,
+}
+
+/// Upstream's batch-size buckets: 1 … 1,000 requests.
+const BATCH_SIZE_BUCKETS: [f64; 34] = [
+    1.0, 2.0, 4.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0,
+    125.0, 150.0, 175.0, 200.0, 225.0, 250.0, 275.0, 300.0, 350.0, 400.0, 450.0, 500.0, 550.0,
+    600.0, 700.0, 800.0, 900.0, 1000.0,
+];
+
+fn batch_size_histogram() -> Histogram {
+    Histogram::new(BATCH_SIZE_BUCKETS)
+}
+
 /// `{category}` of the instance-status counter.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct CategoryLabels {
@@ -97,6 +117,11 @@ pub struct AwsProviderMetrics {
     /// `karpenter_interruption_instance_status_unhealthy_total`: unhealthy status checks of
     /// the cluster's instances, each counted once while it lasts.
     pub instance_status_unhealthy: Family<CategoryLabels, Counter>,
+    /// `karpenter_cloudprovider_batcher_batch_time_seconds`: from a batch's first request
+    /// to its close, per batcher.
+    pub batch_time: Family<BatcherLabels, Histogram, fn() -> Histogram>,
+    /// `karpenter_cloudprovider_batcher_batch_size`: requests per batched EC2 call.
+    pub batch_size: Family<BatcherLabels, Histogram, fn() -> Histogram>,
 }
 
 impl Default for AwsProviderMetrics {
@@ -111,6 +136,8 @@ impl Default for AwsProviderMetrics {
             sdk_attempt_duration: Family::new_with_constructor(sdk_latency),
             sdk_retries: Family::new_with_constructor(sdk_retries),
             instance_status_unhealthy: Family::default(),
+            batch_time: Family::new_with_constructor(super::duration_histogram),
+            batch_size: Family::new_with_constructor(batch_size_histogram),
         }
     }
 }
@@ -164,6 +191,16 @@ impl AwsProviderMetrics {
             "karpenter_interruption_instance_status_unhealthy",
             "Number of unique unhealthy instance statuses EC2 DescribeInstanceStatus reported for the cluster's instances, by status check category.",
             m.instance_status_unhealthy.clone(),
+        );
+        registry.register(
+            "karpenter_cloudprovider_batcher_batch_time_seconds",
+            "Duration of the batching window per batcher",
+            m.batch_time.clone(),
+        );
+        registry.register(
+            "karpenter_cloudprovider_batcher_batch_size",
+            "Size of the request batch per batcher",
+            m.batch_size.clone(),
         );
         m
     }
@@ -236,6 +273,21 @@ impl karpenter_cloudprovider_aws::observe::ProviderObserver for AwsProviderMetri
         };
         self.instance_status_unhealthy.get_or_create(&labels).inc();
     }
+
+    fn batch_window(&self, batcher: &'static str, elapsed: std::time::Duration) {
+        let labels = BatcherLabels {
+            batcher: batcher.to_string(),
+        };
+        let h = self.batch_time.get_or_create(&labels);
+        h.observe(elapsed.as_secs_f64());
+    }
+
+    fn batch_size(&self, batcher: &'static str, size: usize) {
+        let labels = BatcherLabels {
+            batcher: batcher.to_string(),
+        };
+        self.batch_size.get_or_create(&labels).observe(size as f64);
+    }
 }
 
 #[cfg(all(test, feature = "aws"))]
@@ -271,6 +323,9 @@ mod tests {
         m.instance_status_unhealthy("SystemStatus");
         m.instance_status_unhealthy("SystemStatus");
         m.instance_status_unhealthy("EventStatus");
+        m.batch_window("create_fleet", Duration::from_millis(40));
+        m.batch_size("create_fleet", 3);
+        m.batch_size("terminate_instances", 1);
         m.api_request(&ApiRequest {
             service: "EC2".into(),
             action: "CreateFleet".into(),
@@ -314,6 +369,11 @@ mod tests {
             format!("aws_sdk_go_request_duration_seconds_sum{call} 1.5"),
             format!("aws_sdk_go_request_attempt_duration_seconds_count{call} 2"),
             format!("aws_sdk_go_request_retry_count_sum{call} 1.0"),
+            r#"karpenter_cloudprovider_batcher_batch_time_seconds_bucket{le="0.05",batcher="create_fleet"} 1"#.to_string(),
+            r#"karpenter_cloudprovider_batcher_batch_time_seconds_bucket{le="0.025",batcher="create_fleet"} 0"#.to_string(),
+            r#"karpenter_cloudprovider_batcher_batch_size_bucket{le="2.0",batcher="create_fleet"} 0"#.to_string(),
+            r#"karpenter_cloudprovider_batcher_batch_size_bucket{le="4.0",batcher="create_fleet"} 1"#.to_string(),
+            r#"karpenter_cloudprovider_batcher_batch_size_sum{batcher="terminate_instances"} 1.0"#.to_string(),
         ] {
             assert!(text.contains(&line), "{line} in {text}");
         }

@@ -160,6 +160,8 @@ fn fill(m: &Metrics) {
             .instance_status_unhealthy
             .get_or_create(&Default::default()),
     );
+    drop(m.aws.batch_size.get_or_create(&Default::default()));
+    drop(m.aws.batch_time.get_or_create(&Default::default()));
     drop(
         m.scheduler_unschedulable_pods
             .get_or_create(&Default::default()),

@@ -18,6 +18,7 @@ use karpenter_cloudprovider_aws::capacity_reservation::Availability;
 use karpenter_cloudprovider_aws::instance::parse_provider_id;
 use karpenter_cloudprovider_aws::interruption::{self, InterruptionSink, SinkError};
 use karpenter_cloudprovider_aws::settings::{ca_bundle_from_der, kubernetes_version};
+use karpenter_cloudprovider_aws::tagging::{self, TagTarget};
 use karpenter_cloudprovider_aws::{
     AwsClients, AwsCloudProvider, AwsSettings, EC2NodeClass, InterruptionEvent, InterruptionKind,
     NodeClaimInterruption, UnavailableOfferings,
@@ -363,7 +364,33 @@ impl ProviderHooks for AwsHooks {
         });
         let queue = self.provider.settings().interruption_queue.clone();
         let dry_run = ctx.settings.dry_run;
+        if !dry_run {
+            let target = Arc::new(ClaimTagger(ctx.clone()));
+            tokio::spawn(tagging::run(
+                self.provider.clone(),
+                target,
+                shutdown.clone(),
+            ));
+        }
         interruption::spawn_sources(&self.clients, queue, sink, dry_run, shutdown);
+    }
+}
+
+/// Upstream's tagging controller's view of the cluster: claims from the stores, the
+/// tagged annotations written through the API.
+pub struct ClaimTagger(pub Ctx);
+
+#[async_trait::async_trait]
+impl TagTarget for ClaimTagger {
+    fn claims(&self) -> Vec<Arc<karpenter_cloudprovider::NodeClaim>> {
+        self.0.stores.node_claims.state()
+    }
+
+    async fn mark_tagged(&self, name: &str) -> Result<(), String> {
+        self.0.limiter.acquire().await;
+        let claims = self.0.node_claims();
+        let patched = api::merge_patch(&claims, name, tagging::tagged_patch()).await;
+        patched.map(drop).map_err(|e| e.to_string())
     }
 }
 

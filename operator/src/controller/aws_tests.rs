@@ -515,3 +515,111 @@ async fn a_deleted_node_class_waits_for_its_nodeclaims() {
     );
     assert!(provider.node_class("default").is_none());
 }
+
+#[tokio::test]
+async fn the_tagger_reads_claims_from_the_stores_and_marks_them_through_the_api() {
+    use karpenter_cloudprovider_aws::tagging::{
+        ANNOTATION_CLUSTER_NAME_TAGGED, ANNOTATION_INSTANCE_TAGGED, TagTarget,
+    };
+    let (client, api) = mock_client(|req| match req.method.as_str() {
+        "PATCH" => (200, serde_json::to_value(spot_claim("spot-a")).unwrap()),
+        _ => status(500, "unexpected"),
+    });
+    let (ctx, mut w, _events) = ctx(client, provider_stub(), 60_000);
+    put(&mut w.node_claims, spot_claim("spot-a"));
+    let tagger = super::aws::ClaimTagger(ctx);
+    let names: Vec<String> = tagger
+        .claims()
+        .iter()
+        .map(|c| c.name().to_owned())
+        .collect();
+    assert_eq!(names, vec!["spot-a"]);
+    tagger.mark_tagged("spot-a").await.expect("patched");
+    let sent = writes(&api.requests());
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0].0, "PATCH");
+    let annotations = &sent[0].1["metadata"]["annotations"];
+    assert_eq!(annotations[ANNOTATION_INSTANCE_TAGGED], "true");
+    assert_eq!(annotations[ANNOTATION_CLUSTER_NAME_TAGGED], "true");
+}
+
+/// A provider whose launches finish only once `Barrier` has seen them all: launches made
+/// one after another never finish.
+struct AllAtOnce(tokio::sync::Barrier, Arc<dyn CloudProvider>);
+
+#[async_trait::async_trait]
+impl CloudProvider for AllAtOnce {
+    async fn create(
+        &self,
+        c: &NodeClaim,
+    ) -> Result<NodeClaim, karpenter_cloudprovider::CloudProviderError> {
+        self.0.wait().await;
+        self.1.create(c).await
+    }
+    async fn delete(
+        &self,
+        c: &NodeClaim,
+    ) -> Result<(), karpenter_cloudprovider::CloudProviderError> {
+        self.1.delete(c).await
+    }
+    async fn get(
+        &self,
+        id: &str,
+    ) -> Result<NodeClaim, karpenter_cloudprovider::CloudProviderError> {
+        self.1.get(id).await
+    }
+    async fn list(&self) -> Result<Vec<NodeClaim>, karpenter_cloudprovider::CloudProviderError> {
+        self.1.list().await
+    }
+    async fn instance_types(
+        &self,
+        p: &karpenter_cloudprovider::v1::NodePool,
+    ) -> Result<
+        Vec<Arc<karpenter_scheduling::model::InstanceType>>,
+        karpenter_cloudprovider::CloudProviderError,
+    > {
+        self.1.instance_types(p).await
+    }
+    async fn is_drifted(
+        &self,
+        c: &NodeClaim,
+    ) -> Result<
+        Option<karpenter_cloudprovider::DriftReason>,
+        karpenter_cloudprovider::CloudProviderError,
+    > {
+        self.1.is_drifted(c).await
+    }
+    fn repair_policies(&self) -> Vec<karpenter_cloudprovider::RepairPolicy> {
+        self.1.repair_policies()
+    }
+    fn name(&self) -> &str {
+        self.1.name()
+    }
+}
+
+#[tokio::test]
+async fn the_launches_of_a_pass_run_concurrently() {
+    let (client, api) = mock_client(|req| match req.method.as_str() {
+        "PATCH" => (200, serde_json::to_value(node_claim("default-a")).unwrap()),
+        "GET" => (
+            200,
+            serde_json::json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": []}),
+        ),
+        _ => status(404, "NotFound"),
+    });
+    let provider = Arc::new(AllAtOnce(tokio::sync::Barrier::new(3), provider_stub()));
+    let (ctx, mut w, _events) = ctx(client, provider, 0);
+    for name in ["default-a", "default-b", "default-c"] {
+        put(&mut w.node_claims, node_claim(name));
+    }
+    let mut controller = super::run::Controller::new(ctx);
+    tokio::time::timeout(std::time::Duration::from_secs(10), controller.pass())
+        .await
+        .expect("three launches waited for each other");
+    let launched = api
+        .requests()
+        .iter()
+        .filter(|r| r.method == "PATCH" && r.uri.contains("/nodeclaims/default-"))
+        .count();
+    assert!(launched >= 3, "{:?}", api.requests());
+}

@@ -184,14 +184,28 @@ impl Controller {
             actions.iter().for_each(dry_run::Reporter::action);
             return false;
         }
-        let mut failed = false;
-        for action in actions {
-            if let Err(e) = exec::execute(&self.ctx, action).await {
+        use futures::StreamExt as _;
+        use karpenter_cluster::concurrency::{MAX_CONCURRENT, Step, steps};
+        let (failed, ctx) = (&std::sync::atomic::AtomicBool::new(false), &self.ctx);
+        let run = |i: usize| async move {
+            let action = &actions[i];
+            if let Err(e) = exec::execute(ctx, action).await {
                 tracing::warn!(error = %e, "action failed; retrying on the next pass");
-                (failed, _) = (true, self.ctx.stores.dirty.retry(action.object()));
+                failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                ctx.stores.dirty.retry(action.object());
+            }
+        };
+        // Launches and terminations run together so the provider can batch their calls.
+        for step in steps(actions) {
+            match step {
+                Step::One(i) => run(i).await,
+                Step::Together(group) => {
+                    let all = futures::stream::iter(group.into_iter().map(run));
+                    all.for_each_concurrent(MAX_CONCURRENT, |f| f).await;
+                }
             }
         }
-        failed
+        failed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// One reconcile pass at the clock's `now`: rebuild the index, then lifecycle,
