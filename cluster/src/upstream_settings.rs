@@ -17,7 +17,7 @@ pub struct IgnoredSetting {
 
 /// Upstream's environment variables karpenter-rs has no equivalent for: name, the value that
 /// describes what karpenter-rs does, and what happens instead.
-const UNSUPPORTED_ENV: [(&str, &str, &str); 8] = [
+const UNSUPPORTED_ENV: [(&str, &str, &str); 9] = [
     (
         "KARPENTER_SERVICE",
         "",
@@ -58,6 +58,12 @@ const UNSUPPORTED_ENV: [(&str, &str, &str); 8] = [
         "CPU_REQUESTS",
         "1000",
         "upstream scales its reconcile concurrency with it; karpenter-rs runs one reconciler",
+    ),
+    (
+        "ENABLE_ZONAL_SHIFT",
+        "false",
+        "the AWS provider reads no ARC zonal shifts: launches and terminations do not avoid a \
+         zonally shifted availability zone",
     ),
 ];
 
@@ -130,6 +136,7 @@ mod tests {
                     ("MEMORY_LIMIT", "-1"),
                     ("KARPENTER_SERVICE", ""),
                     ("DISABLE_CONTROLLER_WARMUP", "false"),
+                    ("ENABLE_ZONAL_SHIFT", "false"),
                 ],
                 ""
             )
@@ -143,6 +150,7 @@ mod tests {
                     ("KARPENTER_SERVICE", "karpenter"),
                     ("LOG_LEVEL", "debug"),
                     ("DISABLE_CONTROLLER_WARMUP", "true"),
+                    ("ENABLE_ZONAL_SHIFT", "true"),
                 ],
                 "NodeRepair=true, CapacityBuffer=true"
             ),
@@ -151,6 +159,7 @@ mod tests {
                 "ENABLE_PROFILING=true",
                 "DISABLE_CONTROLLER_WARMUP=true",
                 "IGNORE_DRA_REQUESTS=false",
+                "ENABLE_ZONAL_SHIFT=true",
                 "FEATURE_GATES CapacityBuffer=true",
             ]
         );
