@@ -19,7 +19,8 @@
 //! worst gap to the lower bound, how many plans met their own bound (proven optimal) and the
 //! slowest solve, which shows the table's single seed is not a lucky draw. With
 //! `KARPENTER_BENCH_REPAIR_OWNERS=1` the optimiser re-pairs hostname-spread owners
-//! (`OptimizerOptions::repair_spread_owners`).
+//! (`OptimizerOptions::repair_spread_owners`). `KARPENTER_BENCH_WORK=N` sets the optimiser's
+//! work budget (`OptimizerOptions::max_work`) instead of the default.
 #![forbid(unsafe_code)]
 
 use karpenter_benches::{
@@ -34,6 +35,12 @@ fn main() {
     let mut options = SolveOptions::default();
     options.optimizer.repair_spread_owners =
         std::env::var_os("KARPENTER_BENCH_REPAIR_OWNERS").is_some_and(|v| v == "1");
+    if let Some(work) = std::env::var("KARPENTER_BENCH_WORK")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        options.optimizer.max_work = work;
+    }
     let mut greedy_only = SolveOptions::default();
     greedy_only.optimizer.enabled = false;
     println!(

@@ -1328,6 +1328,28 @@ mod tests {
         );
     }
 
+    /// A budget too small for the LP rounding must still improve a large batch: the cheap
+    /// heuristic packs first. When the rounding ran first, 1,000 unconstrained pods on a
+    /// pool allowing every AWS type kept the greedy plan below 60 million units, at 30
+    /// times the price of the optimised one.
+    #[test]
+    fn a_small_budget_still_repacks_a_large_batch() {
+        let snapshot = snapshot_for(
+            unconstrained_workload(1000, 1),
+            default_instance_types().to_vec(),
+        );
+        let mut options = karpenter_scheduling::SolveOptions::default();
+        options.optimizer.max_work = 30_000_000;
+        let plan = karpenter_scheduling::solve(&snapshot, &options);
+        assert!(plan.unschedulable.is_empty());
+        let greedy = plan.greedy_price.expect("the optimiser ran");
+        assert!(
+            plan.total_price < greedy / 10.0,
+            "{} against the greedy {greedy}",
+            plan.total_price
+        );
+    }
+
     #[test]
     fn capacity_bound_is_none_without_pods_or_types() {
         assert_eq!(

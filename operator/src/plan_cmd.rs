@@ -48,8 +48,9 @@ pub struct PlanArgs {
     #[arg(long, value_enum, default_value_t = MinValues::Strict)]
     pub min_values_policy: MinValues,
     /// Work budget of the packing optimiser, in its deterministic units (default 150
-    /// million, a few hundred milliseconds). A larger budget may find cheaper plans on large
-    /// batches; 0 gives the greedy (Karpenter-equivalent) plan with no bound.
+    /// million). Each pod gets budget/7,500 units of it (20,000 by default), so the time
+    /// grows with the batch up to the whole budget at 7,500 pods. A larger budget may find
+    /// cheaper plans; 0 gives the greedy (Karpenter-equivalent) plan with no bound.
     #[arg(long, value_name = "UNITS")]
     pub optimizer_work: Option<u64>,
 }

@@ -68,19 +68,24 @@ const BOUND_WORK_PER_FIXED_POD: u64 = 2_000;
 /// per-pod allowance would be a few thousand units) still get their bound; about 10 ms.
 const MIN_FIXED_BOUND_WORK: u64 = 2_000_000;
 
-/// Re-packing work per pod the optimiser may move: 1,000 free pods get about the whole
-/// default budget, which is what the AWS catalogue needs to find its best packings.
-const REPACK_WORK_PER_POD: u64 = 120_000;
+/// The number of pods whose re-packing, and whose bound, the whole budget is sized for:
+/// each pod the optimiser may move brings `max_work / PODS_PER_BUDGET` units of re-packing
+/// (20,000 with the default budget), and each placed pod as much work for the bound. The
+/// issue 13 time targets grow with the pods (1,000 pods in 100 ms, 20,000 in 2 s), so the
+/// work does too; with the heuristic packer first, 20,000 units per pod find the plans the
+/// old flat 100 million did on every benchmark case but three (docs/benchmarks.md).
+const PODS_PER_BUDGET: u64 = 7_500;
 
-/// The least re-packing work, so a handful of free pods still get an exact search.
-const MIN_REPACK_WORK: u64 = 40_000_000;
+/// The least re-packing work, as a fraction of the budget (10 million units by default), so
+/// a handful of free pods still get an exact search.
+const MIN_REPACK_SHARE: u64 = 15;
 
 /// The share of the work left that covering one group may use, so the packers after it
 /// always get the rest.
 const COVER_SHARE: f64 = 0.1;
 
-/// The share of a free group's work its packing heuristic may use before the LP rounding.
-const FREE_HEURISTIC_SHARE: f64 = 0.25;
+/// The share of a group's work its packing heuristic may use before the LP rounding.
+const HEURISTIC_SHARE: f64 = 0.25;
 
 /// Groups of at most this many movable pods with hosts are re-packed both with and without
 /// the hosts growing, and the cheaper kept (see [`repack`]).
@@ -98,8 +103,11 @@ pub struct OptimizerOptions {
     pub enabled: bool,
     /// Work budget in deterministic units (about one resource comparison each). When it
     /// runs out the best plan found so far is returned: groups not yet improved keep their
-    /// greedy claims. The default (150 million) is a few hundred milliseconds of release
-    /// build at most; a third of it at most goes to the lower bound.
+    /// greedy claims. The re-packing gets `max_work / 7,500` units per pod it may move (at
+    /// least a fifteenth of `max_work`) and the lower bound as much per placed pod (at
+    /// most a third of `max_work`), so the time grows with the batch: with the default
+    /// (150 million) 1,000 pods get 20 million units of each and 5,000 pods or more the
+    /// whole budget. A larger budget raises both the per-pod allowance and the ceiling.
     pub max_work: u64,
     /// Whether owners of hostname spreads that nothing else keeps on their claim are
     /// re-paired across the nodes of their group (default false): they join the kept
@@ -385,6 +393,7 @@ pub(crate) fn optimize(
     // stops with its best valid bound so far, and on plans whose claims are mostly pinned
     // by hostname constraints it would otherwise dominate the solve time.
     let placed: usize = s.claims.iter().map(|c| c.pods.len()).sum();
+    let per_pod = (options.max_work / PODS_PER_BUDGET).max(1);
     let bound_units = if 2 * stats.pods_fixed >= placed {
         (options.max_work / 3).min(
             (placed as u64)
@@ -392,7 +401,11 @@ pub(crate) fn optimize(
                 .max(MIN_FIXED_BOUND_WORK),
         )
     } else {
-        options.max_work / 3
+        (options.max_work / 3).min(
+            (placed as u64)
+                .saturating_mul(per_pod)
+                .max(MIN_FIXED_BOUND_WORK),
+        )
     };
     let greedy_price: f64 = s.claims.iter().map(|c| greedy_claim_price(s, c)).sum();
     let mut bound_budget = Budget::new(bound_units, deadline);
@@ -402,8 +415,8 @@ pub(crate) fn optimize(
     // of a free batch of a thousand pods for a few percent.
     let movable = placed - stats.pods_fixed;
     let repack_units = (movable as u64)
-        .saturating_mul(REPACK_WORK_PER_POD)
-        .max(MIN_REPACK_WORK);
+        .saturating_mul(per_pod)
+        .max(options.max_work / MIN_REPACK_SHARE);
     // The bound's whole share is set aside, whatever it ends up spending, so the packing
     // does not wait for it (see [`global`]).
     let mut budget = Budget::new(
@@ -448,9 +461,7 @@ pub(crate) fn optimize(
                 // A free group beats no claim of its own: all free groups together must beat the
                 // free claims' price (checked below), which bounds what any one of them may cost.
                 let target = (!g.free.is_empty()).then_some(free_greedy);
-                // With several free groups, one that finds no packing keeps every free claim.
-                let must_pack = target.is_some() && free_groups > 1;
-                let outcome = repack(s, g, target, must_pack, &mut part, &mut next_host);
+                let outcome = repack(s, g, target, &mut part, &mut next_host);
                 budget.absorb(&part);
                 part_exhausted |= part.exhausted();
                 proven.push(outcome.proven_optimal);
@@ -778,18 +789,15 @@ struct Repacked {
 /// each keeps its hostname, requirements and pinned pods, and the group's movable pods fill
 /// the room beside them before the rest is packed onto new nodes. The packing then has to
 /// beat `target` (a free group's share of the free claims, see [`is_free`]) or else the
-/// greedy price of the group's whole claims, plus what the hosts save. `must_pack` gives the
-/// cheap heuristic a share of the work first, for a group whose failing would waste the
-/// other free groups' packings.
+/// greedy price of the group's whole claims, plus what the hosts save.
 fn repack(
     s: &Scheduler<'_>,
     g: &Group,
     target: Option<f64>,
-    must_pack: bool,
     budget: &mut Budget<'_>,
     next_host: &mut u32,
 ) -> Repacked {
-    let grown = repack_hosts(s, g, target, must_pack, budget, next_host, true);
+    let grown = repack_hosts(s, g, target, budget, next_host, true);
     let pods = g
         .claims
         .iter()
@@ -801,7 +809,7 @@ fn repack(
     }
     // On a small group the packers see every pod the hosts' growth took away, and may do
     // better with them: both are tried, the cheaper kept.
-    let kept = repack_hosts(s, g, target, must_pack, budget, next_host, false);
+    let kept = repack_hosts(s, g, target, budget, next_host, false);
     if net_price(s, g, &kept) < net_price(s, g, &grown) - price_epsilon(net_price(s, g, &grown)) {
         kept
     } else {
@@ -832,7 +840,6 @@ fn repack_hosts(
     s: &Scheduler<'_>,
     g: &Group,
     target: Option<f64>,
-    must_pack: bool,
     budget: &mut Budget<'_>,
     next_host: &mut u32,
     grow: bool,
@@ -986,17 +993,15 @@ fn repack_hosts(
             // Two packers, the cheapest of all kept: the LP rounding is near-optimal for
             // large batches of small pods, the heuristic is cheap and better on a handful
             // of big ones. The rounding runs first because it is the one worth the budget.
-            let (rounded, heuristic) = if must_pack {
-                // A packing must come out of this group, or the other free groups' work
-                // is lost too: the cheap heuristic goes first, with a share of its own.
-                let mut part = budget.portion(FREE_HEURISTIC_SHARE);
-                let heuristic = pack::heuristic(&inst, &mut part);
-                budget.absorb(&part);
-                (lpround::lp_round(&inst, budget), heuristic)
-            } else {
-                let rounded = lpround::lp_round(&inst, budget);
-                (rounded, pack::heuristic(&inst, budget))
-            };
+            // The cheap heuristic goes first, with a share of its own, so a budget too small
+            // for the rounding still improves the plan. When the rounding ran first, 40
+            // million units on 1,000 pods of the AWS catalogue gave back the greedy plan,
+            // 30 times the price. With several free groups it matters twice: one that finds
+            // no packing keeps every free claim.
+            let mut part = budget.portion(HEURISTIC_SHARE);
+            let heuristic = pack::heuristic(&inst, &mut part);
+            budget.absorb(&part);
+            let rounded = lpround::lp_round(&inst, budget);
             let best = [heuristic, rounded, covered]
                 .into_iter()
                 .flatten()
