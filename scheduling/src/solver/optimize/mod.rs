@@ -64,9 +64,9 @@ use std::collections::HashMap;
 /// hundred pods in a release build).
 const BOUND_WORK_PER_FIXED_POD: u64 = 2_000;
 
-/// The least bound work when no group is re-packable, so small plans (a few pods, where the
-/// per-pod allowance would be a few thousand units) still get their bound; about 10 ms.
-const MIN_FIXED_BOUND_WORK: u64 = 2_000_000;
+/// The least bound work, so small plans (a few pods, where the per-pod allowance would be a
+/// few thousand units) still get their bound; about 10 ms.
+const MIN_BOUND_WORK: u64 = 2_000_000;
 
 /// The number of pods whose re-packing, and whose bound, the whole budget is sized for:
 /// each pod the optimiser may move brings `max_work / PODS_PER_BUDGET` units of re-packing
@@ -387,26 +387,23 @@ pub(crate) fn optimize(
     stats.groups = groups.len();
 
     // The bound only reports; it gets at most a third of the work so the packing, which
-    // changes the plan, always has the rest. When most pods are pinned to their claims the
-    // re-packing has little to do and the bound is most of what the optimiser would spend,
-    // so its column generation gets work in proportion to the pods placed instead: it
-    // stops with its best valid bound so far, and on plans whose claims are mostly pinned
-    // by hostname constraints it would otherwise dominate the solve time.
+    // changes the plan, always has the rest, and otherwise work in proportion to the pods
+    // placed: its column generation stops with its best valid bound so far. When most pods
+    // are pinned to their claims the re-packing has little to do and the bound would be
+    // most of what the optimiser spends (on plans mostly pinned by hostname constraints it
+    // would dominate the solve time), so each pod then brings far less.
     let placed: usize = s.claims.iter().map(|c| c.pods.len()).sum();
     let per_pod = (options.max_work / PODS_PER_BUDGET).max(1);
-    let bound_units = if 2 * stats.pods_fixed >= placed {
-        (options.max_work / 3).min(
-            (placed as u64)
-                .saturating_mul(BOUND_WORK_PER_FIXED_POD)
-                .max(MIN_FIXED_BOUND_WORK),
-        )
+    let bound_per_pod = if 2 * stats.pods_fixed >= placed {
+        BOUND_WORK_PER_FIXED_POD
     } else {
-        (options.max_work / 3).min(
-            (placed as u64)
-                .saturating_mul(per_pod)
-                .max(MIN_FIXED_BOUND_WORK),
-        )
+        per_pod
     };
+    let bound_units = (options.max_work / 3).min(
+        (placed as u64)
+            .saturating_mul(bound_per_pod)
+            .max(MIN_BOUND_WORK),
+    );
     let greedy_price: f64 = s.claims.iter().map(|c| greedy_claim_price(s, c)).sum();
     let mut bound_budget = Budget::new(bound_units, deadline);
     let bound_input = global::model(s, &mut bound_budget);
@@ -992,9 +989,8 @@ fn repack_hosts(
         } else {
             // Two packers, the cheapest of all kept: the LP rounding is near-optimal for
             // large batches of small pods, the heuristic is cheap and better on a handful
-            // of big ones. The rounding runs first because it is the one worth the budget.
-            // The cheap heuristic goes first, with a share of its own, so a budget too small
-            // for the rounding still improves the plan. When the rounding ran first, 40
+            // of big ones. The heuristic goes first, with a share of its own, so a budget
+            // too small for the rounding still improves the plan. When the rounding ran first, 40
             // million units on 1,000 pods of the AWS catalogue gave back the greedy plan,
             // 30 times the price. With several free groups it matters twice: one that finds
             // no packing keeps every free claim.
