@@ -278,6 +278,81 @@ fn text_output_logs_decisions_with_virtual_time() {
     assert!(text.contains("scenario quickstart"), "{text}");
 }
 
+/// The lines of the first fenced block in the repository file `doc` whose first line starts
+/// with `first`, without that line when `skip_first`.
+fn fenced_block(doc: &str, first: &str, skip_first: bool) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(doc);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if !line.starts_with("```") {
+            continue;
+        }
+        let block: Vec<&str> = lines.by_ref().take_while(|l| *l != "```").collect();
+        if block.first().is_some_and(|l| l.starts_with(first)) {
+            let skip = usize::from(skip_first);
+            return block[skip..].iter().map(|l| format!("{l}\n")).collect();
+        }
+    }
+    panic!("{doc} has no fenced block starting with {first:?}");
+}
+
+fn simulate_stdout(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .arg("simulate")
+        .args(args)
+        .current_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The runs the README and the simulator guide show are what the binary prints: a change to
+/// the simulation that moves a time, a count or a price must update the docs with it.
+#[test]
+fn the_documented_simulate_outputs_are_what_the_binary_prints() {
+    let quickstart = simulate_stdout(&["examples/quickstart.yaml"]);
+    let daily = simulate_stdout(&["examples/daily-traffic.yaml", "--quiet"]);
+    for (doc, block, printed) in [
+        (
+            "README.md",
+            fenced_block("README.md", "00:00:30 ", false),
+            &quickstart,
+        ),
+        (
+            "docs/simulator.md",
+            fenced_block(
+                "docs/simulator.md",
+                "$ karpenter simulate examples/quickstart.yaml",
+                true,
+            ),
+            &quickstart,
+        ),
+        (
+            "docs/simulator.md",
+            fenced_block(
+                "docs/simulator.md",
+                "$ karpenter simulate examples/daily-traffic.yaml --quiet",
+                true,
+            ),
+            &daily,
+        ),
+    ] {
+        let differ = block.lines().zip(printed.lines()).position(|(a, b)| a != b);
+        assert_eq!(
+            &block, printed,
+            "{doc}'s block is stale (first different line: {differ:?})"
+        );
+    }
+}
+
 #[test]
 fn invalid_scenarios_name_file_document_and_field() {
     let dir = tempfile::tempdir().unwrap();
@@ -358,18 +433,8 @@ fn simulate_text(scenario: &str) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("scenario.yaml");
     std::fs::write(&path, scenario).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_karpenter"))
-        .arg("simulate")
-        .arg(&path)
-        .args(["--quiet", "--output", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let path = path.to_str().unwrap();
+    serde_json::from_str(&simulate_stdout(&[path, "--quiet", "--output", "json"])).unwrap()
 }
 
 const POOL: &str = r#"

@@ -329,6 +329,12 @@ fn quickstart_launches_one_node_for_five_pods_and_removes_it() {
     assert_eq!(r.cost.at_end_per_hour, 0.0);
     // The five pods wait from the scale-up at 30 s until they bind 41 s later.
     assert_eq!(r.pods.pending_seconds.max, 41.0);
+    // The empty node's NodeClaim is deleted at 16:16 and its instance terminated on the
+    // terminator's next reconcile, a second later.
+    assert_eq!(r.activity.longest_drain_seconds, 1.0);
+    // One solve when the batch closes, one when the node initializes with the pods still
+    // pending (they are nominated to it, nothing new is launched).
+    assert_eq!(r.activity.provisioning_solves, 2);
     let t = &r.timeline;
     assert_eq!(t.interval_seconds, 5.0, "30 minutes in 5-second samples");
     for (k, at) in t.at_seconds.iter().enumerate() {

@@ -267,6 +267,17 @@ impl Reconciler {
         if !self.settings.observe_only {
             self.claim_conditions(index, now, &mut tick);
         }
+        // Termination ran before this tick's deletions: upstream's terminator would see them
+        // through its watch at once, so the next reconcile must not wait for an unrelated
+        // timer to start the drain.
+        if tick.actions.iter().any(|a| {
+            matches!(
+                a,
+                Action::DeleteNodeClaim { .. } | Action::DeleteNode { .. }
+            )
+        }) {
+            tick.wake_at(now + termination::RECONCILE_INTERVAL_MS);
+        }
         tick
     }
 

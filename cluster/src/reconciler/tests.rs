@@ -495,6 +495,13 @@ fn a_claim_whose_node_never_joins_is_given_up_with_upstreams_reason() {
     assert!(
         matches!(&lifecycle_actions(&t)[..], [Action::DeleteNodeClaim { reason, .. }] if reason == "registration_timeout")
     );
+    // The terminator takes the deletion up within a second, not at the next unrelated timer.
+    assert!(
+        t.next_wakeup
+            .is_some_and(|w| w <= REGISTRATION_TIMEOUT_MS + termination::RECONCILE_INTERVAL_MS),
+        "{:?}",
+        t.next_wakeup
+    );
     assert!(t.events.iter().any(|e| matches!(
         e,
         Event::LifecycleTimeout {
