@@ -18,6 +18,7 @@ mod cache;
 mod daemons;
 mod effective_zone;
 mod existing;
+mod headroom;
 mod hostports;
 mod limits;
 mod nodeclaim;
@@ -228,6 +229,8 @@ struct Scheduler<'a> {
     remaining: Vec<Remaining>,
     existing: Vec<ExistingNode<'a>>,
     claims: Vec<Claim>,
+    /// Each claim's [`headroom::Headroom`], kept in step with `claims`.
+    headroom: Vec<headroom::Headroom>,
     claim_order: Vec<usize>,
     base: Rc<Vec<Result<PodData, String>>>,
     tolerate_pns_step: bool,
@@ -486,6 +489,7 @@ impl<'a> Scheduler<'a> {
             remaining,
             existing,
             claims: Vec::new(),
+            headroom: Vec::new(),
             claim_order: Vec::new(),
             base: Rc::new(base),
             tolerate_pns_step,
@@ -603,9 +607,19 @@ impl<'a> Scheduler<'a> {
         allowed.retain(|(key, _)| *key != ZONE);
         let mut found = None;
         for (i, &c) in self.claim_order.iter().enumerate() {
+            let fits = match self.headroom[c].might_fit(&data.requests) {
+                Some(fits) => fits,
+                None => {
+                    let claim = &self.claims[c];
+                    claim.might_fit(&self.templates[claim.template], &data.requests)
+                }
+            };
             let claim = &self.claims[c];
-            let t = &self.templates[claim.template];
-            if !claim.might_fit(t, &data.requests)
+            debug_assert_eq!(
+                fits,
+                claim.might_fit(&self.templates[claim.template], &data.requests)
+            );
+            if !fits
                 || self
                     .topology
                     .hostname_blocked(p, pod, &claim.hostname, claim.host_number)
@@ -671,6 +685,7 @@ impl<'a> Scheduler<'a> {
             );
             match self.claim_can_add(&claim, p, data, true) {
                 Ok(update) => {
+                    self.headroom.push(headroom::Headroom::of(&claim, t));
                     self.claims.push(claim);
                     let c = self.claims.len() - 1;
                     self.commit(c, p, data, update);
@@ -837,6 +852,7 @@ impl<'a> Scheduler<'a> {
         claim.registered =
             self.topology
                 .register_since(HOSTNAME, &claim.hostname, claim.registered);
+        self.headroom[c] = headroom::Headroom::of(claim, t);
         self.topology
             .record(p, pod, &t.pool.taints, &claim.reqs, true);
     }
