@@ -8,7 +8,7 @@
 use super::nodeclaim::{Claim, Template};
 use crate::resources::Resources;
 
-/// One claim's scalar resources as [`Claim::might_fit`] compares them.
+/// One claim's scalar resources, for the scalar case of [`Claim::might_fit`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Headroom {
     /// Its pods' requests plus the template's least DaemonSet overhead, per scalar resource

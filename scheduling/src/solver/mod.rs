@@ -607,18 +607,12 @@ impl<'a> Scheduler<'a> {
         allowed.retain(|(key, _)| *key != ZONE);
         let mut found = None;
         for (i, &c) in self.claim_order.iter().enumerate() {
-            let fits = match self.headroom[c].might_fit(&data.requests) {
-                Some(fits) => fits,
-                None => {
-                    let claim = &self.claims[c];
-                    claim.might_fit(&self.templates[claim.template], &data.requests)
-                }
-            };
             let claim = &self.claims[c];
-            debug_assert_eq!(
-                fits,
-                claim.might_fit(&self.templates[claim.template], &data.requests)
-            );
+            let ask = || claim.might_fit(&self.templates[claim.template], &data.requests);
+            let fits = self.headroom[c]
+                .might_fit(&data.requests)
+                .unwrap_or_else(ask);
+            debug_assert_eq!(fits, ask());
             if !fits
                 || self
                     .topology

@@ -463,21 +463,9 @@ impl Claim {
     }
 
     /// Whether `requests` more could possibly fit (a cheap filter before the full check).
+    /// The claim scan reads its scalar case from the scheduler's compact headroom copy and
+    /// asks the claim only when extended resources are involved.
     pub(crate) fn might_fit(&self, t: &Template<'_>, requests: &Resources) -> bool {
-        // The claim scan calls this per claim and pod: without extended resources it is
-        // four saturating sums and comparisons, with no `Resources` built.
-        let parts = [&self.requests, requests, &t.min_overhead];
-        if parts.iter().all(|r| r.extended.is_empty()) {
-            let total = |f: fn(&Resources) -> i64| {
-                parts.iter().fold(0i64, |acc, r| acc.saturating_add(f(r)))
-            };
-            let a = &self.max_alloc;
-            return !a.any_negative()
-                && total(|r| r.cpu_millis) <= a.cpu_millis
-                && total(|r| r.memory) <= a.memory
-                && total(|r| r.ephemeral_storage) <= a.ephemeral_storage
-                && total(|r| r.pods) <= a.pods;
-        }
         let mut total = arith::sum(&self.requests, requests);
         arith::add_into(&mut total, &t.min_overhead);
         arith::fits(&total, &self.max_alloc)
