@@ -285,8 +285,10 @@ start() {
     --kubeconfig "$STATE/admin.kubeconfig" --leader-elect=false --secure-port 0 \
     --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
     --use-service-account-credentials=false --controllers '*'
+  # -v=2 logs each pod's failed attempts and bindings, which a timed-out end-to-end wait
+  # quotes (operator/tests/e2e/harness.rs, `describe`).
   spawn kube-scheduler "$BIN/kube-scheduler" \
-    --kubeconfig "$STATE/admin.kubeconfig" --leader-elect=false --secure-port 0
+    --kubeconfig "$STATE/admin.kubeconfig" --leader-elect=false --secure-port 0 -v=2
   # The default ServiceAccount is written by the controller-manager: pods can be created
   # only after it exists.
   wait_for kube-controller-manager 240 kubectl_ -n default get serviceaccount default

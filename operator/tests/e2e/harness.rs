@@ -105,7 +105,19 @@ pub async fn client_for(kubeconfig: &Path) -> Client {
 }
 
 /// Polls `check` every 250 ms until it returns `Some`, or panics after `timeout` naming `what`.
-pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    match poll_until(timeout, check).await {
+        Some(v) => v,
+        None => panic!("timed out after {timeout:?} waiting for {what}"),
+    }
+}
+
+/// Polls `check` every 250 ms until it returns `Some`; `None` once `timeout` has passed.
+async fn poll_until<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -113,12 +125,11 @@ where
     let start = Instant::now();
     loop {
         if let Some(v) = check().await {
-            return v;
+            return Some(v);
         }
-        assert!(
-            start.elapsed() < timeout,
-            "timed out after {timeout:?} waiting for {what}"
-        );
+        if start.elapsed() >= timeout {
+            return None;
+        }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
@@ -373,8 +384,9 @@ impl Cluster {
     }
 
     /// Waits until exactly `n` pods of `app` are Running and Ready, and returns them.
+    /// On a timeout the panic describes the pods, Nodes and NodeClaims as they are then.
     pub async fn wait_running(&self, app: &str, n: usize, timeout: Duration) -> Vec<Pod> {
-        wait_for(&format!("{n} running pod(s) of {app}"), timeout, || async {
+        let found = poll_until(timeout, || async {
             let pods = self.app_pods(app).await;
             let live: Vec<Pod> = pods
                 .into_iter()
@@ -382,7 +394,78 @@ impl Cluster {
                 .collect();
             (live.len() == n && live.iter().all(running_ready)).then_some(live)
         })
-        .await
+        .await;
+        match found {
+            Some(live) => live,
+            None => panic!(
+                "timed out after {timeout:?} waiting for {n} running pod(s) of {app}\n{}",
+                self.describe().await
+            ),
+        }
+    }
+
+    /// The test's pods, every Node and every NodeClaim with their conditions, one a line:
+    /// what a failed wait needs to say why it waited in vain.
+    pub async fn describe(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        for pod in listed(&self.pods()).await {
+            let value = serde_json::to_value(&pod).unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "pod {} phase={} node={:?} deleting={} {}",
+                pod.name_any(),
+                value["status"]["phase"].as_str().unwrap_or_default(),
+                value["spec"]["nodeName"].as_str().unwrap_or_default(),
+                pod.metadata.deletion_timestamp.is_some(),
+                conditions(&value)
+            );
+        }
+        for node in listed(&self.nodes()).await {
+            let value = serde_json::to_value(&node).unwrap_or_default();
+            let taints: Vec<String> = node
+                .spec
+                .and_then(|s| s.taints)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|t| format!("{}:{}", t.key, t.effect))
+                .collect();
+            let _ = writeln!(
+                out,
+                "node {} unschedulable={} taints={taints:?} {}",
+                node.metadata.name.unwrap_or_default(),
+                value["spec"]["unschedulable"].as_bool().unwrap_or(false),
+                conditions(&value)
+            );
+        }
+        for claim in listed(&self.node_claims()).await {
+            let value = serde_json::to_value(&claim).unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "nodeclaim {} node={:?} {}",
+                claim.name_any(),
+                value["status"]["nodeName"].as_str().unwrap_or_default(),
+                conditions(&value)
+            );
+        }
+        // What the kube-scheduler said about this test's pods, if it said anything.
+        let scheduler = std::env::var_os("KARPENTER_E2E_STATE")
+            .and_then(|dir| {
+                std::fs::read_to_string(Path::new(&dir).join("kube-scheduler.log")).ok()
+            })
+            .unwrap_or_default();
+        let lines: Vec<String> = scheduler
+            .lines()
+            .filter(|l| l.contains(&self.namespace))
+            .map(|l| l.chars().take(400).collect())
+            .collect();
+        let _ = writeln!(
+            out,
+            "kube-scheduler on {} (last 20 lines):\n{}",
+            self.namespace,
+            lines[lines.len().saturating_sub(20)..].join("\n")
+        );
+        out
     }
 
     /// Waits until `n` pods of `app` exist and the kube-scheduler has marked every one
@@ -415,12 +498,17 @@ impl Cluster {
 
     /// Every NodeClaim and fake Node is gone and no finalizer is left on anything.
     pub async fn wait_no_nodes(&self, timeout: Duration) {
-        wait_for("no NodeClaims and no Nodes", timeout, || async {
+        let gone = poll_until(timeout, || async {
             let claims = self.node_claims().list(&ListParams::default()).await.ok()?;
             let nodes = self.nodes().list(&ListParams::default()).await.ok()?;
             (claims.items.is_empty() && nodes.items.is_empty()).then_some(())
         })
         .await;
+        assert!(
+            gone.is_some(),
+            "timed out after {timeout:?} waiting for no NodeClaims and no Nodes\n{}",
+            self.describe().await
+        );
     }
 
     /// The audit log's events (JSON lines) since this test started.
@@ -432,6 +520,38 @@ impl Cluster {
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect()
     }
+}
+
+/// Every object `api` lists; none when the list fails (for diagnostics only).
+async fn listed<K>(api: &Api<K>) -> Vec<K>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+}
+
+/// An object's `status.conditions` as `Type=Status(Reason)` words.
+fn conditions(object: &serde_json::Value) -> String {
+    let list = object["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    list.iter()
+        .map(|c| {
+            let field = |k: &str| c[k].as_str().unwrap_or_default();
+            let reason = field("reason");
+            let reason = if reason.is_empty() {
+                String::new()
+            } else {
+                format!("({reason})")
+            };
+            format!("{}={}{reason}", field("type"), field("status"))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The control plane's audit log (one JSON event a line).
@@ -684,6 +804,22 @@ impl Drop for Controller {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A failing test's output is all CI keeps; the log file goes with the clone.
+        if std::thread::panicking() {
+            eprintln!(
+                "controller {} log (last 120 lines):\n{}",
+                self.name,
+                tail(
+                    &self
+                        .log_text()
+                        .lines()
+                        .map(strip_ansi)
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                    120
+                )
+            );
+        }
     }
 }
 

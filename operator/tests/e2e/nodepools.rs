@@ -64,14 +64,25 @@ async fn a_static_nodepool_gets_an_ignored_field_warning() {
         cluster.controller("karpenter-a", &["--feature-gates", "CapacityBuffer=true"]);
     let events: kube::Api<k8s_openapi::api::events::v1::Event> =
         kube::Api::all(cluster.client.clone());
+    // Events outlive their objects (an hour by default), so an earlier test's (or run's)
+    // event on a NodePool of the same name is told apart by the object's UID.
+    let uid = cluster
+        .node_pools()
+        .get("fixed")
+        .await
+        .unwrap()
+        .metadata
+        .uid;
     let note = harness::wait_for(
-        "an IgnoredField event on NodePool fixed",
+        "an IgnoredField event on this NodePool fixed",
         Duration::from_secs(60),
         || async {
             let list = events.list(&ListParams::default()).await.ok()?;
             list.items.into_iter().find_map(|e| {
                 let on_pool = e.regarding.as_ref().is_some_and(|r| {
-                    r.kind.as_deref() == Some("NodePool") && r.name.as_deref() == Some("fixed")
+                    r.kind.as_deref() == Some("NodePool")
+                        && r.name.as_deref() == Some("fixed")
+                        && r.uid == uid
                 });
                 (on_pool
                     && e.reason.as_deref() == Some("IgnoredField")
