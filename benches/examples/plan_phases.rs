@@ -80,7 +80,12 @@ fn main() {
         let (_, json_ms) = best_of(repeat, || {
             // What `karpenter plan -o json` writes: each shared option list once.
             let mut out = Vec::new();
-            karpenter_simulator::plan_json::write_plan_json(&plan, &mut out).expect("in memory");
+            karpenter_simulator::plan_json::write_plan_json(
+                &plan,
+                Some(karpenter_cluster::provisioner::MAX_INSTANCE_TYPES),
+                &mut out,
+            )
+            .expect("in memory");
             out.len()
         });
         let name = path

@@ -39,6 +39,11 @@ pub struct PlanArgs {
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Table)]
     pub output: OutputFormat,
+    /// With `-o json`, list every instance-type option of each claim. By default a claim
+    /// lists the cheapest 60, the ones its NodeClaim would carry, and
+    /// `instanceTypeOptionsTotal` counts them all.
+    #[arg(long)]
+    pub all_instance_types: bool,
     /// How preferences (preferred affinities, ScheduleAnyway spreads, PreferNoSchedule) are
     /// treated, like Karpenter's PREFERENCE_POLICY.
     #[arg(long, value_enum, default_value_t = Preference::Respect)]
@@ -99,7 +104,10 @@ fn load_catalogue(path: Option<&Path>) -> Result<Cow<'static, [Arc<InstanceType>
 
 /// Runs the subcommand, writing to `out`.
 pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
-    // A JSON plan lists every option of every claim: megabytes, one write per line unbuffered.
+    if args.all_instance_types && args.output != OutputFormat::Json {
+        bail!("--all-instance-types changes only the JSON plan: add -o json");
+    }
+    // A JSON plan runs to megabytes, one write per line unbuffered.
     let mut out = std::io::BufWriter::new(out);
     let out: &mut dyn std::io::Write = &mut out;
     if args.from_cluster {
@@ -107,7 +115,7 @@ pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
         let (snapshot, warnings) = crate::plan_cluster::snapshot(&instance_types)?;
         warn(&warnings);
         let plan = solve(&snapshot, &solve_options(args));
-        return write_plan(&plan, args.output, &[], out);
+        return write_plan(&plan, args, &[], out);
     }
     // Building the catalogue's instance types takes about as long as reading a thousand pods
     // (tens of milliseconds for the embedded 1,340 types), so the two run side by side.
@@ -144,7 +152,7 @@ pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
         .iter()
         .map(|(kind, n)| format!("{n} {kind}"))
         .collect();
-    write_plan(&plan, args.output, &ignored, out)
+    write_plan(&plan, args, &ignored, out)
 }
 
 /// Prints warnings on stderr, best effort: a closed stderr must not stop the plan.
@@ -174,16 +182,20 @@ fn solve_options(args: &PlanArgs) -> SolveOptions {
     options
 }
 
-/// Prints `plan` as `format`; `ignored` names the kinds of documents that played no part.
+/// Prints `plan` in the format `args` ask for; `ignored` names the kinds of documents that
+/// played no part.
 fn write_plan(
     plan: &karpenter_scheduling::Plan,
-    format: OutputFormat,
+    args: &PlanArgs,
     ignored: &[String],
     out: &mut dyn std::io::Write,
 ) -> Result<()> {
-    match format {
+    match args.output {
         OutputFormat::Json => {
-            karpenter_simulator::plan_json::write_plan_json(plan, &mut *out)?;
+            // What the controller would put on each NodeClaim, unless asked for everything.
+            let max_options = (!args.all_instance_types)
+                .then_some(karpenter_cluster::provisioner::MAX_INSTANCE_TYPES);
+            karpenter_simulator::plan_json::write_plan_json(plan, max_options, &mut *out)?;
             writeln!(out)?;
         }
         OutputFormat::Table => {

@@ -66,6 +66,40 @@ fn json_output_is_the_plan() {
 }
 
 #[test]
+fn json_lists_the_options_a_nodeclaim_carries_unless_asked_for_all() {
+    let cut = karpenter(&["plan", "examples/inflate", "-o", "json"]);
+    assert!(cut.status.success(), "{}", stderr(&cut));
+    let all = karpenter(&[
+        "plan",
+        "examples/inflate",
+        "-o",
+        "json",
+        "--all-instance-types",
+    ]);
+    assert!(all.status.success(), "{}", stderr(&all));
+    let cut: serde_json::Value = serde_json::from_slice(&cut.stdout).unwrap();
+    let all: serde_json::Value = serde_json::from_slice(&all.stdout).unwrap();
+    let claims = |plan: &serde_json::Value| plan["newNodeClaims"].as_array().unwrap().clone();
+    let (cut, all) = (claims(&cut), claims(&all));
+    assert_eq!(cut.len(), all.len());
+    for (c, a) in cut.iter().zip(&all) {
+        let (listed, every) = (
+            c["instanceTypeOptions"].as_array().unwrap(),
+            a["instanceTypeOptions"].as_array().unwrap(),
+        );
+        // The inflate pool allows far more than 60 types for these pods.
+        assert!(every.len() > 60, "{} options", every.len());
+        assert_eq!(listed.as_slice(), &every[..60], "the cheapest 60, in order");
+        assert_eq!(c["instanceTypeOptionsTotal"], every.len());
+        assert!(a.get("instanceTypeOptionsTotal").is_none());
+        assert_eq!(c["price"], a["price"]);
+    }
+    let table = karpenter(&["plan", "examples/inflate", "--all-instance-types"]);
+    assert!(!table.status.success());
+    assert!(stderr(&table).contains("add -o json"), "{}", stderr(&table));
+}
+
+#[test]
 fn unschedulable_pods_are_listed_with_reasons() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::copy(
