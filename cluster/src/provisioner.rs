@@ -208,11 +208,16 @@ pub fn node_claim_for(
         .take(MAX_INSTANCE_TYPES)
         .map(|o| o.name.as_ref())
         .collect();
-    requirements.push(NodeSelectorRequirementWithMinValues::new(
-        INSTANCE_TYPE,
-        NodeSelectorOperator::In,
-        types,
-    ));
+    // The list replaces the pool's instance-type requirement but keeps its minValues, as
+    // upstream's ToNodeClaim does: the flexibility the pool asked for stays on the claim.
+    let mut instance_types =
+        NodeSelectorRequirementWithMinValues::new(INSTANCE_TYPE, NodeSelectorOperator::In, types);
+    instance_types.min_values = planned
+        .requirements
+        .get(INSTANCE_TYPE)
+        .and_then(|r| r.min_values())
+        .map(i64::from);
+    requirements.push(instance_types);
     spec.requirements = requirements;
     spec.resources = ResourceRequirements {
         requests: planned
@@ -399,6 +404,67 @@ mod tests {
         let from_b: BTreeSet<String> = (0..1_000).map(|_| b.next("p", &|_| false)).collect();
         assert_eq!(from_a.len(), 1_000);
         assert!(from_a.is_disjoint(&from_b));
+    }
+
+    #[test]
+    fn the_instance_type_list_keeps_the_pools_min_values() {
+        use karpenter_scheduling::plan::InstanceTypeOption;
+        use karpenter_scheduling::{Requirement, Requirements};
+        let pool: NodePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+            "metadata": {"name": "default"},
+            "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []}}}
+        }))
+        .unwrap();
+        let names: Vec<String> = (0..70).map(|i| format!("m{i}.large")).collect();
+        let options: Vec<InstanceTypeOption> = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| InstanceTypeOption {
+                name: name.as_str().into(),
+                price: 0.01 * (i + 1) as f64,
+                zone: "us-east-1a".into(),
+                capacity_type: "on-demand".into(),
+            })
+            .collect();
+        let claim = |min_values: Option<u32>| {
+            let mut requirements = Requirements::new();
+            requirements.add(
+                Requirement::new(
+                    INSTANCE_TYPE,
+                    Operator::In,
+                    names.iter().map(String::as_str),
+                )
+                .unwrap()
+                .with_min_values(min_values),
+            );
+            NewNodeClaim {
+                node_pool: "default".into(),
+                requirements,
+                instance_type_options: std::sync::Arc::new(options.clone()),
+                pods: Vec::new(),
+                requests: Default::default(),
+                daemon_overhead: Default::default(),
+                price: 0.01,
+            }
+        };
+        let listed = |min_values| {
+            let made = node_claim_for("default-abcde", &pool, &claim(min_values), 0);
+            let mut it = made
+                .spec
+                .requirements
+                .into_iter()
+                .filter(|r| r.key == INSTANCE_TYPE);
+            let only = it.next().expect("an instance-type requirement");
+            assert!(it.next().is_none(), "exactly one");
+            only
+        };
+        let with = listed(Some(20));
+        assert_eq!(with.min_values, Some(20));
+        assert_eq!(with.values.len(), MAX_INSTANCE_TYPES, "the cheapest 60");
+        assert!(with.values.contains(&"m0.large".to_owned()));
+        assert!(!with.values.contains(&"m69.large".to_owned()));
+        assert_eq!(listed(None).min_values, None);
     }
 
     #[test]
