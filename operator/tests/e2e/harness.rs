@@ -386,7 +386,8 @@ impl Cluster {
     /// Waits until exactly `n` pods of `app` are Running and Ready, and returns them.
     /// On a timeout the panic describes the pods, Nodes and NodeClaims as they are then.
     pub async fn wait_running(&self, app: &str, n: usize, timeout: Duration) -> Vec<Pod> {
-        let found = poll_until(timeout, || async {
+        let what = format!("{n} running pod(s) of {app}");
+        self.wait_described(&what, timeout, || async {
             let pods = self.app_pods(app).await;
             let live: Vec<Pod> = pods
                 .into_iter()
@@ -394,11 +395,19 @@ impl Cluster {
                 .collect();
             (live.len() == n && live.iter().all(running_ready)).then_some(live)
         })
-        .await;
-        match found {
-            Some(live) => live,
+        .await
+    }
+
+    /// [`wait_for`], whose panic on a timeout also carries [`describe`](Self::describe).
+    async fn wait_described<T, F, Fut>(&self, what: &str, timeout: Duration, check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Option<T>>,
+    {
+        match poll_until(timeout, check).await {
+            Some(v) => v,
             None => panic!(
-                "timed out after {timeout:?} waiting for {n} running pod(s) of {app}\n{}",
+                "timed out after {timeout:?} waiting for {what}\n{}",
                 self.describe().await
             ),
         }
@@ -425,15 +434,14 @@ impl Cluster {
             let value = serde_json::to_value(&node).unwrap_or_default();
             let taints: Vec<String> = node
                 .spec
-                .and_then(|s| s.taints)
-                .unwrap_or_default()
-                .into_iter()
+                .iter()
+                .flat_map(|s| s.taints.iter().flatten())
                 .map(|t| format!("{}:{}", t.key, t.effect))
                 .collect();
             let _ = writeln!(
                 out,
                 "node {} unschedulable={} taints={taints:?} {}",
-                node.metadata.name.unwrap_or_default(),
+                node.name_any(),
                 value["spec"]["unschedulable"].as_bool().unwrap_or(false),
                 conditions(&value)
             );
@@ -498,17 +506,12 @@ impl Cluster {
 
     /// Every NodeClaim and fake Node is gone and no finalizer is left on anything.
     pub async fn wait_no_nodes(&self, timeout: Duration) {
-        let gone = poll_until(timeout, || async {
+        self.wait_described("no NodeClaims and no Nodes", timeout, || async {
             let claims = self.node_claims().list(&ListParams::default()).await.ok()?;
             let nodes = self.nodes().list(&ListParams::default()).await.ok()?;
             (claims.items.is_empty() && nodes.items.is_empty()).then_some(())
         })
         .await;
-        assert!(
-            gone.is_some(),
-            "timed out after {timeout:?} waiting for no NodeClaims and no Nodes\n{}",
-            self.describe().await
-        );
     }
 
     /// The audit log's events (JSON lines) since this test started.
@@ -535,10 +538,9 @@ where
 
 /// An object's `status.conditions` as `Type=Status(Reason)` words.
 fn conditions(object: &serde_json::Value) -> String {
-    let list = object["status"]["conditions"]
+    let list: &[serde_json::Value] = object["status"]["conditions"]
         .as_array()
-        .cloned()
-        .unwrap_or_default();
+        .map_or(&[], Vec::as_slice);
     list.iter()
         .map(|c| {
             let field = |k: &str| c[k].as_str().unwrap_or_default();

@@ -992,8 +992,8 @@ fn repack_hosts(
             // of big ones. The heuristic goes first, with a share of its own, so a budget
             // too small for the rounding still improves the plan. When the rounding ran
             // first, 40 million units on 1,000 pods of the AWS catalogue gave back the
-            // greedy plan, 30 times the price. With several free groups it matters twice: one that finds
-            // no packing keeps every free claim.
+            // greedy plan, 30 times the price. With several free groups it matters twice:
+            // one that finds no packing keeps every free claim.
             let mut part = budget.portion(HEURISTIC_SHARE);
             let heuristic = pack::heuristic(&inst, &mut part);
             budget.absorb(&part);
