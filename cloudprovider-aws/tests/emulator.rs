@@ -5,6 +5,8 @@
 use aws_sdk_ec2::types::{Filter, ResourceType, Tag, TagSpecification};
 use karpenter_cloudprovider::v1::{NodeClaim, NodeClaimSpec, StatusConditions};
 use karpenter_cloudprovider::{CloudProvider, CloudProviderError};
+use karpenter_cloudprovider_aws::batcher::BatchOptions;
+use karpenter_cloudprovider_aws::batcher::ec2::BatchWindows;
 use karpenter_cloudprovider_aws::instance_profile::{self, InstanceProfile};
 use karpenter_cloudprovider_aws::instance_status::{InstanceStatusWatcher, StatusCategory};
 use karpenter_cloudprovider_aws::interruption::{
@@ -229,7 +231,11 @@ fn claim(name: &str, requirements: serde_json::Value) -> NodeClaim {
 }
 
 async fn ready_provider(f: &Fixture, clients: AwsClients) -> AwsCloudProvider {
-    let provider = AwsCloudProvider::new(clients, f.settings.clone());
+    ready(f, AwsCloudProvider::new(clients, f.settings.clone())).await
+}
+
+/// `provider` with the fixture's node class reconciled and applied.
+async fn ready(f: &Fixture, provider: AwsCloudProvider) -> AwsCloudProvider {
     let nc = provider.reconcile_node_class(&node_class(&f.cluster)).await;
     assert!(nc.is_true("Ready"), "node class not ready: {:?}", nc.status);
     provider.apply_node_class(nc);
@@ -2206,7 +2212,22 @@ async fn concurrent_launches_and_terminations_share_ec2_calls() {
         return;
     };
     let f = fixture(&ep, "batching").await;
-    let provider = ready_provider(&f, f.clients.clone()).await;
+    // Wide idle windows: with upstream's 35 ms a loaded machine (CI runs this beside the
+    // other tests, in a debug build) can take longer than that to bring the next claim to
+    // the batcher, and the four claims then split over two fleets.
+    let wide = |o: BatchOptions| BatchOptions {
+        idle: Duration::from_secs(1),
+        max: Duration::from_secs(10),
+        ..o
+    };
+    let defaults = BatchWindows::default();
+    let windows = BatchWindows {
+        describe: wide(defaults.describe),
+        terminate: wide(defaults.terminate),
+        fleet: wide(defaults.fleet),
+    };
+    let provider = AwsCloudProvider::new(f.clients.clone(), f.settings.clone());
+    let provider = ready(&f, provider.with_batch_windows(windows)).await;
     let recorder = Arc::new(BatchRecorder::default());
     assert!(provider.set_observer(recorder.clone()));
     let requirements = serde_json::json!([

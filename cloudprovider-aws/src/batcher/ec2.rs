@@ -3,7 +3,7 @@
 use super::describe::{DescribeApi, DescribeExecutor, DescribeRequest};
 use super::fleet::{FleetAnswer, FleetApi, FleetExecutor};
 use super::terminate::{TerminateApi, TerminateExecutor};
-use super::{BatchError, Batcher, describe, fleet, terminate};
+use super::{BatchError, BatchOptions, Batcher, describe, fleet, terminate};
 use crate::error::AwsError;
 use crate::instance::Ec2Instance;
 use crate::observe::ObserverSlot;
@@ -133,6 +133,28 @@ fn batch_err(operation: &'static str, e: BatchError) -> AwsError {
     }
 }
 
+/// The windows of the provider's three EC2 batchers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchWindows {
+    /// DescribeInstances.
+    pub describe: BatchOptions,
+    /// TerminateInstances.
+    pub terminate: BatchOptions,
+    /// CreateFleet.
+    pub fleet: BatchOptions,
+}
+
+impl Default for BatchWindows {
+    /// Upstream's windows.
+    fn default() -> Self {
+        Self {
+            describe: describe::OPTIONS,
+            terminate: terminate::OPTIONS,
+            fleet: fleet::OPTIONS,
+        }
+    }
+}
+
 /// The provider's three EC2 batchers.
 #[derive(Debug)]
 pub struct Ec2Batchers {
@@ -142,20 +164,20 @@ pub struct Ec2Batchers {
 }
 
 impl Ec2Batchers {
-    /// Batchers over `api`, with upstream's windows, reporting to `observer`.
-    pub fn new(api: Ec2Api, observer: ObserverSlot) -> Self {
+    /// Batchers over `api`, with `windows`, reporting to `observer`.
+    pub fn new(api: Ec2Api, observer: ObserverSlot, windows: BatchWindows) -> Self {
         Self {
             describe: Batcher::new(
-                describe::OPTIONS,
+                windows.describe,
                 DescribeExecutor(api.clone()),
                 observer.clone(),
             ),
             terminate: Batcher::new(
-                terminate::OPTIONS,
+                windows.terminate,
                 TerminateExecutor(api.clone()),
                 observer.clone(),
             ),
-            fleet: Batcher::new(fleet::OPTIONS, FleetExecutor(api), observer),
+            fleet: Batcher::new(windows.fleet, FleetExecutor(api), observer),
         }
     }
 
