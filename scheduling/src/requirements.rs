@@ -865,19 +865,53 @@ impl<'a> IntoIterator for &'a Requirements {
 }
 
 impl FromIterator<Requirement> for Requirements {
-    /// Adds each requirement in turn (repeated keys intersect).
+    /// Adds each requirement in turn (repeated keys intersect, in the order they come,
+    /// exactly as repeated [`Requirements::add`] calls would).
     fn from_iter<T: IntoIterator<Item = Requirement>>(iter: T) -> Self {
-        let mut out = Self::new();
-        for r in iter {
-            out.add(r);
+        // Sorting once and building the map in bulk costs a fraction of one insert per key;
+        // instance types are built this way, 25-odd keys each, thousands at a time.
+        let mut all: Vec<Requirement> = iter.into_iter().collect();
+        all.sort_by(|a, b| a.key.cmp(&b.key));
+        let mut merged: Vec<Requirement> = Vec::with_capacity(all.len());
+        for r in all {
+            match merged.last_mut() {
+                Some(last) if last.key == r.key => *last = r.intersection(last),
+                _ => merged.push(r),
+            }
         }
-        out
+        Self {
+            map: merged.into_iter().map(|r| (r.key.clone(), r)).collect(),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn collecting_is_adding_in_turn_repeated_keys_included() {
+        let r =
+            |k: &str, op: Operator, v: &[&str]| Requirement::new(k, op, v.iter().copied()).unwrap();
+        let parts = vec![
+            r("b", Operator::In, &["1", "2", "3"]),
+            r("a", Operator::Exists, &[]),
+            r("b", Operator::NotIn, &["2"]),
+            r("c", Operator::Gt, &["4"]),
+            r("b", Operator::In, &["3", "1", "9"]),
+            r("c", Operator::Lt, &["9"]),
+            r("a", Operator::In, &["x"]),
+        ];
+        let mut added = Requirements::new();
+        for p in parts.clone() {
+            added.add(p);
+        }
+        let collected: Requirements = parts.into_iter().collect();
+        assert_eq!(collected, added);
+        let b: Vec<&str> = collected.get("b").unwrap().values().collect();
+        assert_eq!(b, ["1", "3"]);
+        assert_eq!(collected.iter().count(), 3);
+    }
     use crate::labels::{ARCH, ZONE};
     use proptest::prelude::*;
 
