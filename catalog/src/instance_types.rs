@@ -525,9 +525,8 @@ impl Catalogue {
         let chunk = entries.len().div_ceil(parts).max(1);
         let build_part =
             |start: usize| build_range(entries, start, chunk, region, options, &resolved);
-        let results: Vec<Result<Vec<Arc<InstanceType>>, CatalogueError>> = if parts == 1 {
-            vec![build_part(0)]
-        } else {
+        // The first part is built on this thread; with one part nothing is spawned.
+        let results: Vec<Result<Vec<Arc<InstanceType>>, CatalogueError>> =
             std::thread::scope(|scope| {
                 let handles: Vec<_> = (1..parts)
                     .map(|p| scope.spawn(move || build_part(p * chunk)))
@@ -538,8 +537,7 @@ impl Catalogue {
                         .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
                 }));
                 results
-            })
-        };
+            });
         let mut out = Vec::with_capacity(entries.len());
         for part in results {
             out.extend(part?);

@@ -888,6 +888,8 @@ impl FromIterator<Requirement> for Requirements {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::labels::{ARCH, ZONE};
+    use proptest::prelude::*;
 
     #[test]
     fn collecting_is_adding_in_turn_repeated_keys_included() {
@@ -912,8 +914,6 @@ mod tests {
         assert_eq!(b, ["1", "3"]);
         assert_eq!(collected.iter().count(), 3);
     }
-    use crate::labels::{ARCH, ZONE};
-    use proptest::prelude::*;
 
     /// Upstream's fixtures on key `key`; a `Flex` suffix adds the minValues upstream gives
     /// that fixture.
