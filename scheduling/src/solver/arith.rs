@@ -60,19 +60,6 @@ pub(crate) fn max(a: &Resources, b: &Resources) -> Resources {
     combine(a, b, i64::max)
 }
 
-/// `a = max(a, b)` element-wise (absent counts as 0), merging extended names in place so a
-/// running maximum over many types allocates only when a new name appears.
-#[inline]
-pub(crate) fn max_into(a: &mut Resources, b: &Resources) {
-    a.cpu_millis = a.cpu_millis.max(b.cpu_millis);
-    a.memory = a.memory.max(b.memory);
-    a.ephemeral_storage = a.ephemeral_storage.max(b.ephemeral_storage);
-    a.pods = a.pods.max(b.pods);
-    if !b.extended.is_empty() {
-        merge_extended(a, b, i64::max);
-    }
-}
-
 /// Element-wise minimum (absent counts as 0), like `resources.MinResources`.
 pub(crate) fn min(a: &Resources, b: &Resources) -> Resources {
     combine(a, b, i64::min)

@@ -34,8 +34,8 @@ impl Headroom {
         let overhead = scalars(&t.min_overhead);
         Self {
             used: std::array::from_fn(|i| requests[i].saturating_add(overhead[i])),
-            alloc: scalars(&claim.max_alloc),
-            open: !claim.max_alloc.any_negative(),
+            alloc: scalars(&claim.bounds.max),
+            open: !claim.bounds.max.any_negative(),
             scalar: claim.requests.extended.is_empty() && t.min_overhead.extended.is_empty(),
         }
     }

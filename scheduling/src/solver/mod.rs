@@ -13,6 +13,7 @@
 //! reused, so a later optimisation pass can re-pack the same pods with the same
 //! compatibility answers.
 
+mod alloc_table;
 mod arith;
 mod cache;
 mod daemons;

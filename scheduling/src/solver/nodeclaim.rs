@@ -11,6 +11,7 @@ use crate::plan::InstanceTypeOption;
 use crate::requirements::{Operator, Requirement, Requirements};
 use crate::resources::Resources;
 use crate::solver::MinValuesPolicy;
+use crate::solver::alloc_table::{AllocTable, Bounds};
 use crate::solver::arith;
 use crate::solver::daemons::{self, Daemon, DaemonGroup};
 use crate::solver::hostports::{self, HostPortUsage};
@@ -87,6 +88,8 @@ pub(crate) struct Template<'a> {
     pub its: Vec<&'a InstanceType>,
     /// Their allocatable.
     pub allocs: Vec<Resources>,
+    /// The same, packed for the scans over a claim's options.
+    pub alloc_table: AllocTable,
     /// DaemonSet groups.
     pub groups: Vec<DaemonGroup>,
     /// Each instance type's group.
@@ -214,7 +217,8 @@ impl<'a> Template<'a> {
             .map(|g| g.overhead.clone())
             .reduce(|a, b| arith::min(&a, &b))
             .unwrap_or_default();
-        let allocs = its.iter().map(|it| it.allocatable()).collect();
+        let allocs: Vec<Resources> = its.iter().map(|it| it.allocatable()).collect();
+        let alloc_table = AllocTable::new(&allocs);
         let max_capacity = its.iter().fold(Resources::default(), |acc, it| {
             arith::max(&acc, &it.capacity)
         });
@@ -243,6 +247,7 @@ impl<'a> Template<'a> {
             reqs,
             its,
             allocs,
+            alloc_table,
             groups,
             group_of,
             min_overhead,
@@ -339,8 +344,9 @@ pub(crate) struct Claim {
     pub ports: HostPortUsage,
     /// Its pods.
     pub pods: Vec<usize>,
-    /// Element-wise largest allocatable among the options.
-    pub max_alloc: Resources,
+    /// The bounds of the options' allocatables (the largest, and the smallest), kept in
+    /// step with `options`.
+    pub bounds: Bounds,
     /// The number of `hostname` when it is a canonical placeholder, parsed once because the
     /// claim scan asks for it per pod.
     pub host_number: Option<usize>,
@@ -386,14 +392,14 @@ impl Claim {
             requests: Resources::default(),
             ports: HostPortUsage::default(),
             pods: Vec::new(),
-            max_alloc: Resources::default(),
+            bounds: Bounds::default(),
             host_number: None,
             zone_mask: None,
             registered: (0, 0),
             reserved: BTreeSet::new(),
         };
         c.host_number = topology::placeholder_number(&c.hostname);
-        c.refresh_max(t);
+        c.refresh_bounds(t);
         c
     }
 
@@ -416,14 +422,14 @@ impl Claim {
             requests,
             ports: HostPortUsage::default(),
             pods,
-            max_alloc: Resources::default(),
+            bounds: Bounds::default(),
             host_number: None,
             zone_mask: None,
             registered: (0, 0),
             reserved: BTreeSet::new(),
         };
         c.host_number = topology::placeholder_number(&c.hostname);
-        c.refresh_max(t);
+        c.refresh_bounds(t);
         c
     }
 
@@ -441,7 +447,7 @@ impl Claim {
         c.pods = pods;
         c.requests = requests;
         c.options = options;
-        c.refresh_max(t);
+        c.refresh_bounds(t);
         c
     }
 
@@ -449,17 +455,11 @@ impl Claim {
     /// them.
     pub(crate) fn retain_options(&mut self, t: &Template<'_>, keep: impl FnMut(&u32) -> bool) {
         self.options.retain(keep);
-        self.refresh_max(t);
+        self.refresh_bounds(t);
     }
 
-    fn refresh_max(&mut self, t: &Template<'_>) {
-        // This runs for every claim the scheduler tries to open or narrows, over every option:
-        // one pass, where the merge by name only runs for types with extended resources.
-        let mut max = Resources::default();
-        for &i in &self.options {
-            arith::max_into(&mut max, &t.allocs[i as usize]);
-        }
-        self.max_alloc = max;
+    fn refresh_bounds(&mut self, t: &Template<'_>) {
+        self.bounds = t.alloc_table.bounds(&self.options);
     }
 
     /// Whether `requests` more could possibly fit (a cheap filter before the full check).
@@ -468,7 +468,7 @@ impl Claim {
     pub(crate) fn might_fit(&self, t: &Template<'_>, requests: &Resources) -> bool {
         let mut total = arith::sum(&self.requests, requests);
         arith::add_into(&mut total, &t.min_overhead);
-        arith::fits(&total, &self.max_alloc)
+        arith::fits(&total, &self.bounds.max)
     }
 
     /// Applies an update for a pod already checked.
@@ -490,7 +490,7 @@ impl Claim {
         self.ports.add(ports);
         self.pods.push(pod);
         if narrowed {
-            self.refresh_max(t);
+            self.refresh_bounds(t);
         }
     }
 
@@ -545,6 +545,24 @@ impl Claim {
             let offer = offers.as_ref().is_none_or(|o| o[iu].is_some());
             (compat, offer)
         };
+        // Most pods fit even the smallest option of the claim they join: then only the
+        // requirement checks can drop options.
+        let every_fits = totals
+            .iter()
+            .all(|total| total.as_ref().is_some_and(|x| self.bounds.all_fit(x)));
+        if every_fits && !explain {
+            let kept: Vec<u32> = if masks.is_empty() && offers.is_none() {
+                self.options.clone()
+            } else {
+                let ok = |&i: &u32| check(i as usize) == (true, true);
+                self.options.iter().copied().filter(ok).collect()
+            };
+            if kept.is_empty() {
+                return Err(String::new());
+            }
+            let relaxed = check_min_values(&t.its, &kept, reqs, policy)?;
+            return Ok((kept, relaxed));
+        }
         let mut kept = Vec::with_capacity(self.options.len());
         let (mut any_compat, mut any_fit, mut any_offer, mut any_group) =
             (false, false, false, false);
@@ -554,7 +572,7 @@ impl Claim {
                 continue;
             };
             any_group = true;
-            let fit = arith::fits(total, &t.allocs[iu]);
+            let fit = t.alloc_table.fits(total, iu);
             // An option that cannot fit is dropped whatever its requirements say; the
             // requirement checks only matter then for the rejection message.
             let (compat, offer) = if fit || explain {
