@@ -9,9 +9,10 @@
 //! template, so the scans compare integers only.
 
 use crate::resources::Resources;
+use crate::solver::arith::scalars;
 
 /// The allocatables of a template's instance types, by the same index.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(crate) struct AllocTable {
     /// cpu (millis), memory, ephemeral storage and pods of each option.
     scalars: Vec<[i64; 4]>,
@@ -147,10 +148,6 @@ impl Bounds {
                 && total.pods <= m[3]
         })
     }
-}
-
-fn scalars(r: &Resources) -> [i64; 4] {
-    [r.cpu_millis, r.memory, r.ephemeral_storage, r.pods]
 }
 
 #[cfg(test)]

@@ -55,6 +55,12 @@ pub(crate) fn sub_from(a: &mut Resources, b: &Resources) {
     merge_extended(a, b, i64::saturating_sub);
 }
 
+/// cpu (millis), memory, ephemeral storage and pods, in that order: the amounts the hot
+/// scans compare as a fixed array.
+pub(crate) fn scalars(r: &Resources) -> [i64; 4] {
+    [r.cpu_millis, r.memory, r.ephemeral_storage, r.pods]
+}
+
 /// Element-wise maximum (absent counts as 0).
 pub(crate) fn max(a: &Resources, b: &Resources) -> Resources {
     combine(a, b, i64::max)

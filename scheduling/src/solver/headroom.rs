@@ -7,6 +7,7 @@
 
 use super::nodeclaim::{Claim, Template};
 use crate::resources::Resources;
+use crate::solver::arith::scalars;
 
 /// One claim's scalar resources, for the scalar case of [`Claim::might_fit`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,10 +22,6 @@ pub(super) struct Headroom {
     /// Whether neither its requests nor the overhead name an extended resource; otherwise
     /// the claim is asked directly.
     scalar: bool,
-}
-
-fn scalars(r: &Resources) -> [i64; 4] {
-    [r.cpu_millis, r.memory, r.ephemeral_storage, r.pods]
 }
 
 impl Headroom {
