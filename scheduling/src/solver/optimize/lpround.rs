@@ -19,8 +19,8 @@
 
 use super::bound::{self, BoundItem};
 use super::budget::Budget;
+use super::master;
 use super::pack::{self, Bin, Class, Instance, Packing, PriceOrder};
-use good_lp::{Expression, ProblemVariables, Solution, SolverModel, Variable, microlp, variable};
 
 /// Column-generation rounds at most.
 const ROUNDS: usize = 30;
@@ -304,6 +304,22 @@ fn seeds(inst: &Instance<'_>, kept: &[usize], items: &[BoundItem]) -> Vec<Patter
     patterns
 }
 
+/// The master's columns: each pattern with its type's price.
+fn master_columns<'a>(types: &[pack::BinType], patterns: &'a [Pattern]) -> Vec<master::Column<'a>> {
+    patterns
+        .iter()
+        .map(|p| master::Column {
+            counts: &p.counts,
+            price: types[p.ty].price,
+        })
+        .collect()
+}
+
+/// Each class's demand, as the master LP takes it.
+fn demand(classes: &[Class]) -> Vec<f64> {
+    classes.iter().map(|c| f64::from(c.count)).collect()
+}
+
 /// The master LP's dual: a value per class, maximising `Σ n_i π_i` with every pattern's
 /// pods worth at most its price.
 fn master_dual(
@@ -315,30 +331,7 @@ fn master_dual(
     if !budget.spend((classes.len() * patterns.len()) as u64 * 8) {
         return None;
     }
-    let mut vars = ProblemVariables::new();
-    let pi: Vec<Variable> = classes
-        .iter()
-        .map(|_| vars.add(variable().min(0.0)))
-        .collect();
-    let mut objective = Expression::default();
-    for (c, class) in classes.iter().enumerate() {
-        objective.add_mul(f64::from(class.count), pi[c]);
-    }
-    let mut model = vars.maximise(objective).using(microlp);
-    for p in patterns {
-        let mut row = Expression::default();
-        for &(c, k) in &p.counts {
-            row.add_mul(f64::from(k), pi[c]);
-        }
-        model = model.with(row.leq(types[p.ty].price));
-    }
-    let solution = model.solve().ok()?;
-    Some(
-        pi.iter()
-            .map(|&v| solution.value(v).max(0.0))
-            .map(|v| if v.is_finite() { v } else { 0.0 })
-            .collect(),
-    )
+    master::values(&demand(classes), &master_columns(types, patterns))
 }
 
 /// The master LP: fractional copies of each pattern covering every class at least price.
@@ -351,34 +344,7 @@ fn master_primal(
     if !budget.spend((classes.len() * patterns.len()) as u64 * 8) {
         return None;
     }
-    let mut vars = ProblemVariables::new();
-    let x: Vec<Variable> = patterns
-        .iter()
-        .map(|_| vars.add(variable().min(0.0)))
-        .collect();
-    let mut objective = Expression::default();
-    for (p, pattern) in patterns.iter().enumerate() {
-        objective.add_mul(types[pattern.ty].price, x[p]);
-    }
-    let mut rows: Vec<Expression> = vec![Expression::default(); classes.len()];
-    for (p, pattern) in patterns.iter().enumerate() {
-        for &(c, k) in &pattern.counts {
-            rows[c].add_mul(f64::from(k), x[p]);
-        }
-    }
-    let mut model = vars.minimise(objective).using(microlp);
-    for (c, row) in rows.into_iter().enumerate() {
-        if classes[c].count > 0 {
-            model = model.with(row.geq(f64::from(classes[c].count)));
-        }
-    }
-    let solution = model.solve().ok()?;
-    Some(
-        x.iter()
-            .map(|&v| solution.value(v).max(0.0))
-            .map(|v| if v.is_finite() { v } else { 0.0 })
-            .collect(),
-    )
+    master::copies(&demand(classes), &master_columns(types, patterns))
 }
 
 #[cfg(test)]

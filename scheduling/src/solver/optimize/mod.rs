@@ -42,6 +42,7 @@ mod cover;
 mod global;
 mod hosts;
 mod lpround;
+mod master;
 mod pack;
 
 use super::Scheduler;

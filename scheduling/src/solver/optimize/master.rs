@@ -1,0 +1,210 @@
+//! The master LP of Gilmore–Gomory column generation, shared by the LP rounding
+//! ([`super::lpround`]) and the configuration-LP bound ([`super::bound::coupled_bound`]).
+//!
+//! Primal: buy fractional copies `x_p ≥ 0` of node patterns so that every pod class `c` is
+//! covered, `Σ_p a_cp x_p ≥ n_c`, at least price `Σ_p c_p x_p`. Dual: a value `π_c ≥ 0` per
+//! class with `Σ_c a_cp π_c ≤ c_p` for every pattern, maximising `Σ_c n_c π_c`.
+//!
+//! Pricing needs the dual. microlp solves an LP whose rows are the patterns (hundreds) about
+//! five times slower than one whose rows are the classes (tens), and it reports no dual
+//! values, so [`values`] solves the primal first and then the dual restricted to the
+//! patterns the primal buys: by complementary slackness those are the rows an optimal dual
+//! meets with equality, so the restricted dual has the same optimum. Rows of other patterns
+//! that its answer violates join it and it is solved again, so the answer is feasible for
+//! every pattern, as the full dual's would be.
+
+use good_lp::{Expression, ProblemVariables, Solution, SolverModel, Variable, microlp, variable};
+
+/// One column of the master: a pattern's pods per class and its price.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Column<'a> {
+    /// `(class, pods of it)`, each class at most once.
+    pub counts: &'a [(usize, u32)],
+    /// What one copy of the pattern costs.
+    pub price: f64,
+}
+
+/// Restricted-dual solves before the full dual is solved instead.
+const RESTRICTED_ROUNDS: usize = 8;
+/// A pattern bought in at least this many copies is taken to be in the primal's basis.
+const BOUGHT: f64 = 1e-9;
+
+/// The primal: copies of each column (`x_p`, clamped to finite non-negative values), or
+/// `None` when the LP solver fails (a class with demand that no column covers, say).
+pub(crate) fn copies(demand: &[f64], columns: &[Column<'_>]) -> Option<Vec<f64>> {
+    let mut vars = ProblemVariables::new();
+    let x: Vec<Variable> = columns
+        .iter()
+        .map(|_| vars.add(variable().min(0.0)))
+        .collect();
+    let mut objective = Expression::default();
+    for (p, col) in columns.iter().enumerate() {
+        objective.add_mul(col.price, x[p]);
+    }
+    let mut rows: Vec<Expression> = vec![Expression::default(); demand.len()];
+    for (p, col) in columns.iter().enumerate() {
+        for &(c, k) in col.counts {
+            rows[c].add_mul(f64::from(k), x[p]);
+        }
+    }
+    let mut model = vars.minimise(objective).using(microlp);
+    for (c, row) in rows.into_iter().enumerate() {
+        if demand[c] > 0.0 {
+            model = model.with(row.geq(demand[c]));
+        }
+    }
+    let solution = model.solve().ok()?;
+    Some(x.iter().map(|&v| clean(solution.value(v))).collect())
+}
+
+/// An optimal dual of the master (see the module docs): a finite value `π_c ≥ 0` per class.
+/// `None` when the LP solver fails.
+pub(crate) fn values(demand: &[f64], columns: &[Column<'_>]) -> Option<Vec<f64>> {
+    let x = copies(demand, columns)?;
+    let mut rows: Vec<usize> = (0..columns.len()).filter(|&p| x[p] > BOUGHT).collect();
+    for _ in 0..RESTRICTED_ROUNDS {
+        let pi = dual(demand, columns, &rows)?;
+        let violated: Vec<usize> = (0..columns.len())
+            .filter(|&p| worth(columns[p].counts, &pi) > columns[p].price * (1.0 + 1e-9) + 1e-12)
+            .filter(|p| !rows.contains(p))
+            .collect();
+        if violated.is_empty() {
+            return Some(pi);
+        }
+        rows.extend(violated);
+        rows.sort_unstable();
+    }
+    let all: Vec<usize> = (0..columns.len()).collect();
+    dual(demand, columns, &all)
+}
+
+/// What a pattern's pods are worth at the values `pi`.
+fn worth(counts: &[(usize, u32)], pi: &[f64]) -> f64 {
+    counts.iter().map(|&(c, k)| f64::from(k) * pi[c]).sum()
+}
+
+/// The dual with only the given columns' rows.
+fn dual(demand: &[f64], columns: &[Column<'_>], rows: &[usize]) -> Option<Vec<f64>> {
+    let mut vars = ProblemVariables::new();
+    let pi: Vec<Variable> = demand
+        .iter()
+        .map(|_| vars.add(variable().min(0.0)))
+        .collect();
+    let mut objective = Expression::default();
+    for (c, &n) in demand.iter().enumerate() {
+        objective.add_mul(n, pi[c]);
+    }
+    let mut model = vars.maximise(objective).using(microlp);
+    for &p in rows {
+        let mut row = Expression::default();
+        for &(c, k) in columns[p].counts {
+            row.add_mul(f64::from(k), pi[c]);
+        }
+        model = model.with(row.leq(columns[p].price));
+    }
+    let solution = model.solve().ok()?;
+    Some(pi.iter().map(|&v| clean(solution.value(v))).collect())
+}
+
+/// A solver value as a finite non-negative number.
+fn clean(v: f64) -> f64 {
+    let v = v.max(0.0);
+    if v.is_finite() { v } else { 0.0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The full dual, solved directly: the reference for [`values`].
+    fn full_dual(demand: &[f64], columns: &[Column<'_>]) -> Vec<f64> {
+        let all: Vec<usize> = (0..columns.len()).collect();
+        dual(demand, columns, &all).expect("dual")
+    }
+
+    fn objective(demand: &[f64], pi: &[f64]) -> f64 {
+        demand.iter().zip(pi).map(|(n, v)| n * v).sum()
+    }
+
+    #[test]
+    fn complementary_pods_are_valued_by_the_pair() {
+        // Two classes that fill a node only together: each is worth half the node.
+        let both = [(0, 1), (1, 1)];
+        let alone0 = [(0, 1)];
+        let alone1 = [(1, 1)];
+        let columns = [
+            Column {
+                counts: &alone0,
+                price: 0.7,
+            },
+            Column {
+                counts: &alone1,
+                price: 0.7,
+            },
+            Column {
+                counts: &both,
+                price: 1.0,
+            },
+        ];
+        let demand = [60.0, 60.0];
+        let x = copies(&demand, &columns).expect("primal");
+        assert!((x[2] - 60.0).abs() < 1e-6, "{x:?}");
+        let pi = values(&demand, &columns).expect("dual");
+        assert!((objective(&demand, &pi) - 60.0).abs() < 1e-6, "{pi:?}");
+        for col in &columns {
+            assert!(worth(col.counts, &pi) <= col.price + 1e-9, "{pi:?}");
+        }
+    }
+
+    proptest! {
+        /// The restricted dual answers with the full dual's optimum, feasible for every
+        /// pattern, and equal to the primal's optimum (strong duality).
+        #[test]
+        fn the_restricted_dual_is_optimal(
+            demand in prop::collection::vec(0u32..40, 1..6),
+            raw in prop::collection::vec(
+                (prop::collection::vec(0u32..5, 6), 1u32..100),
+                1..30,
+            ),
+        ) {
+            let classes = demand.len();
+            let demand: Vec<f64> = demand.into_iter().map(f64::from).collect();
+            let mut counts: Vec<Vec<(usize, u32)>> = raw
+                .iter()
+                .map(|(ks, _)| {
+                    ks.iter()
+                        .take(classes)
+                        .enumerate()
+                        .filter(|&(_, &k)| k > 0)
+                        .map(|(c, &k)| (c, k))
+                        .collect()
+                })
+                .collect();
+            // Every class alone on some pattern, so the primal is feasible.
+            for c in 0..classes {
+                counts.push(vec![(c, 1)]);
+            }
+            let prices: Vec<f64> = raw
+                .iter()
+                .map(|&(_, p)| f64::from(p) / 10.0)
+                .chain((0..classes).map(|c| 10.0 + c as f64))
+                .collect();
+            let columns: Vec<Column<'_>> = counts
+                .iter()
+                .zip(&prices)
+                .map(|(c, &price)| Column { counts: c, price })
+                .collect();
+            let pi = values(&demand, &columns).expect("dual");
+            for col in &columns {
+                prop_assert!(worth(col.counts, &pi) <= col.price * (1.0 + 1e-6) + 1e-9);
+            }
+            let x = copies(&demand, &columns).expect("primal");
+            let primal: f64 = x.iter().zip(&columns).map(|(x, c)| x * c.price).sum();
+            let reference = objective(&demand, &full_dual(&demand, &columns));
+            let got = objective(&demand, &pi);
+            prop_assert!((got - reference).abs() <= 1e-6 * (1.0 + reference), "{got} vs {reference}");
+            prop_assert!((got - primal).abs() <= 1e-6 * (1.0 + primal), "{got} vs {primal}");
+        }
+    }
+}
