@@ -563,6 +563,24 @@ impl Claim {
             let relaxed = check_min_values(&t.its, &kept, reqs, policy)?;
             return Ok((kept, relaxed));
         }
+        // The usual case: one DaemonSet group and no requirement changed, so the fit alone
+        // decides (the loop below would answer the same, checking far more per option).
+        if !explain && masks.is_empty() && offers.is_none() && totals.len() == 1 {
+            let Some(total) = &totals[0] else {
+                return Err(String::new());
+            };
+            let kept: Vec<u32> = self
+                .options
+                .iter()
+                .copied()
+                .filter(|&i| t.alloc_table.fits(total, i as usize))
+                .collect();
+            if kept.is_empty() {
+                return Err(String::new());
+            }
+            let relaxed = check_min_values(&t.its, &kept, reqs, policy)?;
+            return Ok((kept, relaxed));
+        }
         let mut kept = Vec::with_capacity(self.options.len());
         let (mut any_compat, mut any_fit, mut any_offer, mut any_group) =
             (false, false, false, false);
