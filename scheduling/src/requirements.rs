@@ -7,8 +7,11 @@
 
 use crate::labels;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
+use value_set::ValueSet;
+
+mod value_set;
 
 /// A node selector operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -87,7 +90,7 @@ pub struct NodeSelectorRequirement {
 pub struct Requirement {
     key: String,
     complement: bool,
-    values: BTreeSet<String>,
+    values: ValueSet,
     /// Inclusive lower bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     gte: Option<i64>,
@@ -180,7 +183,7 @@ impl Requirement {
         let mut values = values.into_iter().map(Into::into);
         match operator {
             Operator::In | Operator::NotIn => {
-                let set: BTreeSet<String> = values.collect();
+                let set: ValueSet = values.collect();
                 if set.is_empty() {
                     return err(
                         key,
@@ -200,7 +203,7 @@ impl Requirement {
                 Ok(Self::from_parts(
                     key,
                     operator == Operator::Exists,
-                    BTreeSet::new(),
+                    ValueSet::new(),
                 ))
             }
             Operator::Gt | Operator::Lt | Operator::Gte | Operator::Lte => {
@@ -234,7 +237,7 @@ impl Requirement {
         }
     }
 
-    fn from_parts(key: String, complement: bool, values: BTreeSet<String>) -> Self {
+    fn from_parts(key: String, complement: bool, values: ValueSet) -> Self {
         Self {
             key,
             complement,
@@ -250,7 +253,7 @@ impl Requirement {
     pub fn exists(key: impl Into<String>) -> Self {
         let key: String = key.into();
         let key = labels::normalized(&key).map_or(key, str::to_owned);
-        Self::from_parts(key, true, BTreeSet::new())
+        Self::from_parts(key, true, ValueSet::new())
     }
 
     /// `key DoesNotExist`: no value is allowed. Like [`Requirement::new`], an alias key is
@@ -258,7 +261,7 @@ impl Requirement {
     pub fn does_not_exist(key: impl Into<String>) -> Self {
         let key: String = key.into();
         let key = labels::normalized(&key).map_or(key, str::to_owned);
-        Self::from_parts(key, false, BTreeSet::new())
+        Self::from_parts(key, false, ValueSet::new())
     }
 
     /// The same requirement with minValues replaced.
@@ -326,11 +329,11 @@ impl Requirement {
         if let (Some(lo), Some(hi)) = (gte, lte)
             && lo > hi
         {
-            return Self::from_parts(self.key.clone(), false, BTreeSet::new())
+            return Self::from_parts(self.key.clone(), false, ValueSet::new())
                 .with_min_values(min_values);
         }
         let keep = |v: &&String| within_bounds(v, gte, lte);
-        let values: BTreeSet<String> = match (self.complement, other.complement) {
+        let values: ValueSet = match (self.complement, other.complement) {
             (true, true) => self
                 .values
                 .union(&other.values)
@@ -551,7 +554,10 @@ impl fmt::Display for Requirement {
     try_from = "Vec<NodeSelectorRequirement>"
 )]
 pub struct Requirements {
-    map: BTreeMap<String, Requirement>,
+    /// One requirement per key, sorted by key. A node's or an instance type's 25-odd keys in
+    /// one allocation: a map would allocate a node per dozen keys, and the catalogue holds
+    /// thousands of these.
+    map: Vec<Requirement>,
 }
 
 impl From<Requirements> for Vec<NodeSelectorRequirement> {
@@ -640,7 +646,7 @@ impl Requirements {
             out.add(Requirement::from_parts(
                 key,
                 false,
-                BTreeSet::from([value.clone()]),
+                ValueSet::one(value.clone()),
             ));
         }
         out
@@ -648,49 +654,50 @@ impl Requirements {
 
     /// Adds a requirement, intersecting with any existing one on the same key.
     pub fn add(&mut self, r: Requirement) {
-        match self.map.get_mut(&r.key) {
-            Some(existing) => *existing = r.intersection(existing),
-            None => {
-                self.map.insert(r.key.clone(), r);
-            }
+        match self.position(&r.key) {
+            Ok(i) => self.map[i] = r.intersection(&self.map[i]),
+            Err(i) => self.map.insert(i, r),
         }
     }
 
     /// Adds every requirement of `other`.
     pub fn add_all(&mut self, other: &Requirements) {
-        for r in other.map.values() {
-            match self.map.get_mut(&r.key) {
-                Some(existing) => *existing = r.intersection(existing),
-                None => {
-                    self.map.insert(r.key.clone(), r.clone());
-                }
+        for r in &other.map {
+            match self.position(&r.key) {
+                Ok(i) => self.map[i] = r.intersection(&self.map[i]),
+                Err(i) => self.map.insert(i, r.clone()),
             }
         }
     }
 
+    /// Where `key` is in the sorted list (`Err` with where it would go when undefined).
+    fn position(&self, key: &str) -> Result<usize, usize> {
+        self.map.binary_search_by(|r| r.key.as_str().cmp(key))
+    }
+
     /// Removes and returns the requirement on `key`, leaving it undefined.
     pub fn remove(&mut self, key: &str) -> Option<Requirement> {
-        self.map.remove(key)
+        self.position(key).ok().map(|i| self.map.remove(i))
     }
 
     /// The requirement on `key`, if defined.
     pub fn get(&self, key: &str) -> Option<&Requirement> {
-        self.map.get(key)
+        self.position(key).ok().map(|i| &self.map[i])
     }
 
     /// Whether `key` is defined.
     pub fn has(&self, key: &str) -> bool {
-        self.map.contains_key(key)
+        self.position(key).is_ok()
     }
 
     /// Iterates the requirements in key order.
     pub fn iter(&self) -> impl Iterator<Item = &Requirement> + '_ {
-        self.map.values()
+        self.map.iter()
     }
 
     /// The defined keys, sorted.
     pub fn keys(&self) -> impl Iterator<Item = &str> + '_ {
-        self.map.keys().map(String::as_str)
+        self.map.iter().map(Requirement::key)
     }
 
     /// Number of keys.
@@ -705,7 +712,7 @@ impl Requirements {
 
     /// Whether any requirement carries minValues.
     pub fn has_min_values(&self) -> bool {
-        self.map.values().any(|r| r.min_values.is_some())
+        self.map.iter().any(|r| r.min_values.is_some())
     }
 
     /// Karpenter's `Intersects`: every key defined on both sides has a non-empty intersection.
@@ -717,11 +724,12 @@ impl Requirements {
     /// `key K, <other's requirement> not in <self's requirement>`. Allocates only on failure.
     pub fn intersects(&self, other: &Requirements) -> Result<(), Incompatible> {
         let (small, large, self_is_small) = if self.map.len() <= other.map.len() {
-            (&self.map, &other.map, true)
+            (self, other, true)
         } else {
-            (&other.map, &self.map, false)
+            (other, self, false)
         };
-        for (key, a) in small {
+        for a in &small.map {
+            let key = &a.key;
             let Some(b) = large.get(key) else { continue };
             let (existing, incoming) = if self_is_small { (a, b) } else { (b, a) };
             if existing.has_intersection(incoming)
@@ -751,9 +759,10 @@ impl Requirements {
         other: &Requirements,
         allow_undefined_well_known: bool,
     ) -> Result<(), Incompatible> {
-        for (key, r) in &other.map {
+        for r in &other.map {
+            let key = &r.key;
             if (allow_undefined_well_known && labels::is_well_known(key))
-                || self.map.contains_key(key)
+                || self.has(key)
                 || tolerates_absence(r.operator())
             {
                 continue;
@@ -793,8 +802,7 @@ impl Requirements {
                 .or_else(|| candidates.iter().find(|c| c.contains(key)))
                 .copied()
         };
-        pick(&mut well_known.iter().copied())
-            .or_else(|| pick(&mut self.map.keys().map(String::as_str)))
+        pick(&mut well_known.iter().copied()).or_else(|| pick(&mut self.keys()))
     }
 
     /// Whether node `labels` satisfy every requirement (a missing label satisfies only NotIn
@@ -804,7 +812,7 @@ impl Requirements {
     /// an integer value within bounds). A missing label satisfies an unbounded NotIn and
     /// DoesNotExist; a bounded requirement needs the label, as Kubernetes evaluates `Gt`/`Lt`.
     pub fn matches_labels(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.map.values().all(|r| match labels.get(&r.key) {
+        self.map.iter().all(|r| match labels.get(&r.key) {
             Some(value) => r.has(value),
             None => r.gte.is_none() && r.lte.is_none() && tolerates_absence(r.operator()),
         })
@@ -813,7 +821,7 @@ impl Requirements {
     /// The labels these requirements pin to one value (In with a single value).
     pub fn single_valued_labels(&self) -> BTreeMap<String, String> {
         self.map
-            .values()
+            .iter()
             .filter(|r| !r.complement && r.values.len() == 1)
             .filter_map(|r| r.any().map(|v| (r.key.clone(), v.to_owned())))
             .collect()
@@ -824,7 +832,7 @@ impl Requirements {
     /// [`Requirements::from_node_selector`] of the result equals `self`.
     pub fn to_node_selector(&self) -> Vec<NodeSelectorRequirement> {
         self.map
-            .values()
+            .iter()
             .flat_map(Requirement::to_node_selectors)
             .collect()
     }
@@ -842,7 +850,7 @@ impl fmt::Display for Requirements {
         let mut first = true;
         for r in self
             .map
-            .values()
+            .iter()
             .filter(|r| !labels::RESTRICTED_LABELS.contains(&r.key()))
         {
             if !first {
@@ -857,10 +865,10 @@ impl fmt::Display for Requirements {
 
 impl<'a> IntoIterator for &'a Requirements {
     type Item = &'a Requirement;
-    type IntoIter = std::collections::btree_map::Values<'a, String, Requirement>;
+    type IntoIter = std::slice::Iter<'a, Requirement>;
 
     fn into_iter(self) -> Self::IntoIter {
-        self.map.values()
+        self.map.iter()
     }
 }
 
@@ -868,8 +876,8 @@ impl FromIterator<Requirement> for Requirements {
     /// Adds each requirement in turn (repeated keys intersect, in the order they come,
     /// exactly as repeated [`Requirements::add`] calls would).
     fn from_iter<T: IntoIterator<Item = Requirement>>(iter: T) -> Self {
-        // Sorting once and building the map in bulk costs a fraction of one insert per key;
-        // instance types are built this way, 25-odd keys each, thousands at a time.
+        // Sorting once costs a fraction of one insert per key; instance types are built this
+        // way, 25-odd keys each, thousands at a time.
         let mut all: Vec<Requirement> = iter.into_iter().collect();
         all.sort_by(|a, b| a.key.cmp(&b.key));
         let mut merged: Vec<Requirement> = Vec::with_capacity(all.len());
@@ -879,9 +887,8 @@ impl FromIterator<Requirement> for Requirements {
                 _ => merged.push(r),
             }
         }
-        Self {
-            map: merged.into_iter().map(|r| (r.key.clone(), r)).collect(),
-        }
+        merged.shrink_to_fit();
+        Self { map: merged }
     }
 }
 
