@@ -213,8 +213,7 @@ pub(crate) fn lower_bound(
         .map(|row| {
             row.iter()
                 .enumerate()
-                .map(|(d, x)| x.map_or(0.0, |x| solution.value(x).max(0.0) / norm[d]))
-                .map(|p| if p.is_finite() { p } else { 0.0 })
+                .map(|(d, x)| x.map_or(0.0, |x| master::clean(solution.value(x) / norm[d])))
                 .collect()
         })
         .collect();
@@ -367,7 +366,7 @@ pub(crate) fn coupled_bound(
                 price: columns[p.column].price,
             })
             .collect();
-        let Some(values) = master::values(&demand, &master_columns) else {
+        let Some(master::Solved { values, .. }) = master::values(&demand, &master_columns) else {
             break;
         };
 
@@ -957,6 +956,7 @@ mod tests {
             );
         }
     }
+
     #[test]
     fn dropping_dominated_columns_keeps_the_bound() {
         // Seeded instances with many near-duplicate columns (scaled copies, some dominated,

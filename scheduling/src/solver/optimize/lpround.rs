@@ -108,8 +108,12 @@ pub(crate) fn lp_round(inst: &Instance<'_>, budget: &mut Budget<'_>) -> Option<P
     if !budget.spend((patterns.len() * classes.len()) as u64) {
         return None;
     }
+    // The primal of the last master solved, with how many patterns it had: patterns are
+    // only ever appended, so while the count is unchanged it is the final master's primal.
+    let mut last: Option<(usize, Vec<f64>)> = None;
     for _round in 0..ROUNDS {
-        let values = master_dual(classes, types, &patterns, budget)?;
+        let master::Solved { values, copies } = master_dual(classes, types, &patterns, budget)?;
+        last = Some((patterns.len(), copies));
         let mut violated: Vec<(f64, Pattern)> = Vec::new();
         for (j, &t) in kept.iter().enumerate() {
             if users[j].is_empty() {
@@ -154,7 +158,13 @@ pub(crate) fn lp_round(inst: &Instance<'_>, budget: &mut Budget<'_>) -> Option<P
             break;
         }
     }
-    let x = master_primal(classes, types, &patterns, budget)?;
+    let x = match last {
+        Some((n, copies)) if n == patterns.len() => {
+            master_primal_cost(classes, patterns.len(), budget)?;
+            copies
+        }
+        _ => master_primal(classes, types, &patterns, budget)?,
+    };
 
     // Whole copies of every pattern the LP buys, most-bought first.
     let mut order: Vec<usize> = (0..patterns.len()).collect();
@@ -321,13 +331,13 @@ fn demand(classes: &[Class]) -> Vec<f64> {
 }
 
 /// The master LP's dual: a value per class, maximising `Σ n_i π_i` with every pattern's
-/// pods worth at most its price.
+/// pods worth at most its price (and the primal it was found from).
 fn master_dual(
     classes: &[Class],
     types: &[pack::BinType],
     patterns: &[Pattern],
     budget: &mut Budget<'_>,
-) -> Option<Vec<f64>> {
+) -> Option<master::Solved> {
     if !budget.spend((classes.len() * patterns.len()) as u64 * 8) {
         return None;
     }
@@ -341,10 +351,16 @@ fn master_primal(
     patterns: &[Pattern],
     budget: &mut Budget<'_>,
 ) -> Option<Vec<f64>> {
-    if !budget.spend((classes.len() * patterns.len()) as u64 * 8) {
-        return None;
-    }
+    master_primal_cost(classes, patterns.len(), budget)?;
     master::copies(&demand(classes), &master_columns(types, patterns))
+}
+
+/// Charges what solving the master's primal costs, whether it is solved or its answer is
+/// reused: a plan must not depend on which, and the budget decides how far a plan gets.
+fn master_primal_cost(classes: &[Class], patterns: usize, budget: &mut Budget<'_>) -> Option<()> {
+    budget
+        .spend((classes.len() * patterns) as u64 * 8)
+        .then_some(())
 }
 
 #[cfg(test)]

@@ -57,25 +57,37 @@ pub(crate) fn copies(demand: &[f64], columns: &[Column<'_>]) -> Option<Vec<f64>>
     Some(x.iter().map(|&v| clean(solution.value(v))).collect())
 }
 
-/// An optimal dual of the master (see the module docs): a finite value `π_c ≥ 0` per class.
+/// Both sides of the master, solved once.
+pub(crate) struct Solved {
+    /// An optimal dual: a finite value `π_c ≥ 0` per class.
+    pub values: Vec<f64>,
+    /// The optimal primal found on the way, as [`copies`] gives it.
+    pub copies: Vec<f64>,
+}
+
+/// An optimal dual of the master (see the module docs), with the primal it was found from.
 /// `None` when the LP solver fails.
-pub(crate) fn values(demand: &[f64], columns: &[Column<'_>]) -> Option<Vec<f64>> {
+pub(crate) fn values(demand: &[f64], columns: &[Column<'_>]) -> Option<Solved> {
     let x = copies(demand, columns)?;
     let mut rows: Vec<usize> = (0..columns.len()).filter(|&p| x[p] > BOUGHT).collect();
     for _ in 0..RESTRICTED_ROUNDS {
         let pi = dual(demand, columns, &rows)?;
         let violated: Vec<usize> = (0..columns.len())
             .filter(|&p| worth(columns[p].counts, &pi) > columns[p].price * (1.0 + 1e-9) + 1e-12)
-            .filter(|p| !rows.contains(p))
+            .filter(|p| rows.binary_search(p).is_err())
             .collect();
         if violated.is_empty() {
-            return Some(pi);
+            return Some(Solved {
+                values: pi,
+                copies: x,
+            });
         }
         rows.extend(violated);
         rows.sort_unstable();
     }
     let all: Vec<usize> = (0..columns.len()).collect();
-    dual(demand, columns, &all)
+    let values = dual(demand, columns, &all)?;
+    Some(Solved { values, copies: x })
 }
 
 /// What a pattern's pods are worth at the values `pi`.
@@ -107,7 +119,7 @@ fn dual(demand: &[f64], columns: &[Column<'_>], rows: &[usize]) -> Option<Vec<f6
 }
 
 /// A solver value as a finite non-negative number.
-fn clean(v: f64) -> f64 {
+pub(crate) fn clean(v: f64) -> f64 {
     let v = v.max(0.0);
     if v.is_finite() { v } else { 0.0 }
 }
@@ -150,7 +162,7 @@ mod tests {
         let demand = [60.0, 60.0];
         let x = copies(&demand, &columns).expect("primal");
         assert!((x[2] - 60.0).abs() < 1e-6, "{x:?}");
-        let pi = values(&demand, &columns).expect("dual");
+        let pi = values(&demand, &columns).expect("dual").values;
         assert!((objective(&demand, &pi) - 60.0).abs() < 1e-6, "{pi:?}");
         for col in &columns {
             assert!(worth(col.counts, &pi) <= col.price + 1e-9, "{pi:?}");
@@ -195,7 +207,9 @@ mod tests {
                 .zip(&prices)
                 .map(|(c, &price)| Column { counts: c, price })
                 .collect();
-            let pi = values(&demand, &columns).expect("dual");
+            let solved = values(&demand, &columns).expect("dual");
+            prop_assert_eq!(&solved.copies, &copies(&demand, &columns).expect("primal"));
+            let pi = solved.values;
             for col in &columns {
                 prop_assert!(worth(col.counts, &pi) <= col.price * (1.0 + 1e-6) + 1e-9);
             }
