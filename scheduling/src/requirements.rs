@@ -548,7 +548,7 @@ impl fmt::Display for Requirement {
 /// Serialises as the manifest form (a list of `{key, operator, values, minValues}`, in key
 /// order) so plans and snapshots read like the YAML users write; deserialising validates
 /// each entry and intersects repeated keys.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(
     into = "Vec<NodeSelectorRequirement>",
     try_from = "Vec<NodeSelectorRequirement>"
@@ -863,6 +863,26 @@ impl fmt::Display for Requirements {
     }
 }
 
+/// Shown as a map from key to requirement, in key order.
+impl fmt::Debug for Requirements {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Requirements")
+            .field("map", &DebugMap(&self.map))
+            .finish()
+    }
+}
+
+/// The requirements as `{key: requirement, …}`.
+struct DebugMap<'a>(&'a [Requirement]);
+
+impl fmt::Debug for DebugMap<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map()
+            .entries(self.0.iter().map(|r| (&r.key, r)))
+            .finish()
+    }
+}
+
 impl<'a> IntoIterator for &'a Requirements {
     type Item = &'a Requirement;
     type IntoIter = std::slice::Iter<'a, Requirement>;
@@ -897,6 +917,22 @@ mod tests {
     use super::*;
     use crate::labels::{ARCH, ZONE};
     use proptest::prelude::*;
+
+    /// Debug output reads as the key-to-requirement map it always printed (benchmark
+    /// digests and logs compare it across versions).
+    #[test]
+    fn debug_shows_a_map_in_key_order() {
+        let mut reqs = Requirements::new();
+        reqs.add(Requirement::new("b", Operator::In, ["y", "x"]).unwrap());
+        reqs.add(Requirement::exists("a"));
+        assert_eq!(
+            format!("{reqs:?}"),
+            "Requirements { map: {\"a\": Requirement { key: \"a\", complement: true, \
+             values: {}, gte: None, lte: None, min_values: None }, \"b\": Requirement { \
+             key: \"b\", complement: false, values: {\"x\", \"y\"}, gte: None, lte: None, \
+             min_values: None }} }"
+        );
+    }
 
     #[test]
     fn collecting_is_adding_in_turn_repeated_keys_included() {

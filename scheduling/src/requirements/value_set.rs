@@ -11,9 +11,16 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 /// Distinct strings in ascending order (the order a `BTreeSet<String>` iterates in, so
 /// equality, hashing, serialisation and display are what they were with one).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Default, PartialEq, Eq, Hash, Serialize)]
 #[serde(transparent)]
 pub(super) struct ValueSet(Vec<String>);
+
+/// Shown as a set (`{"a", "b"}`), as the `BTreeSet` it replaced was.
+impl std::fmt::Debug for ValueSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(&self.0).finish()
+    }
+}
 
 impl ValueSet {
     /// The empty set.
@@ -141,6 +148,8 @@ mod tests {
         assert_eq!(json, r#"["a","z"]"#);
         let back: ValueSet = serde_json::from_str(r#"["q","b","q"]"#).unwrap();
         assert_eq!(back, set(&["b", "q"]));
+        let btree: BTreeSet<&str> = ["q", "b"].into();
+        assert_eq!(format!("{back:?}"), format!("{btree:?}"));
     }
 
     proptest! {
