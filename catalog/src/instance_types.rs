@@ -250,8 +250,12 @@ fn zones_of<'a>(entry: &'a CatalogueEntry, options: &CatalogueOptions) -> Vec<&'
 /// The offerings of an entry: for each zone (sorted, after the zone filter), on-demand at the
 /// catalogue price, then spot at [`spot_price`] when the entry supports spot. All available.
 pub fn offerings(entry: &CatalogueEntry, options: &CatalogueOptions) -> Vec<Offering> {
-    let mut out = Vec::new();
-    for zone in zones_of(entry, options) {
+    let zones = zones_of(entry, options);
+    // Sized once: the catalogue keeps these for its whole life, so growth would leave its
+    // discarded buffers and spare capacity in the heap.
+    let per_zone = usize::from(entry.supports_on_demand()) + usize::from(entry.supports_spot());
+    let mut out = Vec::with_capacity(zones.len() * per_zone);
+    for zone in zones {
         if entry.supports_on_demand() {
             out.push(Offering {
                 zone: zone.to_string(),

@@ -25,22 +25,45 @@ use std::sync::Arc;
 /// Whether an offering is available and allowed by `reqs` (zone, capacity type and, for a
 /// reserved offering, its reservation id).
 pub(crate) fn offering_ok(o: &Offering, reqs: &Requirements) -> bool {
-    offering_allowed(o, reqs.get(ZONE), reqs.get(CAPACITY_TYPE)) && reservation_allowed(o, reqs)
+    OfferingFilter::new(reqs).allows(o)
 }
 
-/// Whether `reqs` allow the reservation `o` launches into (its id and further labels), or,
-/// for an offering without one, require none of the labels only reserved nodes carry.
-fn reservation_allowed(o: &Offering, reqs: &Requirements) -> bool {
-    match &o.reservation {
-        Some(r) => {
-            reqs.get(&r.id_label).is_none_or(|x| x.has(&r.id))
-                && r.labels
-                    .iter()
-                    .all(|(k, v)| reqs.get(k).is_none_or(|x| x.has(v)))
+/// [`offering_ok`] for many offerings against the same requirements: the keys every
+/// offering is checked on are looked up once, not once per offering (an instance type has a
+/// dozen offerings, and the requirements some 25 keys).
+struct OfferingFilter<'r> {
+    reqs: &'r Requirements,
+    zone: Option<&'r Requirement>,
+    capacity: Option<&'r Requirement>,
+    /// Whether `reqs` allow an offering without a reservation: they require none of the
+    /// labels only reserved nodes carry.
+    unreserved: bool,
+}
+
+impl<'r> OfferingFilter<'r> {
+    fn new(reqs: &'r Requirements) -> Self {
+        Self {
+            reqs,
+            zone: reqs.get(ZONE),
+            capacity: reqs.get(CAPACITY_TYPE),
+            unreserved: RESERVED_CAPACITY_LABELS
+                .iter()
+                .all(|k| reqs.get(k).is_none_or(|x| tolerates_absence(x.operator()))),
         }
-        None => RESERVED_CAPACITY_LABELS
-            .iter()
-            .all(|k| reqs.get(k).is_none_or(|x| tolerates_absence(x.operator()))),
+    }
+
+    /// Whether `o` is available and allowed.
+    fn allows(&self, o: &Offering) -> bool {
+        offering_allowed(o, self.zone, self.capacity)
+            && match &o.reservation {
+                None => self.unreserved,
+                Some(r) => {
+                    self.reqs.get(&r.id_label).is_none_or(|x| x.has(&r.id))
+                        && r.labels
+                            .iter()
+                            .all(|(k, v)| self.reqs.get(k).is_none_or(|x| x.has(v)))
+                }
+            }
     }
 }
 
@@ -58,7 +81,8 @@ fn offering_allowed(
 
 /// The cheapest available offering allowed by `reqs` (ties: zone, then capacity type).
 pub(crate) fn cheapest<'a>(it: &'a InstanceType, reqs: &Requirements) -> Option<&'a Offering> {
-    cheapest_index(it, |o| offering_ok(o, reqs)).map(|i| &it.offerings[i as usize])
+    let filter = OfferingFilter::new(reqs);
+    cheapest_index(it, |o| filter.allows(o)).map(|i| &it.offerings[i as usize])
 }
 
 /// The index of the cheapest offering `ok` accepts (ties: zone, then capacity type, then the
@@ -182,11 +206,11 @@ pub(crate) fn template_requirements(pool: &NodePool) -> Requirements {
 /// The indices of `pool`'s instance types compatible with `reqs` (its
 /// [`template_requirements`]) that have an available compatible offering.
 pub(crate) fn compatible_types(pool: &NodePool, reqs: &Requirements) -> Vec<u32> {
+    let filter = OfferingFilter::new(reqs);
     (0..pool.instance_types.len() as u32)
         .filter(|&i| {
             let it = &pool.instance_types[i as usize];
-            intersects_ok(&it.requirements, reqs)
-                && it.offerings.iter().any(|o| offering_ok(o, reqs))
+            intersects_ok(&it.requirements, reqs) && it.offerings.iter().any(|o| filter.allows(o))
         })
         .collect()
 }
@@ -266,10 +290,11 @@ impl<'a> Template<'a> {
         if self.reservation_keys.iter().any(|l| reqs.has(l)) {
             // Pinned to reservations (a finished claim, or a pod selecting one): rare, and
             // not worth a cache keyed on more than zone and capacity type.
+            let filter = OfferingFilter::new(reqs);
             return self
                 .its
                 .iter()
-                .map(|it| cheapest_index(it, |o| offering_ok(o, reqs)))
+                .map(|it| cheapest_index(it, |o| filter.allows(o)))
                 .collect();
         }
         let hash = {
