@@ -129,6 +129,9 @@ pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
     });
     let docs = docs?;
     let inputs = Inputs::from_documents(&docs)?;
+    // The documents are decoded; their heap (several times the input's size) is what the
+    // solver should allocate from next, rather than growing the process by page faults.
+    drop(docs);
     // `plan` predicts dynamic provisioning; static pools keep Karpenter's default gate.
     warn(&node_pool_warnings(
         &inputs.node_pools,
@@ -146,12 +149,15 @@ pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
     let types = inputs.pool_instance_types(&instance_types);
     warn(&types.warnings);
     let snapshot = inputs.snapshot_for(&types.by_pool)?;
-    let plan = solve(&snapshot, &solve_options(args));
     let ignored: Vec<String> = inputs
         .ignored
         .iter()
         .map(|(kind, n)| format!("{n} {kind}"))
         .collect();
+    // The snapshot owns copies of the pods and pools; the same goes for these as for the
+    // documents above.
+    drop((inputs, types));
+    let plan = solve(&snapshot, &solve_options(args));
     write_plan(&plan, args, &ignored, out)
 }
 
