@@ -140,6 +140,9 @@ pub(crate) struct Template<'a> {
 #[derive(Debug, Clone)]
 struct OptionNames {
     name: Arc<str>,
+    /// The place of `name` among the template's names in string order, equal names sharing
+    /// one, so ranking options compares two integers instead of two strings.
+    name_rank: u32,
     offerings: Vec<(Arc<str>, Arc<str>)>,
 }
 
@@ -849,31 +852,27 @@ pub(crate) fn ranked_options(
     reqs: &Requirements,
 ) -> Vec<InstanceTypeOption> {
     let offers = t.offers(reqs);
-    // Rank (instance type, offering) index pairs first and build the options in their final
-    // order: the stable sort then moves small pairs instead of whole options.
-    let mut ranked: Vec<(u32, u32)> = options
-        .iter()
-        .filter_map(|&i| offers[i as usize].map(|o| (i, o)))
-        .collect();
-    let offering = |(i, o): (u32, u32)| -> (&InstanceType, &Offering) {
-        let it = t.its[i as usize];
-        (it, &it.offerings[o as usize])
-    };
-    ranked.sort_by(|&a, &b| {
-        let ((a, ao), (b, bo)) = (offering(a), offering(b));
-        ao.price
-            .total_cmp(&bo.price)
-            .then_with(|| a.name.cmp(&b.name))
-    });
     let names = t.memo.names.get_or_init(|| option_names(&t.its));
+    // Rank small keys first and build the options in their final order: the stable sort
+    // then moves (price, name rank, type, offering) tuples, not whole options, and compares
+    // names by their precomputed rank.
+    let mut ranked: Vec<(f64, u32, u32, u32)> = options
+        .iter()
+        .filter_map(|&i| {
+            let o = offers[i as usize]?;
+            let price = t.its[i as usize].offerings[o as usize].price;
+            Some((price, names[i as usize].name_rank, i, o))
+        })
+        .collect();
+    ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     ranked
         .into_iter()
-        .map(|(i, o)| {
+        .map(|(price, _, i, o)| {
             let n = &names[i as usize];
             let (zone, capacity_type) = &n.offerings[o as usize];
             InstanceTypeOption {
                 name: Arc::clone(&n.name),
-                price: offering((i, o)).1.price,
+                price,
                 zone: Arc::clone(zone),
                 capacity_type: Arc::clone(capacity_type),
             }
@@ -887,9 +886,17 @@ fn option_names<'a>(its: &[&'a InstanceType]) -> Vec<OptionNames> {
     let mut interned: HashMap<&'a str, Arc<str>> = HashMap::new();
     let mut intern =
         |s: &'a str| -> Arc<str> { Arc::clone(interned.entry(s).or_insert_with(|| Arc::from(s))) };
+    let mut by_name: Vec<usize> = (0..its.len()).collect();
+    by_name.sort_by(|&a, &b| its[a].name.cmp(&its[b].name));
+    let mut rank = vec![0u32; its.len()];
+    for w in by_name.windows(2) {
+        rank[w[1]] = rank[w[0]] + u32::from(its[w[0]].name != its[w[1]].name);
+    }
     its.iter()
-        .map(|it| OptionNames {
+        .zip(rank)
+        .map(|(it, name_rank)| OptionNames {
             name: Arc::from(it.name.as_str()),
+            name_rank,
             offerings: it
                 .offerings
                 .iter()
@@ -930,6 +937,16 @@ mod tests {
         })
     }
 
+    /// Runs `f` on the template of `pool` with no DaemonSets.
+    fn with_template<R>(pool: &NodePool, f: impl FnOnce(&Template<'_>) -> R) -> R {
+        let memo = TemplateMemo::default();
+        let base = template_requirements(pool);
+        let its = compatible_types(pool, &base);
+        let t =
+            Template::new(pool, base, &its, &memo, &[], MinValuesPolicy::Strict).expect("template");
+        f(&t)
+    }
+
     fn reqs(parts: &[(&str, Operator, &[&str])]) -> Requirements {
         parts
             .iter()
@@ -964,38 +981,76 @@ mod tests {
             ],
             ..NodePool::default()
         };
-        let memo = TemplateMemo::default();
-        let base = template_requirements(&pool);
-        let its = compatible_types(&pool, &base);
-        let t = Template::new(&pool, base, &its, &memo, &[], MinValuesPolicy::Strict)
-            .expect("template");
-        assert_eq!(t.its.len(), 3);
-        let cases = [
-            reqs(&[]),
-            reqs(&[(ZONE, Operator::In, &["a"])]),
-            reqs(&[(ZONE, Operator::NotIn, &["c"])]),
-            reqs(&[(CAPACITY_TYPE, Operator::In, &["on-demand"])]),
-            reqs(&[
-                (ZONE, Operator::In, &["a", "b"]),
-                (CAPACITY_TYPE, Operator::In, &["spot"]),
-            ]),
-            reqs(&[(ZONE, Operator::In, &["d"])]),
-        ];
-        for r in &cases {
-            let table = t.offers(r);
-            for (i, it) in t.its.iter().enumerate() {
-                let want = cheapest(it, r).map(|o| o as *const Offering);
-                let got = table[i].map(|o| &it.offerings[o as usize] as *const Offering);
-                assert_eq!(got, want, "{} with {r}", it.name);
+        with_template(&pool, |t| {
+            assert_eq!(t.its.len(), 3);
+            let cases = [
+                reqs(&[]),
+                reqs(&[(ZONE, Operator::In, &["a"])]),
+                reqs(&[(ZONE, Operator::NotIn, &["c"])]),
+                reqs(&[(CAPACITY_TYPE, Operator::In, &["on-demand"])]),
+                reqs(&[
+                    (ZONE, Operator::In, &["a", "b"]),
+                    (CAPACITY_TYPE, Operator::In, &["spot"]),
+                ]),
+                reqs(&[(ZONE, Operator::In, &["d"])]),
+            ];
+            for r in &cases {
+                let table = t.offers(r);
+                for (i, it) in t.its.iter().enumerate() {
+                    let want = cheapest(it, r).map(|o| o as *const Offering);
+                    let got = table[i].map(|o| &it.offerings[o as usize] as *const Offering);
+                    assert_eq!(got, want, "{} with {r}", it.name);
+                }
+                assert!(
+                    Arc::ptr_eq(&table, &t.offers(r)),
+                    "a repeated requirement pair reads the stored table ({r})"
+                );
             }
-            assert!(
-                Arc::ptr_eq(&table, &t.offers(r)),
-                "a repeated requirement pair reads the stored table ({r})"
+            // The tie goes to zone a, then on-demand; zone d leaves nothing.
+            assert_eq!(t.offers(&cases[0])[0], Some(2));
+            assert_eq!(t.offers(&cases[0])[1], Some(2));
+            assert!(t.offers(&cases[5]).iter().all(Option::is_none));
+        });
+    }
+
+    #[test]
+    fn options_rank_by_price_then_name_whatever_their_catalogue_order() {
+        let pool = NodePool {
+            name: "default".to_string(),
+            instance_types: vec![
+                instance_type("m5.large", vec![offering("a", "spot", 1.0, true)]),
+                instance_type("c5.large", vec![offering("a", "spot", 1.0, true)]),
+                instance_type("t3.nano", vec![offering("a", "spot", 0.5, true)]),
+                instance_type("a1.large", vec![offering("b", "spot", 2.0, true)]),
+                instance_type("z1d.large", vec![offering("a", "spot", 1.0, true)]),
+                instance_type("none", vec![offering("a", "spot", 0.1, false)]),
+            ],
+            ..NodePool::default()
+        };
+        with_template(&pool, |t| {
+            let all: Vec<u32> = (0..t.its.len() as u32).rev().collect();
+            let ranked = |r: &Requirements| -> Vec<String> {
+                ranked_options(t, &all, r)
+                    .iter()
+                    .map(|o| format!("{} {} {}", o.name, o.zone, o.price))
+                    .collect()
+            };
+            // Cheapest first; the three at 1.0 by name, not by catalogue or option order; a type
+            // with no available offering is not an option.
+            assert_eq!(
+                ranked(&reqs(&[])),
+                [
+                    "t3.nano a 0.5",
+                    "c5.large a 1",
+                    "m5.large a 1",
+                    "z1d.large a 1",
+                    "a1.large b 2"
+                ]
             );
-        }
-        // The tie goes to zone a, then on-demand; zone d leaves nothing.
-        assert_eq!(t.offers(&cases[0])[0], Some(2));
-        assert_eq!(t.offers(&cases[0])[1], Some(2));
-        assert!(t.offers(&cases[5]).iter().all(Option::is_none));
+            assert_eq!(
+                ranked(&reqs(&[(ZONE, Operator::In, &["b"])])),
+                ["a1.large b 2"]
+            );
+        });
     }
 }
