@@ -253,10 +253,11 @@ pub fn offerings(entry: &CatalogueEntry, options: &CatalogueOptions) -> Vec<Offe
     let zones = zones_of(entry, options);
     // Sized once: the catalogue keeps these for its whole life, so growth would leave its
     // discarded buffers and spare capacity in the heap.
-    let per_zone = usize::from(entry.supports_on_demand()) + usize::from(entry.supports_spot());
+    let (on_demand, spot) = (entry.supports_on_demand(), entry.supports_spot());
+    let per_zone = usize::from(on_demand) + usize::from(spot);
     let mut out = Vec::with_capacity(zones.len() * per_zone);
     for zone in zones {
-        if entry.supports_on_demand() {
+        if on_demand {
             out.push(Offering {
                 zone: zone.to_string(),
                 capacity_type: labels::CAPACITY_TYPE_ON_DEMAND.to_string(),
@@ -265,7 +266,7 @@ pub fn offerings(entry: &CatalogueEntry, options: &CatalogueOptions) -> Vec<Offe
                 reservation: None,
             });
         }
-        if entry.supports_spot() {
+        if spot {
             out.push(Offering {
                 zone: zone.to_string(),
                 capacity_type: labels::CAPACITY_TYPE_SPOT.to_string(),
