@@ -654,19 +654,22 @@ impl Requirements {
 
     /// Adds a requirement, intersecting with any existing one on the same key.
     pub fn add(&mut self, r: Requirement) {
-        match self.position(&r.key) {
-            Ok(i) => self.map[i] = r.intersection(&self.map[i]),
-            Err(i) => self.map.insert(i, r),
-        }
+        self.add_cow(std::borrow::Cow::Owned(r));
     }
 
     /// Adds every requirement of `other`.
     pub fn add_all(&mut self, other: &Requirements) {
         for r in &other.map {
-            match self.position(&r.key) {
-                Ok(i) => self.map[i] = r.intersection(&self.map[i]),
-                Err(i) => self.map.insert(i, r.clone()),
-            }
+            self.add_cow(std::borrow::Cow::Borrowed(r));
+        }
+    }
+
+    /// [`Requirements::add`] of an owned or borrowed requirement, cloning a borrowed one
+    /// only when its key is new (an existing key gets a fresh intersection either way).
+    fn add_cow(&mut self, r: std::borrow::Cow<'_, Requirement>) {
+        match self.position(&r.key) {
+            Ok(i) => self.map[i] = r.intersection(&self.map[i]),
+            Err(i) => self.map.insert(i, r.into_owned()),
         }
     }
 
