@@ -1,5 +1,5 @@
-//! The LP lower bound on the price of new capacity, solved as its dual with `good_lp`
-//! (microlp, pure Rust).
+//! The LP lower bound on the price of new capacity, solved as its dual with microlp (pure
+//! Rust).
 //!
 //! Primal (a relaxation of every feasible plan): buy a fractional number `x_j` of each
 //! column `j` (a NodePool's instance type, priced at the cheapest offering any pod that may
@@ -19,8 +19,8 @@
 //! class's `u`), so the common one-class case is an LP with one variable per resource.
 
 use super::budget::Budget;
+use super::lp::{Lp, Var};
 use super::master;
-use good_lp::{Expression, ProblemVariables, Solution, SolverModel, Variable, microlp, variable};
 
 /// A class of pods: its total demand per dimension and the columns it may use.
 #[derive(Debug, Clone)]
@@ -142,70 +142,55 @@ pub(crate) fn lower_bound(
         drop_dominated(columns, &mut users, |_| true);
     }
 
-    let mut vars = ProblemVariables::new();
-    let u: Vec<Vec<Option<Variable>>> = classes
+    // The objective's coefficients are known when the variables are made: each class's
+    // values (u) first, then each shared column's (v), as the rows below expect.
+    let mut lp = Lp::maximise();
+    let u: Vec<Vec<Option<Var>>> = classes
         .iter()
         .map(|c| {
             (0..dims)
-                .map(|d| (active[d] && c.demand[d] > 0.0).then(|| vars.add(variable().min(0.0))))
+                .map(|d| (active[d] && c.demand[d] > 0.0).then(|| lp.var(c.demand[d] / norm[d])))
                 .collect()
         })
         .collect();
-    let v: Vec<Option<Vec<Option<Variable>>>> = users
+    let v: Vec<Option<Vec<Option<Var>>>> = users
         .iter()
         .map(|us| {
             (us.len() > 1).then(|| {
                 (0..dims)
-                    .map(|d| {
-                        us.iter()
-                            .any(|&k| u[k][d].is_some())
-                            .then(|| vars.add(variable().min(0.0)))
-                    })
+                    .map(|d| us.iter().any(|&k| u[k][d].is_some()).then(|| lp.var(0.0)))
                     .collect()
             })
         })
         .collect();
-    let mut objective = Expression::default();
-    for (k, c) in classes.iter().enumerate() {
-        for d in 0..dims {
-            if let Some(x) = u[k][d] {
-                objective.add_mul(c.demand[d] / norm[d], x);
-            }
-        }
-    }
-    let mut model = vars.maximise(objective).using(microlp);
     for (j, col) in columns.iter().enumerate() {
         if users[j].is_empty() {
             continue;
         }
-        let mut lhs = Expression::default();
-        let mut any = false;
-        for d in 0..dims {
-            let x = match &v[j] {
-                Some(vs) => vs[d],
-                None => u[users[j][0]][d],
-            };
-            if let Some(x) = x
-                && col.cap[d] > 0.0
-            {
-                lhs.add_mul(col.cap[d] / norm[d], x);
-                any = true;
-            }
-        }
-        if any {
-            model = model.with(lhs.leq(col.price));
+        let lhs: Vec<(Var, f64)> = (0..dims)
+            .filter_map(|d| {
+                let x = match &v[j] {
+                    Some(vs) => vs[d],
+                    None => u[users[j][0]][d],
+                };
+                x.filter(|_| col.cap[d] > 0.0)
+                    .map(|x| (x, col.cap[d] / norm[d]))
+            })
+            .collect();
+        if !lhs.is_empty() {
+            lp.at_most(lhs, col.price);
         }
         if let Some(vs) = &v[j] {
             for &k in &users[j] {
                 for d in 0..dims {
                     if let (Some(uk), Some(vj)) = (u[k][d], vs[d]) {
-                        model = model.with(Expression::from(uk).leq(vj));
+                        lp.at_most([(uk, 1.0), (vj, -1.0)], 0.0);
                     }
                 }
             }
         }
     }
-    let solution = model.solve().ok()?;
+    let solution = lp.solve()?;
 
     // Repair to exact dual feasibility, in raw units.
     let mut prices: Vec<Vec<f64>> = u
@@ -213,7 +198,7 @@ pub(crate) fn lower_bound(
         .map(|row| {
             row.iter()
                 .enumerate()
-                .map(|(d, x)| x.map_or(0.0, |x| master::clean(solution.value(x) / norm[d])))
+                .map(|(d, x)| x.map_or(0.0, |x| master::clean(solution[x] / norm[d])))
                 .collect()
         })
         .collect();

@@ -13,7 +13,7 @@
 //! that its answer violates join it and it is solved again, so the answer is feasible for
 //! every pattern, as the full dual's would be.
 
-use good_lp::{Expression, ProblemVariables, Solution, SolverModel, Variable, microlp, variable};
+use super::lp::Lp;
 
 /// One column of the master: a pattern's pods per class and its price.
 #[derive(Debug, Clone, Copy)]
@@ -32,29 +32,20 @@ const BOUGHT: f64 = 1e-9;
 /// The primal: copies of each column (`x_p`, clamped to finite non-negative values), or
 /// `None` when the LP solver fails (a class with demand that no column covers, say).
 pub(crate) fn copies(demand: &[f64], columns: &[Column<'_>]) -> Option<Vec<f64>> {
-    let mut vars = ProblemVariables::new();
-    let x: Vec<Variable> = columns
-        .iter()
-        .map(|_| vars.add(variable().min(0.0)))
-        .collect();
-    let mut objective = Expression::default();
-    for (p, col) in columns.iter().enumerate() {
-        objective.add_mul(col.price, x[p]);
-    }
-    let mut rows: Vec<Expression> = vec![Expression::default(); demand.len()];
+    let mut lp = Lp::minimise();
+    let x: Vec<usize> = columns.iter().map(|col| lp.var(col.price)).collect();
+    let mut rows: Vec<Vec<(usize, f64)>> = vec![Vec::new(); demand.len()];
     for (p, col) in columns.iter().enumerate() {
         for &(c, k) in col.counts {
-            rows[c].add_mul(f64::from(k), x[p]);
+            rows[c].push((x[p], f64::from(k)));
         }
     }
-    let mut model = vars.minimise(objective).using(microlp);
     for (c, row) in rows.into_iter().enumerate() {
         if demand[c] > 0.0 {
-            model = model.with(row.geq(demand[c]));
+            lp.at_least(row, demand[c]);
         }
     }
-    let solution = model.solve().ok()?;
-    Some(x.iter().map(|&v| clean(solution.value(v))).collect())
+    Some(lp.solve()?.into_iter().map(clean).collect())
 }
 
 /// Both sides of the master, solved once.
@@ -97,25 +88,16 @@ fn worth(counts: &[(usize, u32)], pi: &[f64]) -> f64 {
 
 /// The dual with only the given columns' rows.
 fn dual(demand: &[f64], columns: &[Column<'_>], rows: &[usize]) -> Option<Vec<f64>> {
-    let mut vars = ProblemVariables::new();
-    let pi: Vec<Variable> = demand
-        .iter()
-        .map(|_| vars.add(variable().min(0.0)))
-        .collect();
-    let mut objective = Expression::default();
-    for (c, &n) in demand.iter().enumerate() {
-        objective.add_mul(n, pi[c]);
-    }
-    let mut model = vars.maximise(objective).using(microlp);
+    let mut lp = Lp::maximise();
+    let pi: Vec<usize> = demand.iter().map(|&n| lp.var(n)).collect();
     for &p in rows {
-        let mut row = Expression::default();
-        for &(c, k) in columns[p].counts {
-            row.add_mul(f64::from(k), pi[c]);
-        }
-        model = model.with(row.leq(columns[p].price));
+        let row = columns[p]
+            .counts
+            .iter()
+            .map(|&(c, k)| (pi[c], f64::from(k)));
+        lp.at_most(row, columns[p].price);
     }
-    let solution = model.solve().ok()?;
-    Some(pi.iter().map(|&v| clean(solution.value(v))).collect())
+    Some(lp.solve()?.into_iter().map(clean).collect())
 }
 
 /// A solver value as a finite non-negative number.

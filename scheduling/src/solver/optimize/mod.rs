@@ -41,6 +41,7 @@ mod budget;
 mod cover;
 mod global;
 mod hosts;
+mod lp;
 mod lpround;
 mod master;
 mod pack;
