@@ -170,7 +170,14 @@ pub(crate) struct TemplateMemo {
     /// lists hundreds of thousands of options, and cloning three strings for each was most
     /// of the time it took to build the plan.
     names: OnceCell<Vec<OptionNames>>,
+    /// Per offering table of [`Self::offers`] (the same `Arc`), every instance type with an
+    /// offering in it, cheapest first and then by name: a plan's claims share a handful of
+    /// tables, so each claim's options are this order filtered instead of a sort of its own.
+    orders: RefCell<Vec<(OfferTable, Arc<[u32]>)>>,
 }
+
+/// Per instance type, the index of its cheapest allowed offering ([`Template::offers`]).
+type OfferTable = Arc<[Option<u32>]>;
 
 /// The zone and capacity-type requirements an offering table was built for, and the table.
 type OfferEntry = (Option<Requirement>, Option<Requirement>, Arc<[Option<u32>]>);
@@ -189,6 +196,9 @@ const OFFER_CACHE_LIMIT: usize = 256;
 /// How many distinct requirements [`Template::compatible_with`] remembers; beyond this it
 /// computes without storing, so a stream of unique narrowings cannot grow memory unbounded.
 const COMPAT_CACHE_LIMIT: usize = 4096;
+
+/// How many price orders [`TemplateMemo`] keeps, like [`COMPAT_CACHE_LIMIT`].
+const ORDER_CACHE_LIMIT: usize = 64;
 
 /// How many label keys' columns [`TemplateMemo`] keeps, like [`COMPAT_CACHE_LIMIT`].
 const KEY_COLUMN_LIMIT: usize = 256;
@@ -895,7 +905,8 @@ pub(crate) fn check_min_values(
 }
 
 /// The plan's options: each remaining instance type with its cheapest compatible available
-/// offering, cheapest first (ties by name).
+/// offering, cheapest first (ties by name, then by catalogue order). `options` is ascending,
+/// as every claim's is.
 pub(crate) fn ranked_options(
     t: &Template<'_>,
     options: &[u32],
@@ -903,31 +914,56 @@ pub(crate) fn ranked_options(
 ) -> Vec<InstanceTypeOption> {
     let offers = t.offers(reqs);
     let names = t.memo.names.get_or_init(|| option_names(&t.its));
-    // Rank small keys first and build the options in their final order: the stable sort
-    // then moves (price, name rank, type, offering) tuples, not whole options, and compares
-    // names by their precomputed rank.
-    let mut ranked: Vec<(f64, u32, u32, u32)> = options
+    let order = price_order(t, &offers, names);
+    let mut member = vec![false; t.its.len()];
+    for &i in options {
+        member[i as usize] = true;
+    }
+    order
         .iter()
+        .filter(|&&i| member[i as usize])
         .filter_map(|&i| {
             let o = offers[i as usize]?;
-            let price = t.its[i as usize].offerings[o as usize].price;
-            Some((price, names[i as usize].name_rank, i, o))
-        })
-        .collect();
-    ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    ranked
-        .into_iter()
-        .map(|(price, _, i, o)| {
             let n = &names[i as usize];
             let (zone, capacity_type) = &n.offerings[o as usize];
-            InstanceTypeOption {
+            Some(InstanceTypeOption {
                 name: Arc::clone(&n.name),
-                price,
+                price: t.its[i as usize].offerings[o as usize].price,
                 zone: Arc::clone(zone),
                 capacity_type: Arc::clone(capacity_type),
-            }
+            })
         })
         .collect()
+}
+
+/// Every instance type with an offering in `offers`, by its price there, then name rank, then
+/// index; remembered per table.
+fn price_order(t: &Template<'_>, offers: &OfferTable, names: &[OptionNames]) -> Arc<[u32]> {
+    if let Some((_, order)) = t
+        .memo
+        .orders
+        .borrow()
+        .iter()
+        .find(|(table, _)| Arc::ptr_eq(table, offers))
+    {
+        return Arc::clone(order);
+    }
+    // Sort small keys: (price, name rank, index) tuples compare two numbers, not two names.
+    let mut ranked: Vec<(f64, u32, u32)> = offers
+        .iter()
+        .enumerate()
+        .filter_map(|(i, o)| {
+            let price = t.its[i].offerings[(*o)? as usize].price;
+            Some((price, names[i].name_rank, i as u32))
+        })
+        .collect();
+    ranked.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+    let order: Arc<[u32]> = ranked.into_iter().map(|(_, _, i)| i).collect();
+    let mut orders = t.memo.orders.borrow_mut();
+    if orders.len() < ORDER_CACHE_LIMIT {
+        orders.push((Arc::clone(offers), Arc::clone(&order)));
+    }
+    order
 }
 
 /// Each instance type's [`OptionNames`], with one shared copy of each distinct zone and
