@@ -76,6 +76,20 @@ impl<'d> Budget<'d> {
         part
     }
 
+    /// A [`Self::portion`] of at most `most` units.
+    pub(crate) fn portion_capped(&self, fraction: f64, most: f64) -> Budget<'d> {
+        let mut part = self.portion(fraction);
+        if (part.left as f64) > most {
+            part.left = most.max(0.0) as u64;
+        }
+        part
+    }
+
+    /// Work units left.
+    pub(crate) fn left(&self) -> u64 {
+        self.left
+    }
+
     /// Charges the work of a [`Self::portion`] to this budget. Running out of a portion
     /// does not exhaust this budget; a deadline seen by the portion does.
     pub(crate) fn absorb(&mut self, part: &Budget<'d>) {
@@ -107,6 +121,18 @@ mod tests {
         assert!(!whole.spend(1));
         let none = whole.portion(0.5);
         assert!(none.exhausted());
+    }
+
+    #[test]
+    fn a_capped_portion_gets_the_smaller_of_its_share_and_the_cap() {
+        let whole = Budget::new(1_000, None);
+        let mut capped = whole.portion_capped(0.5, 100.0);
+        assert!(capped.spend(100));
+        assert!(!capped.spend(1), "the cap, not half of 1,000");
+        let mut share = whole.portion_capped(0.1, 500.0);
+        assert!(share.spend(100));
+        assert!(!share.spend(1), "a tenth, under the cap");
+        assert_eq!(whole.left(), 1_000);
     }
 
     #[test]
