@@ -919,21 +919,24 @@ pub(crate) fn ranked_options(
     for &i in options {
         member[i as usize] = true;
     }
-    order
-        .iter()
-        .filter(|&&i| member[i as usize])
-        .filter_map(|&i| {
-            let o = offers[i as usize]?;
-            let n = &names[i as usize];
-            let (zone, capacity_type) = &n.offerings[o as usize];
-            Some(InstanceTypeOption {
-                name: Arc::clone(&n.name),
-                price: t.its[i as usize].offerings[o as usize].price,
-                zone: Arc::clone(zone),
-                capacity_type: Arc::clone(capacity_type),
-            })
-        })
-        .collect()
+    let mut ranked = Vec::with_capacity(options.len());
+    ranked.extend(
+        order
+            .iter()
+            .filter(|&&i| member[i as usize])
+            .filter_map(|&i| {
+                let o = offers[i as usize]?;
+                let n = &names[i as usize];
+                let (zone, capacity_type) = &n.offerings[o as usize];
+                Some(InstanceTypeOption {
+                    name: Arc::clone(&n.name),
+                    price: t.its[i as usize].offerings[o as usize].price,
+                    zone: Arc::clone(zone),
+                    capacity_type: Arc::clone(capacity_type),
+                })
+            }),
+    );
+    ranked
 }
 
 /// Every instance type with an offering in `offers`, by its price there, then name rank, then
@@ -969,9 +972,17 @@ fn price_order(t: &Template<'_>, offers: &OfferTable, names: &[OptionNames]) -> 
 /// Each instance type's [`OptionNames`], with one shared copy of each distinct zone and
 /// capacity type.
 fn option_names<'a>(its: &[&'a InstanceType]) -> Vec<OptionNames> {
-    let mut interned: HashMap<&'a str, Arc<str>> = HashMap::new();
-    let mut intern =
-        |s: &'a str| -> Arc<str> { Arc::clone(interned.entry(s).or_insert_with(|| Arc::from(s))) };
+    // A region has a handful of zones and capacity types: a scan of those seen beats
+    // hashing each offering's two strings.
+    let mut interned: Vec<(&'a str, Arc<str>)> = Vec::new();
+    let mut intern = |s: &'a str| -> Arc<str> {
+        if let Some((_, a)) = interned.iter().find(|(k, _)| *k == s) {
+            return Arc::clone(a);
+        }
+        let a: Arc<str> = Arc::from(s);
+        interned.push((s, Arc::clone(&a)));
+        a
+    };
     let mut by_name: Vec<usize> = (0..its.len()).collect();
     by_name.sort_by(|&a, &b| its[a].name.cmp(&its[b].name));
     let mut rank = vec![0u32; its.len()];
