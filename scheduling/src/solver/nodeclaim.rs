@@ -365,19 +365,14 @@ impl<'a> Template<'a> {
         }
         let v: Arc<[bool]> = if self.reqs.get(r.key()) == Some(r) {
             // Every instance type here was kept for intersecting the template's requirements
-            // key by key, by the same test as below.
+            // key by key ([`intersects_ok`]), by the same test as below.
             self.its.iter().map(|_| true).collect()
         } else {
             let column = self.key_column(r.key());
             let answers: Vec<bool> = column
                 .distinct
                 .iter()
-                .map(|y| {
-                    y.as_ref().is_none_or(|y| {
-                        r.has_intersection(y)
-                            || (tolerates_absence(r.operator()) && tolerates_absence(y.operator()))
-                    })
-                })
+                .map(|y| key_compatible(r, y.as_ref()))
                 .collect();
             column.of.iter().map(|&k| answers[k as usize]).collect()
         };
@@ -754,11 +749,16 @@ fn tolerates_absence(op: Operator) -> bool {
 /// the answer).
 pub(crate) fn intersects_ok(a: &Requirements, b: &Requirements) -> bool {
     let (small, large) = if a.len() <= b.len() { (a, b) } else { (b, a) };
-    small.iter().all(|x| {
-        large.get(x.key()).is_none_or(|y| {
-            x.has_intersection(y)
-                || (tolerates_absence(x.operator()) && tolerates_absence(y.operator()))
-        })
+    small.iter().all(|x| key_compatible(x, large.get(x.key())))
+}
+
+/// Whether requirement `x` and the other side's requirement `y` on the same key (`None`
+/// when it has none, which never conflicts) can both hold: the per-key test of
+/// [`intersects_ok`] and [`Template::compatible_with`].
+fn key_compatible(x: &Requirement, y: Option<&Requirement>) -> bool {
+    y.is_none_or(|y| {
+        x.has_intersection(y)
+            || (tolerates_absence(x.operator()) && tolerates_absence(y.operator()))
     })
 }
 

@@ -45,23 +45,22 @@ impl Lp {
 
     /// The row `Σ c·x ≤ rhs`. Each variable appears at most once in `terms`.
     pub(crate) fn at_most(&mut self, terms: impl IntoIterator<Item = (Var, f64)>, rhs: f64) {
-        let mut expr = LinearExpr::empty();
-        for (x, c) in terms {
-            expr.add(self.vars[x], 0.0 + c);
-        }
-        self.problem
-            .add_constraint(expr, ComparisonOp::Le, -(0.0 - rhs));
+        self.row(terms, -(0.0 - rhs));
     }
 
     /// The row `Σ c·x ≥ rhs`, given to the solver as `Σ −c·x ≤ −rhs`. Each variable appears
     /// at most once in `terms`.
     pub(crate) fn at_least(&mut self, terms: impl IntoIterator<Item = (Var, f64)>, rhs: f64) {
+        self.row(terms.into_iter().map(|(x, c)| (x, -c)), -(rhs + -0.0));
+    }
+
+    /// The row `Σ c·x ≤ rhs` with `rhs` as given.
+    fn row(&mut self, terms: impl IntoIterator<Item = (Var, f64)>, rhs: f64) {
         let mut expr = LinearExpr::empty();
         for (x, c) in terms {
-            expr.add(self.vars[x], 0.0 + -c);
+            expr.add(self.vars[x], 0.0 + c);
         }
-        self.problem
-            .add_constraint(expr, ComparisonOp::Le, -(rhs + -0.0));
+        self.problem.add_constraint(expr, ComparisonOp::Le, rhs);
     }
 
     /// An optimal value of every variable, in the order they were added; `None` when the

@@ -13,7 +13,7 @@
 //! that its answer violates join it and it is solved again, so the answer is feasible for
 //! every pattern, as the full dual's would be.
 
-use super::lp::Lp;
+use super::lp::{Lp, Var};
 
 /// One column of the master: a pattern's pods per class and its price.
 #[derive(Debug, Clone, Copy)]
@@ -33,8 +33,8 @@ const BOUGHT: f64 = 1e-9;
 /// `None` when the LP solver fails (a class with demand that no column covers, say).
 pub(crate) fn copies(demand: &[f64], columns: &[Column<'_>]) -> Option<Vec<f64>> {
     let mut lp = Lp::minimise();
-    let x: Vec<usize> = columns.iter().map(|col| lp.var(col.price)).collect();
-    let mut rows: Vec<Vec<(usize, f64)>> = vec![Vec::new(); demand.len()];
+    let x: Vec<Var> = columns.iter().map(|col| lp.var(col.price)).collect();
+    let mut rows: Vec<Vec<(Var, f64)>> = vec![Vec::new(); demand.len()];
     for (p, col) in columns.iter().enumerate() {
         for &(c, k) in col.counts {
             rows[c].push((x[p], f64::from(k)));
@@ -89,7 +89,7 @@ fn worth(counts: &[(usize, u32)], pi: &[f64]) -> f64 {
 /// The dual with only the given columns' rows.
 fn dual(demand: &[f64], columns: &[Column<'_>], rows: &[usize]) -> Option<Vec<f64>> {
     let mut lp = Lp::maximise();
-    let pi: Vec<usize> = demand.iter().map(|&n| lp.var(n)).collect();
+    let pi: Vec<Var> = demand.iter().map(|&n| lp.var(n)).collect();
     for &p in rows {
         let row = columns[p]
             .counts
