@@ -120,6 +120,11 @@ pub struct OptimizerStats {
     pub pods_repacked: usize,
     /// Pods on new claims that it left where the greedy put them (not interchangeable).
     pub pods_fixed: usize,
+    /// Of `pods_fixed`, those whose only per-node constraint is a required hostname
+    /// anti-affinity among themselves (one pod per node), which [`Plan::lower_bound`]
+    /// models: every plan has a node for each.
+    #[serde(default)]
+    pub pods_fixed_apart: usize,
     /// Deterministic work units spent.
     pub work: u64,
     /// Whether the work budget (or the caller's deadline) ran out before it finished.
@@ -130,12 +135,13 @@ pub struct OptimizerStats {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum BoundGap {
     /// `(price − bound) / bound`: the bound models every constraint of the pods on new
-    /// capacity that decides how they may be packed.
+    /// capacity that decides how they may be packed (resources, where each pod may run,
+    /// and a node each for pods kept apart by hostname anti-affinity among themselves).
     Relative(f64),
     /// The bound treats `pods` pods as free to share any node, although per-node
-    /// constraints (hostname anti-affinity or spread, host ports, topology on a label the
-    /// claim does not pin) decide where they go; a gap would overstate what any plan could
-    /// save, so none is given.
+    /// constraints it does not model (hostname spread, anti-affinity that also keeps other
+    /// pods away, host ports, topology on a label the claim does not pin) decide where
+    /// they go; a gap would overstate what any plan could save, so none is given.
     Loose {
         /// Pods placed under constraints the bound leaves out.
         pods: usize,
@@ -147,14 +153,16 @@ impl Plan {
     ///
     /// # Examples
     ///
-    /// Interchangeable pods get a relative gap; pods that must each have a node of their own
-    /// (hostname anti-affinity) make the bound loose.
+    /// Interchangeable pods get a relative gap, and so do pods that must each have a node of
+    /// their own (required hostname anti-affinity among themselves): the bound counts a
+    /// node for each. A hostname spread, which the bound leaves out, makes it loose.
     ///
     /// ```
     /// use karpenter_scheduling::labels::HOSTNAME;
+    /// use karpenter_scheduling::model::WhenUnsatisfiable;
     /// use karpenter_scheduling::plan::BoundGap;
     /// use karpenter_scheduling::{SolveOptions, solve};
-    /// use karpenter_testing::{GI, labeled, pod, pool, snapshot, term};
+    /// use karpenter_testing::{GI, labeled, pod, pool, snapshot, spread, term};
     ///
     /// let pods = (0..6).map(|i| pod(&format!("web-{i}"), 700, GI)).collect();
     /// let plan = solve(&snapshot(pods, vec![pool("default")]), &SolveOptions::default());
@@ -174,12 +182,35 @@ impl Plan {
     ///     &snapshot((0..3).map(apart).collect(), vec![pool("default")]),
     ///     &SolveOptions::default(),
     /// );
+    /// // Three nodes of the cheapest type a pod fits on: the bound proves it optimal.
     /// assert_eq!(plan.new_node_claims.len(), 3);
+    /// let Some(BoundGap::Relative(gap)) = plan.bound_gap() else {
+    ///     panic!("expected a relative gap")
+    /// };
+    /// assert!(gap < 1e-6, "{gap}");
+    ///
+    /// let spread_out = |i: usize| {
+    ///     let mut p = labeled(pod(&format!("api-{i}"), 700, GI), &[("app", "api")]);
+    ///     p.topology_spread_constraints = vec![spread(
+    ///         HOSTNAME,
+    ///         1,
+    ///         &[("app", "api")],
+    ///         WhenUnsatisfiable::DoNotSchedule,
+    ///     )];
+    ///     p
+    /// };
+    /// let plan = solve(
+    ///     &snapshot((0..3).map(spread_out).collect(), vec![pool("default")]),
+    ///     &SolveOptions::default(),
+    /// );
     /// assert_eq!(plan.bound_gap(), Some(BoundGap::Loose { pods: 3 }));
     /// ```
     pub fn bound_gap(&self) -> Option<BoundGap> {
         let bound = self.lower_bound?;
-        let pinned = self.optimizer.as_ref().map_or(0, |o| o.pods_fixed);
+        let pinned = self
+            .optimizer
+            .as_ref()
+            .map_or(0, |o| o.pods_fixed.saturating_sub(o.pods_fixed_apart));
         Some(if pinned > 0 {
             BoundGap::Loose { pods: pinned }
         } else if bound > 0.0 {

@@ -382,3 +382,43 @@ fn unconstrained_pods_leave_a_node_pinned_by_anti_affinity() {
     assert_eq!(stats.pods_repacked, 6);
     assert_eq!(stats.groups_proven_optimal, 0);
 }
+
+/// `app=db` pods that must each have a node of their own.
+fn db_replica(i: usize) -> karpenter_scheduling::model::Pod {
+    let mut p = labeled(pod(&format!("db-{i}"), 1500, GI), &[("app", "db")]);
+    p.affinity.pod_anti_affinity.required = vec![term(HOSTNAME, &[("app", "db")])];
+    p
+}
+
+#[test]
+fn pods_kept_apart_among_themselves_are_in_the_bound_others_make_it_loose() {
+    let web: Vec<_> = (0..6).map(|i| pod(&format!("web-{i}"), 1500, GI)).collect();
+    let mut pods: Vec<_> = (0..4).map(db_replica).collect();
+    pods.extend(web.iter().cloned());
+    let plan = solve(
+        &snapshot(pods, vec![lumpy_pool()]),
+        &SolveOptions::default(),
+    );
+    let stats = plan.optimizer.clone().unwrap();
+    assert_eq!((stats.pods_fixed, stats.pods_fixed_apart), (4, 4));
+    assert!(matches!(plan.bound_gap(), Some(BoundGap::Relative(_))));
+    // Four nodes at least, each a "mid" at 0.20 at best.
+    assert!(plan.lower_bound.unwrap() >= 4.0 * 0.20 - 1e-6);
+
+    // A pod labelled app=db without the term: the replicas' terms keep it off their nodes
+    // too, which the node count does not model.
+    let mut pods: Vec<_> = (0..4).map(db_replica).collect();
+    pods.push(labeled(pod("db-sidecar", 100, GI), &[("app", "db")]));
+    let plan = solve(
+        &snapshot(pods, vec![lumpy_pool()]),
+        &SolveOptions::default(),
+    );
+    let stats = plan.optimizer.clone().unwrap();
+    assert_eq!(stats.pods_fixed_apart, 0);
+    assert_eq!(
+        plan.bound_gap(),
+        Some(BoundGap::Loose {
+            pods: stats.pods_fixed
+        })
+    );
+}

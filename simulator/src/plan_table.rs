@@ -64,8 +64,8 @@ pub fn render_plan(plan: &Plan) -> String {
         match gap {
             BoundGap::Relative(gap) => out.push_str(&format!(" (gap {:.1}%)", gap * 100.0)),
             BoundGap::Loose { pods } => out.push_str(&format!(
-                " counting resources only: it leaves out the per-node constraints of {pods} \
-                 pod(s), so no gap is given"
+                "; it leaves out the per-node constraints of {pods} pod(s), so no gap is \
+                 given"
             )),
         }
     }

@@ -60,7 +60,7 @@ pub use instance_types::{
     on_demand_types, spot_catalogue,
 };
 pub use nodes::node;
-pub use oracle::brute_force;
+pub use oracle::{brute_force, brute_force_apart, min_price};
 pub use plans::{pinned, reason, solve_default};
 pub use pods::{
     affinity_terms, bound, daemon, labeled, pod, selector, spread, taint, term, toleration,

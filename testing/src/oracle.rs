@@ -25,45 +25,76 @@ pub fn brute_force(
     types: &[Arc<InstanceType>],
     cpu_limit_millis: Option<i64>,
 ) -> f64 {
-    let mut best = f64::INFINITY;
-    partitions(
-        0,
+    brute_force_apart(
         requests,
-        &mut Vec::new(),
+        &vec![false; requests.len()],
         types,
-        cpu_limit_millis.unwrap_or(i64::MAX),
-        &mut best,
-    );
+        cpu_limit_millis,
+    )
+}
+
+/// [`brute_force`] where the pods flagged in `apart` may not share a node with each other
+/// (as under a required hostname anti-affinity among them).
+pub fn brute_force_apart(
+    requests: &[(i64, i64)],
+    apart: &[bool],
+    types: &[Arc<InstanceType>],
+    cpu_limit_millis: Option<i64>,
+) -> f64 {
+    assert_eq!(requests.len(), apart.len(), "one flag per pod");
+    let mut best = f64::INFINITY;
+    let mut search = Search {
+        requests,
+        apart,
+        types,
+        limit: cpu_limit_millis.unwrap_or(i64::MAX),
+        best: &mut best,
+    };
+    search.partitions(0, &mut Vec::new());
     best
 }
 
-/// Every way of adding the pods from `i` on to `blocks` (each block a node's cpu, memory and
-/// pod count), pricing each complete partition.
-fn partitions(
-    i: usize,
-    requests: &[(i64, i64)],
-    blocks: &mut Vec<(i64, i64, i64)>,
-    types: &[Arc<InstanceType>],
+/// One exhaustive search's fixed inputs and best price so far.
+struct Search<'a> {
+    requests: &'a [(i64, i64)],
+    apart: &'a [bool],
+    types: &'a [Arc<InstanceType>],
     limit: i64,
-    best: &mut f64,
-) {
-    if i == requests.len() {
-        cheapest_types(blocks, types, limit, 0.0, best);
-        return;
+    best: &'a mut f64,
+}
+
+/// A node of a partition: cpu, memory and pods, and whether it holds a pod kept apart.
+type Block = (i64, i64, i64, bool);
+
+impl Search<'_> {
+    /// Every way of adding the pods from `i` on to `blocks`, pricing each complete
+    /// partition.
+    fn partitions(&mut self, i: usize, blocks: &mut Vec<Block>) {
+        if i == self.requests.len() {
+            let sizes: Vec<(i64, i64, i64)> = blocks.iter().map(|b| (b.0, b.1, b.2)).collect();
+            cheapest_types(&sizes, self.types, self.limit, 0.0, self.best);
+            return;
+        }
+        let (cpu, mem) = self.requests[i];
+        let apart = self.apart[i];
+        for b in 0..blocks.len() {
+            if apart && blocks[b].3 {
+                continue;
+            }
+            let before = blocks[b];
+            blocks[b] = (
+                before.0 + cpu,
+                before.1 + mem,
+                before.2 + 1,
+                before.3 || apart,
+            );
+            self.partitions(i + 1, blocks);
+            blocks[b] = before;
+        }
+        blocks.push((cpu, mem, 1, apart));
+        self.partitions(i + 1, blocks);
+        blocks.pop();
     }
-    let (cpu, mem) = requests[i];
-    for b in 0..blocks.len() {
-        blocks[b].0 += cpu;
-        blocks[b].1 += mem;
-        blocks[b].2 += 1;
-        partitions(i + 1, requests, blocks, types, limit, best);
-        blocks[b].0 -= cpu;
-        blocks[b].1 -= mem;
-        blocks[b].2 -= 1;
-    }
-    blocks.push((cpu, mem, 1));
-    partitions(i + 1, requests, blocks, types, limit, best);
-    blocks.pop();
 }
 
 /// Cheapest choice of one type per block with total capacity within the limit.
@@ -111,5 +142,8 @@ mod tests {
         assert!((price - 0.15).abs() < 1e-12);
         // A 3-core limit leaves room for one small node only.
         assert!(brute_force(&[(1500, GI), (1500, GI)], &types, Some(3000)).is_infinite());
+        // Kept apart, they need a node each.
+        let apart = brute_force_apart(&[(1500, GI), (1500, GI)], &[true, true], &types, None);
+        assert!((apart - 0.2).abs() < 1e-12);
     }
 }

@@ -1031,6 +1031,16 @@ impl Topology {
             && self.held_only_by(p, pod, reqs, host_spread)
     }
 
+    /// Whether every group that selects `pod` (its own, other pods', and the inverse groups
+    /// of running pods' anti-affinity) is a hostname-keyed anti-affinity: nothing but which
+    /// pods share its node decides where it may go.
+    pub(crate) fn selected_only_apart(&self, pod: &Pod) -> bool {
+        self.groups
+            .iter()
+            .chain(self.inverse.iter())
+            .all(|g| !g.selects(pod) || (g.id.key == HOSTNAME && g.id.kind == Kind::AntiAffinity))
+    }
+
     /// Whether `cap`'s group counts `pod`: such a pod may join the cap's node only while
     /// the cap's room is positive, and uses one of it.
     pub(crate) fn cap_selects(&self, cap: &HostCap, pod: &Pod) -> bool {

@@ -17,6 +17,12 @@
 //! until every column constraint holds) before it is reported: the bound never depends on
 //! the LP solver being exact. A column used by a single class needs no `v` (it equals that
 //! class's `u`), so the common one-class case is an LP with one variable per resource.
+//!
+//! Pods that must each have a node of their own (required hostname anti-affinity among
+//! themselves) add node counts: `Σ_{j∈N_a} x_j ≥ n_a` for each such set `a` of `n_a` pods,
+//! `N_a` the columns any of them fits on. In the dual each count is a price `w_a ≥ 0` per
+//! node, charged on every column of `N_a` beside its resources' values
+//! (`Σ_d cap_jd v_jd + Σ_{a: j∈N_a} w_a ≤ c_j`), and the bound gains `Σ n_a w_a`.
 
 use super::budget::Budget;
 use super::lp::{Lp, Var};
@@ -28,6 +34,16 @@ pub(crate) struct BoundClass {
     /// Total requests per dimension.
     pub demand: Vec<f64>,
     /// Indices of the columns its pods may run on.
+    pub columns: Vec<usize>,
+}
+
+/// At least `nodes` nodes among `columns`: the nodes a set of pods that may not share a
+/// node forces, each of which is a column one of them fits on.
+#[derive(Debug, Clone)]
+pub(crate) struct BoundCount {
+    /// How many distinct nodes every plan has among `columns`.
+    pub nodes: f64,
+    /// Indices of the columns such a node may be (sorted).
     pub columns: Vec<usize>,
 }
 
@@ -91,21 +107,27 @@ fn users_of(classes: &[BoundClass], columns: usize) -> Vec<Vec<usize>> {
 }
 
 /// Solves the dual LP; `None` when the model is too big for the budget, a class has demand
-/// no column can serve, or the solver fails.
+/// no column can serve, or the solver fails. `counts` are node counts every plan meets
+/// (see the module's documentation); with none this is the resource bound alone.
 pub(crate) fn lower_bound(
     dims: usize,
     classes: &[BoundClass],
+    counts: &[BoundCount],
     columns: &[BoundColumn],
     budget: &mut Budget<'_>,
 ) -> Option<LpBound> {
-    if classes.is_empty() {
+    if classes.is_empty() && counts.is_empty() {
         return Some(LpBound {
             value: 0.0,
             prices: Vec::new(),
         });
     }
-    let cells = lp_cells(dims, classes, columns.len());
+    let count_cells: usize = counts.iter().map(|a| a.columns.len()).sum();
+    let cells = lp_cells(dims, classes, columns.len()) + count_cells;
     if cells > MAX_LP_CELLS || !budget.spend(cells as u64) {
+        return None;
+    }
+    if counts.iter().any(|a| a.nodes > 0.0 && a.columns.is_empty()) {
         return None;
     }
     // Normalise each dimension by its total demand so cpu millis, bytes and pod counts have
@@ -130,16 +152,47 @@ pub(crate) fn lower_bound(
         }
     }
     let mut users = users_of(classes, columns.len());
+    // The counts charging each column, in order.
+    let mut charged: Vec<Vec<usize>> = vec![Vec::new(); columns.len()];
+    for (a, count) in counts.iter().enumerate() {
+        for &j in &count.columns {
+            charged[j].push(a);
+        }
+    }
     // A dominated column's row is implied by its dominator's (see [`dominates`]), so the
     // LP has the same optimum without it, and microlp's time grows with its rows: on real
     // catalogues ~170 of ~1,300 columns are left. The repair below still checks them all.
+    // A count charges a column like a class using it, so a column stays unless a
+    // dominator is charged by every count that charges it too.
     let all_users = users.clone();
     #[cfg(test)]
     let prune = !tests::KEEP_DOMINATED.get();
     #[cfg(not(test))]
     let prune = true;
-    if prune {
+    if prune && counts.is_empty() {
         drop_dominated(columns, &mut users, |_| true);
+    } else if prune {
+        let mut members: Vec<Vec<usize>> = users
+            .iter()
+            .zip(&charged)
+            .map(|(us, cs)| {
+                us.iter()
+                    .copied()
+                    .chain(cs.iter().map(|&a| classes.len() + a))
+                    .collect()
+            })
+            .collect();
+        drop_dominated(columns, &mut members, |_| true);
+        for (us, m) in users.iter_mut().zip(&members) {
+            if m.is_empty() {
+                us.clear();
+            }
+        }
+        for (cs, m) in charged.iter_mut().zip(&members) {
+            if m.is_empty() {
+                cs.clear();
+            }
+        }
     }
 
     // The objective's coefficients are known when the variables are made: each class's
@@ -153,6 +206,11 @@ pub(crate) fn lower_bound(
                 .collect()
         })
         .collect();
+    // Each count's node price, scaled by its count as `u` is by demand: `W_a = n_a w_a`.
+    let w: Vec<Option<Var>> = counts
+        .iter()
+        .map(|a| (a.nodes > 0.0).then(|| lp.var(1.0)))
+        .collect();
     let v: Vec<Option<Vec<Option<Var>>>> = users
         .iter()
         .map(|us| {
@@ -164,18 +222,23 @@ pub(crate) fn lower_bound(
         })
         .collect();
     for (j, col) in columns.iter().enumerate() {
-        if users[j].is_empty() {
+        if users[j].is_empty() && charged[j].is_empty() {
             continue;
         }
         let lhs: Vec<(Var, f64)> = (0..dims)
             .filter_map(|d| {
                 let x = match &v[j] {
                     Some(vs) => vs[d],
-                    None => u[users[j][0]][d],
+                    None => users[j].first().and_then(|&k| u[k][d]),
                 };
                 x.filter(|_| col.cap[d] > 0.0)
                     .map(|x| (x, col.cap[d] / norm[d]))
             })
+            .chain(
+                charged[j]
+                    .iter()
+                    .filter_map(|&a| w[a].map(|x| (x, 1.0 / counts[a].nodes))),
+            )
             .collect();
         if !lhs.is_empty() {
             lp.at_most(lhs, col.price);
@@ -202,9 +265,20 @@ pub(crate) fn lower_bound(
                 .collect()
         })
         .collect();
+    let node_prices: Vec<f64> = counts
+        .iter()
+        .zip(&w)
+        .map(|(a, x)| x.map_or(0.0, |x| master::clean(solution[x] / a.nodes)))
+        .collect();
+    let mut all_charged: Vec<f64> = vec![0.0; columns.len()];
+    for (a, count) in counts.iter().enumerate() {
+        for &j in &count.columns {
+            all_charged[j] += node_prices[a];
+        }
+    }
     let mut scale = 1.0f64;
     for (j, col) in columns.iter().enumerate() {
-        if all_users[j].is_empty() {
+        if all_users[j].is_empty() && all_charged[j] == 0.0 {
             continue;
         }
         let used: f64 = (0..dims)
@@ -215,7 +289,8 @@ pub(crate) fn lower_bound(
                     .fold(0.0f64, f64::max);
                 col.cap[d].max(0.0) * v
             })
-            .sum();
+            .sum::<f64>()
+            + all_charged[j];
         if used > col.price {
             scale = scale.min(if used > 0.0 { col.price / used } else { 0.0 });
         }
@@ -231,7 +306,12 @@ pub(crate) fn lower_bound(
         .iter()
         .zip(&prices)
         .map(|(c, ps)| c.demand.iter().zip(ps).map(|(d, p)| d * p).sum::<f64>())
-        .sum();
+        .sum::<f64>()
+        + counts
+            .iter()
+            .zip(&node_prices)
+            .map(|(a, &w)| a.nodes * w * scale)
+            .sum::<f64>();
     Some(LpBound {
         value: value.max(0.0),
         prices,
@@ -762,7 +842,7 @@ mod tests {
 
     fn solve(classes: &[BoundClass], columns: &[BoundColumn]) -> LpBound {
         let mut b = Budget::new(u64::MAX, None);
-        lower_bound(2, classes, columns, &mut b).expect("bound")
+        lower_bound(2, classes, &[], columns, &mut b).expect("bound")
     }
 
     #[test]
@@ -793,6 +873,46 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn node_counts_charge_their_columns() {
+        // 3 cpu of demand; a 1-cpu node at 1.0, a 4-cpu node at 2.0. Resources alone buy
+        // three quarters of the big node (1.5); three pods that may not share a node need
+        // three nodes, cheapest as three small ones (3.0); two of them only fitting the big
+        // type need two big nodes (4.0), which hold the demand as well.
+        let columns = [col(&[1.0, 1.0], 1.0), col(&[4.0, 4.0], 2.0)];
+        let classes = [BoundClass {
+            demand: vec![3.0, 0.0],
+            columns: vec![0, 1],
+        }];
+        let with = |counts: &[BoundCount]| {
+            let mut b = Budget::new(u64::MAX, None);
+            lower_bound(2, &classes, counts, &columns, &mut b)
+                .expect("bound")
+                .value
+        };
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-6;
+        assert!(close(with(&[]), 1.5), "{}", with(&[]));
+        let three = BoundCount {
+            nodes: 3.0,
+            columns: vec![0, 1],
+        };
+        assert!(close(with(std::slice::from_ref(&three)), 3.0));
+        let two_big = BoundCount {
+            nodes: 2.0,
+            columns: vec![1],
+        };
+        assert!(close(with(std::slice::from_ref(&two_big)), 4.0));
+        // Both: two big nodes and one more of either, the small one.
+        assert!(close(with(&[three, two_big]), 5.0));
+        // A count with nowhere to go has no bound.
+        let mut b = Budget::new(u64::MAX, None);
+        let nowhere = BoundCount {
+            nodes: 1.0,
+            columns: Vec::new(),
+        };
+        assert!(lower_bound(2, &classes, &[nowhere], &columns, &mut b).is_none());
     }
 
     #[test]
@@ -853,7 +973,7 @@ mod tests {
             columns: vec![0],
         }];
         let mut b = Budget::new(u64::MAX, None);
-        assert!(lower_bound(2, &classes, &columns, &mut b).is_none());
+        assert!(lower_bound(2, &classes, &[], &columns, &mut b).is_none());
     }
 
     #[test]
@@ -878,6 +998,7 @@ mod tests {
                 demand: vec![4.0, 16.0],
                 columns: vec![0, 1, 2],
             }],
+            &[],
             &columns,
             &mut b,
         )
@@ -971,16 +1092,24 @@ mod tests {
                     }
                 })
                 .collect();
+            // Node counts on random column sets, so that pruning must keep a column a
+            // count charges when no dominator is charged by it too.
+            let counts: Vec<BoundCount> = (0..next(3))
+                .map(|_| BoundCount {
+                    nodes: next(6) as f64,
+                    columns: (0..n_cols).filter(|_| next(2) > 0).collect(),
+                })
+                .collect();
             let mut users = users_of(&classes, n_cols);
             let before = users.iter().filter(|u| !u.is_empty()).count();
             drop_dominated(&columns, &mut users, |_| true);
             dropped_any |= users.iter().filter(|u| !u.is_empty()).count() < before;
 
             let mut b = Budget::new(u64::MAX, None);
-            let pruned = lower_bound(dims, &classes, &columns, &mut b).map(|l| l.value);
+            let pruned = lower_bound(dims, &classes, &counts, &columns, &mut b).map(|l| l.value);
             KEEP_DOMINATED.set(true);
             let mut b = Budget::new(u64::MAX, None);
-            let full = lower_bound(dims, &classes, &columns, &mut b).map(|l| l.value);
+            let full = lower_bound(dims, &classes, &counts, &columns, &mut b).map(|l| l.value);
             KEEP_DOMINATED.set(false);
             match (pruned, full) {
                 (Some(p), Some(f)) => {

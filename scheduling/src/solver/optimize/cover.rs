@@ -773,7 +773,7 @@ mod tests {
             columns: (0..types.len()).collect(),
         };
         let mut b = Budget::new(u64::MAX, None);
-        bound::lower_bound(3, &[class], &columns, &mut b)
+        bound::lower_bound(3, &[class], &[], &columns, &mut b)
             .expect("bound")
             .prices
             .remove(0)

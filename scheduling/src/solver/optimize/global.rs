@@ -8,10 +8,12 @@
 //! plan are the same whether it ran beside the packing or after it; only the wall time
 //! differs.
 
-use super::bound::{self, BoundClass, BoundColumn, BoundItem};
+use super::bound::{self, BoundClass, BoundColumn, BoundCount, BoundItem};
 use super::budget::Budget;
 use super::pack::{BinType, Class, Instance};
 use super::{Dims, cover, pod_requests, tolerates};
+use crate::labels::HOSTNAME;
+use crate::model::{Pod, PodAffinityTerm};
 use crate::requirements::Requirements;
 use crate::solver::Scheduler;
 use crate::solver::arith;
@@ -36,6 +38,8 @@ pub(super) struct Model {
     columns: Vec<BoundColumn>,
     /// The fluid LP's classes (merged into one when the model is too big).
     classes: Vec<BoundClass>,
+    /// The nodes pods that may not share one force (see [`apart_terms`]).
+    counts: Vec<BoundCount>,
     /// One item class per (class, request shape), for the configuration LP.
     items: Vec<BoundItem>,
     /// When every pod may go wherever the others may and the plan needs few nodes: the
@@ -62,10 +66,90 @@ pub(super) struct Found {
     pub exhausted: bool,
 }
 
+/// The required anti-affinity terms of `pod` that keep every pod of its namespace they
+/// select, itself included, off its node: keyed on the hostname, selecting the pod's own
+/// labels in its own namespace, with a selector that does not depend on the pod's labels
+/// (no `matchLabelKeys` or `mismatchLabelKeys`). Pods of one namespace sharing such a term
+/// pairwise exclude each other (the kube-scheduler checks anti-affinity both ways), so
+/// every plan puts each on a node of its own.
+pub(super) fn apart_terms(pod: &Pod) -> impl Iterator<Item = &PodAffinityTerm> {
+    pod.affinity
+        .pod_anti_affinity
+        .required
+        .iter()
+        .filter(move |t| {
+            t.topology_key == HOSTNAME
+                && t.match_label_keys.is_empty()
+                && t.mismatch_label_keys.is_empty()
+                && t.namespace_selector.is_none()
+                && (t.namespaces.is_empty() || t.namespaces.contains(&pod.namespace))
+                && t.label_selector
+                    .as_ref()
+                    .is_some_and(|sel| sel.matches(&pod.labels))
+        })
+}
+
+/// Distinct [`apart_terms`] terms past which [`modeled_apart`] checks none: each check
+/// looks at every pending pod.
+const MAX_APART_SETS: usize = 64;
+
+/// For each pending pod, whether the only constraints on which pods may share its node are
+/// [`apart_terms`] terms that the bound's node counts model exactly: every term it owns is
+/// one, each selects no pending pod but those sharing the term, and it has no host ports,
+/// spreads, pod affinity or preferred anti-affinity. The caller still checks that no other
+/// pod's constraint counts it.
+pub(super) fn modeled_apart(pods: &[Pod]) -> Vec<bool> {
+    let mut sets: HashMap<(&str, &PodAffinityTerm), usize> = HashMap::new();
+    for pod in pods {
+        for term in apart_terms(pod) {
+            *sets.entry((pod.namespace.as_str(), term)).or_default() += 1;
+        }
+    }
+    if sets.len() > MAX_APART_SETS {
+        return vec![false; pods.len()];
+    }
+    let exact: HashMap<(&str, &PodAffinityTerm), bool> = sets
+        .iter()
+        .map(|(&(ns, term), &members)| {
+            let selected = pods
+                .iter()
+                .filter(|q| {
+                    let in_scope = if term.namespaces.is_empty() {
+                        q.namespace == ns
+                    } else {
+                        term.namespaces.contains(&q.namespace)
+                    };
+                    in_scope
+                        && term
+                            .label_selector
+                            .as_ref()
+                            .is_some_and(|sel| sel.matches(&q.labels))
+                })
+                .count();
+            ((ns, term), selected == members)
+        })
+        .collect();
+    pods.iter()
+        .map(|pod| {
+            let a = &pod.affinity;
+            pod.host_ports.is_empty()
+                && pod.topology_spread_constraints.is_empty()
+                && a.pod_affinity.required.is_empty()
+                && a.pod_affinity.preferred.is_empty()
+                && a.pod_anti_affinity.preferred.is_empty()
+                && !a.pod_anti_affinity.required.is_empty()
+                && apart_terms(pod).count() == a.pod_anti_affinity.required.len()
+                && apart_terms(pod).all(|t| exact[&(pod.namespace.as_str(), t)])
+        })
+        .collect()
+}
+
 /// Builds the bound's model over every pod the plan puts on new capacity. Pods are
 /// classed by what limits where they may go in any plan: their node selector, volume
 /// requirements and tolerations (preferences and alternative affinity terms can be
-/// relaxed, so they are ignored — which only loosens the bound).
+/// relaxed, so they are ignored — which only loosens the bound). Pods sharing an
+/// [`apart_terms`] term need a node each: at least that many nodes of the types one of
+/// them fits on.
 pub(super) fn model(s: &Scheduler<'_>, budget: &mut Budget<'_>) -> Input {
     let placed: Vec<usize> = s
         .claims
@@ -84,6 +168,10 @@ pub(super) fn model(s: &Scheduler<'_>, budget: &mut Budget<'_>) -> Input {
     let mut keys: Vec<Key<'_>> = Vec::new();
     let mut shapes: Vec<Vec<Vec<i64>>> = Vec::new();
     let mut demand: Vec<Vec<f64>> = Vec::new();
+    // Per set of pods kept apart: each member's class and request shape.
+    type Apart<'p> = (&'p str, &'p PodAffinityTerm);
+    let mut apart_of: HashMap<Apart<'_>, usize> = HashMap::new();
+    let mut apart: Vec<Vec<(usize, Vec<i64>)>> = Vec::new();
     for (idx, &p) in placed.iter().enumerate() {
         let pod = &s.pods[p];
         let mut r = Requirements::from_labels(pod.node_selector.iter());
@@ -103,6 +191,15 @@ pub(super) fn model(s: &Scheduler<'_>, budget: &mut Budget<'_>) -> Input {
         let v = dims.vector(&requests[idx]);
         for (d, &x) in demand[k].iter_mut().zip(&v) {
             *d += x as f64;
+        }
+        for term in apart_terms(pod) {
+            let a = *apart_of
+                .entry((pod.namespace.as_str(), term))
+                .or_insert_with(|| {
+                    apart.push(Vec::new());
+                    apart.len() - 1
+                });
+            apart[a].push((k, v.clone()));
         }
         shapes[k].push(v);
     }
@@ -176,8 +273,10 @@ pub(super) fn model(s: &Scheduler<'_>, budget: &mut Budget<'_>) -> Input {
     // Pods stay whole: one item class per (class, request shape), on the columns that
     // shape fits by itself.
     let mut items: Vec<BoundItem> = Vec::new();
+    let mut item_of: HashMap<(usize, &[i64]), usize> = HashMap::new();
     for (k, c) in classes.iter().enumerate() {
         for (shape, count) in &counted[k] {
+            item_of.insert((k, shape.as_slice()), items.len());
             items.push(BoundItem {
                 req: shape.iter().map(|&r| r as f64).collect(),
                 count: *count as f64,
@@ -195,6 +294,32 @@ pub(super) fn model(s: &Scheduler<'_>, budget: &mut Budget<'_>) -> Input {
             });
         }
     }
+    // A set of pods kept apart needs a node per pod, each of a type one of them fits on.
+    // One pod alone forces nothing the resources do not. (A row per request shape, for the
+    // members that fit only the types that shape fits, raised the benchmarks' bounds by
+    // under 0.1 %.)
+    let counts: Vec<BoundCount> = apart
+        .iter()
+        .filter(|members| members.len() > 1)
+        .map(|members| {
+            let mut kinds: Vec<usize> = members
+                .iter()
+                .map(|(k, shape)| item_of[&(*k, shape.as_slice())])
+                .collect();
+            kinds.sort_unstable();
+            kinds.dedup();
+            let mut used = vec![false; columns.len()];
+            for &i in &kinds {
+                for &j in &items[i].columns {
+                    used[j] = true;
+                }
+            }
+            BoundCount {
+                nodes: members.len() as f64,
+                columns: (0..used.len()).filter(|&j| used[j]).collect(),
+            }
+        })
+        .collect();
     // When every pod may go wherever the others may, and the plan needs few nodes, the
     // cheapest whole-node cover of the total demand is a bound too, and with few nodes
     // the tightest: fractional nodes undercount by up to a node's price.
@@ -237,6 +362,7 @@ pub(super) fn model(s: &Scheduler<'_>, budget: &mut Budget<'_>) -> Input {
         pods: placed.len(),
         columns,
         classes,
+        counts,
         items,
         whole,
     })
@@ -245,7 +371,7 @@ pub(super) fn model(s: &Scheduler<'_>, budget: &mut Budget<'_>) -> Input {
 /// Solves the model: the largest of the fluid LP, the configuration LP and the whole-node
 /// cover that the budget allows.
 fn solve(m: &Model, greedy: f64, budget: &mut Budget<'_>) -> Option<f64> {
-    let fluid_lp = bound::lower_bound(m.n, &m.classes, &m.columns, budget);
+    let fluid_lp = bound::lower_bound(m.n, &m.classes, &m.counts, &m.columns, budget);
     let fluid = fluid_lp.as_ref().map(|b| b.value);
     let whole = m.whole.as_ref().and_then(|(types, shapes)| {
         let zeros = vec![0.0; m.n];
@@ -373,6 +499,10 @@ mod tests {
             ],
             classes: vec![BoundClass {
                 demand,
+                columns: vec![0, 1, 2],
+            }],
+            counts: vec![BoundCount {
+                nodes: 3.0,
                 columns: vec![0, 1, 2],
             }],
             items,

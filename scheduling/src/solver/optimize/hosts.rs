@@ -609,7 +609,7 @@ fn grow(
         demand,
         columns: (0..columns.len()).collect(),
     };
-    let Some(lp) = bound::lower_bound(n, &[class], &columns, budget) else {
+    let Some(lp) = bound::lower_bound(n, &[class], &[], &columns, budget) else {
         return;
     };
     let Some(prices) = lp.prices.first() else {

@@ -325,6 +325,7 @@ pub(crate) fn optimize(
         .sum();
 
     // The other claims' interchangeable groups, in order of their first claim.
+    let modeled = global::modeled_apart(s.pods);
     let mut index: HashMap<(usize, Requirements), usize> = HashMap::new();
     for (c, claim) in s.claims.iter().enumerate() {
         if free_claims.binary_search(&c).is_ok() {
@@ -359,6 +360,16 @@ pub(crate) fn optimize(
             })
             .collect();
         stats.pods_fixed += claim.pods.len() - movable.len();
+        // `movable` keeps the claim's order, so the fixed pods are the ones it skips.
+        let mut kept = movable.iter().peekable();
+        for &p in &claim.pods {
+            if kept.next_if_eq(&&p).is_none()
+                && modeled[p]
+                && s.topology.selected_only_apart(&s.pods[p])
+            {
+                stats.pods_fixed_apart += 1;
+            }
+        }
         if movable.is_empty() {
             continue;
         }
@@ -1195,7 +1206,7 @@ fn weights(
         demand: demand.clone(),
         columns: (0..columns.len()).collect(),
     };
-    let lp = bound::lower_bound(n, &[class], &columns, budget);
+    let lp = bound::lower_bound(n, &[class], &[], &columns, budget);
     let scale = lp.as_ref().map_or(greedy, |b| b.value.max(greedy * 0.5));
     let share = if lp.is_some() { 0.01 } else { 1.0 };
     let weights = (0..n)
