@@ -92,7 +92,7 @@ pub mod solver;
 pub mod taints;
 
 pub use model::{InstanceType, Node, NodePool, Offering, Pod, PodKey, Reservation, Snapshot};
-pub use plan::{BoundGap, NewNodeClaim, OptimizerStats, Plan};
+pub use plan::{BoundGap, GroupWork, NewNodeClaim, OptimizerStats, Plan};
 pub use quantity::Quantity;
 pub use requirements::{Operator, Requirement, Requirements};
 pub use resources::Resources;

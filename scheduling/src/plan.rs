@@ -129,6 +129,22 @@ pub struct OptimizerStats {
     pub work: u64,
     /// Whether the work budget (or the caller's deadline) ran out before it finished.
     pub budget_exhausted: bool,
+    /// What each group was allowed and spent, in the order they were re-packed; not part
+    /// of the plan's JSON.
+    #[serde(skip)]
+    pub group_work: Vec<GroupWork>,
+}
+
+/// The work one group of [`OptimizerStats`] was allowed and spent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupWork {
+    /// Pods the group may move.
+    pub pods: usize,
+    /// Work units it was given: its pods' share of what is left, and never more than their
+    /// share of the whole, so work one group leaves over does not go to the next.
+    pub allowed: u64,
+    /// Work units it spent.
+    pub spent: u64,
 }
 
 /// How the plan's price compares with its lower bound.

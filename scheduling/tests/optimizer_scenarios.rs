@@ -422,3 +422,49 @@ fn pods_kept_apart_among_themselves_are_in_the_bound_others_make_it_loose() {
         })
     );
 }
+
+#[test]
+fn a_group_never_gets_the_work_another_left_over() {
+    // Two pools, so two groups of 150 pods: identical pods on a single type (packed at
+    // once, far under its share) and pods of assorted sizes on 400 types (which would
+    // spend any work it is given). The second group is given its pods' share of the
+    // whole, not what the first left.
+    let mut easy = pool("easy");
+    easy.labels = [("team".to_owned(), "easy".to_owned())].into();
+    easy.instance_types = on_demand_types(&[("only", 8, 32, 0.40)]);
+    let mut hard = pool("hard");
+    hard.weight = 10;
+    hard.instance_types = benchmark_instance_types();
+    let mut pods: Vec<_> = (0..150)
+        .map(|i| {
+            let mut p = pod(&format!("easy-{i}"), 1900, 7 * GI);
+            p.node_selector = [("team".to_owned(), "easy".to_owned())].into();
+            p
+        })
+        .collect();
+    pods.extend((0..150).map(|i| {
+        pod(
+            &format!("hard-{i}"),
+            [100, 250, 500, 1000, 1500][i % 5],
+            [256, 512, 1024, 2048, 4096, 300][i % 6] * MI,
+        )
+    }));
+    let plan = solve(&snapshot(pods, vec![easy, hard]), &SolveOptions::default());
+    let work = plan.optimizer.unwrap().group_work;
+    assert_eq!(work.len(), 2, "{work:?}");
+    let (first, second) = (work[0], work[1]);
+    // The first group is given its share and leaves most of it.
+    assert!(
+        first.allowed > 0 && first.spent < first.allowed / 2,
+        "{work:?}"
+    );
+    // Its leftover does not raise the second group's allowance past its own share.
+    let share = first.allowed as f64 * second.pods as f64 / first.pods as f64;
+    assert!(second.allowed as f64 <= share + 1.0, "{work:?}");
+    // It spends it all; the request a budget refuses is counted too, so a little more.
+    assert!(second.spent >= second.allowed, "{work:?}");
+    assert!(
+        second.spent <= second.allowed + second.allowed / 100,
+        "{work:?}"
+    );
+}

@@ -52,7 +52,7 @@ use super::limits::Remaining;
 use super::nodeclaim::{Claim, Template, cheapest, check_min_values};
 use crate::labels::HOSTNAME;
 use crate::model::Pod;
-use crate::plan::OptimizerStats;
+use crate::plan::{GroupWork, OptimizerStats};
 use crate::requirements::{Operator, Requirement, Requirements};
 use crate::resources::Resources;
 use crate::taints::{Toleration, first_untolerated};
@@ -460,6 +460,7 @@ pub(crate) fn optimize(
         })
         .collect();
     let mut pods_left: usize = group_pods.iter().sum();
+    let mut group_work: Vec<GroupWork> = Vec::with_capacity(groups.len());
     let all_pods = pods_left.max(1) as f64;
     let whole = budget.left() as f64;
     let bound_left = bound_units.saturating_sub(bound_budget.spent());
@@ -471,17 +472,27 @@ pub(crate) fn optimize(
                     replaced.push(None);
                     shrunk.push(Vec::new());
                     proven.push(false);
+                    group_work.push(GroupWork {
+                        pods: n,
+                        ..GroupWork::default()
+                    });
                     continue;
                 }
                 let mut part = budget.portion_capped(
                     n as f64 / pods_left.max(1) as f64,
                     whole * n as f64 / all_pods,
                 );
+                let allowed = part.left();
                 pods_left -= n;
                 // A free group beats no claim of its own: all free groups together must beat the
                 // free claims' price (checked below), which bounds what any one of them may cost.
                 let target = (!g.free.is_empty()).then_some(free_greedy);
                 let outcome = repack(s, g, target, &mut part, &mut next_host);
+                group_work.push(GroupWork {
+                    pods: n,
+                    allowed,
+                    spent: part.spent(),
+                });
                 budget.absorb(&part);
                 part_exhausted |= part.exhausted();
                 proven.push(outcome.proven_optimal);
@@ -550,6 +561,7 @@ pub(crate) fn optimize(
     stats.groups_proven_optimal = proven.iter().filter(|&&p| p).count();
 
     stats.groups_improved = replaced.iter().filter(|r| r.is_some()).count();
+    stats.group_work = group_work;
     stats.work = budget
         .spent()
         .saturating_add(bound_budget.spent())
