@@ -42,16 +42,15 @@ pub fn brute_force_apart(
     cpu_limit_millis: Option<i64>,
 ) -> f64 {
     assert_eq!(requests.len(), apart.len(), "one flag per pod");
-    let mut best = f64::INFINITY;
     let mut search = Search {
         requests,
         apart,
         types,
         limit: cpu_limit_millis.unwrap_or(i64::MAX),
-        best: &mut best,
+        best: f64::INFINITY,
     };
     search.partitions(0, &mut Vec::new());
-    best
+    search.best
 }
 
 /// One exhaustive search's fixed inputs and best price so far.
@@ -60,7 +59,7 @@ struct Search<'a> {
     apart: &'a [bool],
     types: &'a [Arc<InstanceType>],
     limit: i64,
-    best: &'a mut f64,
+    best: f64,
 }
 
 /// A node of a partition: cpu, memory and pods, and whether it holds a pod kept apart.
@@ -71,8 +70,7 @@ impl Search<'_> {
     /// partition.
     fn partitions(&mut self, i: usize, blocks: &mut Vec<Block>) {
         if i == self.requests.len() {
-            let sizes: Vec<(i64, i64, i64)> = blocks.iter().map(|b| (b.0, b.1, b.2)).collect();
-            cheapest_types(&sizes, self.types, self.limit, 0.0, self.best);
+            cheapest_types(blocks, self.types, self.limit, 0.0, &mut self.best);
             return;
         }
         let (cpu, mem) = self.requests[i];
@@ -99,7 +97,7 @@ impl Search<'_> {
 
 /// Cheapest choice of one type per block with total capacity within the limit.
 fn cheapest_types(
-    blocks: &[(i64, i64, i64)],
+    blocks: &[Block],
     types: &[Arc<InstanceType>],
     left: i64,
     spent: f64,
@@ -108,7 +106,7 @@ fn cheapest_types(
     if spent >= *best {
         return;
     }
-    let Some((&(cpu, mem, n), rest)) = blocks.split_first() else {
+    let Some((&(cpu, mem, n, _), rest)) = blocks.split_first() else {
         *best = spent;
         return;
     };

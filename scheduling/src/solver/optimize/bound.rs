@@ -169,6 +169,8 @@ pub(crate) fn lower_bound(
     let prune = !tests::KEEP_DOMINATED.get();
     #[cfg(not(test))]
     let prune = true;
+    // Without counts the classes alone decide, and the re-packing's weights call this
+    // with none on every group, so they skip building a member list per column.
     if prune && counts.is_empty() {
         drop_dominated(columns, &mut users, |_| true);
     } else if prune {

@@ -82,11 +82,24 @@ pub(super) fn apart_terms(pod: &Pod) -> impl Iterator<Item = &PodAffinityTerm> {
                 && t.match_label_keys.is_empty()
                 && t.mismatch_label_keys.is_empty()
                 && t.namespace_selector.is_none()
-                && (t.namespaces.is_empty() || t.namespaces.contains(&pod.namespace))
-                && t.label_selector
-                    .as_ref()
-                    .is_some_and(|sel| sel.matches(&pod.labels))
+                && term_selects(t, &pod.namespace, pod)
         })
+}
+
+/// Whether `term`, owned by a pod of namespace `owner_ns` and without a namespace
+/// selector, selects pod `q`: `q` is in the term's namespaces (the owner's when it lists
+/// none) and its labels match the term's selector (none matches no pod).
+fn term_selects(term: &PodAffinityTerm, owner_ns: &str, q: &Pod) -> bool {
+    let in_scope = if term.namespaces.is_empty() {
+        q.namespace == owner_ns
+    } else {
+        term.namespaces.contains(&q.namespace)
+    };
+    in_scope
+        && term
+            .label_selector
+            .as_ref()
+            .is_some_and(|sel| sel.matches(&q.labels))
 }
 
 /// Distinct [`apart_terms`] terms past which [`modeled_apart`] checks none: each check
@@ -111,21 +124,7 @@ pub(super) fn modeled_apart(pods: &[Pod]) -> Vec<bool> {
     let exact: HashMap<(&str, &PodAffinityTerm), bool> = sets
         .iter()
         .map(|(&(ns, term), &members)| {
-            let selected = pods
-                .iter()
-                .filter(|q| {
-                    let in_scope = if term.namespaces.is_empty() {
-                        q.namespace == ns
-                    } else {
-                        term.namespaces.contains(&q.namespace)
-                    };
-                    in_scope
-                        && term
-                            .label_selector
-                            .as_ref()
-                            .is_some_and(|sel| sel.matches(&q.labels))
-                })
-                .count();
+            let selected = pods.iter().filter(|q| term_selects(term, ns, q)).count();
             ((ns, term), selected == members)
         })
         .collect();
