@@ -20,7 +20,9 @@
 //! slowest solve, which shows the table's single seed is not a lucky draw. With
 //! `KARPENTER_BENCH_REPAIR_OWNERS=1` the optimiser re-pairs hostname-spread owners
 //! (`OptimizerOptions::repair_spread_owners`). `KARPENTER_BENCH_WORK=N` sets the optimiser's
-//! work budget (`OptimizerOptions::max_work`) instead of the default.
+//! work budget (`OptimizerOptions::max_work`) instead of the default. With
+//! `KARPENTER_BENCH_PROVE_BOUND=1` the lower bound is taken to the optimum of its
+//! configuration LP (`OptimizerOptions::prove_bound`): minutes per case, same plans.
 #![forbid(unsafe_code)]
 
 use karpenter_benches::{
@@ -35,6 +37,8 @@ fn main() {
     let mut options = SolveOptions::default();
     options.optimizer.repair_spread_owners =
         std::env::var_os("KARPENTER_BENCH_REPAIR_OWNERS").is_some_and(|v| v == "1");
+    options.optimizer.prove_bound =
+        std::env::var_os("KARPENTER_BENCH_PROVE_BOUND").is_some_and(|v| v == "1");
     if let Some(work) = std::env::var("KARPENTER_BENCH_WORK")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())

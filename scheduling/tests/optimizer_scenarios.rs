@@ -468,3 +468,34 @@ fn a_group_never_gets_the_work_another_left_over() {
         "{work:?}"
     );
 }
+
+#[test]
+fn a_proven_bound_keeps_each_pod_whole_and_the_pods_kept_apart_on_nodes_of_their_own() {
+    // Two small replicas kept apart and a 1.8-cpu pod; a 1-cpu node at 1.0 and a 2-cpu node
+    // at 1.5 (about 0.94 and 1.93 cpu allocatable). The big pod and one replica fill the
+    // 2-cpu node, the other replica needs a node of its own: 2.5 at least. The default bound
+    // spreads the demand fractionally over the two nodes every plan has (about 2.06); the
+    // proven one knows each node's pods.
+    let mut p = pool("default");
+    p.instance_types = on_demand_types(&[("small", 1, 4, 1.0), ("large", 2, 8, 1.5)]);
+    let replica = |i: usize| {
+        let mut r = labeled(pod(&format!("db-{i}"), 100, GI / 4), &[("app", "db")]);
+        r.affinity.pod_anti_affinity.required = vec![term(HOSTNAME, &[("app", "db")])];
+        r
+    };
+    let pods = vec![replica(0), replica(1), pod("batch", 1800, GI)];
+    let snap = snapshot(pods, vec![p]);
+    let default = solve(&snap, &SolveOptions::default());
+    let mut options = SolveOptions::default();
+    options.optimizer.prove_bound = true;
+    let proven = solve(&snap, &options);
+    assert_eq!(proven.new_node_claims.len(), default.new_node_claims.len());
+    let (low, high) = (default.lower_bound.unwrap(), proven.lower_bound.unwrap());
+    assert!(low < 2.2, "default bound {low}");
+    assert!(high > 2.5 - 1e-6, "proven bound {high}");
+    let price: f64 = proven.new_node_claims.iter().map(|c| c.price).sum();
+    assert!(
+        high <= price + 1e-9,
+        "bound {high} above the plan's {price}"
+    );
+}

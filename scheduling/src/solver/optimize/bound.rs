@@ -329,6 +329,21 @@ pub(crate) struct BoundItem {
     pub count: f64,
     /// Columns one of these pods fits on by itself and may use.
     pub columns: Vec<usize>,
+    /// The set of pods kept apart these belong to, if any: no node holds two pods of one
+    /// set, whichever item classes they are in.
+    pub apart: Option<usize>,
+}
+
+impl BoundItem {
+    /// The most pods of this class one node can hold for lack of room alone: all of them,
+    /// or one when they are kept apart.
+    pub(crate) fn per_node(&self) -> f64 {
+        if self.apart.is_some() {
+            self.count.min(1.0)
+        } else {
+            self.count
+        }
+    }
 }
 
 /// Homogeneous patterns per item class that seed the master LP, violated patterns added
@@ -338,6 +353,24 @@ const ADD_PER_ROUND: usize = 12;
 const ROUNDS: usize = 8;
 /// Search nodes of one integer knapsack before its fractional bound is used instead.
 const KNAPSACK_NODES: u64 = 1_500;
+/// With [`Effort::Proven`]: patterns added per round, and rounds at most (a guard: the
+/// diverse mix's 1,000 pods converge in about 70).
+const PROVEN_ADD_PER_ROUND: usize = 40;
+const PROVEN_ROUNDS: usize = 1_000;
+/// With [`Effort::Proven`], search nodes of a knapsack until a round finds no violated
+/// pattern; the searches are then exhaustive.
+const PROVEN_FIRST_NODES: u64 = 20_000;
+
+/// How far [`coupled_bound`] goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Effort {
+    /// A few rounds within the budget: whatever bound they certify.
+    Budgeted,
+    /// Column generation to the configuration LP's optimum, every pricing knapsack solved
+    /// exactly (priced with its LP relaxation) and no budget: the bound is the LP's value.
+    /// Minutes on a thousand pods with hostname anti-affinity; for analysis.
+    Proven,
+}
 /// Item classes past which the coupled bound is not attempted.
 pub(crate) const MAX_ITEMS: usize = 64;
 
@@ -361,13 +394,30 @@ struct Pattern {
 /// every column's best pattern value, `π / θ` is feasible for the full dual, so
 /// `n·π / θ` bounds every plan. Violated patterns join the master for the next round.
 ///
+/// Items of a set kept apart ([`BoundItem::apart`]) put one pod of the set on a node at
+/// most, in the knapsack as in every node a plan has. With [`Effort::Proven`] each
+/// column's knapsack is first bounded by its LP relaxation ([`lagrangian_ub`]), whose
+/// prices also prune the search, and the rounds go on until an exhaustive pricing finds no
+/// violated pattern: θ is then 1 and the bound is the configuration LP's optimum.
+///
 /// Returns the bound and each item class's value (price per pod, scaled to be feasible).
 pub(crate) fn coupled_bound(
     dims: usize,
     items: &[BoundItem],
     columns: &[BoundColumn],
+    effort: Effort,
     budget: &mut Budget<'_>,
 ) -> Option<(f64, Vec<f64>)> {
+    let proven = effort == Effort::Proven;
+    let mut unlimited = Budget::new(u64::MAX, None);
+    let budget = if proven { &mut unlimited } else { budget };
+    let (rounds, add_per_round) = if proven {
+        (PROVEN_ROUNDS, PROVEN_ADD_PER_ROUND)
+    } else {
+        (ROUNDS, ADD_PER_ROUND)
+    };
+    // In a proven run: whether the searches are exhaustive yet.
+    let mut exhaustive = false;
     if items.is_empty() {
         return Some((0.0, Vec::new()));
     }
@@ -390,7 +440,7 @@ pub(crate) fn coupled_bound(
         return None;
     }
     let fit_alone = |i: usize, j: usize| -> u32 {
-        let mut k = items[i].count;
+        let mut k = items[i].per_node();
         for d in 0..dims {
             if items[i].req[d] > 0.0 {
                 k = k.min((columns[j].cap[d] / items[i].req[d]).floor());
@@ -420,7 +470,7 @@ pub(crate) fn coupled_bound(
     }
 
     let mut best: Option<(f64, Vec<f64>)> = None;
-    for _round in 0..ROUNDS {
+    for _round in 0..rounds {
         let cells = items.len() * patterns.len();
         if !budget.spend(cells as u64 * 8) {
             break;
@@ -452,20 +502,41 @@ pub(crate) fn coupled_bound(
                 .fold(f64::INFINITY, f64::min);
             let mut ub = frac;
             if frac > col.price * (1.0 + 1e-9) {
-                let (exact, found) = knapsack(
-                    &users[j],
-                    items,
-                    &values,
-                    dims,
-                    &col.cap,
-                    KNAPSACK_NODES,
-                    budget,
-                );
-                ub = ub.min(exact);
-                if let Some((value, counts)) = found
-                    && value > col.price * (1.0 + 1e-7)
-                {
-                    violated.push((value / col.price, Pattern { column: j, counts }));
+                // The knapsack's LP relaxation is far tighter than one dimension at a time
+                // once a node holds many pods: it often shows the column holds nothing
+                // worth its price without a search, and its prices prune the search.
+                let mut lambda = None;
+                if proven {
+                    budget.spend(lagrangian_cost(users[j].len(), dims));
+                    if let Some((l, prices)) =
+                        lagrangian_ub(&users[j], items, &values, dims, &col.cap)
+                    {
+                        ub = ub.min(l);
+                        lambda = Some(prices);
+                    }
+                }
+                if ub > col.price * (1.0 + 1e-9) {
+                    let nodes = match (proven, exhaustive) {
+                        (false, _) => KNAPSACK_NODES,
+                        (true, false) => PROVEN_FIRST_NODES,
+                        (true, true) => u64::MAX,
+                    };
+                    let (exact, found) = knapsack(
+                        &users[j],
+                        items,
+                        &values,
+                        dims,
+                        &col.cap,
+                        nodes,
+                        lambda.as_deref(),
+                        budget,
+                    );
+                    ub = ub.min(exact);
+                    if let Some((value, counts)) = found
+                        && value > col.price * (1.0 + 1e-7)
+                    {
+                        violated.push((value / col.price, Pattern { column: j, counts }));
+                    }
                 }
             }
             let ratio = if col.price > 0.0 {
@@ -486,16 +557,151 @@ pub(crate) fn coupled_bound(
             }
         }
         if violated.is_empty() {
+            // Searches that gave up may have missed a violated pattern: a proven run looks
+            // again, exhaustively, before it stops.
+            if proven && !exhaustive {
+                exhaustive = true;
+                continue;
+            }
             break;
         }
         violated.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.column.cmp(&b.1.column)));
-        for (_, p) in violated.into_iter().take(ADD_PER_ROUND) {
+        for (_, p) in violated.into_iter().take(add_per_round) {
             if !patterns.contains(&p) {
                 patterns.push(p);
             }
         }
     }
     best
+}
+
+/// Work units charged for one [`lagrangian_ub`] with `users` item classes: about its LP's
+/// cells.
+fn lagrangian_cost(users: usize, dims: usize) -> u64 {
+    (users * (users + dims + 1)) as u64 + 1
+}
+
+/// An upper bound on the value of any set of pods that fits `cap`, from the knapsack's LP
+/// relaxation: for resource prices `λ ≥ 0`, every such set is worth at most
+///
+/// ```text
+/// L(λ) = λ·cap + Σ_i n_i max(0, v_i − λ·r_i) + Σ_a max(0, max_{i∈a} (v_i − λ·r_i))
+/// ```
+///
+/// where the first sum is over the classes not kept apart (`n_i` of them fit by themselves)
+/// and the second over the sets kept apart, of which a node holds one pod at most. The LP
+/// solver only proposes `λ` (the LP dual's optimum, which makes `L` the relaxation's
+/// value); `L` is then evaluated exactly as written, so the bound is valid whatever the
+/// solver returns. `None` when the solver fails.
+pub(crate) fn lagrangian_ub(
+    users: &[usize],
+    items: &[BoundItem],
+    values: &[f64],
+    dims: usize,
+    cap: &[f64],
+) -> Option<(f64, Vec<f64>)> {
+    let lambda = lagrangian_prices(users, items, values, dims, cap)?;
+    let value = lagrangian_value(users, items, values, dims, cap, &lambda);
+    Some((value, lambda))
+}
+
+/// The most pods of `item`'s class that fit `cap` by themselves.
+fn fit_in(item: &BoundItem, dims: usize, cap: &[f64]) -> f64 {
+    let n = item
+        .req
+        .iter()
+        .zip(cap)
+        .take(dims)
+        .filter(|(r, _)| **r > 0.0)
+        .map(|(r, c)| (c.max(0.0) / r).floor())
+        .fold(item.per_node(), f64::min);
+    n.max(0.0)
+}
+
+/// The resource prices `λ ≥ 0` that minimise [`lagrangian_ub`]'s `L`, as well as the LP
+/// solver finds them; `None` when it fails.
+fn lagrangian_prices(
+    users: &[usize],
+    items: &[BoundItem],
+    values: &[f64],
+    dims: usize,
+    cap: &[f64],
+) -> Option<Vec<f64>> {
+    let worth: Vec<usize> = users.iter().copied().filter(|&i| values[i] > 0.0).collect();
+    if worth.is_empty() {
+        return Some(vec![0.0; dims]);
+    }
+    let fit = |i: usize| fit_in(&items[i], dims, cap);
+    // The LP's variables are each dimension's price times its capacity (its share of the
+    // node's worth): requests differ by ten orders of magnitude between cpu and bytes, and
+    // shares keep every coefficient within [0, 1] for the solver. A dimension without
+    // capacity gets no price (its pods fit no node and have no users here).
+    let scale: Vec<f64> = (0..dims)
+        .map(|d| if cap[d] > 0.0 { cap[d] } else { 0.0 })
+        .collect();
+    let mut lp = Lp::minimise();
+    let lambda: Vec<Var> = (0..dims).map(|_| lp.var(1.0)).collect();
+    let mut set_var: Vec<(usize, Var)> = Vec::new();
+    for &i in &worth {
+        let slack = match items[i].apart {
+            None => lp.var(fit(i)),
+            Some(a) => match set_var.iter().find(|(s, _)| *s == a) {
+                Some(&(_, v)) => v,
+                None => {
+                    let v = lp.var(1.0);
+                    set_var.push((a, v));
+                    v
+                }
+            },
+        };
+        let terms = std::iter::once((slack, 1.0)).chain(
+            (0..dims)
+                .filter(|&d| items[i].req[d] != 0.0 && scale[d] > 0.0)
+                .map(|d| (lambda[d], items[i].req[d] / scale[d])),
+        );
+        lp.at_least(terms, values[i]);
+    }
+    let x = lp.solve()?;
+    let lambda: Vec<f64> = lambda
+        .iter()
+        .zip(&scale)
+        .map(|(&v, &sc)| {
+            if x[v].is_finite() && sc > 0.0 {
+                x[v].max(0.0) / sc
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    Some(lambda)
+}
+
+/// `L(λ)` of [`lagrangian_ub`], evaluated exactly as written there.
+fn lagrangian_value(
+    users: &[usize],
+    items: &[BoundItem],
+    values: &[f64],
+    dims: usize,
+    cap: &[f64],
+    lambda: &[f64],
+) -> f64 {
+    let mut total: f64 = (0..dims).map(|d| lambda[d] * cap[d].max(0.0)).sum();
+    let mut best_of_set: Vec<(usize, f64)> = Vec::new();
+    for &i in users.iter().filter(|&&i| values[i] > 0.0) {
+        let gain = values[i] - (0..dims).map(|d| lambda[d] * items[i].req[d]).sum::<f64>();
+        if gain <= 0.0 {
+            continue;
+        }
+        match items[i].apart {
+            None => total += fit_in(&items[i], dims, cap) * gain,
+            Some(a) => match best_of_set.iter_mut().find(|(s, _)| *s == a) {
+                Some((_, g)) => *g = g.max(gain),
+                None => best_of_set.push((a, gain)),
+            },
+        }
+    }
+    total += best_of_set.iter().map(|(_, g)| g).sum::<f64>();
+    total
 }
 
 /// Whether column `k` makes column `j` redundant: no dearer, at least as much capacity in
@@ -556,7 +762,11 @@ pub(crate) type Found = (f64, Vec<(usize, u32)>);
 
 /// The integer knapsack "most valuable pods that fit `cap`" by depth-first branch and
 /// bound: an upper bound on its optimum (exact when the search finished) and the best set
-/// found.
+/// found. With resource prices `lambda` (see [`lagrangian_ub`]) it also prunes with the
+/// Lagrangian bound: at every search node, the pods still to decide are worth at most
+/// `λ·left` plus what each gains over its resources' price. One dimension at a time, a
+/// node holding many small pods prunes almost nothing; with prices, it does.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn knapsack(
     users: &[usize],
     items: &[BoundItem],
@@ -564,6 +774,7 @@ pub(crate) fn knapsack(
     dims: usize,
     cap: &[f64],
     max_nodes: u64,
+    lambda: Option<&[f64]>,
     budget: &mut Budget<'_>,
 ) -> (f64, Option<Found>) {
     // Densest first: value per share of the node it takes.
@@ -578,11 +789,50 @@ pub(crate) fn knapsack(
             (values[i] / share.max(1e-12), i)
         })
         .collect();
-    order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    // Pods kept apart come first, one block per set: the search decides which member of
+    // each set (if any) the node holds, and the rest is an ordinary knapsack.
+    order.sort_by(|a, b| {
+        let set = |i: usize| (items[i].apart.is_none(), items[i].apart);
+        set(a.1)
+            .cmp(&set(b.1))
+            .then(b.0.total_cmp(&a.0))
+            .then(a.1.cmp(&b.1))
+    });
     let order: Vec<usize> = order.into_iter().map(|(_, i)| i).collect();
-    let root = (0..dims)
+    // Where the block of the set kept apart at each position ends.
+    let mut block_end = vec![order.len(); order.len()];
+    for k in (0..order.len().saturating_sub(1)).rev() {
+        let (here, next) = (items[order[k]].apart, items[order[k + 1]].apart);
+        block_end[k] = if here.is_some() && here == next {
+            block_end[k + 1]
+        } else {
+            k + 1
+        };
+    }
+    // Per position: the most the pods from there on gain over their resources' prices.
+    let gains: Option<(&[f64], Vec<f64>)> = lambda.map(|lambda| {
+        let gain = |i: usize| {
+            (values[i] - (0..dims).map(|d| lambda[d] * items[i].req[d]).sum::<f64>()).max(0.0)
+        };
+        let mut g = vec![0.0; order.len() + 1];
+        for k in (0..order.len()).rev() {
+            let i = order[k];
+            g[k] = if items[i].apart.is_some() {
+                let end = block_end[k];
+                g[end] + (k..end).map(|m| gain(order[m])).fold(0.0, f64::max)
+            } else {
+                g[k + 1] + items[i].per_node() * gain(i)
+            };
+        }
+        (lambda, g)
+    });
+    let mut root = (0..dims)
         .map(|d| knapsack_1d(&order, items, values, d, cap[d]))
         .fold(f64::INFINITY, f64::min);
+    if let Some((lambda, g)) = &gains {
+        let priced: f64 = (0..dims).map(|d| lambda[d] * cap[d].max(0.0)).sum::<f64>() + g[0];
+        root = root.min(priced);
+    }
 
     let suffix = SuffixBound::new(&order, items, values, dims);
 
@@ -592,8 +842,12 @@ pub(crate) fn knapsack(
         values: &'a [f64],
         dims: usize,
         suffix: &'a SuffixBound,
+        /// Resource prices and, per position, the most the rest gains over them.
+        gains: Option<(&'a [f64], &'a [f64])>,
         left: Vec<f64>,
         chosen: Vec<u32>,
+        /// Per position in `order`: the end of its block of pods kept apart.
+        block_end: &'a [usize],
         best: f64,
         best_set: Vec<u32>,
         nodes: u64,
@@ -620,6 +874,15 @@ pub(crate) fn knapsack(
                     })
                     .fold(f64::INFINITY, f64::min);
                 return value + bound <= threshold;
+            }
+            if let Some((lambda, g)) = self.gains {
+                let priced: f64 = (0..self.dims)
+                    .map(|d| lambda[d] * self.left[d].max(0.0))
+                    .sum::<f64>()
+                    + g[k];
+                if value + priced <= threshold {
+                    return true;
+                }
             }
             let first = self.last_pruning;
             let dims = (first < self.dims)
@@ -652,7 +915,10 @@ pub(crate) fn knapsack(
                 return;
             }
             let i = self.order[k];
-            let mut most = self.items[i].count;
+            if self.items[i].apart.is_some() {
+                return self.choose_one(k, value);
+            }
+            let mut most = self.items[i].per_node();
             for d in 0..self.dims {
                 if self.items[i].req[d] > 0.0 {
                     most = most.min((self.left[d] / self.items[i].req[d]).floor());
@@ -675,14 +941,42 @@ pub(crate) fn knapsack(
             }
         }
     }
+    impl Dfs<'_> {
+        /// The block of a set kept apart starting at `k`: each member that fits, then none
+        /// of them, each followed by the rest of the order.
+        fn choose_one(&mut self, k: usize, value: f64) {
+            let end = self.block_end[k];
+            for m in k..end {
+                let i = self.order[m];
+                if (0..self.dims).any(|d| self.items[i].req[d] > self.left[d]) {
+                    continue;
+                }
+                for d in 0..self.dims {
+                    self.left[d] -= self.items[i].req[d];
+                }
+                self.chosen[m] = 1;
+                self.go(end, value + self.values[i]);
+                self.chosen[m] = 0;
+                for d in 0..self.dims {
+                    self.left[d] += self.items[i].req[d];
+                }
+                if self.aborted {
+                    return;
+                }
+            }
+            self.go(end, value);
+        }
+    }
     let mut s = Dfs {
         order: &order,
         items,
         values,
         dims,
         suffix: &suffix,
+        gains: gains.as_ref().map(|(l, g)| (*l, g.as_slice())),
         left: cap.iter().map(|c| c.max(0.0)).collect(),
         chosen: vec![0; order.len()],
+        block_end: &block_end,
         best: 0.0,
         best_set: vec![0; order.len()],
         nodes: 0,
@@ -735,7 +1029,7 @@ impl SuffixBound {
                     .collect();
                 v.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
                 v.into_iter()
-                    .map(|(density, i, pos)| (density, items[i].count * items[i].req[d], pos))
+                    .map(|(density, i, pos)| (density, items[i].per_node() * items[i].req[d], pos))
                     .collect()
             })
             .collect();
@@ -745,7 +1039,7 @@ impl SuffixBound {
                     .iter()
                     .enumerate()
                     .filter(|&(_, &i)| items[i].req[d] <= 0.0)
-                    .map(|(pos, &i)| (pos, items[i].count * values[i]))
+                    .map(|(pos, &i)| (pos, items[i].per_node() * values[i]))
                     .collect()
             })
             .collect();
@@ -794,7 +1088,7 @@ pub(crate) fn knapsack_1d(
         }
         let r = items[i].req[d];
         if r <= 0.0 {
-            free += items[i].count * values[i];
+            free += items[i].per_node() * values[i];
         } else {
             sized.push((values[i] / r, i));
         }
@@ -806,7 +1100,7 @@ pub(crate) fn knapsack_1d(
         if left <= 0.0 {
             break;
         }
-        let take = (items[i].count * items[i].req[d]).min(left);
+        let take = (items[i].per_node() * items[i].req[d]).min(left);
         total += take * density;
         left -= take;
     }
@@ -855,6 +1149,7 @@ mod tests {
             req: req.to_vec(),
             count,
             columns: vec![0],
+            apart: None,
         };
         let items = [
             item([1.0, 2.0], 3.0),
@@ -992,6 +1287,7 @@ mod tests {
             req: vec![1.0, 4.0],
             count: 4.0,
             columns: vec![1, 2],
+            apart: None,
         };
         let mut b = Budget::new(u64::MAX, None);
         let fluid = lower_bound(
@@ -1005,12 +1301,156 @@ mod tests {
             &mut b,
         )
         .unwrap();
-        let (coupled, values) = coupled_bound(2, &[item], &columns, &mut b).unwrap();
+        let (coupled, values) =
+            coupled_bound(2, &[item], &columns, Effort::Budgeted, &mut b).unwrap();
         // Optimum: four memory nodes, 1.6.
         assert!(coupled <= 1.6 + 1e-9, "{coupled}");
         assert!(coupled > 1.6 - 1e-6, "{coupled}");
         assert!(fluid.value < coupled - 0.5, "{}", fluid.value);
         assert!((values[0] - 0.4).abs() < 1e-6);
+    }
+
+    /// The most valuable set of pods that fits `cap` with at most one pod per set kept
+    /// apart, by trying every count of every item class.
+    fn brute_knapsack(items: &[BoundItem], values: &[f64], cap: &[f64]) -> f64 {
+        fn go(
+            items: &[BoundItem],
+            values: &[f64],
+            left: &mut [f64],
+            taken: &mut Vec<usize>,
+        ) -> f64 {
+            let Some((it, rest)) = items.split_first() else {
+                return 0.0;
+            };
+            let (v, vs) = values.split_first().expect("a value per item");
+            let mut best = go(rest, vs, left, taken);
+            if it.apart.is_some_and(|a| taken.contains(&a)) {
+                return best;
+            }
+            let most = it.per_node() as u32;
+            for a in 1..=most {
+                if it
+                    .req
+                    .iter()
+                    .zip(left.iter())
+                    .any(|(r, l)| f64::from(a) * r > *l)
+                {
+                    break;
+                }
+                for (l, r) in left.iter_mut().zip(&it.req) {
+                    *l -= f64::from(a) * r;
+                }
+                taken.extend(it.apart);
+                best = best.max(f64::from(a) * v + go(rest, vs, left, taken));
+                if it.apart.is_some() {
+                    taken.pop();
+                }
+                for (l, r) in left.iter_mut().zip(&it.req) {
+                    *l += f64::from(a) * r;
+                }
+            }
+            best
+        }
+        go(items, values, &mut cap.to_vec(), &mut Vec::new())
+    }
+
+    #[test]
+    fn knapsack_keeps_one_pod_per_set_apart() {
+        // Seeded instances mixing free item classes with members of two sets kept apart:
+        // the exhaustive search (with and without resource prices) finds the brute-force
+        // optimum and never puts two pods of one set on the node, and the Lagrangian bound
+        // is never below that optimum.
+        let mut next = xorshift(0x51_7cc1_b727_220a);
+        let mut tighter = 0;
+        for case in 0..300 {
+            let dims = 1 + next(2) as usize;
+            let n = 1 + next(7) as usize;
+            let items: Vec<BoundItem> = (0..n)
+                .map(|_| BoundItem {
+                    req: (0..dims).map(|_| (1 + next(6)) as f64 * 0.5).collect(),
+                    count: (1 + next(4)) as f64,
+                    columns: vec![0],
+                    apart: match next(3) {
+                        0 => None,
+                        k => Some(k as usize - 1),
+                    },
+                })
+                .collect();
+            let values: Vec<f64> = (0..n).map(|_| (1 + next(10)) as f64 * 0.25).collect();
+            let cap: Vec<f64> = (0..dims).map(|_| (1 + next(12)) as f64).collect();
+            let users: Vec<usize> = (0..n).collect();
+            let want = brute_knapsack(&items, &values, &cap);
+            let (l, prices) =
+                lagrangian_ub(&users, &items, &values, dims, &cap).expect("an LP this small");
+            assert!(l >= want - 1e-9, "case {case}: Lagrangian {l} below {want}");
+            let frac = (0..dims)
+                .map(|d| knapsack_1d(&users, &items, &values, d, cap[d]))
+                .fold(f64::INFINITY, f64::min);
+            tighter += usize::from(l < frac - 1e-9);
+            for lambda in [None, Some(prices.as_slice())] {
+                let mut b = Budget::new(u64::MAX, None);
+                let (ub, found) = knapsack(
+                    &users,
+                    &items,
+                    &values,
+                    dims,
+                    &cap,
+                    u64::MAX,
+                    lambda,
+                    &mut b,
+                );
+                let got = found.as_ref().map_or(0.0, |f| f.0);
+                assert!(
+                    (got - want).abs() < 1e-9,
+                    "case {case}: found {got}, optimum {want}"
+                );
+                assert!(
+                    (ub - want).abs() < 1e-9,
+                    "case {case}: bound {ub}, optimum {want}"
+                );
+                let counts = found.map(|f| f.1).unwrap_or_default();
+                for set in [0, 1] {
+                    let held: u32 = counts
+                        .iter()
+                        .filter(|(i, _)| items[*i].apart == Some(set))
+                        .map(|(_, k)| k)
+                        .sum();
+                    assert!(
+                        held <= 1,
+                        "case {case}: {held} pods of set {set} on one node"
+                    );
+                }
+            }
+        }
+        assert!(
+            tighter > 0,
+            "the Lagrangian bound beats one dimension at a time somewhere"
+        );
+    }
+
+    #[test]
+    fn coupled_bound_counts_a_node_per_pod_kept_apart() {
+        // Three 1-cpu pods; a 1-cpu node at 1.0 and a 4-cpu node at 2.5. Together they fit
+        // one big node (2.5; a pattern holds no more pods than there are). Kept apart, each
+        // needs a node of its own: three small ones (3.0).
+        let columns = [col(&[1.0, 1.0], 1.0), col(&[4.0, 4.0], 2.5)];
+        let item = |apart| BoundItem {
+            req: vec![1.0, 1.0],
+            count: 3.0,
+            columns: vec![0, 1],
+            apart,
+        };
+        let mut b = Budget::new(u64::MAX, None);
+        for (apart, want) in [(None, 2.5), (Some(0), 3.0)] {
+            for effort in [Effort::Budgeted, Effort::Proven] {
+                let (bound, _) =
+                    coupled_bound(2, &[item(apart)], &columns, effort, &mut b).expect("a bound");
+                assert!(
+                    bound <= want + 1e-9 && bound > want - 1e-6,
+                    "{apart:?} {effort:?}: {bound}, want {want}"
+                );
+            }
+        }
     }
 
     #[test]
@@ -1034,6 +1474,7 @@ mod tests {
                         .collect(),
                     count: (1 + next(6)) as f64,
                     columns: vec![0],
+                    apart: None,
                 })
                 .collect();
             let values: Vec<f64> = (0..n).map(|_| (1 + next(10)) as f64 * 0.25).collect();
@@ -1041,7 +1482,16 @@ mod tests {
             let max_nodes = if case % 3 == 0 { 1 + next(40) } else { 100_000 };
             let users: Vec<usize> = (0..n).collect();
             let mut budget = Budget::new(u64::MAX, None);
-            let (ub, found) = knapsack(&users, &items, &values, dims, &cap, max_nodes, &mut budget);
+            let (ub, found) = knapsack(
+                &users,
+                &items,
+                &values,
+                dims,
+                &cap,
+                max_nodes,
+                None,
+                &mut budget,
+            );
 
             let mut reference = Budget::new(u64::MAX, None);
             REFERENCE_PRUNING.set(true);
@@ -1052,6 +1502,7 @@ mod tests {
                 dims,
                 &cap,
                 max_nodes,
+                None,
                 &mut reference,
             );
             REFERENCE_PRUNING.set(false);

@@ -424,6 +424,7 @@ fn knapsack_fill(
             req: c.req.iter().map(|&r| r as f64).collect(),
             count: 0.0,
             columns: Vec::new(),
+            apart: None,
         })
         .collect();
     let mut bins = Vec::with_capacity(nodes.len());
@@ -495,6 +496,7 @@ fn knapsack_fill(
                 dims,
                 &room_f,
                 FILL_KNAPSACK_NODES,
+                None,
                 budget,
             );
             for (c, k) in found.map(|(_, c)| c).unwrap_or_default() {

@@ -8,7 +8,7 @@
 //! plan are the same whether it ran beside the packing or after it; only the wall time
 //! differs.
 
-use super::bound::{self, BoundClass, BoundColumn, BoundCount, BoundItem};
+use super::bound::{self, BoundClass, BoundColumn, BoundCount, BoundItem, Effort};
 use super::budget::Budget;
 use super::pack::{BinType, Class, Instance};
 use super::{Dims, cover, pod_requests, tolerates};
@@ -45,6 +45,8 @@ pub(super) struct Model {
     /// When every pod may go wherever the others may and the plan needs few nodes: the
     /// types and request shapes of the whole-node cover.
     whole: Option<(Vec<BinType>, Vec<Class>)>,
+    /// How far the configuration LP goes.
+    effort: Effort,
 }
 
 /// What there is to solve.
@@ -149,7 +151,10 @@ pub(super) fn modeled_apart(pods: &[Pod]) -> Vec<bool> {
 /// relaxed, so they are ignored — which only loosens the bound). Pods sharing an
 /// [`apart_terms`] term need a node each: at least that many nodes of the types one of
 /// them fits on.
-pub(super) fn model(s: &Scheduler<'_>, budget: &mut Budget<'_>) -> Input {
+///
+/// With [`Effort::Proven`] the configuration LP's items also know which pods are kept apart
+/// (a node holds one of each such set), which makes it the tightest bound here.
+pub(super) fn model(s: &Scheduler<'_>, effort: Effort, budget: &mut Budget<'_>) -> Input {
     let placed: Vec<usize> = s
         .claims
         .iter()
@@ -171,6 +176,8 @@ pub(super) fn model(s: &Scheduler<'_>, budget: &mut Budget<'_>) -> Input {
     type Apart<'p> = (&'p str, &'p PodAffinityTerm);
     let mut apart_of: HashMap<Apart<'_>, usize> = HashMap::new();
     let mut apart: Vec<Vec<(usize, Vec<i64>)>> = Vec::new();
+    // Per placed pod: its class, request shape and the sets it is kept apart in.
+    let mut placed_as: Vec<(usize, Vec<i64>, Vec<usize>)> = Vec::with_capacity(placed.len());
     for (idx, &p) in placed.iter().enumerate() {
         let pod = &s.pods[p];
         let mut r = Requirements::from_labels(pod.node_selector.iter());
@@ -191,6 +198,7 @@ pub(super) fn model(s: &Scheduler<'_>, budget: &mut Budget<'_>) -> Input {
         for (d, &x) in demand[k].iter_mut().zip(&v) {
             *d += x as f64;
         }
+        let mut sets = Vec::new();
         for term in apart_terms(pod) {
             let a = *apart_of
                 .entry((pod.namespace.as_str(), term))
@@ -199,7 +207,9 @@ pub(super) fn model(s: &Scheduler<'_>, budget: &mut Budget<'_>) -> Input {
                     apart.len() - 1
                 });
             apart[a].push((k, v.clone()));
+            sets.push(a);
         }
+        placed_as.push((k, v.clone(), sets));
         shapes[k].push(v);
     }
     if !budget.spend((placed.len() * n) as u64) {
@@ -269,30 +279,43 @@ pub(super) fn model(s: &Scheduler<'_>, budget: &mut Budget<'_>) -> Input {
             columns: cols,
         });
     }
-    // Pods stay whole: one item class per (class, request shape), on the columns that
-    // shape fits by itself.
-    let mut items: Vec<BoundItem> = Vec::new();
-    let mut item_of: HashMap<(usize, &[i64]), usize> = HashMap::new();
-    for (k, c) in classes.iter().enumerate() {
-        for (shape, count) in &counted[k] {
-            item_of.insert((k, shape.as_slice()), items.len());
-            items.push(BoundItem {
-                req: shape.iter().map(|&r| r as f64).collect(),
-                count: *count as f64,
-                columns: c
-                    .columns
+    // The columns a pod of class `k` and request `shape` fits on by itself.
+    let fitting = |k: usize, shape: &[i64]| -> Vec<usize> {
+        classes[k]
+            .columns
+            .iter()
+            .copied()
+            .filter(|&j| {
+                shape
                     .iter()
-                    .copied()
-                    .filter(|&j| {
-                        shape
-                            .iter()
-                            .zip(&columns[j].cap)
-                            .all(|(&r, &cap)| r as f64 <= cap)
-                    })
-                    .collect(),
-            });
-        }
+                    .zip(&columns[j].cap)
+                    .all(|(&r, &cap)| r as f64 <= cap)
+            })
+            .collect()
+    };
+    // Pods stay whole: one item class per (class, set kept apart, request shape), on the
+    // columns that shape fits by itself. A pod kept apart in several sets is an item of the
+    // first: the configuration LP then keeps it from sharing a node with that set only,
+    // a relaxation of the plan's constraints like the others.
+    let mut item_counts: std::collections::BTreeMap<(usize, Option<usize>, &[i64]), usize> =
+        std::collections::BTreeMap::new();
+    for (k, shape, sets) in &placed_as {
+        let set = sets
+            .iter()
+            .copied()
+            .find(|&a| apart[a].len() > 1)
+            .filter(|_| effort == Effort::Proven);
+        *item_counts.entry((*k, set, shape.as_slice())).or_default() += 1;
     }
+    let items: Vec<BoundItem> = item_counts
+        .into_iter()
+        .map(|((k, set, shape), count)| BoundItem {
+            req: shape.iter().map(|&r| r as f64).collect(),
+            count: count as f64,
+            columns: fitting(k, shape),
+            apart: set,
+        })
+        .collect();
     // A set of pods kept apart needs a node per pod, each of a type one of them fits on.
     // One pod alone forces nothing the resources do not. (A row per request shape, for the
     // members that fit only the types that shape fits, raised the benchmarks' bounds by
@@ -301,15 +324,15 @@ pub(super) fn model(s: &Scheduler<'_>, budget: &mut Budget<'_>) -> Input {
         .iter()
         .filter(|members| members.len() > 1)
         .map(|members| {
-            let mut kinds: Vec<usize> = members
+            let mut kinds: Vec<(usize, &[i64])> = members
                 .iter()
-                .map(|(k, shape)| item_of[&(*k, shape.as_slice())])
+                .map(|(k, shape)| (*k, shape.as_slice()))
                 .collect();
             kinds.sort_unstable();
             kinds.dedup();
             let mut used = vec![false; columns.len()];
-            for &i in &kinds {
-                for &j in &items[i].columns {
+            for &(k, shape) in &kinds {
+                for j in fitting(k, shape) {
                     used[j] = true;
                 }
             }
@@ -364,6 +387,7 @@ pub(super) fn model(s: &Scheduler<'_>, budget: &mut Budget<'_>) -> Input {
         counts,
         items,
         whole,
+        effort,
     })
 }
 
@@ -390,10 +414,10 @@ fn solve(m: &Model, greedy: f64, budget: &mut Budget<'_>) -> Option<f64> {
     });
     // With a whole-node bound in hand the plan needs few nodes, where that bound is the
     // tighter one: the configuration LP would only spend the work the packing could use.
-    let coupled = if whole.is_some() {
+    let coupled = if whole.is_some() && m.effort == Effort::Budgeted {
         None
     } else {
-        bound::coupled_bound(m.n, &m.items, &m.columns, budget).map(|(b, _)| b)
+        bound::coupled_bound(m.n, &m.items, &m.columns, m.effort, budget).map(|(b, _)| b)
     };
     [fluid, coupled, whole]
         .into_iter()
@@ -483,6 +507,7 @@ mod tests {
             req: vec![cpu, mem],
             count,
             columns: vec![0, 1, 2],
+            apart: None,
         };
         let items = vec![item(1500.0, 1.0, 7.0), item(300.0, 6.0, 11.0)];
         let demand = items.iter().fold(vec![0.0; 2], |d, i| {
@@ -506,6 +531,7 @@ mod tests {
             }],
             items,
             whole: None,
+            effort: Effort::Budgeted,
         }
     }
 

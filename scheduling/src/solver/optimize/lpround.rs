@@ -85,6 +85,7 @@ pub(crate) fn lp_round(inst: &Instance<'_>, budget: &mut Budget<'_>) -> Option<P
             columns: (0..kept.len())
                 .filter(|&j| pack::fits(&c.req, &types[kept[j]].cap))
                 .collect(),
+            apart: None,
         })
         .collect();
     if items
@@ -136,6 +137,7 @@ pub(crate) fn lp_round(inst: &Instance<'_>, budget: &mut Budget<'_>) -> Option<P
                 dims,
                 &caps[j],
                 PRICING_NODES,
+                None,
                 budget,
             );
             if let Some((value, counts)) = found

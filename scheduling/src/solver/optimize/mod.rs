@@ -120,6 +120,15 @@ pub struct OptimizerOptions {
     /// docs/benchmarks.md), so it is off until it is never worse. Plans stay valid and never
     /// dearer than the greedy plan either way.
     pub repair_spread_owners: bool,
+    /// Whether the plan's lower bound is taken to the optimum of its configuration LP
+    /// (default false): every pod whole on one node, at most one pod per node of each set
+    /// kept apart by hostname anti-affinity, column generation until no node pattern is
+    /// worth more than its price, each checked by an exhaustive search. The bound is then
+    /// as tight as this model allows, whatever the work budget, but it can take minutes (a
+    /// thousand pods of Karpenter's diverse mix: about two and a half); it runs beside
+    /// the re-packing and does not change the plan. For analysis: `packing_report` sets it
+    /// with `KARPENTER_BENCH_PROVE_BOUND=1`.
+    pub prove_bound: bool,
 }
 
 impl Default for OptimizerOptions {
@@ -128,6 +137,7 @@ impl Default for OptimizerOptions {
             enabled: true,
             max_work: 150_000_000,
             repair_spread_owners: false,
+            prove_bound: false,
         }
     }
 }
@@ -419,7 +429,12 @@ pub(crate) fn optimize(
     );
     let greedy_price: f64 = s.claims.iter().map(|c| greedy_claim_price(s, c)).sum();
     let mut bound_budget = Budget::new(bound_units, deadline);
-    let bound_input = global::model(s, &mut bound_budget);
+    let effort = if options.prove_bound {
+        bound::Effort::Proven
+    } else {
+        bound::Effort::Budgeted
+    };
+    let bound_input = global::model(s, effort, &mut bound_budget);
     // Re-packing gets work in proportion to the pods it may move, so a plan whose claims are
     // mostly pinned (a few free pods beside each anti-affinity pod) is not charged the time
     // of a free batch of a thousand pods for a few percent.
