@@ -100,6 +100,20 @@ fn crds_yaml_holds_every_document_and_upstream_rules() {
         d["properties"]["consolidationPolicy"]["default"],
         "WhenEmptyOrUnderutilized"
     );
+    // Karpenter v1.15: consolidateAfter is optional and defaults to 0s on its own (a
+    // `disruption` block without it is admitted and defaulted), and budgets may be limited
+    // to node repair (`Unhealthy`).
+    assert_eq!(d["properties"]["consolidateAfter"]["default"], "0s");
+    assert!(
+        d.get("required")
+            .and_then(|r| r.as_array())
+            .is_none_or(|r| !r.iter().any(|k| k == "consolidateAfter")),
+        "{d}"
+    );
+    assert_eq!(
+        d["properties"]["budgets"]["items"]["properties"]["reasons"]["items"]["enum"],
+        serde_json::json!(["Underutilized", "Empty", "Drifted", "Unhealthy"])
+    );
     assert_eq!(s["properties"]["weight"]["maximum"], 100);
     assert_eq!(
         s["properties"]["limits"]["additionalProperties"]["x-kubernetes-int-or-string"],

@@ -80,6 +80,11 @@ fn fields_are_read_as_written() {
     assert_eq!(b[2].schedule.as_deref(), Some("@daily"));
     assert_eq!(b[2].duration.as_ref().map(|d| d.as_str()), Some("10m"));
 
+    let (_, repair) = load(&dir("valid").join("v1-15-repair-budget.yaml"));
+    let d = &repair.spec.disruption;
+    assert_eq!(d.consolidate_after.as_str(), "0s");
+    assert_eq!(d.budgets[0].reasons, vec![DisruptionReason::Unhealthy]);
+
     let (_, weighted) = load(&dir("valid").join("weighted.yaml"));
     assert_eq!(weighted.weight(), 50);
     assert_eq!(weighted.spec.limits["cpu"].0, "1000");

@@ -1,4 +1,4 @@
-//! Karpenter v1.14 settings (environment variables and feature gates) that karpenter-rs does
+//! Karpenter v1.15.1 settings (environment variables and feature gates) that karpenter-rs does
 //! not act on. A team that carries its Karpenter environment over gets each one named at
 //! start-up instead of a controller that quietly behaves differently. A setting whose value
 //! is what karpenter-rs does anyway (upstream's default, except for the controller warm-up,
@@ -17,7 +17,7 @@ pub struct IgnoredSetting {
 
 /// Upstream's environment variables karpenter-rs has no equivalent for: name, the value that
 /// describes what karpenter-rs does, and what happens instead.
-const UNSUPPORTED_ENV: [(&str, &str, &str); 9] = [
+const UNSUPPORTED_ENV: [(&str, &str, &str); 12] = [
     (
         "KARPENTER_SERVICE",
         "",
@@ -65,13 +65,73 @@ const UNSUPPORTED_ENV: [(&str, &str, &str); 9] = [
         "the AWS provider reads no ARC zonal shifts: launches and terminations do not avoid a \
          zonally shifted availability zone",
     ),
+    (
+        "AMI_REFRESH_INTERVAL",
+        "1m",
+        "the AWS provider resolves AMIs when an EC2NodeClass changes and every 60 s",
+    ),
+    (
+        "SUBNET_REFRESH_INTERVAL",
+        "1m",
+        "the AWS provider resolves subnets when an EC2NodeClass changes and every 60 s",
+    ),
+    (
+        "SECURITY_GROUP_REFRESH_INTERVAL",
+        "1m",
+        "the AWS provider resolves security groups when an EC2NodeClass changes and every 60 s",
+    ),
 ];
 
+/// Upstream's durations that mean the same as their default when written differently
+/// (`60s` for `1m`): compared as Go durations.
+fn same_duration(a: &str, b: &str) -> bool {
+    use karpenter_cloudprovider::duration::parse_go_duration;
+    matches!((parse_go_duration(a), parse_go_duration(b)), (Ok(x), Ok(y)) if x == y)
+}
+
 /// Feature gates upstream has and karpenter-rs does not implement, with what happens instead.
-const UNSUPPORTED_GATES: [(&str, &str); 1] = [(
-    "CapacityBuffer",
-    "CapacityBuffers (karpenter.sh/v1alpha1) are not implemented: no buffer capacity is kept",
-)];
+const UNSUPPORTED_GATES: [(&str, &str); 4] = [
+    (
+        "CapacityBuffer",
+        "CapacityBuffers (karpenter.sh/v1alpha1) are not implemented: no buffer capacity is kept",
+    ),
+    (
+        "TerminateFirstDrift",
+        "a drifted node is replaced before it is terminated, never terminated first: when no \
+         replacement can be staged (a full capacity reservation, a static NodePool at its node \
+         limit) the node stays",
+    ),
+    (
+        "TerminateFirstRepair",
+        "an unhealthy node is replaced before it is terminated, never terminated first",
+    ),
+    (
+        "PodDeletionCostManagement",
+        "controller.kubernetes.io/pod-deletion-cost is not written on pods; it is still read as \
+         a pod's disruption cost",
+    ),
+];
+
+/// The AWS provider's gates (`AWS_FEATURE_GATES`) karpenter-rs does not implement.
+const UNSUPPORTED_AWS_GATES: [(&str, &str); 4] = [
+    (
+        "NodeClassCEL",
+        "EC2NodeClass kubelet maxPods, kubeReserved and systemReserved are not evaluated as CEL \
+         expressions",
+    ),
+    (
+        "DRANVIDIAGPU",
+        "instance types publish no NVIDIA GPU devices for dynamic resource allocation",
+    ),
+    (
+        "DRAEFA",
+        "instance types publish no EFA devices for dynamic resource allocation",
+    ),
+    (
+        "RebootForRepair",
+        "node repair replaces nodes; it never reboots them in place",
+    ),
+];
 
 /// The settings in the environment (read through `env`) and in `feature_gates` that karpenter-rs
 /// would not act on, in a stable order.
@@ -84,7 +144,7 @@ pub fn ignored_settings(
         let Some(value) = env(name) else {
             continue;
         };
-        if same == value.trim() {
+        if same == value.trim() || same_duration(same, value.trim()) {
             continue;
         }
         out.push(IgnoredSetting {
@@ -93,23 +153,36 @@ pub fn ignored_settings(
             why,
         });
     }
-    for entry in feature_gates.split(',') {
+    enabled_gates(&mut out, "FEATURE_GATES", feature_gates, &UNSUPPORTED_GATES);
+    if let Some(aws) = env("AWS_FEATURE_GATES") {
+        enabled_gates(&mut out, "AWS_FEATURE_GATES", &aws, &UNSUPPORTED_AWS_GATES);
+    }
+    out
+}
+
+/// Names every gate of `unsupported` that `gates` (`Name=bool,…`) turns on.
+fn enabled_gates(
+    out: &mut Vec<IgnoredSetting>,
+    setting: &str,
+    gates: &str,
+    unsupported: &[(&str, &'static str)],
+) {
+    for entry in gates.split(',') {
         let Some((gate, value)) = entry.split_once('=') else {
             continue;
         };
         let (gate, value) = (gate.trim(), value.trim());
         let on = crate::feature_gates::parse_go_bool(value) == Some(true);
-        if let Some((_, why)) = UNSUPPORTED_GATES.iter().find(|(g, _)| *g == gate)
+        if let Some((_, why)) = unsupported.iter().find(|(g, _)| *g == gate)
             && on
         {
             out.push(IgnoredSetting {
-                name: format!("FEATURE_GATES {gate}"),
+                name: format!("{setting} {gate}"),
                 value: value.to_owned(),
                 why,
             });
         }
     }
-    out
 }
 
 #[cfg(test)]
@@ -161,6 +234,41 @@ mod tests {
                 "IGNORE_DRA_REQUESTS=false",
                 "ENABLE_ZONAL_SHIFT=true",
                 "FEATURE_GATES CapacityBuffer=true",
+            ]
+        );
+    }
+
+    #[test]
+    fn v1_15_settings_are_named_when_they_would_change_behaviour() {
+        // Defaults, and the same durations written another way, are quiet.
+        assert!(
+            run(
+                &[
+                    ("SECURITY_GROUP_REFRESH_INTERVAL", "60s"),
+                    ("AMI_REFRESH_INTERVAL", "1m"),
+                    ("SUBNET_REFRESH_INTERVAL", "1m0s"),
+                    (
+                        "AWS_FEATURE_GATES",
+                        "NodeClassCEL=false,DRANVIDIAGPU=false,DRAEFA=false,RebootForRepair=false"
+                    ),
+                ],
+                "TerminateFirstDrift=false,TerminateFirstRepair=false,PodDeletionCostManagement=false"
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            run(
+                &[
+                    ("SECURITY_GROUP_REFRESH_INTERVAL", "5m"),
+                    ("AWS_FEATURE_GATES", "RebootForRepair=true, DRAEFA=false"),
+                ],
+                "TerminateFirstDrift=true,PodDeletionCostManagement=1"
+            ),
+            [
+                "SECURITY_GROUP_REFRESH_INTERVAL=5m",
+                "FEATURE_GATES TerminateFirstDrift=true",
+                "FEATURE_GATES PodDeletionCostManagement=1",
+                "AWS_FEATURE_GATES RebootForRepair=true",
             ]
         );
     }

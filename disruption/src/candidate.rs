@@ -24,15 +24,23 @@ pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost"
 /// Upstream's `PerNodeBaseDisruptionCost`.
 pub const PER_NODE_BASE_DISRUPTION_COST: f64 = 1.0;
 
-/// Upstream's `EvictionCost`: 1, plus the pod-deletion-cost annotation scaled by 2⁻²⁷, plus
-/// the priority scaled by 2⁻²⁵, clamped to [-10, 10]. An unparsable annotation is ignored.
+/// `karpenter.sh/disruption-cost` (Karpenter v1.15): a user's int32 cost of evicting the pod,
+/// read before [`POD_DELETION_COST`].
+pub const DISRUPTION_COST: &str = "karpenter.sh/disruption-cost";
+
+/// Upstream's `EvictionCost` (v1.15): 1, plus the pod's cost annotation scaled by 2⁻²⁷, plus
+/// the priority scaled by 2⁻²⁵, clamped to [-10, 10]. The cost annotation is
+/// `karpenter.sh/disruption-cost` when the pod has it (even with a value that does not parse),
+/// else `controller.kubernetes.io/pod-deletion-cost`; either must be a decimal int32 as Go's
+/// `strconv.ParseInt(s, 10, 32)` reads it, and a value that is not is ignored.
 pub fn eviction_cost(pod: &Pod) -> f64 {
     let mut cost = 1.0;
-    if let Some(v) = pod.annotations.get(POD_DELETION_COST)
-        && let Ok(c) = v.trim().parse::<f64>()
-        && c.is_finite()
-    {
-        cost += c / 2f64.powi(27);
+    let annotation = pod
+        .annotations
+        .get(DISRUPTION_COST)
+        .or_else(|| pod.annotations.get(POD_DELETION_COST));
+    if let Some(c) = annotation.and_then(|v| v.parse::<i32>().ok()) {
+        cost += f64::from(c) / 2f64.powi(27);
     }
     cost += f64::from(pod.priority) / 2f64.powi(25);
     cost.clamp(-10.0, 10.0)
@@ -483,6 +491,21 @@ mod tests {
         p.annotations
             .insert(POD_DELETION_COST.into(), "junk".into());
         assert_eq!(eviction_cost(&p), 1.0);
+        // Like the ReplicaSet controller (and upstream since v1.15), only decimal int32s count.
+        for not_int32 in ["1.5", " 5", "2147483648", "0x10"] {
+            p.annotations
+                .insert(POD_DELETION_COST.into(), not_int32.into());
+            assert_eq!(eviction_cost(&p), 1.0, "{not_int32}");
+        }
+        // karpenter.sh/disruption-cost wins over pod-deletion-cost, even when it is junk.
+        p.annotations
+            .insert(POD_DELETION_COST.into(), (1i64 << 27).to_string());
+        p.annotations
+            .insert(DISRUPTION_COST.into(), (-(1i64 << 27)).to_string());
+        assert_eq!(eviction_cost(&p), 0.0);
+        p.annotations.insert(DISRUPTION_COST.into(), "junk".into());
+        assert_eq!(eviction_cost(&p), 1.0);
+        p.annotations.clear();
         p.priority = 1 << 25;
         assert_eq!(eviction_cost(&p), 2.0);
         p.priority = 1_000_000_000;

@@ -216,6 +216,8 @@ pub enum DisruptionReason {
     Empty,
     /// Replacement of drifted nodes.
     Drifted,
+    /// Repair of unhealthy nodes (Karpenter v1.15: node repair is paced by the budgets).
+    Unhealthy,
 }
 
 impl DisruptionReason {
@@ -225,6 +227,7 @@ impl DisruptionReason {
             Self::Underutilized => "Underutilized",
             Self::Empty => "Empty",
             Self::Drifted => "Drifted",
+            Self::Unhealthy => "Unhealthy",
         }
     }
 }
