@@ -1131,37 +1131,46 @@ impl CloudProvider for AwsCloudProvider {
         Ok(drift_reason(&instance, it.map(|t| &**t), &nc, node_claim))
     }
 
+    /// Karpenter v1.15.1's policies: the kubelet's `Ready` and the Node Monitoring Agent's
+    /// conditions after 30 minutes, drained for at most 10; `AcceleratedHardwareReady=False`
+    /// is the set's fallback (30 minutes), and its GPU XID codes known to clear on a reboot or
+    /// to be fatal are repaired after 10 minutes, drained for at most 5 (upstream reboots the
+    /// former with `RebootForRepair`; karpenter-rs replaces them).
     fn repair_policies(&self) -> Vec<RepairPolicy> {
+        use karpenter_cloudprovider::RepairAction;
         let thirty = Duration::from_secs(30 * 60);
+        let ten = Duration::from_secs(10 * 60);
+        let five = Duration::from_secs(5 * 60);
+        let any = |t: &str, status| {
+            RepairPolicy::replace(t, status, thirty)
+                .for_reasons(".*")
+                .drain_bound(ten)
+        };
         let mut out = vec![
-            RepairPolicy {
-                condition_type: "Ready".into(),
-                condition_status: ConditionStatus::False,
-                toleration_duration: thirty,
-            },
-            RepairPolicy {
-                condition_type: "Ready".into(),
-                condition_status: ConditionStatus::Unknown,
-                toleration_duration: thirty,
-            },
+            any("Ready", ConditionStatus::False),
+            any("Ready", ConditionStatus::Unknown),
         ];
+        let gpu = "AcceleratedHardwareReady";
+        out.push(
+            RepairPolicy::replace(gpu, ConditionStatus::False, ten)
+                .for_reasons(".*XID(46|48|54|62|63|95|109|110|136|140|143|155|156|158).*")
+                .drain_bound(five),
+        );
+        out.push(
+            RepairPolicy::replace(gpu, ConditionStatus::False, ten)
+                .for_reasons(".*XID(64|74|79|119|120).*")
+                .drain_bound(five),
+        );
+        out.push(RepairPolicy::replace(gpu, ConditionStatus::False, thirty).drain_bound(ten));
         for t in [
-            "KernelReady",
-            "ContainerRuntimeReady",
             "StorageReady",
             "NetworkingReady",
+            "KernelReady",
+            "ContainerRuntimeReady",
         ] {
-            out.push(RepairPolicy {
-                condition_type: t.into(),
-                condition_status: ConditionStatus::False,
-                toleration_duration: thirty,
-            });
+            out.push(any(t, ConditionStatus::False));
         }
-        out.push(RepairPolicy {
-            condition_type: "AcceleratedHardwareReady".into(),
-            condition_status: ConditionStatus::False,
-            toleration_duration: Duration::from_secs(10 * 60),
-        });
+        debug_assert!(out.iter().all(|p| p.action == RepairAction::ReplaceNode));
         out
     }
 

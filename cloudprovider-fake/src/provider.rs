@@ -637,17 +637,17 @@ impl CloudProvider for FakeCloudProvider {
         Ok(by_name.or_else(by_id).cloned())
     }
 
-    /// Karpenter's AWS provider: a node `Ready=False` or `Ready=Unknown` for 30 minutes is
-    /// replaced.
+    /// Karpenter v1.15's AWS provider for the kubelet's conditions: a node `Ready=False`
+    /// (the set's fallback) or `Ready=Unknown` for 30 minutes is replaced, its drain bounded
+    /// by 10 minutes.
     fn repair_policies(&self) -> Vec<RepairPolicy> {
-        [ConditionStatus::False, ConditionStatus::Unknown]
-            .into_iter()
-            .map(|condition_status| RepairPolicy {
-                condition_type: "Ready".into(),
-                condition_status,
-                toleration_duration: Duration::from_secs(30 * 60),
-            })
-            .collect()
+        let (thirty, ten) = (Duration::from_secs(30 * 60), Duration::from_secs(10 * 60));
+        vec![
+            RepairPolicy::replace("Ready", ConditionStatus::False, thirty).drain_bound(ten),
+            RepairPolicy::replace("Ready", ConditionStatus::Unknown, thirty)
+                .for_reasons(".*")
+                .drain_bound(ten),
+        ]
     }
 
     fn name(&self) -> &str {

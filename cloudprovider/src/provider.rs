@@ -112,8 +112,24 @@ impl fmt::Display for DriftReason {
     }
 }
 
+/// What a repair policy asks for (upstream's `RepairAction`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum RepairAction {
+    /// Replace the node (the only action karpenter-rs carries out).
+    #[default]
+    ReplaceNode,
+    /// Reboot the instance in place (upstream's `RebootForRepair`; karpenter-rs replaces
+    /// such nodes instead, and says so at start-up).
+    RebootNode,
+}
+
 /// A node condition that, held for `toleration_duration`, makes the node unhealthy enough to
-/// be replaced (node auto-repair).
+/// be repaired (node auto-repair), with Karpenter v1.15's refinements: the condition's reason,
+/// a drain bound, a priority and an action.
+///
+/// A provider's policies form a set: among the policies for one condition type and status,
+/// those with a `reason_regex` apply to the reasons they match, and the set's one policy
+/// without a regex (its fallback) applies to a covered condition whose reason none matches.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RepairPolicy {
     /// Node condition type (`Ready`, `KernelReady` …).
@@ -122,6 +138,49 @@ pub struct RepairPolicy {
     pub condition_status: ConditionStatus,
     /// How long the condition must hold before the node is repaired.
     pub toleration_duration: std::time::Duration,
+    /// A regular expression matched against the condition's reason (anywhere in it, as Go's
+    /// `regexp.MatchString`); `None` marks the set's fallback.
+    pub reason_regex: Option<String>,
+    /// The drain bound of a repair under this policy: `None` keeps the NodeClaim's own
+    /// `terminationGracePeriod`; otherwise the shorter of the two bounds the drain, and zero
+    /// drains forcefully.
+    pub termination_grace_period: Option<std::time::Duration>,
+    /// 0–100: policies of a higher priority repair first.
+    pub priority: u8,
+    /// What to do.
+    pub action: RepairAction,
+}
+
+impl RepairPolicy {
+    /// A policy replacing a node whose `condition_type` has had `condition_status` for
+    /// `toleration`, whatever the reason (a fallback), with the NodeClaim's own drain bound.
+    pub fn replace(
+        condition_type: impl Into<String>,
+        condition_status: ConditionStatus,
+        toleration: std::time::Duration,
+    ) -> Self {
+        Self {
+            condition_type: condition_type.into(),
+            condition_status,
+            toleration_duration: toleration,
+            reason_regex: None,
+            termination_grace_period: None,
+            priority: 0,
+            action: RepairAction::ReplaceNode,
+        }
+    }
+
+    /// The same policy for the reasons `regex` matches.
+    pub fn for_reasons(mut self, regex: impl Into<String>) -> Self {
+        self.reason_regex = Some(regex.into());
+        self
+    }
+
+    /// The same policy bounding the drain by `bound`.
+    pub fn drain_bound(mut self, bound: std::time::Duration) -> Self {
+        self.termination_grace_period = Some(bound);
+        self
+    }
 }
 
 /// A cloud provider. Implementations must be safe to call concurrently; every method is

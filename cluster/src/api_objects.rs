@@ -150,6 +150,7 @@ pub fn node_record(node: &Node, claim: Option<&NodeClaim>) -> Result<NodeRecord,
                 .map(|c| NodeCondition {
                     type_: c.type_.clone(),
                     status: c.status.clone(),
+                    reason: c.reason.clone().unwrap_or_default(),
                     since: c
                         .last_transition_time
                         .as_ref()

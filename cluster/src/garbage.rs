@@ -192,6 +192,7 @@ mod tests {
                 conditions: vec![NodeCondition {
                     type_: "Ready".into(),
                     status: ready.into(),
+                    reason: String::new(),
                     since: 0,
                 }],
             },

@@ -52,6 +52,7 @@ pub mod reconciler;
 pub mod registration;
 pub mod registration_health;
 pub mod repair;
+pub mod repair_policy;
 pub mod shadow;
 pub mod static_capacity;
 pub mod termination;
@@ -179,6 +180,8 @@ pub struct NodeCondition {
     pub type_: String,
     /// `True`, `False` or `Unknown`.
     pub status: String,
+    /// `reason` (node repair policies may match it).
+    pub reason: String,
     /// `lastTransitionTime`, 0 when unset.
     pub since: Millis,
 }
@@ -548,6 +551,13 @@ impl ClusterState {
     /// before provisioning, so learnt unavailability shows up).
     pub fn set_instance_types(&mut self, node_pool: &str, types: Vec<Arc<InstanceType>>) {
         self.instance_types.insert(node_pool.to_owned(), types);
+    }
+
+    /// The instance types the provider last offered `node_pool` (none when it offered none).
+    pub fn instance_types_of(&self, node_pool: &str) -> &[Arc<InstanceType>] {
+        self.instance_types
+            .get(node_pool)
+            .map_or(&[][..], Vec::as_slice)
     }
 
     /// A counter bumped by every change; equal generations mean identical state.
@@ -933,8 +943,9 @@ pub enum Action {
         /// The Node.
         node: String,
     },
-    /// Replace an unhealthy node (node repair): its NodeClaim is marked for immediate
-    /// termination (no grace period wait) and deleted.
+    /// Replace an unhealthy node (node repair): its NodeClaim's drain is bounded (the
+    /// termination timestamp set `drain_bound` from now; `Some(0)` drains at once) and it is
+    /// deleted.
     RepairNodeClaim {
         /// NodeClaim name.
         node_claim: String,
@@ -942,6 +953,12 @@ pub enum Action {
         node: String,
         /// The condition type that made it unhealthy.
         condition: String,
+        /// How long the drain may take; `None` keeps the NodeClaim's own
+        /// `terminationGracePeriod`.
+        drain_bound: Option<Millis>,
+        /// Decided by the legacy repair controller (`LEGACY_NODE_REPAIR`), whose metrics
+        /// report the NodeClaim's own termination mode, as upstream's do.
+        legacy: bool,
     },
     /// Add `karpenter.sh/disrupted:NoSchedule` to a node.
     TaintDisrupted {

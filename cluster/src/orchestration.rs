@@ -10,7 +10,7 @@
 //! at once. While queued, a command's nodes are reported as `disrupting` so the next pass
 //! leaves them alone.
 
-use super::provisioner::{NameGenerator, node_claim_for, static_node_claim};
+use super::provisioner::{LaunchTypes, NameGenerator, node_claim_for, static_node_claim};
 use super::{Action, ClusterState};
 use karpenter_cloudprovider::v1::ConditionType;
 use karpenter_disruption::{Command, Decision, DisruptionInput, validate};
@@ -132,6 +132,7 @@ impl Orchestrator {
         state: &ClusterState,
         fresh: &dyn Fn(&BTreeSet<String>) -> DisruptionInput,
         names: &mut NameGenerator,
+        types: &LaunchTypes<'_>,
         now: Millis,
     ) -> (Vec<Action>, Vec<Outcome>) {
         let mut actions = Vec::new();
@@ -171,6 +172,25 @@ impl Orchestrator {
                         });
                         continue;
                     }
+                    // Replacements are cut as any launch is; one whose cheapest types miss
+                    // a minValues cannot launch, so the command does not start.
+                    let cuts: Result<Vec<_>, _> = q
+                        .command
+                        .replacements
+                        .iter()
+                        .filter(|_| q.command.decision == Decision::Replace)
+                        .map(|planned| types.cut(planned))
+                        .collect();
+                    let cuts = match cuts {
+                        Ok(cuts) => cuts,
+                        Err(e) => {
+                            outcomes.push(Outcome::Invalidated {
+                                command: Box::new(q.command.clone()),
+                                reason: format!("a replacement cannot launch: {e}"),
+                            });
+                            continue;
+                        }
+                    };
                     for c in &q.command.candidates {
                         actions.push(Action::TaintDisrupted {
                             node: c.node.clone(),
@@ -178,7 +198,7 @@ impl Orchestrator {
                     }
                     let mut replacements = Vec::new();
                     if q.command.decision == Decision::Replace {
-                        for planned in &q.command.replacements {
+                        for (planned, cut) in q.command.replacements.iter().zip(&cuts) {
                             let Some(pool) = state.node_pools().get(&planned.node_pool) else {
                                 continue;
                             };
@@ -192,7 +212,7 @@ impl Orchestrator {
                             let claim = if pool.is_static() {
                                 static_node_claim(&name, pool, now)
                             } else {
-                                node_claim_for(&name, pool, planned, now)
+                                node_claim_for(&name, pool, planned, cut, now)
                             };
                             actions.push(Action::LaunchNodeClaim {
                                 claim: Box::new(claim),
@@ -232,9 +252,19 @@ impl Orchestrator {
                         continue;
                     }
                     for c in &q.command.candidates {
-                        actions.push(Action::DeleteNodeClaim {
-                            node_claim: c.node_claim.clone(),
-                            reason: q.command.reason.as_str().to_owned(),
+                        actions.push(match &q.command.repair {
+                            // A repair's drain is bounded as its policy says.
+                            Some(repair) => Action::RepairNodeClaim {
+                                node_claim: c.node_claim.clone(),
+                                node: c.node.clone(),
+                                condition: repair.condition.clone(),
+                                drain_bound: repair.drain_bound_ms,
+                                legacy: false,
+                            },
+                            None => Action::DeleteNodeClaim {
+                                node_claim: c.node_claim.clone(),
+                                reason: q.command.reason.as_str().to_owned(),
+                            },
                         });
                     }
                     outcomes.push(Outcome::Completed(Box::new(q.command.clone())));

@@ -2,6 +2,7 @@
 //! claims into NodeClaims to launch.
 
 use super::Action;
+use crate::ClusterState;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use karpenter_cloudprovider::NODEPOOL_HASH_VERSION;
@@ -11,18 +12,90 @@ use karpenter_cloudprovider::v1::{
 };
 use karpenter_scheduling::Plan;
 use karpenter_scheduling::labels::INSTANCE_TYPE;
-use karpenter_scheduling::model::{Millis, PodKey};
-use karpenter_scheduling::plan::NewNodeClaim;
+use karpenter_scheduling::model::{InstanceType, Millis, PodKey};
+use karpenter_scheduling::plan::{NewNodeClaim, UnschedulablePod};
 use karpenter_scheduling::requirements::Operator;
-use std::collections::{BTreeMap, BTreeSet};
+use karpenter_scheduling::solver::MinValuesPolicy;
+use karpenter_scheduling::solver::launch::{LaunchCut, LaunchCutError, launch_cut};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Karpenter's `BATCH_IDLE_DURATION` default: 1 s.
 pub const DEFAULT_BATCH_IDLE_MS: Millis = 1_000;
 /// Karpenter's `BATCH_MAX_DURATION` default: 10 s.
 pub const DEFAULT_BATCH_MAX_MS: Millis = 10_000;
 
-/// Upstream's `MaxInstanceTypes`: the most instance types a NodeClaim's requirements list.
-pub const MAX_INSTANCE_TYPES: usize = 60;
+/// The most instance types a NodeClaim's requirements list (upstream's launch cut).
+pub use karpenter_scheduling::solver::launch::MAX_INSTANCE_TYPES;
+
+/// The instance types of the pools a plan launches from, by name, to cut its claims
+/// ([`launch_cut`]) as upstream does when it launches them. A pool's index is built the
+/// first time one of its claims is cut.
+pub struct LaunchTypes<'a> {
+    state: &'a ClusterState,
+    by_pool: RefCell<BTreeMap<&'a str, HashMap<&'a str, &'a InstanceType>>>,
+    policy: MinValuesPolicy,
+}
+
+impl<'a> LaunchTypes<'a> {
+    /// The types `state` holds for every pool, checked under `policy`.
+    pub fn new(state: &'a ClusterState, policy: MinValuesPolicy) -> Self {
+        Self {
+            state,
+            by_pool: RefCell::new(BTreeMap::new()),
+            policy,
+        }
+    }
+
+    /// The cut of `planned`.
+    pub fn cut(&self, planned: &NewNodeClaim) -> Result<LaunchCut, LaunchCutError> {
+        let mut by_pool = self.by_pool.borrow_mut();
+        let types = match by_pool.get(planned.node_pool.as_str()) {
+            Some(types) => types,
+            None => {
+                let Some((pool, _)) = self.state.node_pools().get_key_value(&planned.node_pool)
+                else {
+                    return launch_cut(planned, |_| None, MAX_INSTANCE_TYPES, self.policy);
+                };
+                let types = self
+                    .state
+                    .instance_types_of(pool)
+                    .iter()
+                    .map(|t| (t.name.as_str(), t.as_ref()))
+                    .collect();
+                by_pool.entry(pool.as_str()).or_insert(types)
+            }
+        };
+        launch_cut(
+            planned,
+            |name| types.get(name).copied(),
+            MAX_INSTANCE_TYPES,
+            self.policy,
+        )
+    }
+
+    /// Removes from `plan` the claims whose cut is refused, and reports their pods as
+    /// unschedulable with the reason: upstream's launch of such a claim fails, and the pods
+    /// are planned again.
+    pub fn refuse_short_claims(&self, plan: &mut Plan) {
+        let mut refused = Vec::new();
+        plan.new_node_claims.retain(|c| match self.cut(c) {
+            Ok(_) => true,
+            Err(e) => {
+                refused.extend(c.pods.iter().map(|pod| UnschedulablePod {
+                    pod: pod.clone(),
+                    reason: format!("nodepool {:?}: {e}", c.node_pool),
+                    deferred: false,
+                }));
+                false
+            }
+        });
+        if !refused.is_empty() {
+            plan.total_price = plan.new_node_claims.iter().map(|c| c.price).sum();
+            plan.unschedulable.extend(refused);
+        }
+    }
+}
 
 /// Karpenter's batcher: a batch opens at the first trigger (a new pending pod) and closes
 /// once no trigger came for `idle`, or `max` after it opened, whichever is first.
@@ -180,17 +253,23 @@ fn operator(op: Operator) -> NodeSelectorOperator {
 
 /// The NodeClaim Karpenter creates for one planned claim (upstream's `NodeClaimTemplate`
 /// `ToNodeClaim`): the pool's template spec and labels, the plan's narrowed requirements
-/// with the instance types restricted to the plan's options, resource requests of its pods
-/// plus DaemonSet overhead, the pool's template hash annotations, and owner label.
+/// with the instance types restricted to the `cut` of the plan's options and the capacity
+/// types to those the cut offers, resource requests of its pods plus DaemonSet overhead, the
+/// pool's template hash annotations, and owner label.
 pub fn node_claim_for(
     name: &str,
     pool: &NodePool,
     planned: &NewNodeClaim,
+    cut: &LaunchCut,
     now: Millis,
 ) -> NodeClaim {
     let mut spec: NodeClaimSpec = pool.spec.template.to_node_claim_spec();
-    let mut requirements: Vec<NodeSelectorRequirementWithMinValues> = planned
-        .requirements
+    let mut narrowed = planned.requirements.clone();
+    if let Some(capacity_types) = cut.capacity_type_requirement() {
+        // Intersects with what the plan allowed: never widens it.
+        narrowed.add(capacity_types);
+    }
+    let mut requirements: Vec<NodeSelectorRequirementWithMinValues> = narrowed
         .to_node_selector()
         .into_iter()
         .filter(|r| r.key != INSTANCE_TYPE)
@@ -202,12 +281,7 @@ pub fn node_claim_for(
         })
         .collect();
     // Options are cheapest first; like upstream, a NodeClaim carries at most 60 of them.
-    let types: BTreeSet<&str> = planned
-        .instance_type_options
-        .iter()
-        .take(MAX_INSTANCE_TYPES)
-        .map(|o| o.name.as_ref())
-        .collect();
+    let types: BTreeSet<&str> = cut.instance_types.iter().map(|n| n.as_ref()).collect();
     // The list replaces the pool's instance-type requirement but keeps its minValues, as
     // upstream's ToNodeClaim does: the flexibility the pool asked for stays on the claim.
     let mut instance_types =
@@ -308,10 +382,12 @@ pub fn time(now: Millis) -> Time {
 }
 
 /// The launches a plan asks for: one [`Action::LaunchNodeClaim`] per new claim whose pool
-/// still exists, named by `names`. `taken` says which names exist already.
+/// still exists and whose cut `types` accepts (see [`LaunchTypes::refuse_short_claims`]),
+/// named by `names`. `taken` says which names exist already.
 pub fn launch_actions(
     plan: &Plan,
     pools: &BTreeMap<String, NodePool>,
+    types: &LaunchTypes<'_>,
     names: &mut NameGenerator,
     taken: &dyn Fn(&str) -> bool,
     now: Millis,
@@ -322,10 +398,13 @@ pub fn launch_actions(
         let Some(pool) = pools.get(&planned.node_pool) else {
             continue;
         };
+        let Ok(cut) = types.cut(planned) else {
+            continue;
+        };
         let name = names.next(pool.name(), &|n| taken(n) || chosen.contains(n));
         chosen.insert(name.clone());
         out.push(Action::LaunchNodeClaim {
-            claim: Box::new(node_claim_for(&name, pool, planned, now)),
+            claim: Box::new(node_claim_for(&name, pool, planned, &cut, now)),
             plan: Box::new(planned.clone()),
         });
     }
@@ -449,7 +528,17 @@ mod tests {
             }
         };
         let listed = |min_values| {
-            let made = node_claim_for("default-abcde", &pool, &claim(min_values), 0);
+            let planned = claim(min_values);
+            // Names alone (BestEffort, so unknown types cannot fail minValues): the cut lists
+            // the cheapest 60.
+            let cut = launch_cut(
+                &planned,
+                |_| None,
+                MAX_INSTANCE_TYPES,
+                MinValuesPolicy::BestEffort,
+            )
+            .unwrap();
+            let made = node_claim_for("default-abcde", &pool, &planned, &cut, 0);
             let mut it = made
                 .spec
                 .requirements

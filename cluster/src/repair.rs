@@ -181,16 +181,16 @@ mod tests {
 
     fn policies() -> Vec<RepairPolicy> {
         vec![
-            RepairPolicy {
-                condition_type: "Ready".into(),
-                condition_status: ConditionStatus::False,
-                toleration_duration: Duration::from_secs(30 * 60),
-            },
-            RepairPolicy {
-                condition_type: "KernelReady".into(),
-                condition_status: ConditionStatus::False,
-                toleration_duration: Duration::from_secs(10 * 60),
-            },
+            RepairPolicy::replace(
+                "Ready",
+                ConditionStatus::False,
+                Duration::from_secs(30 * 60),
+            ),
+            RepairPolicy::replace(
+                "KernelReady",
+                ConditionStatus::False,
+                Duration::from_secs(10 * 60),
+            ),
         ]
     }
 

@@ -172,6 +172,7 @@ mod tests {
             created_at: 0,
             forceful: false,
             consolidation: None,
+            repair: None,
         };
         assert!(s.decided(&command));
         assert_eq!(s.pass_done()["empty"], 0.4);

@@ -1,7 +1,7 @@
 //! Tests of the index and the controller steps, on hand-built state.
 
 use super::orchestration::{Orchestrator, Outcome};
-use super::provisioner::{NameGenerator, time};
+use super::provisioner::{LaunchTypes, NameGenerator, time};
 use super::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use karpenter_cloudprovider::v1::{NodeClaimSpec, StatusConditions};
@@ -305,6 +305,7 @@ fn command(forceful: bool, created_at: Millis) -> Command {
         created_at,
         forceful,
         consolidation: None,
+        repair: None,
     }
 }
 
@@ -331,10 +332,22 @@ fn orchestration_forceful_acts_at_once_graceful_waits_for_validation() {
         )
     };
     let mut names = NameGenerator::default();
-    let (actions, outcomes) = o.step(&s, &fresh, &mut names, 10_000);
+    let (actions, outcomes) = o.step(
+        &s,
+        &fresh,
+        &mut names,
+        &LaunchTypes::new(&s, Default::default()),
+        10_000,
+    );
     assert!(actions.is_empty() && outcomes.is_empty() && o.is_busy());
     // The node is gone by validation time: the command is dropped, nothing is done.
-    let (actions, outcomes) = o.step(&s, &fresh, &mut names, 15_000);
+    let (actions, outcomes) = o.step(
+        &s,
+        &fresh,
+        &mut names,
+        &LaunchTypes::new(&s, Default::default()),
+        15_000,
+    );
     assert!(actions.is_empty());
     assert!(matches!(&outcomes[..], [Outcome::Invalidated { .. }]));
     assert!(!o.is_busy());
@@ -359,7 +372,13 @@ fn drift_is_validated_at_once_and_consolidation_after_the_delay() {
     };
     let mut names = NameGenerator::default();
     // Validated on the same pass it was queued in (the node is gone here, so it is dropped).
-    let (_, outcomes) = o.step(&s, &fresh, &mut names, 1_000);
+    let (_, outcomes) = o.step(
+        &s,
+        &fresh,
+        &mut names,
+        &LaunchTypes::new(&s, Default::default()),
+        1_000,
+    );
     assert!(matches!(&outcomes[..], [Outcome::Invalidated { .. }]));
 
     let mut underused = command(false, 1_000);

@@ -97,6 +97,7 @@ pub fn budget_reason(reason: Reason) -> Option<DisruptionReason> {
         Reason::Empty => Some(DisruptionReason::Empty),
         Reason::Drifted => Some(DisruptionReason::Drifted),
         Reason::Underutilized => Some(DisruptionReason::Underutilized),
+        Reason::Unhealthy => Some(DisruptionReason::Unhealthy),
         Reason::Expired | Reason::Interrupted => None,
     }
 }

@@ -187,6 +187,9 @@ impl Candidate {
 pub struct Evaluation {
     /// Candidates, sorted by node name.
     pub candidates: Vec<Candidate>,
+    /// Nodes only node repair may take (not initialized yet, or annotated
+    /// `karpenter.sh/do-not-disrupt`), sorted by node name; their holds are in `holds`.
+    pub repair_only: Vec<Candidate>,
     /// Node-level reasons for the nodes that are not candidates.
     pub holds: BTreeMap<String, Vec<Hold>>,
 }
@@ -366,74 +369,104 @@ pub fn evaluate(input: &DisruptionInput, now: Millis, gone: &BTreeSet<String>) -
         {
             holds.push(Hold::DoNotDisruptNode);
         }
-        let Some(settings) = settings.filter(|_| holds.is_empty()) else {
+        // Node repair may take a node that only repair can take (upstream's repair class
+        // ignores the node-level do-not-disrupt and a registered node's initialization).
+        let repair_only = info.repair.is_some()
+            && node.state != NodeState::InFlight
+            && !holds.is_empty()
+            && holds
+                .iter()
+                .all(|h| matches!(h, Hold::NotInitialized | Hold::DoNotDisruptNode));
+        let Some(settings) = settings.filter(|_| holds.is_empty() || repair_only) else {
             out.holds.insert(node.name.clone(), holds);
             continue;
         };
-
         let pods = by_node
             .get(node.name.as_str())
             .map_or(&[][..], Vec::as_slice);
-        let mut pod_block = None;
-        let mut pdb_usage: BTreeMap<usize, u32> = BTreeMap::new();
-        let mut resched: Vec<&Pod> = Vec::new();
-        let mut all_cost = 0.0;
-        for pod in pods {
-            all_cost += eviction_cost(pod);
-            if pod_block.is_none() && do_not_disrupt_active(pod, now) {
-                pod_block = Some(Hold::DoNotDisruptPod { pod: pod.key() });
-            }
-            match pdb_check(input, pod, now) {
-                Ok(Some(i)) => *pdb_usage.entry(i).or_default() += 1,
-                Ok(None) => {}
-                Err(h) => {
-                    if pod_block.is_none() {
-                        pod_block = Some(h);
-                    }
-                }
-            }
-            if is_reschedulable(pod) {
-                resched.push(pod);
-            }
+        let candidate = build(input, node, index, info, settings, pods, &model_pools, now);
+        if repair_only {
+            out.holds.insert(node.name.clone(), holds);
+            out.repair_only.push(candidate);
+        } else {
+            out.candidates.push(candidate);
         }
-        resched.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        let mut pod_requests = Resources::default();
-        for p in &resched {
-            pod_requests.add_assign(&p.requests);
-        }
-        let reschedule_cost = node_disruption_cost(resched.iter().copied());
-        let consolidatable = match info.consolidate_after_remaining(settings, now) {
-            None => Err(Hold::ConsolidationDisabled),
-            Some(0) => Ok(()),
-            Some(remaining_ms) => Err(Hold::ConsolidateAfter { remaining_ms }),
-        };
-        out.candidates.push(Candidate {
-            node: node.name.clone(),
-            index,
-            node_claim: info.node_claim.clone(),
-            node_pool: pool_name.to_owned(),
-            price: if node.price.is_finite() {
-                node.price
-            } else {
-                0.0
-            },
-            instance_type: node.instance_type().map(str::to_owned),
-            capacity_type: node.capacity_type().map(str::to_owned),
-            zone: node.zone().map(str::to_owned),
-            pods: resched.iter().map(|p| p.key()).collect(),
-            pod_requests,
-            disruption_cost: all_cost * lifetime_remaining(info.created_at, info.expire_after, now),
-            reschedule_cost,
-            pdb_usage,
-            pod_block,
-            drift: drift_reason(node, info, settings, model_pools.get(pool_name).copied()),
-            consolidatable,
-            static_pool: settings.is_static,
-            has_termination_grace_period: info.termination_grace_period.is_some(),
-            created_at: info.created_at,
-        });
     }
     out
+}
+
+/// The candidate for `node` (whose node-level checks passed): its pods' blocks, PDB use and
+/// costs, its drift and consolidation window.
+#[allow(clippy::too_many_arguments)]
+fn build(
+    input: &DisruptionInput,
+    node: &Node,
+    index: usize,
+    info: &NodeInfo,
+    settings: &PoolDisruption,
+    pods: &[&Pod],
+    model_pools: &HashMap<&str, &Requirements>,
+    now: Millis,
+) -> Candidate {
+    let pool_name = pool_of(node).unwrap_or("");
+    let mut pod_block = None;
+    let mut pdb_usage: BTreeMap<usize, u32> = BTreeMap::new();
+    let mut resched: Vec<&Pod> = Vec::new();
+    let mut all_cost = 0.0;
+    for pod in pods {
+        all_cost += eviction_cost(pod);
+        if pod_block.is_none() && do_not_disrupt_active(pod, now) {
+            pod_block = Some(Hold::DoNotDisruptPod { pod: pod.key() });
+        }
+        match pdb_check(input, pod, now) {
+            Ok(Some(i)) => *pdb_usage.entry(i).or_default() += 1,
+            Ok(None) => {}
+            Err(h) => {
+                if pod_block.is_none() {
+                    pod_block = Some(h);
+                }
+            }
+        }
+        if is_reschedulable(pod) {
+            resched.push(pod);
+        }
+    }
+    resched.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    let mut pod_requests = Resources::default();
+    for p in &resched {
+        pod_requests.add_assign(&p.requests);
+    }
+    let reschedule_cost = node_disruption_cost(resched.iter().copied());
+    let consolidatable = match info.consolidate_after_remaining(settings, now) {
+        None => Err(Hold::ConsolidationDisabled),
+        Some(0) => Ok(()),
+        Some(remaining_ms) => Err(Hold::ConsolidateAfter { remaining_ms }),
+    };
+    Candidate {
+        node: node.name.clone(),
+        index,
+        node_claim: info.node_claim.clone(),
+        node_pool: pool_name.to_owned(),
+        price: if node.price.is_finite() {
+            node.price
+        } else {
+            0.0
+        },
+        instance_type: node.instance_type().map(str::to_owned),
+        capacity_type: node.capacity_type().map(str::to_owned),
+        zone: node.zone().map(str::to_owned),
+        pods: resched.iter().map(|p| p.key()).collect(),
+        pod_requests,
+        disruption_cost: all_cost * lifetime_remaining(info.created_at, info.expire_after, now),
+        reschedule_cost,
+        pdb_usage,
+        pod_block,
+        drift: drift_reason(node, info, settings, model_pools.get(pool_name).copied()),
+        consolidatable,
+        static_pool: settings.is_static,
+        has_termination_grace_period: info.termination_grace_period.is_some(),
+        created_at: info.created_at,
+    }
 }
 
 /// Tracks PDB evictions a multi-node command would make, so that together its candidates

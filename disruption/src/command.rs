@@ -19,6 +19,9 @@ pub enum Reason {
     Expired,
     /// The cloud provider announced the instance's interruption.
     Interrupted,
+    /// A node condition matched a repair policy past its toleration (node repair as a
+    /// disruption method, Karpenter v1.15).
+    Unhealthy,
 }
 
 impl Reason {
@@ -38,6 +41,7 @@ impl Reason {
             Self::Underutilized => "Underutilized",
             Self::Expired => "Expired",
             Self::Interrupted => "Interrupted",
+            Self::Unhealthy => "Unhealthy",
         }
     }
 }
@@ -99,6 +103,22 @@ pub struct Command {
     /// For an `Underutilized` command, which consolidation method found it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consolidation: Option<crate::balanced::ConsolidationMethod>,
+    /// For an `Unhealthy` command, what repair found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair: Option<RepairRef>,
+}
+
+/// What an `Unhealthy` command repairs (its one candidate).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepairRef {
+    /// The unhealthy condition type.
+    pub condition: String,
+    /// The drain bound to stamp when the NodeClaim is deleted: the shorter of the policy's
+    /// and the NodeClaim's `terminationGracePeriod`, `Some(0)` for a forceful drain; `None`
+    /// leaves the NodeClaim's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_bound_ms: Option<Millis>,
 }
 
 impl Command {
@@ -247,6 +267,16 @@ pub enum Hold {
         /// The NodePool.
         node_pool: String,
     },
+    /// `karpenter.sh/do-not-repair` keeps node repair away from the unhealthy node.
+    DoNotRepair,
+    /// The unhealthy node has pods that block eviction and neither its repair policy nor its
+    /// NodeClaim bounds the drain.
+    RepairNeedsDrainBound,
+    /// More than 20 % of the pool's nodes are unhealthy: repair stops for the pool.
+    RepairBreaker {
+        /// The NodePool.
+        node_pool: String,
+    },
     /// Not drifted, not empty and not consolidatable.
     NothingToDo,
     /// The pass's simulation budget ran out before the node was evaluated.
@@ -272,9 +302,12 @@ impl Hold {
             | Self::PdbBlocked { .. }
             | Self::MultiplePdbs { .. }
             | Self::Budget { .. }
-            | Self::NodePoolNotFound { .. } => {
+            | Self::NodePoolNotFound { .. }
+            | Self::DoNotRepair
+            | Self::RepairNeedsDrainBound => {
                 Some(("DisruptionBlocked", format!("Cannot disrupt Node: {self}")))
             }
+            Self::RepairBreaker { .. } => Some(("NodeRepairBlocked", self.to_string())),
             Self::WouldNotFit { .. }
             | Self::NeedsMultipleNodes { .. }
             | Self::NotCheaper
@@ -372,6 +405,18 @@ impl fmt::Display for Hold {
             Self::BalancedRejected { node_pool } => write!(
                 f,
                 "NodePool {node_pool:?} has consolidation policy Balanced and the move does not save enough for the disruption it causes"
+            ),
+            Self::DoNotRepair => write!(
+                f,
+                "repair is blocked through the \"karpenter.sh/do-not-repair\" annotation"
+            ),
+            Self::RepairNeedsDrainBound => write!(
+                f,
+                "repair requires a termination grace period to bypass blocking pods"
+            ),
+            Self::RepairBreaker { node_pool } => write!(
+                f,
+                "more than 20% of nodes in nodepool {node_pool:?} are unhealthy"
             ),
             Self::NothingToDo => write!(f, "node is not empty, drifted or consolidatable"),
             Self::NotEvaluated => write!(f, "simulation budget of the pass exhausted"),

@@ -16,6 +16,10 @@ use karpenter_scheduling::solver::SolveOptions;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
+/// `karpenter.sh/do-not-repair` (Karpenter v1.15): `"true"` on a Node or NodeClaim keeps
+/// node repair away from it, independently of `karpenter.sh/do-not-disrupt`.
+pub const DO_NOT_REPAIR: &str = "karpenter.sh/do-not-repair";
+
 /// Upstream's `commandValidationDelay`: how long a consolidation command waits before it is
 /// re-checked against fresh state.
 pub const DEFAULT_VALIDATION_DELAY_MS: Millis = 15_000;
@@ -145,6 +149,35 @@ pub struct NodeInfo {
     /// The `InstanceTerminating` condition is true: the node no longer counts in the pool's
     /// node total for budgets.
     pub instance_terminating: bool,
+    /// Node repair as a disruption method (Karpenter v1.15, `NodeRepair` without the legacy
+    /// controller): the repair the node's conditions call for at the pass's `now`, once a
+    /// provider policy's toleration has passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair: Option<RepairNeed>,
+    /// One of the node's conditions is covered by the provider's repair policies, whatever
+    /// its toleration: the node counts as unhealthy for repair's circuit breaker.
+    #[serde(default)]
+    pub unhealthy: bool,
+    /// `karpenter.sh/do-not-repair: "true"` on the Node or its NodeClaim: repair leaves it.
+    #[serde(default)]
+    pub do_not_repair: bool,
+}
+
+/// Why and how a node is to be repaired (upstream's resolved `RepairResult`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepairNeed {
+    /// The unhealthy condition type behind the decision (`Ready`, `KernelReady` …).
+    pub condition: String,
+    /// Its reason.
+    #[serde(default)]
+    pub reason: String,
+    /// Repair order, higher first: the dense rank of the policy's priority plus the time
+    /// since it became eligible in units of 30 minutes (upstream's aging).
+    pub score: f64,
+    /// The shortest drain bound among the eligible policies; `None` keeps the NodeClaim's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period: Option<Millis>,
 }
 
 impl NodeInfo {
@@ -236,6 +269,9 @@ impl NodeInfo {
                 .map(|d| d.millis()),
             interruption: None,
             instance_terminating: claim.is(ConditionType::InstanceTerminating),
+            repair: None,
+            unhealthy: false,
+            do_not_repair: claim.annotation(DO_NOT_REPAIR).is_some_and(|v| v == "true"),
         }
     }
 }
@@ -260,6 +296,11 @@ pub struct DisruptionOptions {
     pub extend_multi_node: bool,
     /// Options handed to the solver.
     pub solve: SolveOptions,
+    /// Node repair runs as the pass's first method (Karpenter v1.15: the `NodeRepair` gate
+    /// without `--legacy-node-repair`); the nodes to repair are those with
+    /// [`NodeInfo::repair`].
+    #[serde(default)]
+    pub node_repair: bool,
 }
 
 impl Default for DisruptionOptions {
@@ -271,6 +312,7 @@ impl Default for DisruptionOptions {
             max_multi_node_batch: DEFAULT_MAX_MULTI_NODE_BATCH,
             extend_multi_node: true,
             solve: SolveOptions::default(),
+            node_repair: false,
         }
     }
 }

@@ -85,6 +85,7 @@ pub mod eviction;
 pub mod hold_events;
 pub mod input;
 mod pass;
+mod repair;
 mod simulate;
 pub mod static_pool;
 pub mod validate;
@@ -92,9 +93,11 @@ pub mod validate;
 pub use balanced::{ConsolidationMethod, PoolScore, PoolTotals, ScoreResult, ScoredMove};
 pub use command::{
     CandidateRef, Command, Decision, Hold, MethodEvaluation, NodeExplanation, PassResult,
-    PoolBudget, Reason,
+    PoolBudget, Reason, RepairRef,
 };
 pub use eviction::eviction_order;
-pub use input::{DisruptionInput, DisruptionOptions, InterruptionKind, NodeInfo, PoolDisruption};
+pub use input::{
+    DisruptionInput, DisruptionOptions, InterruptionKind, NodeInfo, PoolDisruption, RepairNeed,
+};
 pub use pass::{compute_commands, compute_pass, compute_pass_cached, compute_pass_timed};
 pub use validate::{ValidationFailure, validate};

@@ -12,6 +12,7 @@ use crate::command::{
 };
 use crate::consolidation::{self, Catalog, Proposal};
 use crate::input::DisruptionInput;
+use crate::repair;
 use crate::simulate::Simulator;
 use crate::static_pool::{room_under_limit, template_claim};
 use karpenter_cloudprovider::v1::{ConsolidationPolicy, DisruptionReason};
@@ -134,6 +135,14 @@ pub fn compute_pass_timed(
         evaluations: Vec::new(),
     };
     let chosen: Vec<Command> = 'methods: {
+        if input.options.node_repair {
+            // Fixing a fault outranks any discretionary rebalance.
+            let repaired = ctx.repair(cands, &eval.repair_only);
+            timer.lap(Reason::Unhealthy, "");
+            if let Some(cmd) = repaired {
+                break 'methods vec![cmd];
+            }
+        }
         let empty = ctx.emptiness(cands);
         timer.lap(Reason::Empty, "empty");
         if let Some(cmd) = empty {
@@ -297,11 +306,19 @@ fn eligible_counts(input: &DisruptionInput, cands: &[Candidate]) -> BTreeMap<Rea
             !c.is_empty() && graceful_block(c).is_none() && consolidation_block(input, c).is_none()
         })
         .count();
-    BTreeMap::from([
+    let mut out = BTreeMap::from([
         (Reason::Empty, empty),
         (Reason::Drifted, drifted),
         (Reason::Underutilized, underutilized),
-    ])
+    ]);
+    if input.options.node_repair {
+        let unhealthy = cands
+            .iter()
+            .filter(|c| input.nodes.get(&c.node).is_some_and(|i| i.repair.is_some()))
+            .count();
+        out.insert(Reason::Unhealthy, unhealthy);
+    }
+    out
 }
 
 /// Budget counts per pool (`BuildDisruptionBudgetMapping`): managed, initialized nodes whose
@@ -348,15 +365,18 @@ fn pool_budgets(
     counts: &BTreeMap<String, PoolCounts>,
     now: Millis,
 ) -> Vec<PoolBudget> {
-    let reasons = [
+    let mut reasons = vec![
         DisruptionReason::Empty,
         DisruptionReason::Drifted,
         DisruptionReason::Underutilized,
     ];
+    if input.options.node_repair {
+        reasons.push(DisruptionReason::Unhealthy);
+    }
     let mut out = Vec::new();
     for (name, pool) in &input.node_pools {
         let c = counts.get(name).copied().unwrap_or_default();
-        for reason in reasons {
+        for &reason in &reasons {
             let allowed = crate::budget::allowed_disruptions(&pool.budgets, c.nodes, reason, now);
             out.push(PoolBudget {
                 node_pool: name.clone(),
@@ -458,6 +478,7 @@ fn forceful_commands(input: &DisruptionInput, now: Millis) -> Vec<Command> {
             created_at: now,
             forceful: true,
             consolidation: None,
+            repair: None,
         });
     }
     out
@@ -533,6 +554,7 @@ pub(crate) fn build_command(
         created_at: now,
         forceful: false,
         consolidation: None,
+        repair: None,
     }
 }
 
@@ -587,6 +609,73 @@ impl<'a> Ctx<'a> {
             }
             None => true,
         }
+    }
+
+    /// Upstream's `Repair`: see [`crate::repair`]. `only` are the nodes no other method may
+    /// take.
+    fn repair(&mut self, cands: &'a [Candidate], only: &'a [Candidate]) -> Option<Command> {
+        let (eligible, holds) = repair::eligible(self.input, cands.iter().chain(only));
+        for (node, hold) in holds {
+            self.note(&node, hold);
+        }
+        if eligible.is_empty() {
+            return None;
+        }
+        let tripped = repair::tripped_pools(self.input);
+        let budget = mapping(
+            self.input,
+            &self.counts,
+            DisruptionReason::Unhealthy,
+            self.now,
+        );
+        for (i, c) in eligible.iter().enumerate() {
+            if tripped.contains(&c.node_pool) {
+                let node_pool = c.node_pool.clone();
+                self.note(&c.node, Hold::RepairBreaker { node_pool });
+                continue;
+            }
+            // Budgets count initialized nodes only: repairing one that never initialized
+            // neither needs nor takes budget.
+            let initialized = self.input.nodes.get(&c.node).is_some_and(|i| i.initialized);
+            if initialized && budget.remaining(&c.node_pool) == 0 {
+                let reason = Reason::Unhealthy;
+                self.note(&c.node, Hold::Budget { reason });
+                continue;
+            }
+            if c.static_pool {
+                // As static drift: a NodeClaim from the template, when the pool has room.
+                let Some(sp) = self
+                    .input
+                    .node_pools
+                    .get(&c.node_pool)
+                    .and_then(|p| p.static_capacity.as_ref())
+                else {
+                    continue;
+                };
+                if sp.claims.active + sp.claims.pending_disruption > sp.replicas {
+                    self.note(&c.node, Hold::StaticScalingDown);
+                    continue;
+                }
+                if room_under_limit(sp.node_limit, sp.claims, 1) == 0 {
+                    self.note(&c.node, Hold::StaticNodeLimit);
+                    continue;
+                }
+                let replacement = vec![template_claim(&c.node_pool)];
+                return Some(repair::command(self.input, c, replacement, self.now));
+            }
+            let Some(outcome) = self.sim.simulate(&[c]) else {
+                for rest in &eligible[i..] {
+                    self.note(&rest.node, Hold::NotEvaluated);
+                }
+                return None;
+            };
+            if let Some(f) = outcome.failure {
+                self.note(&c.node, f);
+                continue;
+            }
+            return Some(repair::command(self.input, c, outcome.claims, self.now));
+        }
+        None
     }
 
     fn emptiness(&mut self, cands: &'a [Candidate]) -> Option<Command> {

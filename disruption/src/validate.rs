@@ -100,14 +100,18 @@ pub fn validate(
 ) -> Result<(), ValidationFailure> {
     if cmd.forceful {
         for c in &cmd.candidates {
-            let alive = fresh.cluster.nodes.iter().any(|n| {
-                n.name == c.node
-                    && n.state != NodeState::Deleting
-                    && !fresh.nodes.get(&n.name).is_some_and(|i| i.deleting)
-            });
-            if !alive {
-                return Err(ValidationFailure::NodeGone {
+            alive(fresh, &c.node)?;
+        }
+        return Ok(());
+    }
+    if cmd.reason == Reason::Unhealthy {
+        // Upstream validates no repair; the node must still exist and still need it.
+        for c in &cmd.candidates {
+            alive(fresh, &c.node)?;
+            if fresh.nodes.get(&c.node).is_none_or(|i| i.repair.is_none()) {
+                return Err(ValidationFailure::NotCandidate {
                     node: c.node.clone(),
+                    hold: Hold::NothingToDo,
                 });
             }
         }
@@ -236,6 +240,22 @@ pub fn validate(
     }
 }
 
+/// `node` still exists in `fresh` and is not being deleted.
+fn alive(fresh: &DisruptionInput, node: &str) -> Result<(), ValidationFailure> {
+    let alive = fresh.cluster.nodes.iter().any(|n| {
+        n.name == node
+            && n.state != NodeState::Deleting
+            && !fresh.nodes.get(&n.name).is_some_and(|i| i.deleting)
+    });
+    if alive {
+        Ok(())
+    } else {
+        Err(ValidationFailure::NodeGone {
+            node: node.to_owned(),
+        })
+    }
+}
+
 fn still_qualifies(reason: Reason, c: &Candidate, fresh: &DisruptionInput) -> Result<(), Hold> {
     // Of the graceful methods only drift touches static pools (static drift).
     if c.static_pool && reason != Reason::Drifted {
@@ -279,6 +299,6 @@ fn still_qualifies(reason: Reason, c: &Candidate, fresh: &DisruptionInput) -> Re
             }
             Ok(())
         }
-        Reason::Expired | Reason::Interrupted => Ok(()),
+        Reason::Expired | Reason::Interrupted | Reason::Unhealthy => Ok(()),
     }
 }

@@ -1,6 +1,6 @@
 //! [`Metered`]: a [`CloudProvider`] decorator that records Karpenter's cloud-provider metrics,
 //! `karpenter_cloudprovider_duration_seconds{controller,method,provider}` and
-//! `karpenter_cloudprovider_errors_total{controller,method,provider,error}`.
+//! `karpenter_cloudprovider_errors_total{controller,method,provider,error,nodepool}`.
 
 use karpenter_cloudprovider::v1::{NodeClaim, NodePool};
 use karpenter_cloudprovider::{CloudProvider, CloudProviderError, DriftReason, RepairPolicy};
@@ -48,8 +48,11 @@ pub struct ErrorLabels {
     pub method: String,
     /// The provider's name.
     pub provider: String,
-    /// [`CloudProviderError::metric_label`].
+    /// [`CloudProviderError::metric_label`], `unknown` for an error outside its categories.
     pub error: String,
+    /// The NodePool of the call's NodeClaim or NodePool; empty for calls about no single
+    /// pool (`List`, and `Get`, which fails before it knows the claim).
+    pub nodepool: String,
 }
 
 /// The metric families, shared by every [`Metered`] built from the same registry.
@@ -112,7 +115,13 @@ impl<P: CloudProvider> Metered<P> {
         }
     }
 
-    fn record<T>(&self, method: &str, started: Instant, result: &Result<T, CloudProviderError>) {
+    fn record<T>(
+        &self,
+        method: &str,
+        nodepool: &str,
+        started: Instant,
+        result: &Result<T, CloudProviderError>,
+    ) {
         let provider = self.inner.name().to_owned();
         self.metrics
             .duration
@@ -129,7 +138,11 @@ impl<P: CloudProvider> Metered<P> {
                     controller: self.controller.clone(),
                     method: method.to_owned(),
                     provider,
-                    error: e.metric_label().to_owned(),
+                    error: match e.metric_label() {
+                        "" => "unknown".to_owned(),
+                        label => label.to_owned(),
+                    },
+                    nodepool: nodepool.to_owned(),
                 })
                 .inc();
         }
@@ -141,28 +154,38 @@ impl<P: CloudProvider> CloudProvider for Metered<P> {
     async fn create(&self, node_claim: &NodeClaim) -> Result<NodeClaim, CloudProviderError> {
         let started = Instant::now();
         let r = self.inner.create(node_claim).await;
-        self.record("Create", started, &r);
+        self.record(
+            "Create",
+            node_claim.node_pool().unwrap_or_default(),
+            started,
+            &r,
+        );
         r
     }
 
     async fn delete(&self, node_claim: &NodeClaim) -> Result<(), CloudProviderError> {
         let started = Instant::now();
         let r = self.inner.delete(node_claim).await;
-        self.record("Delete", started, &r);
+        self.record(
+            "Delete",
+            node_claim.node_pool().unwrap_or_default(),
+            started,
+            &r,
+        );
         r
     }
 
     async fn get(&self, provider_id: &str) -> Result<NodeClaim, CloudProviderError> {
         let started = Instant::now();
         let r = self.inner.get(provider_id).await;
-        self.record("Get", started, &r);
+        self.record("Get", "", started, &r);
         r
     }
 
     async fn list(&self) -> Result<Vec<NodeClaim>, CloudProviderError> {
         let started = Instant::now();
         let r = self.inner.list().await;
-        self.record("List", started, &r);
+        self.record("List", "", started, &r);
         r
     }
 
@@ -172,7 +195,7 @@ impl<P: CloudProvider> CloudProvider for Metered<P> {
     ) -> Result<Vec<Arc<InstanceType>>, CloudProviderError> {
         let started = Instant::now();
         let r = self.inner.instance_types(node_pool).await;
-        self.record("GetInstanceTypes", started, &r);
+        self.record("GetInstanceTypes", node_pool.name(), started, &r);
         r
     }
 
@@ -182,7 +205,12 @@ impl<P: CloudProvider> CloudProvider for Metered<P> {
     ) -> Result<Option<DriftReason>, CloudProviderError> {
         let started = Instant::now();
         let r = self.inner.is_drifted(node_claim).await;
-        self.record("IsDrifted", started, &r);
+        self.record(
+            "IsDrifted",
+            node_claim.node_pool().unwrap_or_default(),
+            started,
+            &r,
+        );
         r
     }
 
@@ -262,7 +290,10 @@ mod tests {
             "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
         }))
         .expect("valid spec");
-        NodeClaim::new("claim-1", spec)
+        let mut c = NodeClaim::new("claim-1", spec);
+        c.metadata.labels =
+            Some([("karpenter.sh/nodepool".to_owned(), "default".to_owned())].into());
+        c
     }
 
     #[test]
@@ -303,13 +334,13 @@ mod tests {
             "karpenter_cloudprovider_duration_seconds_bucket{le=\"0.005\",controller=\"provisioner\",method=\"Get\",provider=\"test\"}",
         );
         has(
-            "karpenter_cloudprovider_errors_total{controller=\"provisioner\",method=\"Delete\",provider=\"test\",error=\"NodeClaimNotFoundError\"} 1",
+            "karpenter_cloudprovider_errors_total{controller=\"provisioner\",method=\"Delete\",provider=\"test\",error=\"NodeClaimNotFoundError\",nodepool=\"default\"} 1",
         );
         has(
-            "karpenter_cloudprovider_errors_total{controller=\"provisioner\",method=\"GetInstanceTypes\",provider=\"test\",error=\"InsufficientCapacityError\"} 1",
+            "karpenter_cloudprovider_errors_total{controller=\"provisioner\",method=\"GetInstanceTypes\",provider=\"test\",error=\"InsufficientCapacityError\",nodepool=\"p\"} 1",
         );
         has(
-            "karpenter_cloudprovider_errors_total{controller=\"provisioner\",method=\"List\",provider=\"test\",error=\"\"} 1",
+            "karpenter_cloudprovider_errors_total{controller=\"provisioner\",method=\"List\",provider=\"test\",error=\"unknown\",nodepool=\"\"} 1",
         );
         assert!(
             !text.contains("method=\"Create\",provider=\"test\",error"),

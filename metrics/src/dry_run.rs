@@ -117,6 +117,7 @@ mod tests {
             created_at: 0,
             forceful: false,
             consolidation: None,
+            repair: None,
         };
         m.record_dry_run_disruption(&command);
         m.record_dry_run_savings(BTreeMap::from([("underutilized".to_owned(), 0.25)]));

@@ -169,20 +169,38 @@ pub struct BuildLabels {
 /// label, as upstream's do.
 pub type DynamicLabels = Vec<(String, String)>;
 
-/// `{reason, nodepool, capacity_type}`.
+/// `{reason, nodepool, capacity_type, consolidation_policy, termination_mode}` of
+/// `karpenter_nodeclaims_disrupted_total` and `karpenter_pods_disruption_initiated_total`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct DisruptedLabels {
-    /// `Empty`, `Underutilized`, `Drifted`, `Expired`, `Interrupted` …
+    /// `empty`, `underutilized`, `drifted`, `unhealthy`, `expired`, `garbage_collected` …
     pub reason: String,
     /// NodePool name.
     pub nodepool: String,
     /// Capacity type.
     pub capacity_type: String,
+    /// The pool's consolidation policy in snake case (`when_empty_or_underutilized`,
+    /// `when_empty`, `balanced`) for a consolidation (`empty`, `underutilized`); empty
+    /// otherwise, as upstream reports it.
+    pub consolidation_policy: String,
+    /// How the NodeClaim terminates ([`termination_mode`]).
+    pub termination_mode: String,
+}
+
+/// Upstream's `termination_mode` of a NodeClaim: `graceful` without a
+/// `terminationGracePeriod` (PodDisruptionBudgets and `do-not-disrupt` are honoured),
+/// `forceful` with a zero one, `eventual` with a positive one.
+pub fn termination_mode(claim: &karpenter_cloudprovider::NodeClaim) -> &'static str {
+    match &claim.spec.termination_grace_period {
+        None => "graceful",
+        Some(d) if d.millis() <= 0 => "forceful",
+        Some(_) => "eventual",
+    }
 }
 
 impl DisruptedLabels {
     /// The labels for disrupting `claim` for `reason`: its NodePool and capacity-type labels
-    /// (empty when absent).
+    /// (empty when absent), its termination mode, and no consolidation policy.
     pub fn for_claim(
         reason: impl Into<String>,
         claim: &karpenter_cloudprovider::NodeClaim,
@@ -194,7 +212,18 @@ impl DisruptedLabels {
                 .label(karpenter_cloudprovider::v1::labels::CAPACITY_TYPE)
                 .unwrap_or_default()
                 .to_owned(),
+            consolidation_policy: String::new(),
+            termination_mode: termination_mode(claim).to_owned(),
         }
+    }
+
+    /// The same labels for a consolidation of a pool whose policy is `policy`.
+    pub fn consolidating(
+        mut self,
+        policy: karpenter_cloudprovider::v1::ConsolidationPolicy,
+    ) -> Self {
+        self.consolidation_policy = termination::snake_case(policy.as_str());
+        self
     }
 }
 
@@ -239,7 +268,7 @@ pub struct BudgetLabels {
     pub reason: String,
 }
 
-/// `{condition, nodepool, capacity_type, image_id}` of
+/// `{condition, nodepool, capacity_type, image_id, termination_mode}` of
 /// `karpenter_nodeclaims_unhealthy_disrupted_total`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct UnhealthyLabels {
@@ -251,6 +280,8 @@ pub struct UnhealthyLabels {
     pub capacity_type: String,
     /// The NodeClaim's image.
     pub image_id: String,
+    /// How the repaired NodeClaim terminates ([`termination_mode`]).
+    pub termination_mode: String,
 }
 
 /// `{name, namespace}` of the per-pod waiting gauges.
@@ -425,6 +456,9 @@ pub struct Metrics {
     pub nodeclaims_terminated: Family<TerminatedLabels, Counter>,
     /// `karpenter_nodeclaims_disrupted_total`.
     pub nodeclaims_disrupted: Family<DisruptedLabels, Counter>,
+    /// `karpenter_pods_disruption_initiated_total`: the reschedulable pods of the NodeClaims
+    /// counted in `nodeclaims_disrupted` (not DaemonSet or mirror pods), with the same labels.
+    pub pods_disruption_initiated: Family<DisruptedLabels, Counter>,
     /// `karpenter_nodeclaims_unhealthy_disrupted_total`: NodeClaims deleted by node repair.
     pub nodeclaims_unhealthy_disrupted: Family<UnhealthyLabels, Counter>,
     /// `karpenter_nodes_drained_total`: NodeClaims whose `Drained` condition became true.
@@ -613,6 +647,7 @@ impl Metrics {
             nodeclaims_created: Family::default(),
             nodeclaims_terminated: Family::default(),
             nodeclaims_disrupted: Family::default(),
+            pods_disruption_initiated: Family::default(),
             nodeclaims_unhealthy_disrupted: Family::default(),
             nodes_drained: Family::default(),
             nodes_termination_duration: summary::Summary::new(
@@ -711,12 +746,17 @@ impl Metrics {
         );
         r.register(
             "karpenter_nodeclaims_disrupted",
-            "Number of nodeclaims disrupted in total by Karpenter. Labeled by reason the nodeclaim was disrupted and the owning nodepool.",
+            "Number of nodeclaims disrupted in total by Karpenter. Labeled by reason the nodeclaim was disrupted, the owning nodepool, the capacity type, the consolidation policy, and the termination mode.",
             m.nodeclaims_disrupted.clone(),
         );
         r.register(
+            "karpenter_pods_disruption_initiated",
+            "Number of pod disruptions initiated in total by Karpenter, incremented by the reschedulable pod count whenever the underlying nodeclaim is disrupted. Labeled by reason the nodeclaim was disrupted, the owning nodepool, the capacity type, the consolidation policy, and the termination mode. Pods owned by DaemonSets and mirror pods are excluded.",
+            m.pods_disruption_initiated.clone(),
+        );
+        r.register(
             "karpenter_nodeclaims_unhealthy_disrupted",
-            "Number of unhealthy nodeclaims disrupted in total by Karpenter. Labeled by condition on the node was disrupted, the owning nodepool, and the image ID.",
+            "Number of unhealthy nodeclaims disrupted in total by node repair. Labeled by the condition the node was disrupted on, the owning nodepool, the capacity type, the image ID, and the termination mode.",
             m.nodeclaims_unhealthy_disrupted.clone(),
         );
         r.register(
@@ -1109,7 +1149,7 @@ mod tests {
         assert!(p.get("fake://nowhere/i-0").await.is_err());
         let text = m.encode();
         assert!(text.contains("karpenter_cloudprovider_duration_seconds_count{controller=\"nodeclaim.lifecycle\",method=\"List\",provider=\"fake\"} 1"), "{text}");
-        assert!(text.contains("karpenter_cloudprovider_errors_total{controller=\"nodeclaim.lifecycle\",method=\"Get\",provider=\"fake\",error=\"NodeClaimNotFoundError\"} 1"), "{text}");
+        assert!(text.contains("karpenter_cloudprovider_errors_total{controller=\"nodeclaim.lifecycle\",method=\"Get\",provider=\"fake\",error=\"NodeClaimNotFoundError\",nodepool=\"\"} 1"), "{text}");
     }
 
     #[test]

@@ -279,6 +279,7 @@ mod tests {
             created_at: 0,
             forceful: false,
             consolidation: None,
+            repair: None,
         })));
         let text = m.encode();
         assert!(
@@ -349,6 +350,7 @@ mod tests {
                 created_at: 0,
                 forceful: false,
                 consolidation: method,
+                repair: None,
             })
         };
         let multi = Some(ConsolidationMethod::MultiNode);

@@ -34,6 +34,39 @@ pub fn snake_case(s: &str) -> String {
     out
 }
 
+/// Upstream's `IsReschedulable` on an API pod: active (not finished, not terminating) or a
+/// terminating StatefulSet pod, and owned by neither a DaemonSet nor its Node (a mirror pod).
+/// What `karpenter_pods_disruption_initiated_total` counts.
+pub fn reschedulable_pod(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+    let owned_by = |kind: &str| {
+        pod.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.kind == kind)
+    };
+    let finished = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .is_some_and(|p| p == "Succeeded" || p == "Failed");
+    let terminating = pod.metadata.deletion_timestamp.is_some();
+    let active = !finished && !terminating;
+    (active || (owned_by("StatefulSet") && terminating))
+        && !owned_by("DaemonSet")
+        && !owned_by("Node")
+}
+
+/// Whether upstream counts the pods a disruption for metric `reason` initiates: its
+/// disruption methods (`empty`, `underutilized`, `drifted`, `unhealthy`), expiry and garbage
+/// collection do; launch and registration timeouts and interruptions do not.
+pub fn counts_disrupted_pods(reason: &str) -> bool {
+    matches!(
+        reason,
+        "empty" | "underutilized" | "drifted" | "unhealthy" | "expired" | "garbage_collected"
+    )
+}
+
 /// Seconds from `from` to `now` (ms), 0 if `now` is earlier.
 fn seconds_since(from: Millis, now: Millis) -> f64 {
     (now - from).max(0) as f64 / 1000.0
@@ -121,11 +154,26 @@ impl Metrics {
         }
     }
 
+    /// Records that `claim` is disrupted with `labels`, and the `pods` reschedulable pods
+    /// its disruption initiates (`None` where upstream counts none: launch and registration
+    /// timeouts, interruptions).
+    pub fn record_disrupted(&self, labels: &DisruptedLabels, pods: Option<usize>) {
+        self.nodeclaims_disrupted.get_or_create(labels).inc();
+        if let Some(pods) = pods {
+            self.pods_disruption_initiated
+                .get_or_create(labels)
+                .inc_by(pods as u64);
+        }
+    }
+
     /// Records that `claim` is deleted by node repair because its node's `condition` is
-    /// unhealthy.
-    pub fn record_repair(&self, claim: &NodeClaim, condition: &str) {
-        let disrupted = DisruptedLabels::for_claim("unhealthy", claim);
-        self.nodeclaims_disrupted.get_or_create(&disrupted).inc();
+    /// unhealthy, initiating the disruption of `pods` reschedulable pods. A repair without a
+    /// drain bound of its own terminates as the claim's `terminationGracePeriod` says; the
+    /// legacy repair drains forcefully.
+    pub fn record_repair(&self, claim: &NodeClaim, condition: &str, pods: usize, mode: &str) {
+        let mut disrupted = DisruptedLabels::for_claim("unhealthy", claim);
+        disrupted.termination_mode = mode.to_owned();
+        self.record_disrupted(&disrupted, Some(pods));
         let labels = UnhealthyLabels {
             condition: snake_case(condition),
             nodepool: disrupted.nodepool,
@@ -135,6 +183,7 @@ impl Metrics {
                 .as_ref()
                 .map(|s| s.image_id.clone())
                 .unwrap_or_default(),
+            termination_mode: mode.to_owned(),
         };
         self.nodeclaims_unhealthy_disrupted
             .get_or_create(&labels)
@@ -279,18 +328,91 @@ mod tests {
         let m = Metrics::new();
         let mut claim = karpenter_testing::api::node_claim("c1");
         claim.status.get_or_insert_with(Default::default).image_id = "ami-1".into();
-        m.record_repair(&claim, "MemoryPressure");
+        m.record_repair(&claim, "MemoryPressure", 3, "graceful");
         assert_eq!(
             lines(&m, "karpenter_nodeclaims_unhealthy_disrupted_total"),
             [
-                r#"karpenter_nodeclaims_unhealthy_disrupted_total{condition="memory_pressure",nodepool="default",capacity_type="",image_id="ami-1"} 1"#
+                r#"karpenter_nodeclaims_unhealthy_disrupted_total{condition="memory_pressure",nodepool="default",capacity_type="",image_id="ami-1",termination_mode="graceful"} 1"#
             ]
         );
         assert_eq!(
             lines(&m, "karpenter_nodeclaims_disrupted_total"),
             [
-                r#"karpenter_nodeclaims_disrupted_total{reason="unhealthy",nodepool="default",capacity_type=""} 1"#
+                r#"karpenter_nodeclaims_disrupted_total{reason="unhealthy",nodepool="default",capacity_type="",consolidation_policy="",termination_mode="graceful"} 1"#
             ]
         );
+        assert_eq!(
+            lines(&m, "karpenter_pods_disruption_initiated_total"),
+            [
+                r#"karpenter_pods_disruption_initiated_total{reason="unhealthy",nodepool="default",capacity_type="",consolidation_policy="",termination_mode="graceful"} 3"#
+            ]
+        );
+    }
+
+    #[test]
+    fn disruptions_carry_the_policy_of_a_consolidation_and_the_termination_mode() {
+        use karpenter_cloudprovider::duration::Duration;
+        use karpenter_cloudprovider::v1::ConsolidationPolicy;
+        let m = Metrics::new();
+        let mut claim = karpenter_testing::api::node_claim("c1");
+        let labels = DisruptedLabels::for_claim("underutilized", &claim)
+            .consolidating(ConsolidationPolicy::WhenEmptyOrUnderutilized);
+        m.record_disrupted(&labels, Some(2));
+        claim.spec.termination_grace_period = Some(Duration::parse("0s").unwrap());
+        m.record_disrupted(&DisruptedLabels::for_claim("launch_timeout", &claim), None);
+        claim.spec.termination_grace_period = Some(Duration::parse("1h").unwrap());
+        m.record_disrupted(&DisruptedLabels::for_claim("drifted", &claim), Some(0));
+        let mut disrupted = lines(&m, "karpenter_nodeclaims_disrupted_total");
+        disrupted.sort();
+        assert_eq!(
+            disrupted,
+            [
+                r#"karpenter_nodeclaims_disrupted_total{reason="drifted",nodepool="default",capacity_type="",consolidation_policy="",termination_mode="eventual"} 1"#,
+                r#"karpenter_nodeclaims_disrupted_total{reason="launch_timeout",nodepool="default",capacity_type="",consolidation_policy="",termination_mode="forceful"} 1"#,
+                r#"karpenter_nodeclaims_disrupted_total{reason="underutilized",nodepool="default",capacity_type="",consolidation_policy="when_empty_or_underutilized",termination_mode="graceful"} 1"#,
+            ]
+        );
+        let mut pods = lines(&m, "karpenter_pods_disruption_initiated_total");
+        pods.sort();
+        assert_eq!(
+            pods,
+            [
+                r#"karpenter_pods_disruption_initiated_total{reason="drifted",nodepool="default",capacity_type="",consolidation_policy="",termination_mode="eventual"} 0"#,
+                r#"karpenter_pods_disruption_initiated_total{reason="underutilized",nodepool="default",capacity_type="",consolidation_policy="when_empty_or_underutilized",termination_mode="graceful"} 2"#,
+            ]
+        );
+        assert!(counts_disrupted_pods("expired") && !counts_disrupted_pods("launch_timeout"));
+    }
+
+    #[test]
+    fn reschedulable_pods_are_upstreams() {
+        use k8s_openapi::api::core::v1::{Pod, PodStatus};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let owned = |kind: &str| {
+            let mut p = Pod::default();
+            p.metadata.owner_references = Some(vec![OwnerReference {
+                kind: kind.into(),
+                ..OwnerReference::default()
+            }]);
+            p
+        };
+        assert!(reschedulable_pod(&Pod::default()));
+        assert!(reschedulable_pod(&owned("ReplicaSet")));
+        assert!(!reschedulable_pod(&owned("DaemonSet")));
+        assert!(!reschedulable_pod(&owned("Node")));
+        let done = Pod {
+            status: Some(PodStatus {
+                phase: Some("Succeeded".into()),
+                ..PodStatus::default()
+            }),
+            ..Pod::default()
+        };
+        assert!(!reschedulable_pod(&done));
+        let mut going = owned("ReplicaSet");
+        going.metadata.deletion_timestamp = Some(time(1));
+        assert!(!reschedulable_pod(&going));
+        let mut stateful = owned("StatefulSet");
+        stateful.metadata.deletion_timestamp = Some(time(1));
+        assert!(reschedulable_pod(&stateful));
     }
 }

@@ -29,6 +29,11 @@ pub struct ControllerArgs {
         default_value = "NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,StaticCapacity=false"
     )]
     pub feature_gates: String,
+    /// With the NodeRepair gate, run the legacy node repair controller (Karpenter v1.14's:
+    /// unhealthy nodes replaced at once and drained forcefully, outside disruption budgets)
+    /// instead of node repair as a disruption method.
+    #[arg(long, env = "LEGACY_NODE_REPAIR", default_value_t = false, action = clap::ArgAction::Set)]
+    pub legacy_node_repair: bool,
     /// Capacity reservations of `--cloud-provider fake`: a JSON list of `{id, instanceType,
     /// zone, count, type, interruptible}`.
     #[arg(long, env = "FAKE_CAPACITY_RESERVATIONS", default_value = "[]")]
@@ -115,6 +120,7 @@ impl<'a> From<&'a ControllerArgs> for Flags<'a> {
             batch_max_duration: &a.batch_max_duration,
             batch_idle_duration: &a.batch_idle_duration,
             feature_gates: &a.feature_gates,
+            legacy_node_repair: a.legacy_node_repair,
             fake_capacity_reservations: &a.fake_capacity_reservations,
             log_level: &a.log_level,
             log_format: &a.log_format,

@@ -15,6 +15,8 @@ pub struct Flags<'a> {
     pub batch_idle_duration: &'a str,
     /// FEATURE_GATES.
     pub feature_gates: &'a str,
+    /// LEGACY_NODE_REPAIR.
+    pub legacy_node_repair: bool,
     /// FAKE_CAPACITY_RESERVATIONS (JSON).
     pub fake_capacity_reservations: &'a str,
     /// LOG_LEVEL.

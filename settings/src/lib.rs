@@ -54,6 +54,10 @@ pub struct Settings {
     pub batch_idle_duration: Duration,
     /// FEATURE_GATES.
     pub feature_gates: FeatureGates,
+    /// LEGACY_NODE_REPAIR: with `NodeRepair`, the pre-v1.15 repair controller (immediate,
+    /// forceful replacement outside disruption budgets) instead of node repair as a
+    /// disruption method.
+    pub legacy_node_repair: bool,
     /// FAKE_CAPACITY_RESERVATIONS.
     pub fake_reservations: Vec<FakeReservation>,
     /// LOG_LEVEL.
@@ -98,6 +102,7 @@ impl Default for Settings {
             batch_max_duration: Duration::from_secs(10),
             batch_idle_duration: Duration::from_secs(1),
             feature_gates: FeatureGates::default(),
+            legacy_node_repair: false,
             fake_reservations: Vec::new(),
             log_level: LogLevel::Info,
             log_format: LogFormat::Json,
@@ -191,6 +196,7 @@ impl Settings {
                 args.batch_idle_duration,
             )?,
             feature_gates: FeatureGates::parse(args.feature_gates)?,
+            legacy_node_repair: args.legacy_node_repair,
             fake_reservations: parse_reservations(args.fake_capacity_reservations)
                 .map_err(SettingsError::FakeReservations)?,
             log_level,

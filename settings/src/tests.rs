@@ -9,6 +9,7 @@ fn defaults() -> Flags<'static> {
         batch_max_duration: "10s",
         batch_idle_duration: "1s",
         feature_gates: "NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,StaticCapacity=false",
+        legacy_node_repair: false,
         fake_capacity_reservations: "[]",
         log_level: "info",
         log_format: "json",

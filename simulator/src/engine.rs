@@ -1432,6 +1432,7 @@ impl<'a> Engine<'a> {
                 node_claim,
                 node,
                 condition,
+                ..
             } => {
                 self.log(format!("node {node} is unhealthy ({condition}); repairing"));
                 self.apply(Action::DeleteNodeClaim {

@@ -1,6 +1,7 @@
 //! The disruption half of a tick: the command queue, the poll, orphaned taints.
 
 use super::{Event, ProviderFacts, Reconciler, Tick};
+use crate::repair_policy::{self, RepairMatcher};
 use crate::{Action, ClusterState, termination};
 use karpenter_disruption::{
     DisruptionInput, DisruptionOptions, Hold, candidate, compute_pass_timed,
@@ -26,7 +27,19 @@ fn input(
             info.last_pod_event_at = Some(now);
         }
     }
+    if let Some(matcher) = repair_matcher(options, facts) {
+        repair_policy::annotate(&mut input, index, &matcher, now);
+    }
     input
+}
+
+/// The provider's repair policies compiled, when node repair runs as a disruption method.
+/// A set upstream would refuse (no fallback, a bad regex) repairs nothing.
+fn repair_matcher(options: &DisruptionOptions, facts: &ProviderFacts) -> Option<RepairMatcher> {
+    if !options.node_repair || facts.repair_policies.is_empty() {
+        return None;
+    }
+    RepairMatcher::new(facts.repair_policies).ok()
 }
 
 impl Reconciler {
@@ -51,7 +64,13 @@ impl Reconciler {
             let fresh = |others: &BTreeSet<String>| {
                 input(index, options, facts, &nominated, others, &stamped, now)
             };
-            let (actions, outcomes) = self.orchestrator.step(index, &fresh, &mut self.names, now);
+            let types = crate::provisioner::LaunchTypes::new(
+                index,
+                self.settings.disruption.solve.min_values_policy,
+            );
+            let (actions, outcomes) =
+                self.orchestrator
+                    .step(index, &fresh, &mut self.names, &types, now);
             if !outcomes.is_empty() {
                 // A command that ended frees its nodes: the next poll must look at them
                 // again, even with no change to the index.
@@ -98,11 +117,13 @@ impl Reconciler {
         let started = (facts.seconds)();
         let result = compute_pass_timed(&input, now, &mut self.solve_cache, facts.seconds);
         let seconds = (facts.seconds)() - started;
-        self.pass_memo = Some((
-            inputs.0,
-            inputs.1,
-            self.pass_valid_until(index, &input, &result, now),
-        ));
+        let mut until = self.pass_valid_until(index, &input, &result, now);
+        if let Some(matcher) = repair_matcher(&self.settings.disruption, facts)
+            && let Some(at) = repair_policy::next_eligible(index, &matcher, now)
+        {
+            until = until.min(at);
+        }
+        self.pass_memo = Some((inputs.0, inputs.1, until));
         for command in &result.commands {
             tick.events
                 .push(Event::DisruptionDecided(Box::new(command.clone())));

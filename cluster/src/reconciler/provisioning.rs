@@ -1,7 +1,7 @@
 //! The provisioning half of a tick: batching, planning, nominations and launches.
 
 use super::{Event, ProviderFacts, Reconciler, SolveProgress, Tick};
-use crate::provisioner::launch_actions;
+use crate::provisioner::{LaunchTypes, launch_actions};
 use crate::{ClusterState, Scope};
 use karpenter_scheduling::model::{Millis, PodKey};
 use karpenter_scheduling::solve;
@@ -54,7 +54,11 @@ impl Reconciler {
             pods: snapshot.pending_pods.len(),
         });
         let started = (facts.seconds)();
-        let plan = solve(&snapshot, &self.settings.solve);
+        let mut plan = solve(&snapshot, &self.settings.solve);
+        // A claim whose cheapest 60 types miss a minValues is not launched (upstream's
+        // launch fails): its pods are reported as the plan's unschedulable pods.
+        let types = LaunchTypes::new(index, self.settings.solve.min_values_policy);
+        types.refuse_short_claims(&mut plan);
         let seconds = (facts.seconds)() - started;
         (facts.solving)(SolveProgress::Finished {
             unplaced: plan.unschedulable.len(),
@@ -101,6 +105,7 @@ impl Reconciler {
         tick.actions.extend(launch_actions(
             &plan,
             index.node_pools(),
+            &types,
             &mut self.names,
             &|n| claims.contains_key(n),
             now,

@@ -20,7 +20,9 @@ impl Reconciler {
         now: Millis,
         tick: &mut Tick,
     ) {
-        if facts.repair_policies.is_empty() {
+        // Since Karpenter v1.15 repair is a disruption method; this controller is the
+        // legacy one (`--legacy-node-repair`).
+        if facts.repair_policies.is_empty() || self.settings.disruption.node_repair {
             self.repair_blocked.clear();
             return;
         }
@@ -43,10 +45,13 @@ impl Reconciler {
                     condition,
                 } => {
                     repairing = true;
+                    // The legacy controller drains forcefully.
                     tick.actions.push(Action::RepairNodeClaim {
                         node_claim,
                         node,
                         condition,
+                        drain_bound: Some(0),
+                        legacy: true,
                     });
                 }
                 Verdict::Blocked {

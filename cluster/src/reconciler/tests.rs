@@ -77,6 +77,37 @@ fn add_node(s: &mut ClusterState, name: &str, conditions: &[ConditionType]) {
     })));
 }
 
+/// A managed node `name` of pool `default` (its NodeClaim has `conditions` and the
+/// termination finalizer) whose kubelet reports `Ready=ready` for `reason` since 0.
+fn add_reporting_node(
+    s: &mut ClusterState,
+    name: &str,
+    conditions: &[ConditionType],
+    ready: &str,
+    reason: &str,
+) {
+    let mut c = claim(name, conditions);
+    c.metadata.finalizers = Some(vec!["karpenter.sh/termination".into()]);
+    s.apply(Object::NodeClaim(Box::new(c)));
+    let mut n = node(name, "zone-a", 4, 16);
+    n.node_pool = Some("default".into());
+    s.apply(Object::Node(Box::new(NodeRecord {
+        node: n,
+        node_claim: Some(name.into()),
+        startup_taints: Vec::new(),
+        deleting: false,
+        kubelet: Kubelet::Joined {
+            waiting_for: None,
+            conditions: vec![crate::NodeCondition {
+                type_: "Ready".into(),
+                status: ready.into(),
+                reason: reason.into(),
+                since: 0,
+            }],
+        },
+    })));
+}
+
 fn reconciler() -> Reconciler {
     Reconciler::new(ReconcilerSettings::default(), NameGenerator::default())
 }
@@ -576,36 +607,18 @@ fn registration_timeouts_and_registrations_move_the_pools_registration_health() 
 
 #[test]
 fn a_blocked_repair_is_reported_once_per_interval_and_a_due_one_repairs() {
-    use crate::NodeCondition;
     use karpenter_cloudprovider::RepairPolicy;
     use karpenter_cloudprovider::v1::ConditionStatus;
     const MIN: Millis = 60_000;
-    let policies = [RepairPolicy {
-        condition_type: "Ready".into(),
-        condition_status: ConditionStatus::False,
-        toleration_duration: std::time::Duration::from_secs(30 * 60),
-    }];
+    let policies = [RepairPolicy::replace(
+        "Ready",
+        ConditionStatus::False,
+        std::time::Duration::from_secs(30 * 60),
+    )];
     let mut s = ClusterState::new();
     for name in ["a", "b", "c"] {
-        let mut c = claim(name, &[]);
-        c.metadata.finalizers = Some(vec!["karpenter.sh/termination".into()]);
-        s.apply(Object::NodeClaim(Box::new(c)));
-        let mut n = node(name, "zone-a", 4, 16);
-        n.node_pool = Some("default".into());
-        s.apply(Object::Node(Box::new(NodeRecord {
-            node: n,
-            node_claim: Some(name.into()),
-            startup_taints: Vec::new(),
-            deleting: false,
-            kubelet: Kubelet::Joined {
-                waiting_for: None,
-                conditions: vec![NodeCondition {
-                    type_: "Ready".into(),
-                    status: if name == "c" { "True" } else { "False" }.into(),
-                    since: 0,
-                }],
-            },
-        })));
+        let ready = if name == "c" { "True" } else { "False" };
+        add_reporting_node(&mut s, name, &[], ready, "");
     }
     let mut r = reconciler();
     let at = |r: &mut Reconciler, s: &ClusterState, now: Millis| {
@@ -1024,4 +1037,198 @@ fn a_claim_whose_instance_is_shutting_down_is_asked_again_in_5_s() {
         t.actions
     );
     assert_eq!(t.next_wakeup, Some(1_000 + termination::INSTANCE_POLL_MS));
+}
+
+/// 100 two-core types `t000`…`t099`, dearer with the index, two of each family `f00`…`f49`;
+/// the first 60 offered on demand only, the rest as spot too (at the same price).
+fn family_catalogue() -> Vec<std::sync::Arc<karpenter_scheduling::InstanceType>> {
+    use karpenter_scheduling::labels::AWS_INSTANCE_FAMILY;
+    use karpenter_scheduling::{Operator, Requirement};
+    (0..100)
+        .map(|i| {
+            let price = 0.05 + 0.001 * f64::from(i);
+            let mut b = karpenter_testing::instance_types::InstanceTypeBuilder::new(
+                &format!("t{i:03}"),
+                2,
+                4,
+            )
+            .zones(&["zone-a"])
+            .on_demand(price);
+            if i >= 60 {
+                b = b.spot(price);
+            }
+            let mut it = karpenter_scheduling::InstanceType::clone(&b.build());
+            it.requirements.add(
+                Requirement::new(
+                    AWS_INSTANCE_FAMILY,
+                    Operator::In,
+                    [format!("f{:02}", i / 2)],
+                )
+                .unwrap(),
+            );
+            std::sync::Arc::new(it)
+        })
+        .collect()
+}
+
+/// One pending pod over [`family_catalogue`], for a pool with `requirements` (JSON).
+fn family_index(requirements: serde_json::Value) -> ClusterState {
+    let pool: NodePool = serde_json::from_value(serde_json::json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+        "metadata": {"name": "default"},
+        "spec": {"template": {"spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": requirements}}}
+    }))
+    .unwrap();
+    let mut s = ClusterState::new();
+    s.apply(Object::NodePool(Box::new(pool)));
+    s.set_instance_types("default", family_catalogue());
+    add_pod(&mut s, "a", 1_000, true);
+    s
+}
+
+/// The launched NodeClaims' requirements on `key`, after the batch window.
+fn launched_requirement(
+    s: &ClusterState,
+    key: &str,
+) -> (
+    Tick,
+    Vec<karpenter_cloudprovider::v1::NodeSelectorRequirementWithMinValues>,
+) {
+    let mut r = reconciler();
+    tick(&mut r, s, 1, 0);
+    let t = tick(&mut r, s, 1, 2_000);
+    let reqs = t
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::LaunchNodeClaim { claim, .. } => claim
+                .spec
+                .requirements
+                .iter()
+                .find(|r| r.key == key)
+                .cloned(),
+            _ => None,
+        })
+        .collect();
+    (t, reqs)
+}
+
+#[test]
+fn a_claim_lists_the_capacity_types_its_listed_types_offer() {
+    // Spot is offered only by types past the 60 cheapest: the claim is narrowed to on-demand.
+    let s = family_index(serde_json::json!([]));
+    let (t, reqs) = launched_requirement(&s, "karpenter.sh/capacity-type");
+    assert_eq!(launches(&t), 1);
+    let [ct] = reqs.as_slice() else {
+        panic!("{reqs:?}")
+    };
+    assert_eq!(ct.values, ["on-demand"], "{ct:?}");
+}
+
+#[test]
+fn a_claim_whose_cheapest_60_types_miss_a_min_values_is_not_launched() {
+    // 50 families among the 100 types, but the 60 cheapest span 30 of them.
+    let min = |n: u32| {
+        family_index(serde_json::json!([{
+            "key": "karpenter.k8s.aws/instance-family", "operator": "Exists", "minValues": n
+        }]))
+    };
+    let (t, reqs) = launched_requirement(&min(30), "karpenter.k8s.aws/instance-family");
+    assert_eq!(launches(&t), 1);
+    assert_eq!(reqs[0].min_values, Some(30));
+    let (t, _) = launched_requirement(&min(31), "karpenter.k8s.aws/instance-family");
+    assert_eq!(launches(&t), 0);
+    let reasons: Vec<&str> = t
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::FailedScheduling { reason, .. } => Some(reason.as_str()),
+            _ => None,
+        })
+        .collect();
+    let [reason] = reasons.as_slice() else {
+        panic!("{:?}", t.events)
+    };
+    assert!(
+        reason.contains("karpenter.k8s.aws/instance-family")
+            && reason.contains("needs 31")
+            && reason.contains("60 cheapest"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn node_repair_as_a_disruption_method_bounds_the_drain_and_leaves_the_legacy_path_idle() {
+    use karpenter_cloudprovider::RepairPolicy;
+    use karpenter_cloudprovider::v1::ConditionStatus;
+    const MIN: Millis = 60_000;
+    // The fake provider's set: Ready=False (the fallback) after 30 minutes, drained for 10.
+    let policies = [RepairPolicy::replace(
+        "Ready",
+        ConditionStatus::False,
+        std::time::Duration::from_secs(30 * 60),
+    )
+    .drain_bound(std::time::Duration::from_secs(10 * 60))];
+    let mut s = ClusterState::new();
+    // Consolidation off: only repair may act on these empty nodes.
+    let mut p = pool();
+    p.spec.disruption.consolidate_after =
+        karpenter_cloudprovider::duration::NillableDuration::parse("Never").unwrap();
+    s.apply(Object::NodePool(Box::new(p)));
+    s.set_instance_types("default", on_demand_catalogue("zone-a"));
+    for name in ["a", "b", "c", "d", "e"] {
+        let ready = if name == "a" { "False" } else { "True" };
+        add_reporting_node(&mut s, name, &LIVE, ready, "KubeletNotReady");
+    }
+    let mut settings = ReconcilerSettings::default();
+    settings.disruption.node_repair = true;
+    let mut r = Reconciler::new(settings, NameGenerator::default());
+    let mut at = |now: Millis| {
+        let drift = BTreeMap::new();
+        let facts = ProviderFacts {
+            drift: &drift,
+            version: 0,
+            repair_policies: &policies,
+            seconds: &|| 0.0,
+            solving: &|_| {},
+        };
+        r.tick(&s, &facts, now)
+    };
+    let t = at(29 * MIN);
+    assert!(
+        !t.events
+            .iter()
+            .any(|e| matches!(e, Event::DisruptionDecided(_)))
+    );
+    // The pass re-runs when the toleration ends, though nothing else changed.
+    assert!(t.next_wakeup.is_some_and(|w| w <= 30 * MIN));
+    let t = at(30 * MIN);
+    let decided: Vec<_> = t
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::DisruptionDecided(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    let [cmd] = decided.as_slice() else {
+        panic!("{:?}", t.events)
+    };
+    assert_eq!(cmd.reason, karpenter_disruption::Reason::Unhealthy);
+    assert_eq!(cmd.node_names(), ["a"]);
+    let mut repaired = Vec::new();
+    for now in [30 * MIN + 1_000, 30 * MIN + 2_000, 30 * MIN + 3_000] {
+        repaired.extend(at(now).actions.into_iter().filter_map(|a| match a {
+            Action::RepairNodeClaim {
+                node_claim,
+                drain_bound,
+                legacy,
+                ..
+            } => Some((node_claim, drain_bound, legacy)),
+            _ => None,
+        }));
+    }
+    assert_eq!(repaired, [("a".to_owned(), Some(10 * MIN), false)]);
 }

@@ -480,11 +480,10 @@ impl InterruptionSink for InterruptionHandler {
         if let Some(n) = &node {
             self.ctx.events.warning(n.as_ref(), terminating, why);
         }
+        // Upstream's interruption handler counts no pods.
         self.ctx
             .metrics
-            .nodeclaims_disrupted
-            .get_or_create(&DisruptedLabels::for_claim(kind.as_str(), &claim))
-            .inc();
+            .record_disrupted(&DisruptedLabels::for_claim(kind.as_str(), &claim), None);
         Ok(())
     }
 

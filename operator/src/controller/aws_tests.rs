@@ -133,7 +133,7 @@ async fn spot_interruption_marks_the_offering_and_deletes_the_claim() {
     }
     let text = ctx.metrics.encode();
     assert!(
-        text.contains(r#"karpenter_nodeclaims_disrupted_total{reason="spot_interrupted",nodepool="default",capacity_type="spot"} 1"#),
+        text.contains(r#"karpenter_nodeclaims_disrupted_total{reason="spot_interrupted",nodepool="default",capacity_type="spot",consolidation_policy="",termination_mode="graceful"} 1"#),
         "{text}"
     );
 }

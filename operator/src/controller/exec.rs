@@ -47,12 +47,27 @@ pub async fn delete_node_claim(ctx: &Ctx, name: &str) -> Result<(), ReconcileErr
 }
 
 /// Sets NodeClaim `name`'s termination timestamp to now, so its drain waits no grace period
-/// (repair, failed EC2 status checks). 404 is success.
+/// (failed EC2 status checks). 404 is success.
 ///
 /// # Errors
 /// Other API errors.
+#[cfg(feature = "aws")]
 pub async fn stamp_termination(ctx: &Ctx, name: &str) -> Result<(), ReconcileError> {
-    let stamp = ctx.now_time().0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    stamp_termination_after(ctx, name, 0).await
+}
+
+/// Sets NodeClaim `name`'s `karpenter.sh/nodeclaim-termination-timestamp` to `after_ms`
+/// from now: its drain ends then, whatever PodDisruptionBudgets and `do-not-disrupt` say.
+///
+/// # Errors
+/// Other API errors.
+pub async fn stamp_termination_after(
+    ctx: &Ctx,
+    name: &str,
+    after_ms: karpenter_scheduling::model::Millis,
+) -> Result<(), ReconcileError> {
+    let at = karpenter_cluster::provisioner::time(ctx.now_time().0.as_millisecond() + after_ms);
+    let stamp = at.0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
     let annotations =
         serde_json::json!({ v1labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION: stamp });
     ctx.limiter.acquire().await;
@@ -170,7 +185,15 @@ pub async fn execute(ctx: &Ctx, action: &Action) -> Result<Executed, ReconcileEr
             node_claim,
             node,
             condition,
-        } => done(repair::repair(ctx, node_claim, node, condition).await),
+            drain_bound,
+            legacy,
+        } => {
+            let bound = repair::DrainBound {
+                after: *drain_bound,
+                legacy: *legacy,
+            };
+            done(repair::repair(ctx, node_claim, node, condition, bound).await)
+        }
         Action::TaintDisrupted { node } => done(set_disrupted_taint(ctx, node, true).await),
         Action::UntaintDisrupted { node } => done(set_disrupted_taint(ctx, node, false).await),
         Action::DeleteNode { node } => {
@@ -196,10 +219,7 @@ pub async fn execute(ctx: &Ctx, action: &Action) -> Result<Executed, ReconcileEr
                 if claim.is_deleting() {
                     return Ok(Executed::Done);
                 }
-                ctx.metrics
-                    .nodeclaims_disrupted
-                    .get_or_create(&DisruptedLabels::for_claim(reason.to_lowercase(), &claim))
-                    .inc();
+                record_disrupted(ctx, &claim, reason);
                 ctx.events.normal(
                     claim.as_ref(),
                     "DisruptionTerminating",
@@ -253,6 +273,36 @@ pub async fn execute(ctx: &Ctx, action: &Action) -> Result<Executed, ReconcileEr
             done(ReconcileError::unless_gone(res, what, node_claim))
         }
     }
+}
+
+/// Records the disruption of `claim` for `reason` (a disruption reason as the API spells
+/// it, or a metric reason): `karpenter_nodeclaims_disrupted_total` with the pool's
+/// consolidation policy for a consolidation, and the reschedulable pods on its node in
+/// `karpenter_pods_disruption_initiated_total` where upstream counts them.
+fn record_disrupted(ctx: &Ctx, claim: &NodeClaim, reason: &str) {
+    let reason = reason.to_lowercase();
+    let mut labels = DisruptedLabels::for_claim(reason.as_str(), claim);
+    if matches!(reason.as_str(), "empty" | "underutilized")
+        && let Some(pool) = claim.node_pool().and_then(|p| {
+            ctx.stores
+                .node_pools
+                .get(&kube::runtime::reflector::ObjectRef::new(p))
+        })
+    {
+        labels = labels.consolidating(pool.spec.disruption.consolidation_policy);
+    }
+    let pods = karpenter_metrics::termination::counts_disrupted_pods(&reason).then(|| {
+        let node = claim.node_name();
+        if node.is_empty() {
+            return 0;
+        }
+        ctx.stores
+            .pods_on(node)
+            .iter()
+            .filter(|p| karpenter_metrics::termination::reschedulable_pod(p))
+            .count()
+    });
+    ctx.metrics.record_disrupted(&labels, pods);
 }
 
 fn pod_of(ctx: &Ctx, key: &PodKey) -> Option<Arc<k8s_openapi::api::core::v1::Pod>> {

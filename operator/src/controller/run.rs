@@ -600,6 +600,7 @@ pub(super) fn fresh_core(ctx: &Ctx) -> (ClusterState, Reconciler) {
         batch_max: s.batch_max_duration.as_millis() as Millis,
         disruption: DisruptionOptions {
             spot_to_spot_consolidation: s.feature_gates.spot_to_spot_consolidation,
+            node_repair: s.feature_gates.node_repair && !s.legacy_node_repair,
             solve: solve.clone(),
             ..DisruptionOptions::default()
         },

@@ -683,7 +683,7 @@ async fn node_repair_annotates_and_deletes_the_unhealthy_claim() {
     assert!(
         ctx.metrics
             .encode()
-            .contains(r#"karpenter_nodeclaims_disrupted_total{reason="unhealthy",nodepool="default",capacity_type=""} 1"#)
+            .contains(r#"karpenter_nodeclaims_disrupted_total{reason="unhealthy",nodepool="default",capacity_type="",consolidation_policy="",termination_mode="graceful"} 1"#)
     );
 }
 

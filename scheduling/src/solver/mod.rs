@@ -21,6 +21,7 @@ mod effective_zone;
 mod existing;
 mod headroom;
 mod hostports;
+pub mod launch;
 mod limits;
 mod nodeclaim;
 mod optimize;
