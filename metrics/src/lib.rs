@@ -303,6 +303,36 @@ impl PodLabels {
     }
 }
 
+/// `{dynamic_resources}` of the pod binding histograms (Karpenter v1.15).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct DraLabels {
+    /// `true` when the pod has dynamic resource allocation requirements (resource claims of
+    /// the pod or of a container), `false` otherwise.
+    pub dynamic_resources: String,
+}
+
+/// `{name, namespace, dynamic_resources}` of the unbound-time gauges (Karpenter v1.15).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct PodDraLabels {
+    /// Pod name.
+    pub name: String,
+    /// Pod namespace.
+    pub namespace: String,
+    /// As [`DraLabels::dynamic_resources`].
+    pub dynamic_resources: String,
+}
+
+impl PodDraLabels {
+    /// The labels of the pod `key`, with or without DRA requirements.
+    pub fn of(key: &karpenter_scheduling::model::PodKey, dra: bool) -> Self {
+        Self {
+            name: key.name.clone(),
+            namespace: key.namespace.clone(),
+            dynamic_resources: dra.to_string(),
+        }
+    }
+}
+
 /// `{controller}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct ControllerLabels {
@@ -518,17 +548,17 @@ pub struct Metrics {
     /// `karpenter_pods_startup_duration_seconds` (summary, no labels): creation to Running.
     pub pods_startup_duration: summary::Summary,
     /// `karpenter_pods_bound_duration_seconds`: creation to bound.
-    pub pods_bound_duration: Histogram,
+    pub pods_bound_duration: Family<DraLabels, Histogram, fn() -> Histogram>,
     /// `karpenter_pods_scheduling_decision_duration_seconds`: a pod's ack to the first plan
     /// deciding about it.
     pub pods_scheduling_decision_duration: Histogram,
     /// `karpenter_pods_provisioning_bound_duration_seconds`: first placed to bound.
-    pub pods_provisioning_bound_duration: Histogram,
+    pub pods_provisioning_bound_duration: Family<DraLabels, Histogram, fn() -> Histogram>,
     /// `karpenter_pods_provisioning_startup_duration_seconds`: first placed to Ready.
     pub pods_provisioning_startup_duration: Histogram,
     /// `karpenter_pods_provisioning_unbound_time_seconds`: time since first placed, while
     /// unbound.
-    pub pods_provisioning_unbound_time: Family<PodLabels, FloatGauge>,
+    pub pods_provisioning_unbound_time: Family<PodDraLabels, FloatGauge>,
     /// `karpenter_pods_provisioning_unstarted_time_seconds`: time since first placed, while
     /// not started.
     pub pods_provisioning_unstarted_time: Family<PodLabels, FloatGauge>,
@@ -538,7 +568,7 @@ pub struct Metrics {
     /// Acks and decisions per pod ([`scheduling`]).
     pod_scheduling: Arc<Mutex<scheduling::PodScheduling>>,
     /// `karpenter_pods_unbound_time_seconds`: age of each pending pod not scheduled yet.
-    pub pods_unbound_time: Family<PodLabels, FloatGauge>,
+    pub pods_unbound_time: Family<PodDraLabels, FloatGauge>,
     /// `karpenter_pods_unstarted_time_seconds`: age of each pod seen pending and not ready
     /// yet.
     pub pods_unstarted_time: Family<PodLabels, FloatGauge>,
@@ -688,9 +718,9 @@ impl Metrics {
                 "The time from pod creation until the pod is running.",
                 &[],
             ),
-            pods_bound_duration: duration_histogram(),
+            pods_bound_duration: Family::new_with_constructor(duration_histogram),
             pods_scheduling_decision_duration: duration_histogram(),
-            pods_provisioning_bound_duration: duration_histogram(),
+            pods_provisioning_bound_duration: Family::new_with_constructor(duration_histogram),
             pods_provisioning_startup_duration: duration_histogram(),
             pods_provisioning_unbound_time: Family::default(),
             pods_provisioning_unstarted_time: Family::default(),

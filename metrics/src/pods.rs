@@ -4,7 +4,7 @@
 //! `karpenter_pods_unbound_time_seconds` / `karpenter_pods_unstarted_time_seconds` gauges of
 //! the pods still waiting (refreshed on every pass, a cost in proportion to the waiting pods).
 
-use crate::{FloatGauge, Metrics, PodLabels, PodStateLabels};
+use crate::{DraLabels, FloatGauge, Metrics, PodDraLabels, PodLabels, PodStateLabels};
 use k8s_openapi::api::core::v1::Pod;
 use karpenter_cluster::pod_transitions::PodTransitions;
 use karpenter_cluster::{ClusterState, ObjectKey};
@@ -22,31 +22,61 @@ use std::sync::Arc;
 pub struct PodMetrics {
     transitions: PodTransitions,
     series: BTreeMap<PodKey, PodStateLabels>,
-    /// Pending pods not scheduled yet, with their creation time.
-    unbound: BTreeMap<PodKey, Millis>,
+    /// Pending pods not scheduled yet, with their creation time and whether they have DRA
+    /// requirements.
+    unbound: BTreeMap<PodKey, (Millis, bool)>,
     /// Pods seen pending that are not ready yet (nor finished), with their creation time.
     unstarted: BTreeMap<PodKey, Millis>,
     /// The series of the provisioning-relative gauges.
-    provisioning_unbound: PodSeries,
-    provisioning_unstarted: PodSeries,
-    undecided: PodSeries,
+    provisioning_unbound: PodSeries<PodDraLabels>,
+    provisioning_unstarted: PodSeries<PodLabels>,
+    undecided: PodSeries<PodLabels>,
 }
 
-/// The pods one per-pod gauge has a series for, so a refresh removes the others.
-#[derive(Debug, Default)]
-struct PodSeries(std::collections::BTreeSet<PodKey>);
+/// The series one per-pod gauge has, so a refresh removes the others.
+#[derive(Debug)]
+struct PodSeries<L>(BTreeMap<PodKey, L>);
 
-impl PodSeries {
-    fn replace(&mut self, family: &Family<PodLabels, FloatGauge>, now: Vec<(PodKey, f64)>) {
-        let keep: std::collections::BTreeSet<PodKey> = now.iter().map(|(k, _)| k.clone()).collect();
-        for gone in self.0.difference(&keep) {
-            family.remove(&PodLabels::of(gone));
+impl<L> Default for PodSeries<L> {
+    fn default() -> Self {
+        Self(BTreeMap::new())
+    }
+}
+
+impl<L> PodSeries<L>
+where
+    L: Clone + std::hash::Hash + Eq + prometheus_client::encoding::EncodeLabelSet,
+{
+    fn replace(&mut self, family: &Family<L, FloatGauge>, now: Vec<(PodKey, L, f64)>) {
+        let keep: BTreeMap<PodKey, L> =
+            now.iter().map(|(k, l, _)| (k.clone(), l.clone())).collect();
+        for (key, labels) in &self.0 {
+            if keep.get(key) != Some(labels) {
+                family.remove(labels);
+            }
         }
-        for (key, v) in now {
-            family.get_or_create(&PodLabels::of(&key)).set(v);
+        for (_, labels, v) in now {
+            family.get_or_create(&labels).set(v);
         }
         self.0 = keep;
     }
+}
+
+/// Upstream's `HasDRARequirements`: resource claims on the pod or on one of its containers.
+fn has_dra(pod: &Pod) -> bool {
+    pod.spec.as_ref().is_some_and(|spec| {
+        spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty())
+            || spec
+                .containers
+                .iter()
+                .chain(spec.init_containers.iter().flatten())
+                .any(|c| {
+                    c.resources
+                        .as_ref()
+                        .and_then(|r| r.claims.as_ref())
+                        .is_some_and(|c| !c.is_empty())
+                })
+    })
 }
 
 /// When the pod's `type_` condition last turned true.
@@ -92,9 +122,17 @@ impl PodMetrics {
                         placed.map(|p| (at - p).max(0) as f64 / 1000.0)
                     };
                     if let Some(seconds) = seen.bound_seconds {
-                        metrics.pods_bound_duration.observe(seconds);
+                        let dra = DraLabels {
+                            dynamic_resources: has_dra(pod).to_string(),
+                        };
+                        metrics
+                            .pods_bound_duration
+                            .get_or_create(&dra)
+                            .observe(seconds);
                         if let Some(s) = since_placed("PodScheduled") {
-                            metrics.pods_provisioning_bound_duration.observe(s);
+                            (metrics.pods_provisioning_bound_duration)
+                                .get_or_create(&dra)
+                                .observe(s);
                         }
                     }
                     if let Some(seconds) = seen.startup_seconds {
@@ -151,9 +189,9 @@ impl PodMetrics {
         }
         self.record_provisioning(state, now, metrics);
         let age = |created: &Millis| (now - created).max(0) as f64 / 1000.0;
-        for (key, created) in &self.unbound {
+        for (key, (created, dra)) in &self.unbound {
             (metrics.pods_unbound_time)
-                .get_or_create(&PodLabels::of(key))
+                .get_or_create(&PodDraLabels::of(key, *dra))
                 .set(age(created));
         }
         for (key, created) in &self.unstarted {
@@ -172,16 +210,16 @@ impl PodMetrics {
             scheduling.acks.entry(p.pod.key()).or_insert(now);
         }
         let since = |t: Millis| (now - t).max(0) as f64 / 1000.0;
-        let placed = |waiting: &BTreeMap<PodKey, Millis>| {
-            (waiting.keys())
-                .filter_map(|k| Some((k.clone(), since(*scheduling.schedulable.get(k)?))))
-                .collect::<Vec<_>>()
-        };
-        let unbound = placed(&self.unbound);
-        let unstarted = placed(&self.unstarted);
-        let undecided: Vec<(PodKey, f64)> = (scheduling.acks.iter())
+        let placed = |k: &PodKey| Some(since(*scheduling.schedulable.get(k)?));
+        let unbound: Vec<(PodKey, PodDraLabels, f64)> = (self.unbound.iter())
+            .filter_map(|(k, (_, dra))| Some((k.clone(), PodDraLabels::of(k, *dra), placed(k)?)))
+            .collect();
+        let unstarted: Vec<(PodKey, PodLabels, f64)> = (self.unstarted.keys())
+            .filter_map(|k| Some((k.clone(), PodLabels::of(k), placed(k)?)))
+            .collect();
+        let undecided: Vec<(PodKey, PodLabels, f64)> = (scheduling.acks.iter())
             .filter(|(k, _)| self.unbound.contains_key(*k) && !scheduling.decided.contains_key(*k))
-            .map(|(k, t)| (k.clone(), since(*t)))
+            .map(|(k, t)| (k.clone(), PodLabels::of(k), since(*t)))
             .collect();
         drop(scheduling);
         self.provisioning_unbound
@@ -210,11 +248,16 @@ impl PodMetrics {
         let labels = PodLabels::of(key);
         match created {
             Some(at) if phase == "Pending" && !condition("PodScheduled") => {
-                self.unbound.insert(key.clone(), at);
+                let dra = pod.is_some_and(has_dra);
+                if let Some((_, was)) = self.unbound.insert(key.clone(), (at, dra))
+                    && was != dra
+                {
+                    m.pods_unbound_time.remove(&PodDraLabels::of(key, was));
+                }
             }
             _ => {
-                if self.unbound.remove(key).is_some() {
-                    m.pods_unbound_time.remove(&labels);
+                if let Some((_, dra)) = self.unbound.remove(key) {
+                    m.pods_unbound_time.remove(&PodDraLabels::of(key, dra));
                 }
             }
         }
@@ -314,17 +357,62 @@ mod tests {
     use karpenter_cluster::feed::{ApiObjects, Feed};
     use karpenter_testing::api::pod_with_conditions;
 
+    /// The value of `name`'s series whose labels start with `labels` (`""` for a series
+    /// without labels, or the first of a family).
+    fn series(text: &str, name: &str, labels: &str) -> Option<String> {
+        text.lines().find_map(|l| {
+            let rest = l.strip_prefix(name)?;
+            let value = match rest.strip_prefix('{') {
+                Some(ls) if ls.starts_with(labels) => ls.rsplit_once("} ")?.1,
+                Some(_) => return None,
+                None => rest.strip_prefix(' ')?,
+            };
+            Some(value.to_owned())
+        })
+    }
+
     fn counts(m: &Metrics) -> (u64, u64) {
         let text = m.encode();
         let count = |name: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(&format!("{name}_count ")))
-                .map_or(0, |v| v.trim().parse().unwrap())
+            series(&text, &format!("{name}_count"), "").map_or(0, |v| v.trim().parse().unwrap())
         };
         (
             count("karpenter_pods_bound_duration_seconds"),
             count("karpenter_pods_startup_duration_seconds"),
         )
+    }
+
+    #[test]
+    fn dra_requirements_are_resource_claims_of_the_pod_or_a_container() {
+        use k8s_openapi::api::core::v1::{
+            Container, PodResourceClaim, PodSpec, ResourceClaim, ResourceRequirements,
+        };
+        let with = |spec: PodSpec| Pod {
+            spec: Some(spec),
+            ..Pod::default()
+        };
+        assert!(!has_dra(&Pod::default()));
+        assert!(!has_dra(&with(PodSpec::default())));
+        assert!(has_dra(&with(PodSpec {
+            resource_claims: Some(vec![PodResourceClaim {
+                name: "gpu".into(),
+                ..PodResourceClaim::default()
+            }]),
+            ..PodSpec::default()
+        })));
+        assert!(has_dra(&with(PodSpec {
+            init_containers: Some(vec![Container {
+                resources: Some(ResourceRequirements {
+                    claims: Some(vec![ResourceClaim {
+                        name: "gpu".into(),
+                        ..ResourceClaim::default()
+                    }]),
+                    ..ResourceRequirements::default()
+                }),
+                ..Container::default()
+            }]),
+            ..PodSpec::default()
+        })));
     }
 
     #[test]
@@ -380,10 +468,7 @@ mod tests {
         let m = Metrics::new();
         let mut pm = PodMetrics::default();
         let gauge = |m: &Metrics, name: &str| {
-            let prefix = format!("{name}{{name=\"web\",namespace=\"default\"}} ");
-            m.encode()
-                .lines()
-                .find_map(|l| l.strip_prefix(&prefix).map(str::to_owned))
+            series(&m.encode(), name, "name=\"web\",namespace=\"default\"")
         };
         let mut step = |p: Pod, now: Millis, touched: bool| {
             let pods = vec![Arc::new(p)];
@@ -435,19 +520,7 @@ mod tests {
         let mut feed = Feed::default();
         let m = Metrics::new();
         let mut pm = PodMetrics::default();
-        let value = |m: &Metrics, name: &str| {
-            let prefix = format!("{name} ");
-            let unlabelled = m
-                .encode()
-                .lines()
-                .find_map(|l| l.strip_prefix(&prefix).map(str::to_owned));
-            let prefix = format!("{name}{{name=\"web\",namespace=\"default\"}} ");
-            unlabelled.or_else(|| {
-                m.encode()
-                    .lines()
-                    .find_map(|l| l.strip_prefix(&prefix).map(str::to_owned))
-            })
-        };
+        let value = |m: &Metrics, name: &str| series(&m.encode(), name, "");
         let mut step = |p: Pod, now: Millis| {
             let pods = vec![Arc::new(p)];
             let objects = ApiObjects {

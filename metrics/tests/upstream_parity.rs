@@ -91,6 +91,11 @@ fn fill(m: &Metrics) {
     drop(m.pods_state.get_or_create(&Default::default()));
     drop(m.scheduling_duration.get_or_create(&Default::default()));
     drop(m.pods_unbound_time.get_or_create(&Default::default()));
+    drop(m.pods_bound_duration.get_or_create(&Default::default()));
+    drop(
+        m.pods_provisioning_bound_duration
+            .get_or_create(&Default::default()),
+    );
     drop(m.pods_unstarted_time.get_or_create(&Default::default()));
     drop(
         m.pods_provisioning_unbound_time
