@@ -51,6 +51,60 @@ impl NodePool {
         Requirements::from_node_selector(&reqs)
     }
 
+    /// Likely mistakes in the template's requirements, one line each naming the pool: a
+    /// requirement that none of `types` meets (with the key it was probably meant for, as
+    /// `instance-family In [c m r]` was meant for `instance-category`), and a key close to a
+    /// well-known label that is not one (nodes would carry it as a custom label, filtering
+    /// nothing). Restricted keys are left to validation, whose error names the likely fix.
+    /// Empty for a pool whose requirements do not convert (validation rejects it).
+    ///
+    /// `types_of_region` says whether `types` are offered in the pool's region; when they are
+    /// not (the embedded us-east-1 catalogue checking a manifest written for any region),
+    /// requirements on zones, the region, zone IDs, capacity reservations and placement groups
+    /// are not checked.
+    pub fn requirement_hints(
+        &self,
+        types: &[std::sync::Arc<karpenter_scheduling::InstanceType>],
+        types_of_region: bool,
+    ) -> Vec<String> {
+        use karpenter_scheduling::{hints, labels};
+        let Ok(mut requirements) = self.template_requirements() else {
+            return Vec::new();
+        };
+        if !types_of_region {
+            for key in [
+                labels::ZONE,
+                labels::REGION,
+                labels::ZONE_ID,
+                labels::AWS_CAPACITY_RESERVATION_ID,
+                labels::AWS_CAPACITY_RESERVATION_TYPE,
+                labels::AWS_CAPACITY_RESERVATION_INTERRUPTIBLE,
+                labels::AWS_PLACEMENT_GROUP_ID,
+                labels::AWS_PLACEMENT_GROUP_PARTITION,
+            ] {
+                requirements.remove(key);
+            }
+        }
+        let pool = self.name();
+        let unmet = hints::unmet_requirements(&requirements, types)
+            .into_iter()
+            .map(|u| format!("NodePool {pool:?}: {u}"));
+        let typos = requirements.iter().filter_map(|r| {
+            let key = r.key();
+            if labels::restricted_reason(key).is_some() {
+                return None;
+            }
+            hints::likely_label(key).map(|meant| {
+                format!(
+                    "NodePool {pool:?}: requirement key {key} is not a well-known label, so it \
+                     filters no instance type and nodes carry it as a custom label; did you \
+                     mean {meant}?"
+                )
+            })
+        });
+        unmet.chain(typos).collect()
+    }
+
     /// The solver's view of this pool: weight, template labels/annotations/taints,
     /// requirements (labels are not folded in; the solver adds them), limits, the capacity
     /// already in `usage`, and the provider's `instance_types` for the pool.

@@ -163,6 +163,24 @@ impl Inputs {
         PoolTypes { by_pool, warnings }
     }
 
+    /// Likely mistakes in the NodePools' requirements, one line each, naming the pool: a
+    /// requirement that no instance type offered to the pool meets (with the key it was
+    /// probably meant for, as `instance-family In [c m r]` was meant for `instance-category`),
+    /// and a key that is close to a well-known label but is not one (the nodes would carry it
+    /// as a custom label and it would filter nothing). `by_pool` is
+    /// [`pool_instance_types`](Self::pool_instance_types)'s.
+    pub fn requirement_warnings(
+        &self,
+        by_pool: &BTreeMap<String, Vec<Arc<InstanceType>>>,
+    ) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for pool in &self.node_pools {
+            let types = by_pool.get(pool.name()).map_or(&[][..], Vec::as_slice);
+            warnings.extend(pool.requirement_hints(types, true));
+        }
+        warnings
+    }
+
     /// A snapshot with every pending pod, no nodes yet, and each dynamic NodePool offered
     /// `instance_types` with the NodeOverlays applied (the solver keeps only those
     /// compatible with the pool). Static pools (`replicas`) take no pods from the
@@ -246,6 +264,57 @@ spec:
                 .on_demand(0.20)
                 .build(),
         ]
+    }
+
+    #[test]
+    fn requirement_warnings_name_the_pool_and_the_likely_key() {
+        use karpenter_scheduling::requirements::{Operator, Requirement};
+        let typed = |name: &str, family: &str, category: &str| {
+            let mut t = (*InstanceTypeBuilder::new(name, 2, 4).on_demand(0.1).build()).clone();
+            for (k, v) in [
+                ("karpenter.k8s.aws/instance-family", family),
+                ("karpenter.k8s.aws/instance-category", category),
+            ] {
+                t.requirements
+                    .add(Requirement::new(k, Operator::In, [v]).unwrap());
+            }
+            Arc::new(t)
+        };
+        let yaml = "\
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+      - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m, c, r]}
+      - {key: topology.kubernetes.io/zones, operator: In, values: [us-east-1a]}
+      - {key: example.com/team, operator: In, values: [a]}
+";
+        let docs = parse_str(Path::new("t.yaml"), yaml).unwrap();
+        let inputs = Inputs::from_documents(&docs).unwrap();
+        let offered = inputs.pool_instance_types(&[
+            typed("m5.large", "m5", "m"),
+            typed("c5.large", "c5", "c"),
+            typed("r5.large", "r5", "r"),
+        ]);
+        assert_eq!(
+            inputs.requirement_warnings(&offered.by_pool),
+            vec![
+                "NodePool \"default\": requirement karpenter.k8s.aws/instance-family In [c m r] \
+                 matches no instance type of the catalogue; did you mean \
+                 karpenter.k8s.aws/instance-category, whose values include all of them?",
+                "NodePool \"default\": requirement key topology.kubernetes.io/zones is not a \
+                 well-known label, so it filters no instance type and nodes carry it as a \
+                 custom label; did you mean topology.kubernetes.io/zone?",
+            ]
+        );
+        let fine = parse_str(Path::new("t.yaml"), BASE).unwrap();
+        let fine = Inputs::from_documents(&fine).unwrap();
+        let offered = fine.pool_instance_types(&types());
+        assert!(fine.requirement_warnings(&offered.by_pool).is_empty());
     }
 
     fn plan(overlays: &str) -> (Vec<String>, Vec<String>) {

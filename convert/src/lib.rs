@@ -329,12 +329,23 @@ fn push_pool(state: &mut State, pool: nodepool::Pool, object: &str, n: usize) {
 
 /// Checks a converted NodePool or NodeClaim against karpenter-rs's own v1 types and
 /// validation (the API server's schema and CEL rules); a failure is an error on the object.
+/// A NodePool's requirements that no EC2 instance type meets, or whose key looks like a
+/// mistyped well-known label, are warnings naming the likely fix.
 fn validate(value: &Value, report: &mut Reporter<'_>) {
     let result = match value["kind"].as_str() {
         Some("NodePool") => {
             serde_json::from_value::<karpenter_cloudprovider::NodePool>(value.clone())
                 .map_err(|e| e.to_string())
-                .and_then(|p| p.validate().map_err(|e| e.to_string()))
+                .and_then(|p| {
+                    // Checked against the embedded EC2 catalogue even when validation fails,
+                    // so a pool with two mistakes hears of both.
+                    for hint in
+                        p.requirement_hints(karpenter_catalog::default_instance_types(), false)
+                    {
+                        report.warning("spec.template.spec.requirements", hint);
+                    }
+                    p.validate().map_err(|e| e.to_string())
+                })
         }
         Some("NodeClaim") => {
             serde_json::from_value::<karpenter_cloudprovider::NodeClaim>(value.clone())
@@ -462,6 +473,33 @@ mod tests {
         assert!(
             e.message
                 .contains("also made from t.yaml (document 1, Provisioner default)")
+        );
+    }
+
+    #[test]
+    fn common_label_mistakes_name_the_likely_fix() {
+        // The getting-started v1beta1 pool as often written: the AWS domain for the capacity
+        // type, and families where categories were meant.
+        let c = run(
+            "apiVersion: karpenter.sh/v1beta1\nkind: NodePool\nmetadata: {name: default}\n\
+             spec:\n  template:\n    spec:\n      nodeClassRef: {name: default}\n      \
+             requirements:\n      - {key: karpenter.k8s.aws/capacity-type, operator: In, \
+             values: [spot, on-demand]}\n      - {key: karpenter.k8s.aws/instance-family, \
+             operator: In, values: [m, c, r]}\n",
+        );
+        let error = testing::message(&c, Severity::Error, "(converted object)");
+        assert!(
+            error.contains("did you mean karpenter.sh/capacity-type?"),
+            "{error}"
+        );
+        // The short list, not all 37 well-known labels.
+        assert!(!error.contains("topology.kubernetes.io/zone"), "{error}");
+        let warning = testing::message(&c, Severity::Warning, "spec.template.spec.requirements");
+        assert_eq!(
+            warning,
+            "NodePool \"default\": requirement karpenter.k8s.aws/instance-family In [c m r] \
+             matches no instance type of the catalogue; did you mean \
+             karpenter.k8s.aws/instance-category, whose values include all of them?"
         );
     }
 

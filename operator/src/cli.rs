@@ -36,7 +36,7 @@ pub fn main(cli: Cli) -> std::process::ExitCode {
         Err(e) => {
             // Not `eprintln!`, which panics when stderr is a closed pipe: with nowhere to
             // report the error, the exit code alone tells it.
-            let _ = writeln!(std::io::stderr(), "error: {e:#}");
+            let _ = writeln!(std::io::stderr(), "error: {}", chain_once(&e));
             std::process::ExitCode::FAILURE
         }
     }
@@ -72,6 +72,23 @@ pub(crate) fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// The error and its causes joined by ": ", each cause once. Many errors print their source
+/// in their own message as well as returning it from `source()` (thiserror's
+/// `"{path}: {source}"`), so anyhow's `{:#}` printed "No such file or directory (os error 2)"
+/// twice; a cause whose text the message already ends with is left out.
+fn chain_once(e: &anyhow::Error) -> String {
+    let mut out = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if text.is_empty() || out.ends_with(&text) || out.contains(&format!("{text}: ")) {
+            continue;
+        }
+        out.push_str(": ");
+        out.push_str(&text);
+    }
+    out
+}
+
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|cause| {
         cause
@@ -82,4 +99,40 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
                 .and_then(|j| j.io_error_kind())
                 .is_some_and(|k| k == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chain_once;
+    use anyhow::Context;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("{path}: {source}")]
+    struct Repeats {
+        path: String,
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn each_cause_is_printed_once() {
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let e = anyhow::Error::new(Repeats {
+            path: "a.yaml".into(),
+            source: io(),
+        });
+        assert_eq!(format!("{e:#}"), "a.yaml: no such file: no such file");
+        assert_eq!(chain_once(&e), "a.yaml: no such file");
+        // Context that repeats nothing keeps every layer.
+        let e = Err::<(), _>(io())
+            .context("reading catalogue c.json")
+            .unwrap_err();
+        assert_eq!(chain_once(&e), "reading catalogue c.json: no such file");
+        let e = Err::<(), _>(Repeats {
+            path: "a.yaml".into(),
+            source: io(),
+        })
+        .context("loading manifests")
+        .unwrap_err();
+        assert_eq!(chain_once(&e), "loading manifests: a.yaml: no such file");
+    }
 }

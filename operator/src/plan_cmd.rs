@@ -148,6 +148,7 @@ pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
     // them asks for their prices and capacity.
     let types = inputs.pool_instance_types(&instance_types);
     warn(&types.warnings);
+    warn(&inputs.requirement_warnings(&types.by_pool));
     let snapshot = inputs.snapshot_for(&types.by_pool)?;
     let ignored: Vec<String> = inputs
         .ignored

@@ -321,3 +321,76 @@ fn a_static_pool_is_named_as_not_acted_on_and_takes_no_pods() {
         "the static pool takes no pods, as in Karpenter"
     );
 }
+
+#[test]
+fn a_missing_file_is_reported_with_its_cause_once() {
+    let out = karpenter(&["plan", "no/such/manifest.yaml"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.starts_with("error: no/such/manifest.yaml: "), "{err}");
+    assert_eq!(err.matches("os error 2").count(), 1, "{err}");
+}
+
+#[test]
+fn label_mistakes_name_the_likely_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = |requirements: &str| {
+        format!(
+            "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {{name: p}}\nspec:\n  \
+             template:\n    spec:\n      nodeClassRef: {{group: karpenter.k8s.aws, kind: \
+             EC2NodeClass, name: default}}\n      requirements:\n{requirements}"
+        )
+    };
+    let file = dir.path().join("pool.yaml");
+    // A restricted key: refused, with the well-known key it was meant to be.
+    std::fs::write(
+        &file,
+        pool("      - {key: karpenter.k8s.aws/capacity-type, operator: In, values: [spot]}\n"),
+    )
+    .unwrap();
+    let out = karpenter(&["plan", file.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("did you mean karpenter.sh/capacity-type?"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("topology.k8s.aws/zone-id"),
+        "a short list: {err}"
+    );
+    // Families where categories were meant, and a misspelled zone key: warnings, and the
+    // plan is still printed.
+    std::fs::write(
+        &file,
+        pool(
+            "      - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m, c, r]}\n\
+             \x20     - {key: topology.kubernetes.io/zones, operator: In, values: [us-east-1a]}\n",
+        ),
+    )
+    .unwrap();
+    let out = karpenter(&[
+        "plan",
+        file.to_str().unwrap(),
+        "examples/inflate/workload.yaml",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "warning: NodePool \"p\": requirement karpenter.k8s.aws/instance-family In [c m r] \
+             matches no instance type of the catalogue; did you mean \
+             karpenter.k8s.aws/instance-category"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("did you mean topology.kubernetes.io/zone?"),
+        "{err}"
+    );
+    assert!(
+        stdout(&out).contains("0 new node(s), 0.0000 $/hour"),
+        "{}",
+        stdout(&out)
+    );
+}

@@ -273,16 +273,33 @@ pub fn restricted_reason(key: &str) -> Option<String> {
                 .strip_suffix(restricted)
                 .is_some_and(|head| head.ends_with('.'))
     });
-    if in_restricted_domain || RESTRICTED_LABELS.contains(&key) {
+    if !(in_restricted_domain || RESTRICTED_LABELS.contains(&key)) {
+        return None;
+    }
+    let domains = RESTRICTED_LABEL_DOMAINS.join(" ");
+    let head = format!(
+        "using label {key} is not allowed as it might interfere with the internal provisioning \
+         logic"
+    );
+    // Upstream lists all 37 well-known labels here; a user who wrote a restricted key almost
+    // always meant one of them, so name that one, or a handful of the domain's.
+    if let Some(meant) = crate::hints::likely_label(key) {
         return Some(format!(
-            "using label {key} is not allowed as it might interfere with the internal \
-             provisioning logic; specify a well known label: [{}], or a custom label that does \
-             not use a restricted domain: [{}]",
-            WELL_KNOWN_LABELS.join(" "),
-            RESTRICTED_LABEL_DOMAINS.join(" "),
+            "{head}; did you mean {meant}? Otherwise use a custom label that does not use a \
+             restricted domain: [{domains}]"
         ));
     }
-    None
+    let name = key.split_once('/').map_or(key, |(_, name)| name);
+    let some = crate::hints::well_known_in_domain(domain, name, 4);
+    let well_known = if some.is_empty() {
+        String::new()
+    } else {
+        format!(" such as {}", some.join(", "))
+    };
+    Some(format!(
+        "{head}; specify a well-known label{well_known}, or a custom label that does not use a \
+         restricted domain: [{domains}]"
+    ))
 }
 
 #[cfg(test)]
@@ -388,11 +405,24 @@ mod tests {
             msg.starts_with("using label karpenter.sh/custom is not allowed"),
             "{msg}"
         );
-        assert!(msg.contains("topology.kubernetes.io/zone"), "{msg}");
+        assert!(
+            msg.contains("such as karpenter.sh/nodepool, karpenter.sh/capacity-type"),
+            "{msg}"
+        );
         assert!(
             msg.ends_with("restricted domain: [karpenter.k8s.aws karpenter.sh]"),
             "{msg}"
         );
+        // The likely fix instead of every well-known label.
+        let msg = restricted_reason("karpenter.k8s.aws/capacity-type").expect("restricted");
+        assert!(
+            msg.contains("did you mean karpenter.sh/capacity-type?"),
+            "{msg}"
+        );
+        assert!(!msg.contains("topology.kubernetes.io/zone"), "{msg}");
+        assert!(msg.len() < 300, "{} characters: {msg}", msg.len());
+        let msg = restricted_reason("kubernetes.io/hostname").expect("restricted");
+        assert!(!msg.contains("did you mean"), "{msg}");
     }
 
     #[test]

@@ -77,6 +77,7 @@
 
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod hints;
 #[cfg(feature = "k8s")]
 pub mod k8s;
 pub mod labels;

@@ -778,3 +778,21 @@ fn pending_pods_are_counted_by_effective_zone_before_placement() {
         "a started pod is not pending"
     );
 }
+
+#[test]
+fn a_plan_with_no_new_nodes_costs_positive_zero() {
+    // An empty f64 sum is -0.0, which `karpenter plan` printed as "-0.0000 $/hour".
+    let greedy = SolveOptions {
+        optimizer: karpenter_scheduling::solver::OptimizerOptions {
+            enabled: false,
+            ..Default::default()
+        },
+        ..SolveOptions::default()
+    };
+    for options in [SolveOptions::default(), greedy] {
+        let plan = solve(&Snapshot::default(), &options);
+        assert!(plan.new_node_claims.is_empty());
+        assert!(plan.total_price.is_sign_positive(), "{}", plan.total_price);
+        assert_eq!(format!("{:.4}", plan.total_price), "0.0000");
+    }
+}

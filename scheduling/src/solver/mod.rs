@@ -933,7 +933,8 @@ impl<'a> Scheduler<'a> {
             })
             .collect();
         unschedulable.sort_by(|a, b| a.pod.cmp(&b.pod));
-        let total_price = new_node_claims.iter().map(|c| c.price).sum();
+        // An empty f64 sum is -0.0, which prints as "-0.0000 $/hour"; adding 0.0 makes it +0.0.
+        let total_price = new_node_claims.iter().map(|c| c.price).sum::<f64>() + 0.0;
         Plan {
             existing,
             new_node_claims,
