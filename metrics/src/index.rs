@@ -170,15 +170,23 @@ impl IndexMetrics {
             let mut daemons = Resources::default();
             let (mut pods_limits, mut daemons_limits) =
                 (Resources::default(), Resources::default());
+            let (mut pod_count, mut daemon_count) = (0, 0);
             for p in state.pods_on(name) {
                 let limit = limits.get(&p.pod.key());
                 pods.add_assign(&p.pod.requests);
                 pods_limits.add_assign(limit.unwrap_or(&Resources::default()));
+                pod_count += 1;
                 if p.pod.is_daemon() {
                     daemons.add_assign(&p.pod.requests);
                     daemons_limits.add_assign(limit.unwrap_or(&Resources::default()));
+                    daemon_count += 1;
                 }
             }
+            // Upstream's requests count each pod as one `pods` (RequestsForPods), which the
+            // capacity dashboard's pod-density panel divides by allocatable pods; the model's
+            // requests leave it out.
+            pods.set(karpenter_scheduling::resources::PODS, pod_count);
+            daemons.set(karpenter_scheduling::resources::PODS, daemon_count);
             let reserved = record
                 .node
                 .capacity
@@ -481,6 +489,15 @@ mod tests {
             value("karpenter_nodes_total_daemon_limits", "cpu").as_deref(),
             Some("0.25")
         );
+        // Each pod counts as one `pods` in the requests too, as upstream's RequestsForPods.
+        assert_eq!(
+            value("karpenter_nodes_total_pod_requests", "pods").as_deref(),
+            Some("2.0")
+        );
+        assert_eq!(
+            value("karpenter_nodes_total_daemon_requests", "pods").as_deref(),
+            Some("1.0")
+        );
         // The daemon pod goes: its limits leave both sums.
         state.delete(&keys[1]);
         pm.record(&keys[1..], false, |_| None, &state, 0, &m);
@@ -490,6 +507,7 @@ mod tests {
             Some("1.5")
         );
         assert_eq!(value("karpenter_nodes_total_daemon_limits", "cpu"), None);
+        assert_eq!(value("karpenter_nodes_total_daemon_requests", "pods"), None);
     }
 
     #[test]

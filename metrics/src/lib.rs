@@ -12,12 +12,14 @@
 pub mod aws;
 pub mod cloudprovider;
 pub mod conditions;
+pub mod dashboards;
 mod dry_run;
 pub mod index;
 pub mod kube_client;
 pub mod limits;
 mod nodepool;
 pub mod pods;
+pub mod process;
 mod reconciler;
 pub mod runtime;
 mod scheduling;
@@ -1132,7 +1134,8 @@ impl Metrics {
             .set(i64::from(leading));
     }
 
-    /// The OpenMetrics text exposition of every family, the summaries ([`summary`]) last.
+    /// The OpenMetrics text exposition of every family, then the summaries ([`summary`]) and
+    /// the process's own families ([`process`], read from `/proc` now).
     pub fn encode(&self) -> String {
         let mut out = String::new();
         let registry = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
@@ -1147,6 +1150,9 @@ impl Metrics {
         let now = std::time::Instant::now();
         self.pods_startup_duration.encode_at(&mut out, now);
         self.nodes_termination_duration.encode_at(&mut out, now);
+        if let Some(stats) = process::read() {
+            process::encode(&mut out, &stats);
+        }
         out.push_str(&tail);
         out
     }

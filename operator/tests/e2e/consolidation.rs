@@ -1,6 +1,8 @@
 //! Consolidation on a real cluster: an underused node that still runs pods is replaced by a
 //! cheaper one, and its drain is paced by a PodDisruptionBudget whose floor of Ready pods
-//! holds at every moment (watched continuously, not sampled).
+//! holds at every moment (watched continuously, not sampled). Having provisioned, consolidated
+//! and terminated, the controller is scraped for every series Karpenter's published Grafana
+//! dashboards read (`karpenter_metrics::dashboards`).
 
 use crate::harness::{self, min_ready_while, record, wait_for};
 use crate::provisioning::deployment;
@@ -28,6 +30,8 @@ spec:
     consolidationPolicy: WhenEmptyOrUnderutilized
     consolidateAfter: 0s
     budgets: [{nodes: "100%"}]
+  # Far from binding; the dashboards' limit panels read karpenter_nodepools_limit.
+  limits: {cpu: "1000", memory: 4000Gi}
 "#;
 
 const PDB: &str = r#"
@@ -163,4 +167,19 @@ async fn an_underused_node_is_replaced_and_its_drain_respects_the_pdb() {
         eligible_seen.get(),
         "karpenter_voluntary_disruption_eligible_nodes{{reason=\"underutilized\"}} never rose above 0"
     );
+
+    // Every series the capacity and performance dashboards read, with their labels (no
+    // DaemonSets here, so not their requests). Gauges refresh with the next pass.
+    let last = std::cell::RefCell::new(Vec::new());
+    let found = harness::poll_until(Duration::from_secs(30), || async {
+        let missing = karpenter_metrics::dashboards::missing(&controller.metrics().await, &[]);
+        let done = missing.is_empty();
+        *last.borrow_mut() = missing;
+        done.then_some(())
+    })
+    .await;
+    if found.is_none() {
+        let missing: Vec<String> = last.borrow().iter().map(ToString::to_string).collect();
+        panic!("the dashboards' queries find no sample of: {missing:#?}");
+    }
 }

@@ -117,7 +117,7 @@ where
 }
 
 /// Polls `check` every 250 ms until it returns `Some`; `None` once `timeout` has passed.
-async fn poll_until<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
+pub async fn poll_until<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
