@@ -600,6 +600,7 @@ pub(super) fn fresh_core(ctx: &Ctx) -> (ClusterState, Reconciler) {
         batch_max: s.batch_max_duration.as_millis() as Millis,
         disruption: DisruptionOptions {
             spot_to_spot_consolidation: s.feature_gates.spot_to_spot_consolidation,
+            repack: s.repack.clone(),
             solve: solve.clone(),
             ..DisruptionOptions::default()
         },
