@@ -1015,7 +1015,12 @@ impl<'a> Ctx<'a> {
         }
         let threshold = opts.price_improvement_threshold;
         let ordered = self.consolidation_candidates(cands);
-        let ranked = repack::rank(&self.sim, ordered, threshold);
+        let ranked = repack::rank(
+            ordered,
+            threshold,
+            self.input.options.spot_to_spot_consolidation,
+            &self.catalog,
+        );
         let list = self.within_budgets(ranked, opts.max_nodes);
         if list.is_empty() {
             return None;

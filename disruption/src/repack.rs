@@ -61,26 +61,80 @@ pub(crate) struct Search<'c> {
 }
 
 /// The candidates worth re-packing, most wasteful first. A node's waste is its price minus
-/// what its pods would cost spread over the cheapest instance shape for them
-/// ([`Simulator::fluid_price`]); nodes whose waste is below `threshold` of their own price
-/// (already packed about as cheaply as their pods allow) are left out. Ties by name.
+/// what its pods would cost spread fluidly over the cheapest instance shape its pool could
+/// launch for them ([`fluid_price`]); nodes whose waste is below `threshold` of their own
+/// price (already packed about as cheaply as their pods allow) are left out. Ties by name.
 pub(crate) fn rank<'c>(
-    sim: &Simulator,
     cands: Vec<&'c Candidate>,
     threshold: f64,
+    spot_to_spot: bool,
+    catalog: &Catalog<'_>,
 ) -> Vec<&'c Candidate> {
+    let mut shapes: BTreeMap<(&str, bool), Vec<(Resources, f64)>> = BTreeMap::new();
     let mut scored: Vec<(f64, &'c Candidate)> = cands
         .into_iter()
         .filter_map(|c| {
+            // A spot node without the gate may only be replaced on demand.
+            let spot = spot_to_spot || c.capacity_type.as_deref() != Some(CAPACITY_TYPE_SPOT);
+            let pool_shapes = shapes
+                .entry((c.node_pool.as_str(), spot))
+                .or_insert_with(|| pool_shapes(catalog, &c.node_pool, spot));
             let mut need = c.pod_requests.clone();
             // As the solver counts pods: one slot each.
             need.pods = i64::try_from(c.pods.len()).unwrap_or(i64::MAX);
-            let waste = c.price - sim.fluid_price(&need);
+            let waste = c.price - fluid_price(pool_shapes, &need);
             (waste > 0.0 && waste >= threshold * c.price).then_some((waste, c))
         })
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.node.cmp(&b.1.node)));
     scored.into_iter().map(|(_, c)| c).collect()
+}
+
+/// Each instance type of `pool` with its allocatable and its cheapest available offering
+/// the pool's requirements allow (capacity type and zone; spot only when `spot`).
+fn pool_shapes(catalog: &Catalog<'_>, pool: &str, spot: bool) -> Vec<(Resources, f64)> {
+    let Some(p) = catalog.pool(pool) else {
+        return Vec::new();
+    };
+    let allowed = |key: &str, value: &str| p.requirements.get(key).is_none_or(|r| r.has(value));
+    p.instance_types
+        .iter()
+        .filter_map(|it| {
+            let price = it
+                .offerings
+                .iter()
+                .filter(|o| {
+                    o.available
+                        && o.price.is_finite()
+                        && (spot || o.capacity_type != CAPACITY_TYPE_SPOT)
+                        && allowed(CAPACITY_TYPE, &o.capacity_type)
+                        && allowed(ZONE, &o.zone)
+                })
+                .map(|o| o.price)
+                .reduce(f64::min)?;
+            Some((it.allocatable(), price))
+        })
+        .collect()
+}
+
+/// What `need` would cost per hour spread fluidly over the cheapest of `shapes` for it: the
+/// least, over the shapes, of the price times the largest share of the allocatable that
+/// `need` takes. Infinite when no shape has room for some resource of `need`. An estimate
+/// for ranking nodes, not a bound on what a packing of several nodes' pods costs.
+fn fluid_price(shapes: &[(Resources, f64)], need: &Resources) -> f64 {
+    shapes
+        .iter()
+        .map(|(alloc, price)| {
+            let share = need
+                .iter()
+                .map(|(name, amount)| match alloc.get(name) {
+                    a if a > 0 => amount as f64 / a as f64,
+                    _ => f64::INFINITY,
+                })
+                .fold(0.0, f64::max);
+            price * share
+        })
+        .fold(f64::INFINITY, f64::min)
 }
 
 /// Looks for the largest prefix of `list` (ranked by [`rank`], within budgets and PDBs)

@@ -247,27 +247,6 @@ impl<'c> Simulator<'c> {
         self.limit = self.runs.saturating_add(more);
     }
 
-    /// What `need` would cost per hour spread fluidly over the cheapest instance shape for
-    /// it: the least, over every pool's instance types, of the type's cheapest price times
-    /// the largest share of its allocatable that `need` takes. Infinite when no type has
-    /// room for some resource of `need`. An estimate for ordering candidates, not a bound
-    /// on what a packing of several nodes' pods costs.
-    pub fn fluid_price(&self, need: &Resources) -> f64 {
-        self.shapes
-            .iter()
-            .map(|(alloc, price)| {
-                let share = need
-                    .iter()
-                    .map(|(name, amount)| match alloc.get(name) {
-                        a if a > 0 => amount as f64 / a as f64,
-                        _ => f64::INFINITY,
-                    })
-                    .fold(0.0, f64::max);
-                price * share
-            })
-            .fold(f64::INFINITY, f64::min)
-    }
-
     /// A lower bound on what replacing `cands` must cost per hour, or `None` when their pods
     /// might all fit on free capacity (a delete may be possible). Sound: whatever does not
     /// fit in the total free capacity of the other ready nodes that may receive moved pods

@@ -351,3 +351,22 @@ fn a_node_whose_pods_need_two_new_nodes_is_replaced_by_two_cheaper_ones() {
         );
     }
 }
+
+#[test]
+fn nodes_packed_as_cheaply_as_their_pool_allows_cost_no_simulation() {
+    // On-demand `half` nodes, each full (two pods of 1.9 cores): their pool cannot launch
+    // anything cheaper for them; the types' cheaper spot offerings, which the on-demand pool
+    // cannot buy, do not make them look wasteful.
+    let mut w = fragmented(0, "on-demand");
+    for i in 0..3 {
+        let node = format!("half-{i}");
+        w.node_in(POOL, &node, "half", "on-demand");
+        w.pod(&node, &format!("a-{i}"), 1900);
+        w.pod(&node, &format!("b-{i}"), 1900);
+    }
+    let with = compute_pass(&w.input, w.now);
+    let without = karpenter_only(&w);
+    assert!(with.commands.is_empty());
+    assert_eq!(with.simulations, without.simulations);
+    assert!(with.scored_moves.is_empty());
+}
