@@ -31,8 +31,8 @@ pub const DEFAULT_MAX_MULTI_NODE_BATCH: usize = 100;
 pub const DEFAULT_MAX_SIMULATIONS: usize = 64;
 
 /// Default [`RepackOptions::price_improvement_threshold`]: a re-pack must cut the price of the
-/// nodes it replaces by at least a fifth (see `docs/operator.md`, "Re-pack consolidation").
-pub const DEFAULT_PRICE_IMPROVEMENT_THRESHOLD: f64 = 0.2;
+/// nodes it replaces by at least a tenth (see `docs/operator.md`, "Re-pack consolidation").
+pub const DEFAULT_PRICE_IMPROVEMENT_THRESHOLD: f64 = 0.1;
 
 /// Default [`RepackOptions::max_nodes`]: as many as upstream's multi-node batch.
 pub const DEFAULT_REPACK_MAX_NODES: usize = 100;

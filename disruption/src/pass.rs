@@ -1021,39 +1021,56 @@ impl<'a> Ctx<'a> {
             self.input.options.spot_to_spot_consolidation,
             &self.catalog,
         );
-        let list = self.within_budgets(ranked, opts.max_nodes);
-        if list.is_empty() {
-            return None;
-        }
         self.sim.allow_more(opts.max_simulations);
-        let Ctx {
-            sim,
-            scorer,
-            catalog,
-            input,
-            ..
-        } = self;
+        // Windows of the ranking, each as many nodes as the budgets allow together: the most
+        // wasteful nodes first, then the next ones (a set that saves too little may sit
+        // beside one that saves enough), within the simulation allowance.
+        let mut start = 0;
+        let mut search = repack::Search {
+            found: None,
+            out_of_budget: false,
+        };
         // The last move scored: the approved one when the search ends with a move.
         let mut last = None;
-        let mut approve = |set: &[&'a Candidate], p: &repack::Proposal| {
-            let decision = if p.replacements.is_empty() {
-                Decision::Delete
-            } else {
-                Decision::Replace
+        for _ in 0..repack::WINDOWS {
+            let window = self.within_budgets(ranked[start..].to_vec(), opts.max_nodes);
+            let Some(end) = window
+                .last()
+                .and_then(|l| ranked.iter().position(|c| std::ptr::eq(*c, *l)))
+            else {
+                break;
             };
-            let scored = scorer.judge(ConsolidationMethod::Repack, decision, set, p.savings);
-            let approved = scored.approved;
-            last = Some(scored);
-            approved
-        };
-        let search = repack::search(
-            sim,
-            &list,
-            threshold,
-            input.options.spot_to_spot_consolidation,
-            catalog,
-            &mut approve,
-        );
+            start = end + 1;
+            let Ctx {
+                sim,
+                scorer,
+                catalog,
+                input,
+                ..
+            } = &mut *self;
+            let mut approve = |set: &[&'a Candidate], p: &repack::Proposal| {
+                let decision = if p.replacements.is_empty() {
+                    Decision::Delete
+                } else {
+                    Decision::Replace
+                };
+                let scored = scorer.judge(ConsolidationMethod::Repack, decision, set, p.savings);
+                let approved = scored.approved;
+                last = Some(scored);
+                approved
+            };
+            search = repack::search(
+                sim,
+                &window,
+                threshold,
+                input.options.spot_to_spot_consolidation,
+                catalog,
+                &mut approve,
+            );
+            if search.found.is_some() || search.out_of_budget {
+                break;
+            }
+        }
         if search.out_of_budget {
             self.timeouts.push(ConsolidationMethod::Repack);
         }

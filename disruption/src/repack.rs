@@ -41,6 +41,9 @@ use karpenter_scheduling::resources::Resources;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+/// How many windows of the ranking one pass tries (see [`search`]).
+pub(crate) const WINDOWS: usize = 3;
+
 /// A re-pack that works.
 #[derive(Debug, Clone)]
 pub(crate) struct Proposal {

@@ -86,7 +86,7 @@ pub struct ControllerArgs {
     #[arg(long, env = "REPACK_CONSOLIDATION", default_value_t = true, action = clap::ArgAction::Set)]
     pub repack_consolidation: bool,
     /// The least share of the replaced nodes' price a re-pack must save, a fraction in
-    /// [0, 1) (0.2: the replacements cost at most 80 % of the nodes they replace).
+    /// [0, 1) (0.1: the replacements cost at most 90 % of the nodes they replace).
     #[arg(long, env = "REPACK_PRICE_IMPROVEMENT_THRESHOLD", default_value_t = karpenter_disruption::input::DEFAULT_PRICE_IMPROVEMENT_THRESHOLD)]
     pub repack_price_improvement_threshold: f64,
     /// The namespace the controller runs in (the chart sets it from the downward API).
@@ -331,7 +331,7 @@ mod tests {
     fn repack_consolidation_is_on_by_default_and_can_be_turned_off() {
         let s = parse(&[]).unwrap();
         let repack = s.repack.expect("on by default");
-        assert_eq!(repack.price_improvement_threshold, 0.2);
+        assert_eq!(repack.price_improvement_threshold, 0.1);
         let s = parse(&["--repack-price-improvement-threshold", "0.35"]).unwrap();
         assert_eq!(s.repack.map(|r| r.price_improvement_threshold), Some(0.35));
         assert_eq!(

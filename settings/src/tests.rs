@@ -24,7 +24,7 @@ fn defaults() -> Flags<'static> {
         preference_policy: "Respect",
         min_values_policy: "Strict",
         repack_consolidation: true,
-        repack_price_improvement_threshold: 0.2,
+        repack_price_improvement_threshold: 0.1,
         system_namespace: "kube-system",
         cluster_endpoint: "",
         cluster_ca_bundle: "",

@@ -31,7 +31,9 @@ use karpenter_cluster::{
     Action, ClusterState, Kubelet, NodeRecord, Object, ObjectKey, PdbRecord, PodRecord, Scope,
     termination,
 };
-use karpenter_disruption::{Command, Decision, DisruptionOptions, RepackOptions};
+use karpenter_disruption::{
+    Command, ConsolidationMethod, Decision, DisruptionOptions, RepackOptions,
+};
 use karpenter_scheduling::k8s::{
     daemonset_from_k8s, node_from_k8s, pdb_from_k8s, pod_from_k8s, pods_from_workload,
 };
@@ -1687,8 +1689,15 @@ fn describe(command: &Command, prefix: &str) -> String {
         .iter()
         .map(|c| format!("{} (${:.4}/h)", c.node, c.price))
         .collect();
+    // Karpenter's methods are named by reason alone, as upstream logs them; karpenter-rs's
+    // own re-pack consolidation says so.
+    let method = if command.consolidation == Some(ConsolidationMethod::Repack) {
+        " (re-pack)"
+    } else {
+        ""
+    };
     let mut out = format!(
-        "{prefix} via {how}, reason {}, terminating {} node(s) ({pods} pod(s)) {}",
+        "{prefix} via {how}{method}, reason {}, terminating {} node(s) ({pods} pod(s)) {}",
         command.reason,
         command.candidates.len(),
         nodes.join(", ")

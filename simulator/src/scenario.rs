@@ -141,7 +141,7 @@ pub struct Settings {
     /// `--repack-consolidation`); the Karpenter-equivalent run of `--compare` never uses it.
     pub repack_consolidation: bool,
     /// The least share of the replaced nodes' price a re-pack must save, in [0, 1)
-    /// (default 0.2, as the controller's `--repack-price-improvement-threshold`).
+    /// (default 0.1, as the controller's `--repack-price-improvement-threshold`).
     pub repack_price_improvement_threshold: f64,
     /// The NodeOverlay feature gate (default false, as Karpenter's): NodeOverlays in the
     /// manifests change the pools' instance types only when it is on.
