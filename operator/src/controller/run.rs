@@ -425,14 +425,22 @@ impl Controller {
                 }
                 tracing::info!(
                     reason = command.reason.as_str(),
+                    consolidation_type = command.consolidation_type(),
                     decision = ?command.decision,
                     nodes = ?command.node_names(),
+                    replacements = command.replacements.len(),
                     "disruption command"
                 );
             }
             Event::Disruption(outcome) => match outcome {
                 Outcome::Started(c) => {
-                    tracing::info!(reason = c.reason.as_str(), nodes = ?c.node_names(), "disrupting nodes")
+                    tracing::info!(
+                        reason = c.reason.as_str(),
+                        consolidation_type = c.consolidation_type(),
+                        nodes = ?c.node_names(),
+                        replacements = c.replacements.len(),
+                        "disrupting nodes"
+                    )
                 }
                 Outcome::Invalidated { command, reason } => {
                     tracing::info!(nodes = ?command.node_names(), %reason, "abandoning disruption command: no longer valid")
