@@ -155,16 +155,32 @@ async fn a_node_is_replaced_by_two_cheaper_ones() {
         "s",
     );
     controller.assert_alive();
-    let log = controller.log_text();
-    let started: Vec<&str> = log
-        .lines()
+    let lines: Vec<String> = controller
+        .log_lines()
+        .into_iter()
+        .map(|(_, line)| line)
+        .collect();
+    // The replaced node drains only once its replacements are initialized.
+    let ready = lines
+        .iter()
+        .position(|l| l.contains("replacements ready"))
+        .expect("no 'replacements ready' line in the controller log");
+    let first_eviction = lines
+        .iter()
+        .position(|l| l.contains("evicted pod"))
+        .expect("no eviction in the controller log");
+    assert!(
+        ready < first_eviction,
+        "a pod was evicted before the replacements were ready"
+    );
+    let started: Vec<&String> = lines
+        .iter()
         .filter(|l| l.contains("disrupting nodes"))
         .collect();
     assert!(
         started
             .iter()
-            .any(|l| l.contains("\"consolidation_type\":\"repack\"")
-                && l.contains("\"replacements\":2")),
+            .any(|l| l.contains("consolidation_type=\"repack\"") && l.contains("replacements=2")),
         "no re-pack with two replacements among the decisions: {started:#?}"
     );
 }
