@@ -15,6 +15,26 @@ use std::collections::BTreeMap;
 /// the `default` pool with its default disruption settings (WhenEmptyOrUnderutilized,
 /// consolidateAfter 0s, budget 10 %).
 pub fn half_deleted_cluster(pods: usize) -> DisruptionInput {
+    packed_cluster(pods, 2)
+}
+
+/// The worst case for a disruption pass: every pod of [`half_deleted_cluster`]'s workload
+/// bound where `solve` put it, so no node's pods fit elsewhere and no replacement of a node
+/// or a batch of them is cheaper: Karpenter's methods spend their simulations (64 and the
+/// multi-node search's) and find nothing. Re-pack consolidation then runs with a threshold
+/// of 0, so that it takes the most wasteful nodes the 10 % budget allows and simulates them
+/// in full.
+pub fn full_cluster(pods: usize) -> DisruptionInput {
+    let mut input = packed_cluster(pods, 1);
+    if let Some(r) = input.options.repack.as_mut() {
+        r.price_improvement_threshold = 0.0;
+    }
+    input
+}
+
+/// The nodes `solve` launches for `pods` pods of the benchmark workload, with every
+/// `keep_every`-th pod of each node bound to it (its first pod kept).
+fn packed_cluster(pods: usize, keep_every: usize) -> DisruptionInput {
     let snapshot = benchmark_snapshot(pods, DEFAULT_SEED);
     let plan = solve(&snapshot, &SolveOptions::default());
     let pool = &snapshot.node_pools[0];
@@ -61,7 +81,7 @@ pub fn half_deleted_cluster(pods: usize) -> DisruptionInput {
                 ..NodeInfo::default()
             },
         );
-        for key in claim.pods.iter().step_by(2) {
+        for key in claim.pods.iter().step_by(keep_every) {
             let mut pod = by_key[key].clone();
             pod.node_name = Some(name.clone());
             bound.push(pod);

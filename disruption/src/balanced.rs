@@ -174,6 +174,10 @@ pub enum ConsolidationMethod {
     MultiNode,
     /// Single-node consolidation (`single`).
     SingleNode,
+    /// Re-pack consolidation (`repack`), karpenter-rs's own: several nodes replaced with
+    /// the optimiser's packing of their pods (see [`crate::repack`]). Upstream has no such
+    /// label value; Balanced pools score it as a multi-node move.
+    Repack,
 }
 
 impl ConsolidationMethod {
@@ -182,6 +186,7 @@ impl ConsolidationMethod {
         match self {
             Self::MultiNode => "multi",
             Self::SingleNode => "single",
+            Self::Repack => "repack",
         }
     }
 }

@@ -5,8 +5,10 @@ use crate::candidate::Candidate;
 use crate::command::Hold;
 use crate::input::MIN_SPOT_TO_SPOT_OPTIONS;
 use crate::simulate::Simulator;
-use karpenter_scheduling::labels::{CAPACITY_TYPE, CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT};
-use karpenter_scheduling::model::{InstanceType, Snapshot};
+use karpenter_scheduling::labels::{
+    CAPACITY_TYPE, CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, ZONE,
+};
+use karpenter_scheduling::model::{InstanceType, NodePool, Snapshot};
 use karpenter_scheduling::plan::NewNodeClaim;
 use karpenter_scheduling::requirements::{Operator, Requirement};
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,9 +27,11 @@ pub(crate) struct Proposal {
 /// out.
 pub(crate) type Attempt = Option<Result<Proposal, Hold>>;
 
-/// Instance types by pool and name, for `minValues` checks on filtered options.
+/// NodePools and their instance types by pool and name, for `minValues` checks on filtered
+/// options and for what a replacement will be.
 pub(crate) struct Catalog<'a> {
     types: BTreeMap<(&'a str, &'a str), &'a Arc<InstanceType>>,
+    pools: BTreeMap<&'a str, &'a NodePool>,
 }
 
 impl<'a> Catalog<'a> {
@@ -41,11 +45,26 @@ impl<'a> Catalog<'a> {
                     .map(move |it| ((p.name.as_str(), it.name.as_str()), it))
             })
             .collect();
-        Self { types }
+        let pools = snap
+            .node_pools
+            .iter()
+            .map(|p| (p.name.as_str(), p))
+            .collect();
+        Self { types, pools }
+    }
+
+    /// The instance type `name` of `pool`.
+    pub(crate) fn instance_type(&self, pool: &str, name: &str) -> Option<&'a Arc<InstanceType>> {
+        self.types.get(&(pool, name)).copied()
+    }
+
+    /// The NodePool `name`.
+    pub(crate) fn pool(&self, name: &str) -> Option<&'a NodePool> {
+        self.pools.get(name).copied()
     }
 
     /// The first requirement with `minValues` that `claim`'s options no longer meet.
-    fn min_values_violation(&self, claim: &NewNodeClaim) -> Option<String> {
+    pub(crate) fn min_values_violation(&self, claim: &NewNodeClaim) -> Option<String> {
         for req in claim.requirements.iter() {
             let Some(min) = req.min_values() else {
                 continue;
@@ -64,6 +83,63 @@ impl<'a> Catalog<'a> {
         }
         None
     }
+}
+
+impl Catalog<'_> {
+    /// Narrows `claim` to `capacity_type`: its requirement, and each option priced at its
+    /// type's cheapest available offering of that capacity type in a zone the claim allows
+    /// (an option's price names only its cheapest offering, which may be of another capacity
+    /// type); options without such an offering are dropped. Cheapest first, ties by name.
+    pub(crate) fn restrict_capacity_type(&self, claim: &mut NewNodeClaim, capacity_type: &str) {
+        if let Ok(r) = Requirement::new(CAPACITY_TYPE, Operator::In, [capacity_type]) {
+            claim.requirements.add(r);
+        }
+        let zones = claim.requirements.get(ZONE);
+        let pool = claim.node_pool.as_str();
+        let target: Arc<str> = Arc::from(capacity_type);
+        let options = Arc::make_mut(&mut claim.instance_type_options);
+        options.retain_mut(|o| {
+            if &*o.capacity_type == capacity_type {
+                return true;
+            }
+            let Some(it) = self.types.get(&(pool, o.name.as_ref())) else {
+                return false;
+            };
+            let cheapest = it
+                .offerings
+                .iter()
+                .filter(|f| {
+                    f.available
+                        && f.capacity_type == capacity_type
+                        && f.price.is_finite()
+                        && zones.is_none_or(|z| z.has(&f.zone))
+                })
+                .min_by(|a, b| {
+                    a.price
+                        .total_cmp(&b.price)
+                        .then_with(|| a.zone.cmp(&b.zone))
+                });
+            match cheapest {
+                Some(f) => {
+                    o.price = f.price;
+                    o.zone = Arc::from(f.zone.as_str());
+                    o.capacity_type = target.clone();
+                    true
+                }
+                None => false,
+            }
+        });
+        sort_by_price(claim);
+    }
+}
+
+/// Sorts `claim`'s options cheapest first, ties by name (upstream's `OrderByPrice`).
+pub(crate) fn sort_by_price(claim: &mut NewNodeClaim) {
+    Arc::make_mut(&mut claim.instance_type_options).sort_by(|a, b| {
+        a.price
+            .total_cmp(&b.price)
+            .then_with(|| a.name.cmp(&b.name))
+    });
 }
 
 /// Keeps only options strictly cheaper than `max_price`, then checks `minValues`.
@@ -90,7 +166,23 @@ fn restrict_to_spot(claim: &mut NewNodeClaim) {
         .retain(|o| &*o.capacity_type == CAPACITY_TYPE_SPOT);
 }
 
-fn allows(claim: &NewNodeClaim, capacity_type: &str) -> bool {
+/// Upstream's pin: a claim that may launch as spot or on-demand was priced assuming its
+/// cheap (spot) offerings launch, so it is narrowed to spot and a fallback to on-demand
+/// cannot make the move more expensive (the launch fails instead).
+pub(crate) fn pin_to_spot(claim: &mut NewNodeClaim) {
+    if allows(claim, CAPACITY_TYPE_SPOT)
+        && allows(claim, CAPACITY_TYPE_ON_DEMAND)
+        && claim
+            .instance_type_options
+            .iter()
+            .any(|o| &*o.capacity_type == CAPACITY_TYPE_SPOT)
+    {
+        restrict_to_spot(claim);
+    }
+}
+
+/// Whether `claim`'s requirements admit `capacity_type`.
+pub(crate) fn allows(claim: &NewNodeClaim, capacity_type: &str) -> bool {
     claim
         .requirements
         .get(CAPACITY_TYPE)
@@ -153,30 +245,14 @@ pub(crate) fn compute(
         }));
     }
     let mut claim = claims.remove(0);
-    Arc::make_mut(&mut claim.instance_type_options).sort_by(|a, b| {
-        a.price
-            .total_cmp(&b.price)
-            .then_with(|| a.name.cmp(&b.name))
-    });
+    sort_by_price(&mut claim);
     let all_spot = cands
         .iter()
         .all(|c| c.capacity_type.as_deref() == Some(CAPACITY_TYPE_SPOT));
     let result = if all_spot && allows(&claim, CAPACITY_TYPE_SPOT) {
         spot_to_spot_filter(&mut claim, cands, source, spot_to_spot, catalog)
     } else {
-        filter_by_price(&mut claim, source, catalog).map(|()| {
-            // The price filter assumed the cheap (spot) offering launches; pin it so a
-            // fallback to on-demand cannot make the move more expensive.
-            if allows(&claim, CAPACITY_TYPE_SPOT)
-                && allows(&claim, CAPACITY_TYPE_ON_DEMAND)
-                && claim
-                    .instance_type_options
-                    .iter()
-                    .any(|o| &*o.capacity_type == CAPACITY_TYPE_SPOT)
-            {
-                restrict_to_spot(&mut claim);
-            }
-        })
+        filter_by_price(&mut claim, source, catalog).map(|()| pin_to_spot(&mut claim))
     };
     if let Err(h) = result {
         return Some(Err(h));

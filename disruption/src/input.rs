@@ -34,6 +34,16 @@ pub const DEFAULT_MAX_MULTI_NODE_BATCH: usize = 100;
 /// upstream's 1- and 3-minute consolidation timeouts).
 pub const DEFAULT_MAX_SIMULATIONS: usize = 64;
 
+/// Default [`RepackOptions::price_improvement_threshold`]: a re-pack must cut the price of the
+/// nodes it replaces by at least a tenth (see `docs/operator.md`, "Re-pack consolidation").
+pub const DEFAULT_PRICE_IMPROVEMENT_THRESHOLD: f64 = 0.1;
+
+/// Default [`RepackOptions::max_nodes`]: as many as upstream's multi-node batch.
+pub const DEFAULT_REPACK_MAX_NODES: usize = 100;
+
+/// Default [`RepackOptions::max_simulations`].
+pub const DEFAULT_REPACK_SIMULATIONS: usize = 12;
+
 /// One NodePool's disruption settings, reduced to what decisions need.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -276,6 +286,46 @@ impl NodeInfo {
     }
 }
 
+/// Re-pack consolidation, karpenter-rs's own method beyond Karpenter's: replace several
+/// nodes with fewer or cheaper ones that the packing optimiser chooses, when that cuts their
+/// price by at least the threshold. It runs when Karpenter's methods find nothing, in a
+/// cluster where no other command's pods still need a place (see the crate documentation).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RepackOptions {
+    /// The least share of the replaced nodes' hourly price a re-pack must save, in
+    /// `[0, 1)`: the replacements, at the dearest instance type each may launch as, cost at
+    /// most `(1 - threshold)` times the nodes they replace. Checked by
+    /// [`RepackOptions::valid_threshold`].
+    pub price_improvement_threshold: f64,
+    /// The most nodes one re-pack replaces (its budget and PDBs may allow fewer).
+    pub max_nodes: usize,
+    /// Scheduling simulations one pass may spend on re-packing, beside
+    /// [`DisruptionOptions::max_simulations`].
+    pub max_simulations: usize,
+}
+
+impl Default for RepackOptions {
+    fn default() -> Self {
+        Self {
+            price_improvement_threshold: DEFAULT_PRICE_IMPROVEMENT_THRESHOLD,
+            max_nodes: DEFAULT_REPACK_MAX_NODES,
+            max_simulations: DEFAULT_REPACK_SIMULATIONS,
+        }
+    }
+}
+
+impl RepackOptions {
+    /// What [`RepackOptions::valid_threshold`] accepts, for error messages.
+    pub const THRESHOLD_RANGE: &'static str = "a fraction in [0, 1)";
+
+    /// Whether `threshold` is a usable price-improvement threshold: a number in `[0, 1)`
+    /// (1 or more would ask a re-pack to save more than the nodes cost).
+    pub fn valid_threshold(threshold: f64) -> bool {
+        (0.0..1.0).contains(&threshold)
+    }
+}
+
 /// Options of a pass.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -294,6 +344,10 @@ pub struct DisruptionOptions {
     /// each later candidate into the move, keeping it when savings grow. `false` gives
     /// exactly Karpenter's multi-node search (used by `--compare` and the benchmark).
     pub extend_multi_node: bool,
+    /// Re-pack consolidation, tried when Karpenter's methods find nothing; `None` turns it
+    /// off (Karpenter's methods only, as `--compare` runs the Karpenter-equivalent).
+    #[serde(default = "default_repack")]
+    pub repack: Option<RepackOptions>,
     /// Options handed to the solver.
     pub solve: SolveOptions,
     /// Node repair runs as the pass's first method (Karpenter v1.15: the `NodeRepair` gate
@@ -301,6 +355,10 @@ pub struct DisruptionOptions {
     /// [`NodeInfo::repair`].
     #[serde(default)]
     pub node_repair: bool,
+}
+
+fn default_repack() -> Option<RepackOptions> {
+    Some(RepackOptions::default())
 }
 
 impl Default for DisruptionOptions {
@@ -311,6 +369,7 @@ impl Default for DisruptionOptions {
             max_simulations: DEFAULT_MAX_SIMULATIONS,
             max_multi_node_batch: DEFAULT_MAX_MULTI_NODE_BATCH,
             extend_multi_node: true,
+            repack: default_repack(),
             solve: SolveOptions::default(),
             node_repair: false,
         }

@@ -9,6 +9,15 @@
 //! with `consolidationPolicy: Balanced` take only the consolidation moves whose savings are
 //! worth their disruption ([`balanced`]).
 //!
+//! Beyond Karpenter's methods, when they find nothing, *re-pack consolidation* replaces N
+//! nodes with M new ones that the packing optimiser chooses for their pods (M may be more
+//! than one, which Karpenter never launches), when the replacements — at the dearest
+//! instance type each may launch as — cost at least
+//! [`RepackOptions::price_improvement_threshold`] less than the nodes they replace. It takes
+//! the nodes that waste the most first, within the same budgets, PodDisruptionBudgets,
+//! `do-not-disrupt` and `consolidateAfter` rules, and waits until no pod of another command
+//! still needs a place. [`DisruptionOptions::repack`] `None` turns it off.
+//!
 //! Entry points: [`compute_commands`] / [`compute_pass`] over a [`DisruptionInput`] at an
 //! instant `now`, and [`validate()`] to re-check a command against fresh state after the
 //! validation delay. [`eviction_order`] gives the termination order of a node's pods.
@@ -86,6 +95,7 @@ pub mod hold_events;
 pub mod input;
 mod pass;
 mod repair;
+mod repack;
 mod simulate;
 pub mod static_pool;
 pub mod validate;
@@ -97,7 +107,8 @@ pub use command::{
 };
 pub use eviction::eviction_order;
 pub use input::{
-    DisruptionInput, DisruptionOptions, InterruptionKind, NodeInfo, PoolDisruption, RepairNeed,
+    DisruptionInput, DisruptionOptions, InterruptionKind, NodeInfo, PoolDisruption, RepackOptions,
+    RepairNeed,
 };
 pub use pass::{compute_commands, compute_pass, compute_pass_cached, compute_pass_timed};
 pub use validate::{ValidationFailure, validate};

@@ -13,6 +13,7 @@ use crate::command::{
 use crate::consolidation::{self, Catalog, Proposal};
 use crate::input::DisruptionInput;
 use crate::repair;
+use crate::repack;
 use crate::simulate::Simulator;
 use crate::static_pool::{room_under_limit, template_claim};
 use karpenter_cloudprovider::v1::{ConsolidationPolicy, DisruptionReason};
@@ -171,7 +172,15 @@ pub fn compute_pass_timed(
             Reason::Underutilized,
             ConsolidationMethod::SingleNode.as_str(),
         );
-        single.into_iter().collect()
+        if let Some(cmd) = single {
+            break 'methods vec![cmd];
+        }
+        if input.options.repack.is_none() {
+            break 'methods Vec::new();
+        }
+        let repack = ctx.repack(cands);
+        timer.lap(Reason::Underutilized, ConsolidationMethod::Repack.as_str());
+        repack.into_iter().collect()
     };
 
     let mut in_command: BTreeSet<String> = gone;
@@ -855,8 +864,9 @@ impl<'a> Ctx<'a> {
         out
     }
 
-    fn multi_node(&mut self, cands: &'a [Candidate]) -> Option<Command> {
-        let ordered = self.consolidation_candidates(cands);
+    /// The longest run of `ordered` (at most `cap`) that the `Underutilized` budgets and the
+    /// PodDisruptionBudgets let go together, in order; nodes over a budget are explained.
+    fn within_budgets(&mut self, ordered: Vec<&'a Candidate>, cap: usize) -> Vec<&'a Candidate> {
         let mut budget = mapping(
             self.input,
             &self.counts,
@@ -866,6 +876,9 @@ impl<'a> Ctx<'a> {
         let mut ledger = PdbLedger::default();
         let mut list: Vec<&Candidate> = Vec::new();
         for c in ordered {
+            if list.len() >= cap {
+                break;
+            }
             if budget.remaining(&c.node_pool) == 0 {
                 self.note(
                     &c.node,
@@ -882,6 +895,12 @@ impl<'a> Ctx<'a> {
             budget.take(&c.node_pool);
             list.push(c);
         }
+        list
+    }
+
+    fn multi_node(&mut self, cands: &'a [Candidate]) -> Option<Command> {
+        let ordered = self.consolidation_candidates(cands);
+        let list = self.within_budgets(ordered, usize::MAX);
         if list.len() < 2 {
             return None;
         }
@@ -1073,5 +1092,105 @@ impl<'a> Ctx<'a> {
             }
         }
         None
+    }
+
+    /// Re-pack consolidation (see the `repack` module): the most wasteful candidates the
+    /// budgets allow together, replaced by the optimiser's packing of their pods when it saves
+    /// past the threshold. Only in a settled cluster.
+    fn repack(&mut self, cands: &'a [Candidate]) -> Option<Command> {
+        let opts = self.input.options.repack.as_ref()?;
+        if !self.sim.settled() {
+            return None;
+        }
+        let threshold = opts.price_improvement_threshold;
+        let ordered = self.consolidation_candidates(cands);
+        let ranked = repack::rank(
+            ordered,
+            threshold,
+            self.input.options.spot_to_spot_consolidation,
+            &self.catalog,
+        );
+        self.sim.allow_more(opts.max_simulations);
+        // Windows of the ranking, each as many nodes as the budgets allow together: the most
+        // wasteful nodes first, then the next ones (a set that saves too little may sit
+        // beside one that saves enough), within the simulation allowance.
+        let mut start = 0;
+        let mut search = repack::Search {
+            found: None,
+            out_of_budget: false,
+        };
+        // The last move scored: the approved one when the search ends with a move.
+        let mut last = None;
+        for _ in 0..repack::WINDOWS {
+            let window = self.within_budgets(ranked[start..].to_vec(), opts.max_nodes);
+            let Some(end) = window
+                .last()
+                .and_then(|l| ranked.iter().position(|c| std::ptr::eq(*c, *l)))
+            else {
+                break;
+            };
+            start = end + 1;
+            let Ctx {
+                sim,
+                scorer,
+                catalog,
+                input,
+                ..
+            } = &mut *self;
+            let mut approve = |set: &[&'a Candidate], p: &repack::Proposal| {
+                let decision = if p.replacements.is_empty() {
+                    Decision::Delete
+                } else {
+                    Decision::Replace
+                };
+                let scored = scorer.judge(ConsolidationMethod::Repack, decision, set, p.savings);
+                let approved = scored.approved;
+                last = Some(scored);
+                approved
+            };
+            search = repack::search(
+                sim,
+                &window,
+                threshold,
+                input.options.spot_to_spot_consolidation,
+                catalog,
+                &mut approve,
+            );
+            if search.found.is_some() || search.out_of_budget {
+                break;
+            }
+        }
+        if search.out_of_budget {
+            self.timeouts.push(ConsolidationMethod::Repack);
+        }
+        // As multi-node consolidation: the move taken, or the last one rejected when the
+        // search ends with nothing (not when it stopped on its allowance).
+        if search.found.is_some() || !search.out_of_budget {
+            self.scored_moves.extend(last);
+        }
+        let (set, proposal) = search.found?;
+        let source: f64 = set.iter().map(|c| c.price).sum();
+        let mut cmd = build_command(
+            Reason::Underutilized,
+            &set,
+            proposal.replacements,
+            proposal.savings,
+            self.now,
+        );
+        cmd.consolidation = Some(ConsolidationMethod::Repack);
+        cmd.explanation = if cmd.replacements.is_empty() {
+            format!(
+                "{} — re-pack: every pod fits on other nodes",
+                cmd.explanation
+            )
+        } else {
+            format!(
+                "{} — re-pack: {:.1}% cheaper, at most ${:.4}/h whatever the replacements launch as",
+                cmd.explanation,
+                100.0 * proposal.savings / source,
+                proposal.worst_price
+            )
+        };
+        Some(cmd)
     }
 }

@@ -47,6 +47,12 @@ enum Packing {
     /// Consolidation's: greedy alone, unless it needs more than one new node. The moving
     /// pods are marked, so nodes under consolidateAfter refuse them.
     GreedyFirst,
+    /// Re-pack consolidation's: greedy, then the optimiser (when enabled), the moving pods
+    /// marked as for consolidation.
+    Repack,
+    /// A scheduler's first fit: the greedy alone, the moving pods marked as for
+    /// consolidation.
+    FirstFit,
 }
 
 /// The pass's working snapshot and simulation counter.
@@ -229,12 +235,60 @@ impl<'c> Simulator<'c> {
         self.runs < self.limit
     }
 
+    /// Whether no pod of a node already going away (deleting, or another command's) needs
+    /// a place: the simulations then plan only the pods they move and the pending ones.
+    pub fn settled(&self) -> bool {
+        self.deleting_pods.is_empty()
+    }
+
+    /// Grants `more` simulations from now on, whatever earlier methods spent: a method with
+    /// its own allowance (re-packing) runs even after Karpenter's spent theirs.
+    pub fn allow_more(&mut self, more: usize) {
+        self.limit = self.runs.saturating_add(more);
+    }
+
     /// A lower bound on what replacing `cands` must cost per hour, or `None` when their pods
     /// might all fit on free capacity (a delete may be possible). Sound: whatever does not
     /// fit in the total free capacity of the other ready nodes that may receive moved pods
     /// (not under consolidateAfter) needs a new node at least that large, ignoring DaemonSet
     /// overhead.
     pub fn replacement_lower_bound(&self, cands: &[&Candidate]) -> Option<f64> {
+        let rest = self.beyond_free_capacity(cands)?;
+        Some(
+            self.shapes
+                .iter()
+                .find(|(alloc, _)| rest.fits(alloc))
+                .map_or(f64::INFINITY, |(_, p)| *p),
+        )
+    }
+
+    /// A lower bound on what any number of new nodes holding the pods of `cands` costs
+    /// per hour, or `None` when those pods might all fit on free capacity. Sound: what the
+    /// free capacity of the other ready nodes that may receive moved pods cannot hold must
+    /// be bought, and each resource of it costs at least its amount times the least price
+    /// per unit of that resource over every instance type (DaemonSet overhead ignored).
+    pub fn new_capacity_lower_bound(&self, cands: &[&Candidate]) -> Option<f64> {
+        let rest = self.beyond_free_capacity(cands)?;
+        Some(
+            rest.iter()
+                .map(|(name, amount)| {
+                    let per_unit = self
+                        .shapes
+                        .iter()
+                        .filter_map(|(alloc, price)| {
+                            let a = alloc.get(name);
+                            (a > 0).then(|| price / a as f64)
+                        })
+                        .fold(f64::INFINITY, f64::min);
+                    amount as f64 * per_unit
+                })
+                .fold(0.0, f64::max),
+        )
+    }
+
+    /// What the pods of `cands` request beyond the free capacity of the other ready nodes
+    /// that may receive moved pods, or `None` when nothing is beyond it.
+    fn beyond_free_capacity(&self, cands: &[&Candidate]) -> Option<Resources> {
         let mut free = self.total_free.clone();
         let mut need = Resources::default();
         for c in cands {
@@ -246,22 +300,14 @@ impl<'c> Simulator<'c> {
         let mut rest = need.clone();
         rest.sub_assign(&free);
         let rest = rest.max(&Resources::default());
-        if rest.is_zero() {
-            return None;
-        }
-        Some(
-            self.shapes
-                .iter()
-                .find(|(alloc, _)| rest.fits(alloc))
-                .map_or(f64::INFINITY, |(_, p)| *p),
-        )
+        (!rest.is_zero()).then_some(rest)
     }
 
     /// Simulates removing `cands`, packing new capacity as provisioning would (optimiser
     /// included), for moves whose replacements are launched as planned (drift). `None` when
     /// the work budget is spent.
     pub fn simulate(&mut self, cands: &[&Candidate]) -> Option<Outcome> {
-        self.run(cands, Packing::Full)
+        self.run(cands, Packing::Full, Vec::new())
     }
 
     /// Simulates consolidating `cands`: Karpenter's greedy scheduling simulation first, and
@@ -271,10 +317,30 @@ impl<'c> Simulator<'c> {
     /// a single replacement (ranked cheapest first) are what Karpenter's simulation decides
     /// on. `None` when the work budget is spent.
     pub fn simulate_consolidation(&mut self, cands: &[&Candidate]) -> Option<Outcome> {
-        self.run(cands, Packing::GreedyFirst)
+        self.run(cands, Packing::GreedyFirst, Vec::new())
     }
 
-    fn run(&mut self, cands: &[&Candidate], packing: Packing) -> Option<Outcome> {
+    /// Simulates re-packing `cands`: their pods (and the pending ones) planned as
+    /// provisioning plans them, greedy then optimiser, with consolidation's rule that nodes
+    /// under consolidateAfter refuse moved pods. `None` when the work budget is spent.
+    pub fn simulate_repack(&mut self, cands: &[&Candidate]) -> Option<Outcome> {
+        self.run(cands, Packing::Repack, Vec::new())
+    }
+
+    /// Simulates removing `cands` with `extra` ready nodes added (replacements as they will
+    /// be), placing the pods as a scheduler's first fit does: the greedy pass alone, in its
+    /// order of pods and nodes, with consolidation's rule that nodes under consolidateAfter
+    /// refuse moved pods. New claims in the outcome hold what first fit could not place on
+    /// the nodes. `None` when the work budget is spent.
+    pub fn simulate_first_fit(
+        &mut self,
+        cands: &[&Candidate],
+        extra: Vec<Node>,
+    ) -> Option<Outcome> {
+        self.run(cands, Packing::FirstFit, extra)
+    }
+
+    fn run(&mut self, cands: &[&Candidate], packing: Packing, extra: Vec<Node>) -> Option<Outcome> {
         if !self.has_budget() {
             return None;
         }
@@ -283,13 +349,15 @@ impl<'c> Simulator<'c> {
         let must: BTreeSet<&PodKey> = cands.iter().flat_map(|c| c.pods.iter()).collect();
         // Upstream enforces consolidateAfter on destinations in consolidation simulations
         // (and their validation) only, not in drift's.
-        let consolidating = matches!(packing, Packing::GreedyFirst);
+        let consolidating = !matches!(packing, Packing::Full);
 
         let nodes = std::mem::take(&mut self.snap.nodes);
         let (removed_nodes, kept_nodes): (Vec<Node>, Vec<Node>) = nodes
             .into_iter()
             .partition(|n| names.contains(n.name.as_str()));
         self.snap.nodes = kept_nodes;
+        let kept = self.snap.nodes.len();
+        self.snap.nodes.extend(extra);
         // The candidates' bound pods stay where they are: with their nodes gone the solver
         // ignores them (see `Snapshot::bound_pods`). Those that must move are pending copies.
         let base = self.snap.pending_pods.len();
@@ -308,7 +376,8 @@ impl<'c> Simulator<'c> {
         }
 
         let outcome = match packing {
-            Packing::Full => self.solve(&must, true),
+            Packing::Full | Packing::Repack => self.solve(&must, true),
+            Packing::FirstFit => self.solve(&must, false),
             Packing::GreedyFirst => {
                 let greedy = self.solve(&must, false);
                 if greedy.failure.is_none()
@@ -324,6 +393,7 @@ impl<'c> Simulator<'c> {
         };
 
         self.snap.pending_pods.truncate(base);
+        self.snap.nodes.truncate(kept);
         self.snap.nodes.extend(removed_nodes);
         self.snap.nodes.sort_by(|a, b| a.name.cmp(&b.name));
         Some(outcome)

@@ -3,8 +3,10 @@
 //! must still allow them, their pods must still fit, and a replacement must still be what
 //! scheduling asks for and still cheaper.
 
+use crate::balanced::ConsolidationMethod;
 use crate::candidate::{self, Candidate, PdbLedger};
 use crate::command::{Command, Hold, Reason};
+use crate::consolidation::Catalog;
 use crate::input::DisruptionInput;
 use crate::pass::{forceful_nodes, mapping, pool_counts};
 use crate::simulate::Simulator;
@@ -179,6 +181,23 @@ pub fn validate(
     }
     let mut cache = SolveCache::new();
     let mut sim = Simulator::new(fresh, &gone, now, &mut cache);
+    if cmd.consolidation == Some(ConsolidationMethod::Repack) {
+        let Some(opts) = &fresh.options.repack else {
+            return Err(ValidationFailure::Scheduling {
+                detail: "re-pack consolidation is turned off".to_owned(),
+            });
+        };
+        // Re-packing's own allowance, as in the pass.
+        sim.allow_more(opts.max_simulations.max(7));
+        return crate::repack::revalidate(
+            &mut sim,
+            &current,
+            cmd,
+            opts.price_improvement_threshold,
+            fresh.options.spot_to_spot_consolidation,
+            &Catalog::new(&fresh.cluster),
+        );
+    }
     // The same simulation that computed the command: drift launches its replacements as
     // planned, consolidation decides on Karpenter's greedy scheduling.
     let outcome = if cmd.reason == Reason::Drifted {

@@ -30,7 +30,7 @@ impl Metrics {
         for mv in moves {
             let pools = match mv.method {
                 ConsolidationMethod::SingleNode => &mv.pools[..mv.pools.len().min(1)],
-                ConsolidationMethod::MultiNode => &mv.pools[..],
+                ConsolidationMethod::MultiNode | ConsolidationMethod::Repack => &mv.pools[..],
             };
             if mv.method == ConsolidationMethod::SingleNode && mv.candidates.is_empty() {
                 continue;
@@ -43,7 +43,9 @@ impl Metrics {
                 };
                 let scored = match mv.method {
                     ConsolidationMethod::SingleNode => moved,
-                    ConsolidationMethod::MultiNode => consolidation_labels(pool, score.approved()),
+                    ConsolidationMethod::MultiNode | ConsolidationMethod::Repack => {
+                        consolidation_labels(pool, score.approved())
+                    }
                 };
                 self.consolidation_score
                     .get_or_create(&scored)

@@ -85,6 +85,15 @@ pub struct ControllerArgs {
     /// `Strict` or `BestEffort` minValues.
     #[arg(long, env = "MIN_VALUES_POLICY", default_value = "Strict")]
     pub min_values_policy: String,
+    /// Re-pack consolidation (karpenter-rs's own method, after Karpenter's): replace
+    /// several nodes with the packing optimiser's choice of new ones when that saves past
+    /// `--repack-price-improvement-threshold`.
+    #[arg(long, env = "REPACK_CONSOLIDATION", default_value_t = true, action = clap::ArgAction::Set)]
+    pub repack_consolidation: bool,
+    /// The least share of the replaced nodes' price a re-pack must save, a fraction in
+    /// [0, 1) (0.1: the replacements cost at most 90 % of the nodes they replace).
+    #[arg(long, env = "REPACK_PRICE_IMPROVEMENT_THRESHOLD", default_value_t = karpenter_disruption::input::DEFAULT_PRICE_IMPROVEMENT_THRESHOLD)]
+    pub repack_price_improvement_threshold: f64,
     /// The namespace the controller runs in (the chart sets it from the downward API).
     #[arg(long, env = "SYSTEM_NAMESPACE", default_value = "kube-system")]
     pub system_namespace: String,
@@ -135,6 +144,8 @@ impl<'a> From<&'a ControllerArgs> for Flags<'a> {
             kube_client_burst: a.kube_client_burst,
             preference_policy: &a.preference_policy,
             min_values_policy: &a.min_values_policy,
+            repack_consolidation: a.repack_consolidation,
+            repack_price_improvement_threshold: a.repack_price_improvement_threshold,
             system_namespace: &a.system_namespace,
             cluster_endpoint: &a.cluster_endpoint,
             cluster_ca_bundle: &a.cluster_ca_bundle,
@@ -315,6 +326,24 @@ mod tests {
         let e = parse(&["--cloud-provider", "gcp"]).unwrap_err();
         assert!(e.to_string().contains("\"gcp\""), "{e}");
         assert!(e.to_string().contains("fake"), "{e}");
+        let e = parse(&["--repack-price-improvement-threshold", "1.2"]).unwrap_err();
+        assert!(
+            e.to_string().contains("REPACK_PRICE_IMPROVEMENT_THRESHOLD"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn repack_consolidation_is_on_by_default_and_can_be_turned_off() {
+        let s = parse(&[]).unwrap();
+        let repack = s.repack.expect("on by default");
+        assert_eq!(repack.price_improvement_threshold, 0.1);
+        let s = parse(&["--repack-price-improvement-threshold", "0.35"]).unwrap();
+        assert_eq!(s.repack.map(|r| r.price_improvement_threshold), Some(0.35));
+        assert_eq!(
+            parse(&["--repack-consolidation", "false"]).unwrap().repack,
+            None
+        );
     }
 
     #[test]

@@ -45,6 +45,10 @@ pub struct Flags<'a> {
     pub preference_policy: &'a str,
     /// MIN_VALUES_POLICY.
     pub min_values_policy: &'a str,
+    /// REPACK_CONSOLIDATION (karpenter-rs).
+    pub repack_consolidation: bool,
+    /// REPACK_PRICE_IMPROVEMENT_THRESHOLD (karpenter-rs).
+    pub repack_price_improvement_threshold: f64,
     /// SYSTEM_NAMESPACE.
     pub system_namespace: &'a str,
     /// CLUSTER_ENDPOINT.

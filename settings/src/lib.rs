@@ -21,6 +21,7 @@ pub use values::{
 
 use karpenter_cloudprovider_fake::FakeReservation;
 use karpenter_cloudprovider_fake::reservations::parse_reservations;
+use karpenter_disruption::RepackOptions;
 use karpenter_scheduling::solver::{MinValuesPolicy, PreferencePolicy};
 use std::time::Duration;
 
@@ -86,6 +87,9 @@ pub struct Settings {
     pub preference_policy: PreferencePolicy,
     /// MIN_VALUES_POLICY.
     pub min_values_policy: MinValuesPolicy,
+    /// Re-pack consolidation (REPACK_CONSOLIDATION, karpenter-rs's own method) with its
+    /// price-improvement threshold (REPACK_PRICE_IMPROVEMENT_THRESHOLD); `None` when off.
+    pub repack: Option<RepackOptions>,
     /// SYSTEM_NAMESPACE.
     pub system_namespace: String,
     /// The `aws` provider's options.
@@ -117,6 +121,7 @@ impl Default for Settings {
             kube_client_burst: 300,
             preference_policy: PreferencePolicy::Respect,
             min_values_policy: MinValuesPolicy::Strict,
+            repack: Some(RepackOptions::default()),
             system_namespace: "kube-system".into(),
             aws: AwsOptions {
                 vm_memory_overhead_percent: 0.075,
@@ -128,7 +133,8 @@ impl Default for Settings {
 
 impl Settings {
     /// Validates the raw flags, checking them in a fixed order (provider, logging,
-    /// policies, client rate, AWS options, durations, gates, reservations) so the same bad
+    /// policies, client rate, re-pack threshold, AWS options, durations, gates,
+    /// reservations) so the same bad
     /// input always names the same flag.
     ///
     /// # Errors
@@ -155,6 +161,15 @@ impl Settings {
                 env: "VM_MEMORY_OVERHEAD_PERCENT",
                 value: args.vm_memory_overhead_percent.to_string(),
                 expected: "a fraction in [0, 1)",
+            });
+        }
+        let threshold = args.repack_price_improvement_threshold;
+        if !RepackOptions::valid_threshold(threshold) {
+            return Err(SettingsError::Invalid {
+                flag: "repack-price-improvement-threshold",
+                env: "REPACK_PRICE_IMPROVEMENT_THRESHOLD",
+                value: threshold.to_string(),
+                expected: RepackOptions::THRESHOLD_RANGE,
             });
         }
         if provider == ProviderKind::Aws {
@@ -212,6 +227,10 @@ impl Settings {
             kube_client_burst: args.kube_client_burst.max(args.kube_client_qps),
             preference_policy,
             min_values_policy,
+            repack: args.repack_consolidation.then(|| RepackOptions {
+                price_improvement_threshold: threshold,
+                ..RepackOptions::default()
+            }),
             system_namespace: args.system_namespace.to_owned(),
             aws: AwsOptions {
                 cluster_endpoint: args.cluster_endpoint.to_owned(),

@@ -24,6 +24,8 @@ fn defaults() -> Flags<'static> {
         kube_client_burst: 300,
         preference_policy: "Respect",
         min_values_policy: "Strict",
+        repack_consolidation: true,
+        repack_price_improvement_threshold: 0.1,
         system_namespace: "kube-system",
         cluster_endpoint: "",
         cluster_ca_bundle: "",
@@ -151,6 +153,37 @@ fn memory_overhead_is_a_fraction_below_one() {
             "vm-memory-overhead-percent"
         );
     }
+}
+
+#[test]
+fn repack_threshold_is_a_fraction_below_one_and_the_switch_turns_it_off() {
+    for ok in [0.0, 0.05, 0.999] {
+        let s = Settings::from_args(Flags {
+            repack_price_improvement_threshold: ok,
+            ..defaults()
+        })
+        .unwrap();
+        assert_eq!(s.repack.map(|r| r.price_improvement_threshold), Some(ok));
+    }
+    for bad in [1.0, -0.1, 20.0, f64::NAN] {
+        let flags = Flags {
+            repack_price_improvement_threshold: bad,
+            ..defaults()
+        };
+        let err = Settings::from_args(flags).unwrap_err();
+        assert!(
+            err.to_string().starts_with(
+                "--repack-price-improvement-threshold (REPACK_PRICE_IMPROVEMENT_THRESHOLD)"
+            ),
+            "{err}"
+        );
+    }
+    let off = Settings::from_args(Flags {
+        repack_consolidation: false,
+        ..defaults()
+    })
+    .unwrap();
+    assert_eq!(off.repack, None);
 }
 
 #[test]

@@ -31,7 +31,9 @@ use karpenter_cluster::{
     Action, ClusterState, Kubelet, NodeRecord, Object, ObjectKey, PdbRecord, PodRecord, Scope,
     termination,
 };
-use karpenter_disruption::{Command, Decision, DisruptionOptions};
+use karpenter_disruption::{
+    Command, ConsolidationMethod, Decision, DisruptionOptions, RepackOptions,
+};
 use karpenter_scheduling::k8s::{
     daemonset_from_k8s, node_from_k8s, pdb_from_k8s, pod_from_k8s, pods_from_workload,
 };
@@ -188,6 +190,21 @@ impl<'a> Engine<'a> {
                     message: e.to_string(),
                 })?;
         }
+        let threshold = settings.repack_price_improvement_threshold;
+        if !RepackOptions::valid_threshold(threshold) {
+            return Err(SimulationError::Settings {
+                field: "spec.settings.repackPriceImprovementThreshold".into(),
+                message: format!(
+                    "{threshold} is out of range: expected {}",
+                    RepackOptions::THRESHOLD_RANGE
+                ),
+            });
+        }
+        // The Karpenter-equivalent run (no optimiser) keeps to Karpenter's methods.
+        let repack = (options.optimizer && settings.repack_consolidation).then(|| RepackOptions {
+            price_improvement_threshold: threshold,
+            ..RepackOptions::default()
+        });
         let mut solve_options = SolveOptions {
             reserved_capacity: settings.reserved_capacity,
             ..SolveOptions::default()
@@ -202,6 +219,7 @@ impl<'a> Engine<'a> {
                 disruption: DisruptionOptions {
                     spot_to_spot_consolidation: settings.spot_to_spot_consolidation,
                     validation_delay_ms: settings.validation_delay.0,
+                    repack,
                     solve: solve_options.clone(),
                     ..DisruptionOptions::default()
                 },
@@ -1672,8 +1690,15 @@ fn describe(command: &Command, prefix: &str) -> String {
         .iter()
         .map(|c| format!("{} (${:.4}/h)", c.node, c.price))
         .collect();
+    // Karpenter's methods are named by reason alone, as upstream logs them; karpenter-rs's
+    // own re-pack consolidation says so.
+    let method = if command.consolidation == Some(ConsolidationMethod::Repack) {
+        " (re-pack)"
+    } else {
+        ""
+    };
     let mut out = format!(
-        "{prefix} via {how}, reason {}, terminating {} node(s) ({pods} pod(s)) {}",
+        "{prefix} via {how}{method}, reason {}, terminating {} node(s) ({pods} pod(s)) {}",
         command.reason,
         command.candidates.len(),
         nodes.join(", ")

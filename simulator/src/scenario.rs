@@ -137,6 +137,12 @@ pub struct Settings {
     pub interruption_notice: Dur,
     /// The SpotToSpotConsolidation feature gate (default false).
     pub spot_to_spot_consolidation: bool,
+    /// Re-pack consolidation, karpenter-rs's own method (default true, as the controller's
+    /// `--repack-consolidation`); the Karpenter-equivalent run of `--compare` never uses it.
+    pub repack_consolidation: bool,
+    /// The least share of the replaced nodes' price a re-pack must save, in [0, 1)
+    /// (default 0.1, as the controller's `--repack-price-improvement-threshold`).
+    pub repack_price_improvement_threshold: f64,
     /// The NodeOverlay feature gate (default false, as Karpenter's): NodeOverlays in the
     /// manifests change the pools' instance types only when it is on.
     pub node_overlay: bool,
@@ -194,6 +200,9 @@ impl Default for Settings {
             validation_delay: d(15_000),
             interruption_notice: d(120_000),
             spot_to_spot_consolidation: false,
+            repack_consolidation: true,
+            repack_price_improvement_threshold:
+                karpenter_disruption::input::DEFAULT_PRICE_IMPROVEMENT_THRESHOLD,
             node_overlay: false,
             static_capacity: false,
             optimizer: true,

@@ -447,6 +447,35 @@ fn comparison_runs_the_optimiser_no_worse_than_greedy() {
 }
 
 #[test]
+fn repack_merges_the_nodes_small_batches_got_into_fewer_cheaper_ones() {
+    let scenario = load("repack.yaml");
+    let (with, lines) = run(&scenario, true);
+    let mut off = scenario.clone();
+    off.settings.repack_consolidation = false;
+    let (without, off_lines) = run(&off, true);
+    // The Karpenter-equivalent, over the part where karpenter-rs re-packs.
+    let mut first = scenario.clone();
+    first.duration = 20 * 60_000;
+    let (_, greedy_lines) = run(&first, false);
+    let repacks = count(&lines, "via replace (re-pack), reason Underutilized");
+    assert!(repacks >= 2, "{repacks} re-pack command(s)");
+    // Re-packing is karpenter-rs's own: never without it, nor in the Karpenter-equivalent.
+    assert_eq!(count(&off_lines, "(re-pack)"), 0);
+    assert_eq!(count(&greedy_lines, "(re-pack)"), 0);
+    // It saves what it promises: at least the threshold on what it replaces, so the day
+    // costs less, and every pod keeps a place.
+    assert!(
+        with.cost.total < without.cost.total * 0.97,
+        "with re-pack {} vs without {}",
+        with.cost.total,
+        without.cost.total
+    );
+    assert!(with.nodes.at_end < without.nodes.at_end);
+    assert!(with.pods.never_scheduled.is_empty());
+    assert_consistent(&with, &lines);
+}
+
+#[test]
 fn files_come_only_through_the_callers_reader() {
     /// Serves nothing: every read fails.
     struct Nothing;

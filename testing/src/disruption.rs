@@ -6,7 +6,8 @@ use crate::pods::pod;
 use crate::requirements::{nsr, reqs};
 use crate::resources::GI;
 use karpenter_cloudprovider::v1::Budget;
-use karpenter_disruption::{DisruptionInput, NodeInfo, PoolDisruption};
+use karpenter_disruption::candidate::is_evictable;
+use karpenter_disruption::{Command, DisruptionInput, NodeInfo, PoolDisruption};
 use karpenter_scheduling::labels::{
     ARCH, CAPACITY_TYPE, DO_NOT_DISRUPT, HOSTNAME, INSTANCE_TYPE, NODEPOOL, ZONE,
 };
@@ -232,6 +233,47 @@ impl Cluster {
             }
         }
     }
+}
+
+/// The first PodDisruptionBudget of `input` that `cmd` would exceed at `now`, by name: its
+/// candidates together evict more of its pods than it allows, unless a single candidate
+/// holds them all and it allows at least one (the terminator evicts one pod at a time, so a
+/// lone node is always drained within the budget, as upstream checks). `None` when every
+/// budget holds.
+pub fn exceeded_pdb(input: &DisruptionInput, now: i64, cmd: &Command) -> Option<String> {
+    input.pdbs.iter().find_map(|pdb| {
+        let per_node: Vec<usize> = cmd
+            .candidates
+            .iter()
+            .map(|c| {
+                input
+                    .cluster
+                    .bound_pods
+                    .iter()
+                    .filter(|p| p.node_name.as_deref() == Some(c.node.as_str()))
+                    .filter(|p| is_evictable(p, now) && pdb.matches(p))
+                    .count()
+            })
+            .collect();
+        let total: usize = per_node.iter().sum();
+        let users = per_node.iter().filter(|&&n| n > 0).count();
+        let within = total as i64 <= i64::from(pdb.disruptions_allowed)
+            || (users == 1 && pdb.disruptions_allowed >= 1);
+        (!within).then(|| pdb.key())
+    })
+}
+
+/// What `cmd`'s replacements cost per hour if each launched as its dearest option.
+pub fn dearest_replacement_price(cmd: &Command) -> f64 {
+    cmd.replacements
+        .iter()
+        .map(|r| {
+            r.instance_type_options
+                .iter()
+                .map(|o| o.price)
+                .fold(r.price, f64::max)
+        })
+        .sum()
 }
 
 /// One generated pod of a [`NodeSpec`].

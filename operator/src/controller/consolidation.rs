@@ -1,6 +1,7 @@
 //! Balanced consolidation's approvals as upstream publishes them (never rejections, whose
 //! volume would bury them): `ConsolidationApproved` events on the Node and NodeClaim of a
-//! single-node move, on the NodePool for each approving pool of a multi-node move. The
+//! single-node move, on the NodePool for each approving pool of a multi-node move (and of a
+//! re-pack, karpenter-rs's own method, scored the same way). The
 //! moves and scores are counted by [`karpenter_metrics::Metrics::observe`].
 
 use super::{Ctx, exec};
@@ -29,7 +30,7 @@ pub fn publish(ctx: &Ctx, moves: &[ScoredMove]) {
                         .normal(claim.as_ref(), "ConsolidationApproved", message);
                 }
             }
-            ConsolidationMethod::MultiNode => {
+            ConsolidationMethod::MultiNode | ConsolidationMethod::Repack => {
                 for pool in &mv.pools {
                     // Upstream tells an approving pool even when another pool vetoed.
                     if let Some(score) = pool.score.filter(ScoreResult::approved)

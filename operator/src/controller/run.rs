@@ -425,14 +425,22 @@ impl Controller {
                 }
                 tracing::info!(
                     reason = command.reason.as_str(),
+                    consolidation_type = command.consolidation_type(),
                     decision = ?command.decision,
                     nodes = ?command.node_names(),
+                    replacements = command.replacements.len(),
                     "disruption command"
                 );
             }
             Event::Disruption(outcome) => match outcome {
                 Outcome::Started(c) => {
-                    tracing::info!(reason = c.reason.as_str(), nodes = ?c.node_names(), "disrupting nodes")
+                    tracing::info!(
+                        reason = c.reason.as_str(),
+                        consolidation_type = c.consolidation_type(),
+                        nodes = ?c.node_names(),
+                        replacements = c.replacements.len(),
+                        "disrupting nodes"
+                    )
                 }
                 Outcome::Invalidated { command, reason } => {
                     tracing::info!(nodes = ?command.node_names(), %reason, "abandoning disruption command: no longer valid")
@@ -601,6 +609,7 @@ pub(super) fn fresh_core(ctx: &Ctx) -> (ClusterState, Reconciler) {
         disruption: DisruptionOptions {
             spot_to_spot_consolidation: s.feature_gates.spot_to_spot_consolidation,
             node_repair: s.feature_gates.node_repair && !s.legacy_node_repair,
+            repack: s.repack.clone(),
             solve: solve.clone(),
             ..DisruptionOptions::default()
         },

@@ -18,6 +18,7 @@ mod nodepools;
 mod parity;
 mod provisioning;
 mod rbac;
+mod repack;
 mod resilience;
 mod shadow;
 mod termination;
