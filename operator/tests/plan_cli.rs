@@ -187,6 +187,10 @@ fn crds_are_printed() {
     assert!(text.contains("name: nodepools.karpenter.sh"), "{text}");
     assert!(text.contains("name: nodeclaims.karpenter.sh"), "{text}");
     assert!(text.contains("name: nodeoverlays.karpenter.sh"), "{text}");
+    assert!(
+        text.contains("name: capacitybuffers.autoscaling.x-k8s.io"),
+        "{text}"
+    );
 }
 
 /// NodeOverlays among the manifests change the plan: a fee on everything but the r family
