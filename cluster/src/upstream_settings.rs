@@ -67,11 +67,9 @@ const UNSUPPORTED_ENV: [(&str, &str, &str); 9] = [
     ),
 ];
 
-/// Feature gates upstream has and karpenter-rs does not implement, with what happens instead.
-const UNSUPPORTED_GATES: [(&str, &str); 1] = [(
-    "CapacityBuffer",
-    "CapacityBuffers (karpenter.sh/v1alpha1) are not implemented: no buffer capacity is kept",
-)];
+/// Feature gates upstream has and karpenter-rs does not implement, with what happens instead
+/// (none at the moment: every gate of Karpenter v1.15 is acted on).
+const UNSUPPORTED_GATES: [(&str, &str); 0] = [];
 
 /// The settings in the environment (read through `env`) and in `feature_gates` that karpenter-rs
 /// would not act on, in a stable order.
@@ -160,7 +158,6 @@ mod tests {
                 "DISABLE_CONTROLLER_WARMUP=true",
                 "IGNORE_DRA_REQUESTS=false",
                 "ENABLE_ZONAL_SHIFT=true",
-                "FEATURE_GATES CapacityBuffer=true",
             ]
         );
     }

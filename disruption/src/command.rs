@@ -247,6 +247,12 @@ pub enum Hold {
         /// The NodePool.
         node_pool: String,
     },
+    /// The node holds no pods but a CapacityBuffer's virtual pods: emptiness leaves it
+    /// (consolidation may still move the buffer's room elsewhere).
+    BufferPods {
+        /// How many virtual pods the last provisioning plan put there.
+        count: usize,
+    },
     /// Not drifted, not empty and not consolidatable.
     NothingToDo,
     /// The pass's simulation budget ran out before the node was evaluated.
@@ -282,7 +288,8 @@ impl Hold {
             | Self::SpotToSpotTooFewOptions { .. }
             | Self::MinValues { .. }
             | Self::UnknownPrice
-            | Self::WhenEmptyPolicy => Some(("Unconsolidatable", self.to_string())),
+            | Self::WhenEmptyPolicy
+            | Self::BufferPods { .. } => Some(("Unconsolidatable", self.to_string())),
             _ => None,
         }
     }
@@ -373,6 +380,12 @@ impl fmt::Display for Hold {
                 f,
                 "NodePool {node_pool:?} has consolidation policy Balanced and the move does not save enough for the disruption it causes"
             ),
+            Self::BufferPods { count } => {
+                write!(
+                    f,
+                    "node has buffer pods ({count} CapacityBuffer virtual pod(s))"
+                )
+            }
             Self::NothingToDo => write!(f, "node is not empty, drifted or consolidatable"),
             Self::NotEvaluated => write!(f, "simulation budget of the pass exhausted"),
             Self::PreemptedByEarlierMethod { reason } => {

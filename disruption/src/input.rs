@@ -145,6 +145,10 @@ pub struct NodeInfo {
     /// The `InstanceTerminating` condition is true: the node no longer counts in the pool's
     /// node total for budgets.
     pub instance_terminating: bool,
+    /// CapacityBuffer virtual pods the provisioner's last plan placed on the node (upstream's
+    /// `BufferPodCount`): its spare capacity is a buffer's, so it is not empty.
+    #[serde(default)]
+    pub buffer_pods: usize,
 }
 
 impl NodeInfo {
@@ -236,6 +240,7 @@ impl NodeInfo {
                 .map(|d| d.millis()),
             interruption: None,
             instance_terminating: claim.is(ConditionType::InstanceTerminating),
+            buffer_pods: 0,
         }
     }
 }

@@ -442,6 +442,11 @@ impl<'a> Engine<'a> {
                     "static nodepool {node_pool}: {current} of {desired} replica(s); limits.nodes reached"
                 ),
             }),
+            Decided::CapacityBuffer {
+                buffer,
+                replicas,
+                placement,
+            } => self.log(placement.describe(&buffer, replicas)),
             Decided::OrphanTaint { node } => {
                 self.log(format!(
                     "node {node} is tainted disrupted with no command; untainting"

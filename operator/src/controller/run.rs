@@ -456,6 +456,15 @@ impl Controller {
             Event::OrphanTaint { node } => {
                 tracing::info!(node = %node, "removing disrupted taint left by an earlier leader");
             }
+            Event::CapacityBuffer {
+                buffer,
+                replicas,
+                placement,
+            } => tracing::info!(
+                capacitybuffer = %buffer,
+                "{}",
+                placement.describe(&buffer, replicas)
+            ),
             Event::RepairBlocked {
                 node,
                 node_claim,
