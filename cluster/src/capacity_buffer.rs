@@ -165,6 +165,20 @@ impl ResolvedBuffer {
         }
     }
 
+    /// What the buffer adds to a one-off plan (`karpenter plan`), or why it adds nothing.
+    pub fn plan_note(&self) -> String {
+        match &self.state {
+            BufferState::Ready { replicas, .. } => format!(
+                "CapacityBuffer {} planned as {replicas} virtual pod(s) (as the controller does with the CapacityBuffer feature gate on)",
+                self.key
+            ),
+            BufferState::NotReady { reason, message } => format!(
+                "CapacityBuffer {} is not ready for provisioning ({reason}): {message}",
+                self.key
+            ),
+        }
+    }
+
     /// A provisioning strategy other than `buffer.x-k8s.io/active-capacity`, which Karpenter
     /// keeps as the active one all the same.
     pub fn unknown_strategy(&self) -> Option<&str> {
