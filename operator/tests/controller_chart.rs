@@ -283,6 +283,12 @@ fn chart_ships_the_crds() {
         names.iter().any(|n| n == "nodeoverlays.karpenter.sh"),
         "{names:?}"
     );
+    assert!(
+        names
+            .iter()
+            .any(|n| n == "capacitybuffers.autoscaling.x-k8s.io"),
+        "{names:?}"
+    );
 }
 
 #[test]
