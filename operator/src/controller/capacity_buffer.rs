@@ -11,6 +11,7 @@ use super::state::spawn_one;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::PodTemplate;
 use karpenter_cloudprovider::CapacityBuffer;
+use karpenter_cloudprovider::ignored::ToldGenerations;
 use karpenter_cluster::capacity_buffer::{
     BufferKey, Placement, Referents, ResolvedBuffer, desired_status, lookup, resolve,
 };
@@ -95,9 +96,29 @@ pub fn spawn(client: &Client, changed: Arc<Notify>) -> (Buffers, Vec<tokio::task
     )
 }
 
-/// With the CapacityBuffer gate off, says at start-up which CapacityBuffers the cluster holds
-/// that will keep no capacity (nothing when there are none or their CRD is not installed).
-pub async fn warn_if_ignored(client: &Client) {
+/// The reason of the Warning event a CapacityBuffer gets while the gate is off.
+pub const IGNORED_REASON: &str = "FeatureGateDisabled";
+
+/// What a CapacityBuffer is told while the CapacityBuffer gate is off.
+pub const IGNORED_MESSAGE: &str = "CapacityBuffer is ignored: the CapacityBuffer feature gate is \
+    off (its default, as in Karpenter), so it keeps no capacity; enable it with \
+    FEATURE_GATES=CapacityBuffer=true (the chart's settings.featureGates.capacityBuffer)";
+
+/// With the CapacityBuffer gate off, the cluster's CapacityBuffers, each told as ignored once
+/// per generation (a WARN line and a `FeatureGateDisabled` Warning event on the buffer), so a
+/// buffer created after start-up is reported as loudly as one that was there before.
+pub struct IgnoredBuffers {
+    buffers: Store<CapacityBuffer>,
+    told: ToldGenerations,
+}
+
+/// With the gate off: lists the buffers once (naming them at start-up) and, when the CRD is
+/// served and readable, watches them for [`IgnoredBuffers::tell`]. `None` when the API answers
+/// that it has no CapacityBuffers to show (CRD not installed, or no RBAC to read them).
+pub async fn watch_ignored(
+    client: &Client,
+    changed: Arc<Notify>,
+) -> Option<(IgnoredBuffers, tokio::task::JoinHandle<()>)> {
     let api: Api<CapacityBuffer> = Api::all(client.clone());
     match api.list(&kube::api::ListParams::default()).await {
         Ok(list) if !list.items.is_empty() => {
@@ -111,8 +132,41 @@ pub async fn warn_if_ignored(client: &Client) {
                 "CapacityBuffers are ignored: the CapacityBuffer feature gate is off"
             );
         }
-        Ok(_) | Err(kube::Error::Api(_)) => {}
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) => {
+            tracing::debug!(error = %e, "capacitybuffers not listed; not watched");
+            return None;
+        }
+        // A transient failure: the watch retries with backoff.
         Err(e) => tracing::debug!(error = %e, "listing capacitybuffers failed"),
+    }
+    let (buffers, writer) = reflector::store();
+    let task = spawn_one(api, writer, changed, None, unindexed);
+    Some((
+        IgnoredBuffers {
+            buffers,
+            told: ToldGenerations::default(),
+        },
+        task,
+    ))
+}
+
+impl IgnoredBuffers {
+    /// Tells every buffer not yet told at its current generation that it is ignored.
+    pub fn tell(&mut self, ctx: &Ctx) {
+        let mut buffers = self.buffers.state();
+        buffers.sort_by_key(|b| BufferKey::of(b));
+        for b in buffers {
+            let key = BufferKey::of(&b).to_string();
+            if self
+                .told
+                .first_time("CapacityBuffer", &key, b.metadata.generation)
+            {
+                tracing::warn!(capacitybuffer = %key, "{IGNORED_MESSAGE}");
+                ctx.events
+                    .warning(b.as_ref(), IGNORED_REASON, IGNORED_MESSAGE.to_owned());
+            }
+        }
     }
 }
 
@@ -253,6 +307,35 @@ mod tests {
             replica_sets: reflector::store().0,
         };
         (b, bw, pw)
+    }
+
+    #[tokio::test]
+    async fn with_the_gate_off_each_buffer_is_told_once_per_generation() {
+        let (client, api) = mock_client(|_| status(500, "unexpected"));
+        let provider: Arc<dyn karpenter_cloudprovider::CloudProvider> =
+            Arc::new(karpenter_cloudprovider_fake::FakeCloudProvider::default());
+        let (ctx, _w, mut events) = ctx(client, provider, 0);
+        let (store, mut writer) = reflector::store();
+        let mut ignored = IgnoredBuffers {
+            buffers: store,
+            told: ToldGenerations::default(),
+        };
+        ignored.tell(&ctx);
+        assert!(events.try_recv().is_err(), "no buffers, nothing told");
+        let mut b = buffer(serde_json::Value::Null);
+        put(&mut writer, b.clone());
+        ignored.tell(&ctx);
+        let e = events.try_recv().expect("the buffer is told");
+        assert_eq!(e.reason, IGNORED_REASON);
+        assert!(!e.normal);
+        assert!(e.message.contains("CapacityBuffer feature gate is off"));
+        ignored.tell(&ctx);
+        assert!(events.try_recv().is_err(), "told once per generation");
+        b.metadata.generation = Some(3);
+        put(&mut writer, b);
+        ignored.tell(&ctx);
+        assert!(events.try_recv().is_ok(), "a new generation is told again");
+        assert!(api.requests().is_empty(), "nothing is written");
     }
 
     #[tokio::test]

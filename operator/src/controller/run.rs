@@ -93,6 +93,8 @@ pub struct Controller {
     )>,
     /// Buffers whose unknown provisioning strategy was told, by generation.
     buffers_told: capacity_buffer::Told,
+    /// With the CapacityBuffer gate off: the buffers, each told as ignored.
+    ignored_buffers: Option<capacity_buffer::IgnoredBuffers>,
 }
 
 impl Controller {
@@ -122,6 +124,7 @@ impl Controller {
             buffers: None,
             resolved_buffers: Vec::new(),
             buffers_told: capacity_buffer::Told::default(),
+            ignored_buffers: None,
             ctx,
         }
     }
@@ -145,6 +148,15 @@ impl Controller {
     /// Adds CapacityBuffers, resolved into the index at every pass.
     pub fn with_buffers(mut self, buffers: Option<capacity_buffer::Buffers>) -> Self {
         self.buffers = buffers;
+        self
+    }
+
+    /// Adds the CapacityBuffers told as ignored every pass (the gate is off).
+    pub fn with_ignored_buffers(
+        mut self,
+        ignored: Option<capacity_buffer::IgnoredBuffers>,
+    ) -> Self {
+        self.ignored_buffers = ignored;
         self
     }
 
@@ -246,6 +258,9 @@ impl Controller {
         }
         if let Some(buffers) = &self.buffers {
             self.resolved_buffers = buffers.feed(&self.ctx, &mut self.buffers_told, &mut state);
+        }
+        if let Some(ignored) = &mut self.ignored_buffers {
+            ignored.tell(&self.ctx);
         }
         let (stores, m, touched) = (&self.ctx.stores, &self.ctx.metrics, &synced.touched);
         let pod = |k: &PodKey| {
@@ -726,9 +741,15 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
         watchers.extend(tasks);
         buffers
     });
-    if buffers.is_none() {
-        capacity_buffer::warn_if_ignored(&client).await;
-    }
+    let ignored_buffers = match buffers {
+        Some(_) => None,
+        None => capacity_buffer::watch_ignored(&client, changed.clone())
+            .await
+            .map(|(ignored, task)| {
+                watchers.push(task);
+                ignored
+            }),
+    };
     let published = overlays.as_ref().map(nodeoverlay::Overlays::published);
     let published = published.unwrap_or_default();
     let built = provider::build(&settings, &client, &metrics, changed.clone(), published).await?;
@@ -844,7 +865,8 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     let mut controller = Controller::new(ctx)
         .with_hooks(built.hooks)
         .with_overlays(overlays)
-        .with_buffers(buffers);
+        .with_buffers(buffers)
+        .with_ignored_buffers(ignored_buffers);
     let result = run_leader(&mut controller, &mut gate, &changed).await;
     let _ = stop_tasks.send(true);
     metrics.set_leader(&settings.leader_election_name, false);

@@ -1,7 +1,8 @@
 //! CapacityBuffers (`--feature-gates CapacityBuffer=true`) on a real control plane: a buffer
 //! keeps headroom before any workload asks for it, its status says so, emptiness leaves the
 //! headroom alone, a new Deployment shaped like the buffer is bound at once on it by the real
-//! kube-scheduler, the buffer refills behind it, and deleting the buffer releases its room.
+//! kube-scheduler, the buffer refills behind it, and deleting the buffer releases its room;
+//! with the gate off, a buffer is reported as ignored and keeps nothing.
 
 use crate::harness::{self, Cluster, claim_condition, record, wait_for};
 use crate::provisioning::{deployment, node_pool};
@@ -199,6 +200,57 @@ async fn a_buffer_keeps_headroom_that_a_new_deployment_uses_at_once() {
     );
     assert!(
         !log.contains("could not schedule pod"),
+        "{}",
+        harness::tail(&log, 40)
+    );
+    controller.assert_alive();
+}
+
+/// With the gate at its default (off) a buffer keeps nothing, and that is said loudly: a
+/// buffer created while the controller runs gets a `FeatureGateDisabled` Warning event and a
+/// WARN line, and no NodeClaim is launched for it.
+#[tokio::test]
+async fn with_the_gate_off_a_buffer_is_reported_and_keeps_nothing() {
+    let Some(cluster) = harness::cluster("capacity_buffer_off").await else {
+        return;
+    };
+    cluster.apply(&node_pool("default", "")).await;
+    let mut controller = cluster.controller("karpenter-a", &[]);
+    wait_for(
+        "the controller's caches synced",
+        Duration::from_secs(60),
+        || async {
+            controller
+                .log_text()
+                .contains("caches synced")
+                .then_some(())
+        },
+    )
+    .await;
+    cluster.apply(BUFFER).await;
+    let buffers: Api<CapacityBuffer> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
+    let uid = buffers.get("headroom").await.unwrap().metadata.uid;
+    let note = harness::wait_for_warning(
+        &cluster.client,
+        "CapacityBuffer",
+        "headroom",
+        uid,
+        "FeatureGateDisabled",
+    )
+    .await;
+    assert!(
+        note.contains("CapacityBuffer feature gate is off"),
+        "{note}"
+    );
+    // With the gate on, the headroom's NodeClaim is created within a batch (about a second).
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert!(
+        claim_names(&cluster).await.is_empty(),
+        "a buffer was acted on with the gate off"
+    );
+    let log = controller.log_text();
+    assert!(
+        log.contains("WARN") && log.contains("CapacityBuffer is ignored"),
         "{}",
         harness::tail(&log, 40)
     );
