@@ -96,6 +96,40 @@ pub fn spawn(client: &Client, changed: Arc<Notify>) -> (Buffers, Vec<tokio::task
     )
 }
 
+/// Why the controller cannot keep buffers with the gate on.
+#[derive(Debug, thiserror::Error)]
+pub enum NotServed {
+    /// The API server does not serve the CRD's version.
+    #[error(
+        "the CapacityBuffer feature gate is on but the API server does not serve \
+         capacitybuffers.autoscaling.x-k8s.io/v1beta1 ({0}); install the CRD (`karpenter crds`, \
+         or the chart's crds/) or turn the gate off"
+    )]
+    Missing(String),
+    /// The controller may not list buffers.
+    #[error(
+        "the CapacityBuffer feature gate is on but listing capacitybuffers is forbidden ({0}); \
+         grant get, list and watch on capacitybuffers.autoscaling.x-k8s.io (the chart's \
+         ClusterRole does)"
+    )]
+    Forbidden(String),
+}
+
+/// With the gate on, checks once before the watches start that buffers can be listed, so a
+/// missing CRD or RBAC rule stops the controller with a clear error instead of a watch that
+/// retries forever while the caches never sync. A transient failure is left to the watch.
+///
+/// # Errors
+/// The CRD is not served (404) or listing it is forbidden (403).
+pub async fn check_served(client: &Client) -> Result<(), NotServed> {
+    let api: Api<CapacityBuffer> = Api::all(client.clone());
+    match api.list(&kube::api::ListParams::default().limit(1)).await {
+        Err(kube::Error::Api(e)) if e.code == 404 => Err(NotServed::Missing(e.message)),
+        Err(kube::Error::Api(e)) if e.code == 403 => Err(NotServed::Forbidden(e.message)),
+        Ok(_) | Err(_) => Ok(()),
+    }
+}
+
 /// The reason of the Warning event a CapacityBuffer gets while the gate is off.
 pub const IGNORED_REASON: &str = "FeatureGateDisabled";
 
@@ -307,6 +341,25 @@ mod tests {
             replica_sets: reflector::store().0,
         };
         (b, bw, pw)
+    }
+
+    #[tokio::test]
+    async fn with_the_gate_on_a_missing_crd_or_rbac_rule_is_an_error() {
+        for (code, want) in [(404, "install the CRD"), (403, "grant get, list and watch")] {
+            let (client, _api) = mock_client(move |_| status(code, "not here"));
+            let e = check_served(&client).await.expect_err("an error");
+            assert!(e.to_string().contains(want), "{code}: {e}");
+        }
+        let (client, _api) = mock_client(|_| status(500, "flaky"));
+        assert!(check_served(&client).await.is_ok(), "left to the watch");
+        let (client, _api) = mock_client(|_| {
+            (
+                200,
+                serde_json::json!({"apiVersion": "autoscaling.x-k8s.io/v1beta1",
+                    "kind": "CapacityBufferList", "metadata": {}, "items": []}),
+            )
+        });
+        assert!(check_served(&client).await.is_ok());
     }
 
     #[tokio::test]

@@ -736,6 +736,9 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     if overlays.is_none() {
         nodeoverlay::warn_if_ignored(&client).await;
     }
+    if settings.feature_gates.capacity_buffer {
+        capacity_buffer::check_served(&client).await?;
+    }
     let buffers = settings.feature_gates.capacity_buffer.then(|| {
         let (buffers, tasks) = capacity_buffer::spawn(&client, changed.clone());
         watchers.extend(tasks);
