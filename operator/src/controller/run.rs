@@ -727,6 +727,9 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
 
     let (stores, writers) = state::stores(metrics.runtime.work_queue(STATE));
     let changed = Arc::new(Notify::new());
+    if settings.feature_gates.capacity_buffer {
+        capacity_buffer::check_served(&client).await?;
+    }
     let mut watchers = state::spawn_watchers(&client, writers, changed.clone());
     let overlays = settings.feature_gates.node_overlay.then(|| {
         let (overlays, task) = nodeoverlay::spawn(&client, changed.clone());
@@ -735,9 +738,6 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     });
     if overlays.is_none() {
         nodeoverlay::warn_if_ignored(&client).await;
-    }
-    if settings.feature_gates.capacity_buffer {
-        capacity_buffer::check_served(&client).await?;
     }
     let buffers = settings.feature_gates.capacity_buffer.then(|| {
         let (buffers, tasks) = capacity_buffer::spawn(&client, changed.clone());
