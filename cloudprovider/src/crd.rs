@@ -1,4 +1,4 @@
-//! The CustomResourceDefinitions of NodePool, NodeClaim and NodeOverlay.
+//! The CustomResourceDefinitions of NodePool, NodeClaim, NodeOverlay and CapacityBuffer.
 //!
 //! kube's derive gives the structure (fields, types, enums, required lists, defaults from
 //! `#[serde(default = …)]`, printer columns, subresources). A post-processing pass then adds
@@ -8,6 +8,7 @@
 //! resource-list (`Quantity`) shape. `nullable` is removed everywhere, as upstream's schema
 //! never allows null.
 
+use crate::autoscaling::v1beta1::CapacityBuffer;
 use crate::v1::{NodeClaim, NodePool};
 use crate::v1alpha1::NodeOverlay;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -439,11 +440,53 @@ pub fn node_overlay_crd() -> CustomResourceDefinition {
     })
 }
 
-/// Every CRD (NodeClaim, NodeOverlay, then NodePool) as one multi-document YAML stream, for
-/// `karpenter crds` and the Helm chart.
+/// The CapacityBuffer CRD (`autoscaling.x-k8s.io/v1beta1`), with the schema Karpenter v1.15
+/// ships: non-negative `replicas` and `percentage`, non-empty reference names, quantity
+/// `limits`, and the two CEL rules on `spec`.
+pub fn capacity_buffer_crd() -> CustomResourceDefinition {
+    let mut crd = CapacityBuffer::crd();
+    crd.spec.names.list_kind = Some("CapacityBufferList".into());
+    with_schema(crd, |s| {
+        set(s, "spec.limits", quantity_map());
+        for field in ["replicas", "percentage"] {
+            set(s, &format!("spec.{field}"), json!({ "minimum": 0 }));
+        }
+        for path in [
+            "spec.podTemplateRef.name",
+            "spec.scalableRef.kind",
+            "spec.scalableRef.name",
+            "status.podTemplateRef.name",
+        ] {
+            set(s, path, json!({ "minLength": 1 }));
+        }
+        remove(s, "spec.scalableRef.apiGroup", "default");
+        set(
+            s,
+            "spec",
+            json!({ "x-kubernetes-validations": [
+                rule("!has(self.podTemplateRef) || has(self.replicas) || has(self.limits)", "If podTemplateRef is set, replicas or limits must also be set"),
+                rule("!(has(self.podTemplateRef) && has(self.scalableRef))", "You must define either PodTemplateRef or ScalableRef, but not both"),
+            ]}),
+        );
+        patch_conditions(s, "status.conditions", true);
+        set(
+            s,
+            "status.conditions[]",
+            json!({ "required": ["lastTransitionTime", "message", "reason", "status", "type"] }),
+        );
+    })
+}
+
+/// Every CRD (CapacityBuffer, NodeClaim, NodeOverlay, then NodePool) as one multi-document
+/// YAML stream, for `karpenter crds` and the Helm chart.
 pub fn crds_yaml() -> String {
     let mut out = String::new();
-    for crd in [node_claim_crd(), node_overlay_crd(), node_pool_crd()] {
+    for crd in [
+        capacity_buffer_crd(),
+        node_claim_crd(),
+        node_overlay_crd(),
+        node_pool_crd(),
+    ] {
         out.push_str(&crd_yaml(&crd));
     }
     out

@@ -1,12 +1,14 @@
 //! # karpenter-cloudprovider
 //!
-//! The `karpenter.sh/v1` API types ([`NodePool`], [`NodeClaim`]) and `karpenter.sh/v1alpha1`
-//! [`NodeOverlay`] with Karpenter's defaults, validation, template hash and CRDs; how
+//! The `karpenter.sh/v1` API types ([`NodePool`], [`NodeClaim`]), `karpenter.sh/v1alpha1`
+//! [`NodeOverlay`] and `autoscaling.x-k8s.io/v1beta1` [`CapacityBuffer`] with Karpenter's
+//! defaults, validation, template hash and CRDs; how
 //! overlays change instance types ([`overlay`]); the [`CloudProvider`] contract every provider
 //! implements. Metrics decorators live with the binary that exports them (the operator), so
 //! this contract crate and its users do not depend on a metrics library.
 #![forbid(unsafe_code)]
 
+pub mod autoscaling;
 pub mod convert;
 pub mod crd;
 pub mod duration;
@@ -20,6 +22,7 @@ pub mod v1;
 pub mod v1alpha1;
 pub mod validation;
 
+pub use autoscaling::v1beta1::CapacityBuffer;
 pub use convert::ConversionError;
 pub use crd::crds_yaml;
 pub use duration::{Duration, NillableDuration};

@@ -1,7 +1,9 @@
 //! The committed CRDs under charts/karpenter-rs/crds/ match the generated ones.
 //! Regenerate with `UPDATE_CRDS=1 cargo test -p karpenter-cloudprovider --test crds`.
 
-use karpenter_cloudprovider::crd::{crd_yaml, node_claim_crd, node_overlay_crd, node_pool_crd};
+use karpenter_cloudprovider::crd::{
+    capacity_buffer_crd, crd_yaml, node_claim_crd, node_overlay_crd, node_pool_crd,
+};
 use std::path::PathBuf;
 
 fn chart_dir() -> PathBuf {
@@ -11,6 +13,10 @@ fn chart_dir() -> PathBuf {
 #[test]
 fn committed_crds_are_fresh() {
     let files = [
+        (
+            "autoscaling.x-k8s.io_capacitybuffers.yaml",
+            crd_yaml(&capacity_buffer_crd()),
+        ),
         ("karpenter.sh_nodeclaims.yaml", crd_yaml(&node_claim_crd())),
         ("karpenter.sh_nodepools.yaml", crd_yaml(&node_pool_crd())),
         (
@@ -41,10 +47,12 @@ fn crds_yaml_holds_every_document_and_upstream_rules() {
     let all = karpenter_cloudprovider::crds_yaml();
     assert_eq!(
         all.matches("\n---\n").count() + usize::from(all.starts_with("---\n")),
-        3
+        4
     );
     let mut docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&all).expect("valid YAML");
-    assert_eq!(docs.len(), 3);
+    assert_eq!(docs.len(), 4);
+    let buffer = docs.remove(0);
+    check_capacity_buffer_crd(&buffer);
     let overlay = docs.remove(1);
     check_node_overlay_crd(&overlay);
     let names: Vec<&str> = docs
@@ -211,4 +219,129 @@ fn check_node_overlay_crd(crd: &serde_json::Value) {
     let conditions =
         &v["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["conditions"];
     assert_eq!(conditions["x-kubernetes-list-type"], "map");
+}
+
+/// The CapacityBuffer CRD is Karpenter v1.15's `autoscaling.x-k8s.io_capacitybuffers.yaml`:
+/// names, scope, version, printer columns, defaults, ranges and CEL rules.
+fn check_capacity_buffer_crd(crd: &serde_json::Value) {
+    use serde_json::json;
+    assert_eq!(
+        crd["metadata"]["name"],
+        "capacitybuffers.autoscaling.x-k8s.io"
+    );
+    assert_eq!(crd["spec"]["group"], "autoscaling.x-k8s.io");
+    assert_eq!(crd["spec"]["scope"], "Namespaced");
+    let names = &crd["spec"]["names"];
+    assert_eq!(names["kind"], "CapacityBuffer");
+    assert_eq!(names["listKind"], "CapacityBufferList");
+    assert_eq!(names["plural"], "capacitybuffers");
+    assert_eq!(names["singular"], "capacitybuffer");
+    assert_eq!(names["shortNames"], json!(["cb"]));
+    assert_eq!(names["categories"], json!(["autoscaling"]));
+    let versions = crd["spec"]["versions"].as_array().unwrap();
+    assert_eq!(versions.len(), 1);
+    let v = &versions[0];
+    assert_eq!(v["name"], "v1beta1");
+    assert_eq!(
+        (v["served"].clone(), v["storage"].clone()),
+        (json!(true), json!(true))
+    );
+    assert_eq!(v["subresources"], json!({"status": {}}));
+    let cols: Vec<(&str, &str, &str)> = v["additionalPrinterColumns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap(),
+                c["type"].as_str().unwrap(),
+                c["jsonPath"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        cols,
+        [
+            ("Strategy", "string", ".spec.provisioningStrategy"),
+            ("PodTemplate", "string", ".status.podTemplateRef.name"),
+            ("Replicas", "integer", ".status.replicas"),
+            ("ConditionsType", "string", ".status.conditions[*].type"),
+            ("ConditionsStatus", "string", ".status.conditions[*].status"),
+            ("ConditionsReason", "string", ".status.conditions[*].reason"),
+            ("Age", "date", ".metadata.creationTimestamp"),
+        ]
+    );
+    let root = &v["schema"]["openAPIV3Schema"];
+    assert_eq!(root["required"], json!(["spec"]));
+    let spec = &root["properties"]["spec"];
+    assert!(spec.get("required").is_none());
+    let rules: Vec<&str> = spec["x-kubernetes-validations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["rule"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            "!has(self.podTemplateRef) || has(self.replicas) || has(self.limits)",
+            "!(has(self.podTemplateRef) && has(self.scalableRef))"
+        ]
+    );
+    let p = &spec["properties"];
+    let keys: Vec<&String> = p.as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        [
+            "limits",
+            "percentage",
+            "podTemplateRef",
+            "provisioningStrategy",
+            "replicas",
+            "scalableRef"
+        ]
+    );
+    assert_eq!(
+        p["provisioningStrategy"],
+        json!({"default": "buffer.x-k8s.io/active-capacity", "description": p["provisioningStrategy"]["description"], "type": "string"})
+    );
+    for field in ["replicas", "percentage"] {
+        assert_eq!(p[field]["minimum"], 0, "{field}");
+        assert_eq!(p[field]["format"], "int32", "{field}");
+        assert_eq!(p[field]["type"], "integer", "{field}");
+    }
+    assert_eq!(
+        p["limits"]["additionalProperties"]["x-kubernetes-int-or-string"],
+        true
+    );
+    assert_eq!(p["podTemplateRef"]["required"], json!(["name"]));
+    assert_eq!(p["podTemplateRef"]["properties"]["name"]["minLength"], 1);
+    assert_eq!(p["scalableRef"]["required"], json!(["kind", "name"]));
+    let scalable = &p["scalableRef"]["properties"];
+    assert_eq!(scalable["kind"]["minLength"], 1);
+    assert_eq!(scalable["name"]["minLength"], 1);
+    assert_eq!(scalable["apiGroup"]["type"], "string");
+    assert!(scalable["apiGroup"].get("default").is_none());
+    let status = &root["properties"]["status"]["properties"];
+    let keys: Vec<&String> = status.as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        [
+            "conditions",
+            "podTemplateGeneration",
+            "podTemplateRef",
+            "provisioningStrategy",
+            "replicas"
+        ]
+    );
+    assert_eq!(status["podTemplateGeneration"]["format"], "int64");
+    assert_eq!(status["replicas"]["format"], "int32");
+    let conditions = &status["conditions"];
+    assert_eq!(conditions["x-kubernetes-list-type"], "map");
+    assert_eq!(conditions["x-kubernetes-list-map-keys"], json!(["type"]));
+    assert_eq!(
+        conditions["items"]["required"],
+        json!(["lastTransitionTime", "message", "reason", "status", "type"])
+    );
+    assert_eq!(conditions["items"]["properties"]["reason"]["minLength"], 1);
 }

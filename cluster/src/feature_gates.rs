@@ -1,6 +1,6 @@
 //! Karpenter's feature gates (`FEATURE_GATES`), with upstream's defaults and parsing: the
 //! controller reads them from its settings, and they select what the shared reconciler does
-//! (static capacity, node repair, NodeOverlays).
+//! (static capacity, node repair, NodeOverlays, CapacityBuffers).
 
 use std::collections::BTreeMap;
 
@@ -23,6 +23,9 @@ pub struct FeatureGates {
     /// Static-capacity NodePools (`spec.replicas`): kept at their size (the reconciler's
     /// `static_capacity`).
     pub static_capacity: bool,
+    /// CapacityBuffers (`autoscaling.x-k8s.io/v1beta1`) kept as virtual pods the provisioner
+    /// plans ([`crate::capacity_buffer`]).
+    pub capacity_buffer: bool,
 }
 
 impl Default for FeatureGates {
@@ -34,6 +37,7 @@ impl Default for FeatureGates {
             reserved_capacity: true,
             node_overlay: false,
             static_capacity: false,
+            capacity_buffer: false,
         }
     }
 }
@@ -71,6 +75,7 @@ impl FeatureGates {
                 "ReservedCapacity" => gates.reserved_capacity = value,
                 "NodeOverlay" => gates.node_overlay = value,
                 "StaticCapacity" => gates.static_capacity = value,
+                "CapacityBuffer" => gates.capacity_buffer = value,
                 _ => {}
             }
         }
@@ -102,6 +107,12 @@ mod tests {
             let gates = FeatureGates::parse(text).unwrap();
             assert_eq!(gates.spot_to_spot_consolidation, spot, "{text}");
         }
+        assert!(!FeatureGates::default().capacity_buffer);
+        assert!(
+            FeatureGates::parse("CapacityBuffer=true")
+                .unwrap()
+                .capacity_buffer
+        );
         assert!(FeatureGates::parse("SpotToSpotConsolidation").is_err());
         assert!(FeatureGates::parse("SpotToSpotConsolidation=maybe").is_err());
     }

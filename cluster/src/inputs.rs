@@ -1,7 +1,8 @@
 //! Turning manifests into the solver's inputs: workloads and pods become pending pods,
 //! NodePools are validated and converted, NodeOverlays change the pools' instance types,
-//! DaemonSets become overhead, PDBs are kept for disruption. Shared by `karpenter plan` and
-//! the simulator. Pure: documents in, typed objects out.
+//! CapacityBuffers become virtual pods, DaemonSets become overhead, PDBs are kept for
+//! disruption. Shared by `karpenter plan` and the simulator. Pure: documents in, typed
+//! objects out.
 
 use crate::manifests::{Document, ManifestError, Origin};
 use k8s_openapi::api::{
@@ -33,6 +34,10 @@ pub struct Inputs {
     pub pdbs: Vec<PodDisruptionBudget>,
     /// Namespace labels.
     pub namespaces: BTreeMap<String, Labels>,
+    /// CapacityBuffers, resolved against the manifests' PodTemplates and workloads; their
+    /// virtual pods are planned after the pending pods, as the controller plans them with
+    /// the CapacityBuffer gate on.
+    pub capacity_buffers: Vec<crate::capacity_buffer::ResolvedBuffer>,
     /// Kinds that play no part in scheduling (EC2NodeClass, Service …), with how many of
     /// each, so callers can say what they skipped.
     pub ignored: BTreeMap<String, usize>,
@@ -45,6 +50,12 @@ impl Inputs {
         let mut inputs = Inputs::default();
         let mut pool_names = BTreeMap::new();
         let mut overlay_names = BTreeMap::new();
+        // What buffers may reference, kept only when some document is a buffer.
+        let mut referents = docs
+            .iter()
+            .any(|d| d.kind() == Some("CapacityBuffer"))
+            .then(crate::capacity_buffer::ReferentMaps::default);
+        let mut buffers = Vec::new();
         for doc in docs {
             doc.refuse_older_karpenter_api()?;
             let kind = doc.kind().unwrap_or_default();
@@ -124,12 +135,34 @@ impl Inputs {
                     }
                     inputs.node_overlays.push(overlay);
                 }
+                "CapacityBuffer" => buffers.push(doc.decode_capacity_buffer()?),
+                "PodTemplate" => {
+                    let pt: core::PodTemplate = doc.decode()?;
+                    karpenter_scheduling::k8s::pod_from_pod_template(&pt).map_err(convert)?;
+                }
                 other => *inputs.ignored.entry(other.to_string()).or_default() += 1,
             }
+            // After the kind's own decoding, which names the field of a malformed object.
+            if let Some(maps) = referents.as_mut() {
+                let kind = doc.kind().unwrap_or_default();
+                maps.insert_value(kind, &doc.value)
+                    .map_err(|e| doc.invalid("(root)", e))?;
+            }
+        }
+        if let Some(maps) = &referents {
+            inputs.capacity_buffers = buffers
+                .iter()
+                .map(|b| {
+                    crate::capacity_buffer::resolve(b, |ns, r| {
+                        crate::capacity_buffer::lookup(maps, ns, r)
+                    })
+                })
+                .collect();
         }
         for ns in inputs
             .pending_pods
             .iter()
+            .chain(inputs.capacity_buffers.iter().flat_map(|b| &b.pods))
             .map(|p| p.namespace.clone())
             .collect::<Vec<_>>()
         {
@@ -181,6 +214,14 @@ impl Inputs {
         warnings
     }
 
+    /// One line per CapacityBuffer: what it adds to the plan, or why it adds nothing.
+    pub fn buffer_notes(&self) -> Vec<String> {
+        self.capacity_buffers
+            .iter()
+            .map(crate::capacity_buffer::ResolvedBuffer::plan_note)
+            .collect()
+    }
+
     /// A snapshot with every pending pod, no nodes yet, and each dynamic NodePool offered
     /// `instance_types` with the NodeOverlays applied (the solver keeps only those
     /// compatible with the pool). Static pools (`replicas`) take no pods from the
@@ -208,8 +249,14 @@ impl Inputs {
                 p.to_model(types, Resources::default())
             })
             .collect::<Result<Vec<model::NodePool>, _>>()?;
+        let mut pending_pods = self.pending_pods.clone();
+        pending_pods.extend(
+            self.capacity_buffers
+                .iter()
+                .flat_map(|b| b.pods.iter().cloned()),
+        );
         Ok(Snapshot {
-            pending_pods: self.pending_pods.clone(),
+            pending_pods,
             node_pools,
             daemon_sets: self.daemon_sets.clone(),
             namespaces: self.namespaces.clone(),
@@ -401,6 +448,72 @@ spec: {requirements: [], capacity: {cpu: '1'}}
         assert!(
             err.contains("NodeOverlay must be karpenter.sh/v1alpha1"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn capacity_buffers_in_the_manifests_become_virtual_pods_of_the_plan() {
+        let buffers = "---
+apiVersion: v1
+kind: PodTemplate
+metadata: {name: chunk, namespace: default}
+template:
+  spec:
+    containers: [{name: c, resources: {requests: {cpu: '1'}}}]
+---
+apiVersion: autoscaling.x-k8s.io/v1beta1
+kind: CapacityBuffer
+metadata: {name: by-template, namespace: default}
+spec: {podTemplateRef: {name: chunk}, replicas: 2}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 10
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: c, resources: {requests: {cpu: 100m}}}]
+---
+apiVersion: autoscaling.x-k8s.io/v1beta1
+kind: CapacityBuffer
+metadata: {name: by-workload, namespace: default}
+spec: {scalableRef: {kind: Deployment, name: web}, percentage: 30}
+---
+apiVersion: autoscaling.x-k8s.io/v1beta1
+kind: CapacityBuffer
+metadata: {name: dangling, namespace: default}
+spec: {podTemplateRef: {name: nowhere}, replicas: 1}
+";
+        let docs = parse_str(Path::new("t.yaml"), &format!("{BASE}{buffers}")).unwrap();
+        let inputs = Inputs::from_documents(&docs).unwrap();
+        assert_eq!(
+            inputs.buffer_notes(),
+            [
+                "CapacityBuffer default/by-template planned as 2 virtual pod(s) (as the controller does with the CapacityBuffer feature gate on)",
+                "CapacityBuffer default/by-workload planned as 3 virtual pod(s) (as the controller does with the CapacityBuffer feature gate on)",
+                "CapacityBuffer default/dangling is not ready for provisioning (PodTemplateNotFound): podtemplates \"nowhere\" not found",
+            ]
+        );
+        let snapshot = inputs.snapshot(&types()).unwrap();
+        // One pod, ten web replicas, then 2 + 3 virtual pods.
+        assert_eq!(snapshot.pending_pods.len(), 1 + 10 + 5);
+        let virtual_cpu: i64 = snapshot
+            .pending_pods
+            .iter()
+            .filter(|p| crate::capacity_buffer::is_virtual(p))
+            .map(|p| p.requests.cpu_millis)
+            .sum();
+        assert_eq!(virtual_cpu, 2 * 1_000 + 3 * 100);
+        // Without buffers, workloads are not kept twice.
+        let docs = parse_str(Path::new("t.yaml"), BASE).unwrap();
+        assert!(
+            Inputs::from_documents(&docs)
+                .unwrap()
+                .capacity_buffers
+                .is_empty()
         );
     }
 }

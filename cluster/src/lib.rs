@@ -10,6 +10,8 @@
 //! [`ClusterState`] is a synchronous index of the objects Karpenter decides from: NodePools,
 //! NodeClaims, Nodes, Pods, DaemonSets, PodDisruptionBudgets and namespace labels. It is fed
 //! through [`ClusterState::apply`] / [`ClusterState::delete`] / [`ClusterState::reset`] —
+//! and, with the CapacityBuffer gate, the resolved CapacityBuffers
+//! ([`ClusterState::set_capacity_buffers`]) —
 //! by watch streams in the operator, by the scenario timeline in the simulator — and read
 //! through [`ClusterState::snapshot`] (the solver's input) and
 //! [`ClusterState::disruption_input`] (the disruption crate's input). It never talks to an
@@ -30,6 +32,7 @@
 
 pub mod api_objects;
 pub mod api_pacing;
+pub mod capacity_buffer;
 mod change_log;
 pub mod concurrency;
 pub mod feature_gates;
@@ -338,6 +341,11 @@ pub struct ClusterState {
     pools_changed_at: u64,
     /// The provider's NodeClasses; `None` for a provider without NodeClass kinds.
     node_classes: Option<node_class::NodeClasses>,
+    /// Resolved CapacityBuffers (only with the CapacityBuffer gate: drivers set none
+    /// otherwise).
+    capacity_buffers: BTreeMap<capacity_buffer::BufferKey, capacity_buffer::ResolvedBuffer>,
+    /// The generation of the latest change to the CapacityBuffers.
+    buffers_changed_at: u64,
     generation: u64,
 }
 
@@ -547,6 +555,42 @@ impl ClusterState {
         self.generation = generation;
     }
 
+    /// Replaces the CapacityBuffers with `buffers` (resolved by the caller, see
+    /// [`capacity_buffer::resolve`]); bumps the generation and returns true only when
+    /// something changed, so a caller may set them on every pass.
+    pub fn set_capacity_buffers(
+        &mut self,
+        buffers: impl IntoIterator<Item = capacity_buffer::ResolvedBuffer>,
+    ) -> bool {
+        let buffers: BTreeMap<_, _> = buffers.into_iter().map(|b| (b.key.clone(), b)).collect();
+        if buffers == self.capacity_buffers {
+            return false;
+        }
+        self.capacity_buffers = buffers;
+        self.generation += 1;
+        self.buffers_changed_at = self.generation;
+        true
+    }
+
+    /// The CapacityBuffers, by namespace and name.
+    pub fn capacity_buffers(
+        &self,
+    ) -> &BTreeMap<capacity_buffer::BufferKey, capacity_buffer::ResolvedBuffer> {
+        &self.capacity_buffers
+    }
+
+    /// Every CapacityBuffer's virtual pods, by buffer then index. They are never in
+    /// [`pods`](Self::pods) nor in the kube-scheduler's snapshot; the provisioner's snapshot
+    /// lists them with the pending pods.
+    pub fn virtual_pods(&self) -> impl Iterator<Item = &Pod> {
+        self.capacity_buffers.values().flat_map(|b| b.pods.iter())
+    }
+
+    /// Whether the CapacityBuffers changed after generation `after`.
+    pub fn buffers_changed_after(&self, after: u64) -> bool {
+        self.buffers_changed_at > after
+    }
+
     /// Sets the instance types the provider offers `node_pool` (refreshed by the caller
     /// before provisioning, so learnt unavailability shows up).
     pub fn set_instance_types(&mut self, node_pool: &str, types: Vec<Arc<InstanceType>>) {
@@ -744,8 +788,9 @@ impl ClusterState {
         usage
     }
 
-    /// The solver's view at `now`. Pending pods are every unbound non-daemon pod; bound pods
-    /// are those on the included nodes.
+    /// The solver's view at `now`. Pending pods are every unbound non-daemon pod (and, for
+    /// the provisioner, the CapacityBuffers' virtual pods after them); bound pods are those on
+    /// the included nodes.
     pub fn snapshot(&self, now: Millis, scope: Scope) -> Snapshot {
         let mut nodes = Vec::new();
         for record in self.nodes.values() {
@@ -773,8 +818,12 @@ impl ClusterState {
             Scope::Scheduler => Vec::new(),
             Scope::Provisioner => self.model_pools(),
         };
+        let mut pending_pods: Vec<Pod> = self.pending_pods().map(|p| p.pod.clone()).collect();
+        if scope == Scope::Provisioner {
+            pending_pods.extend(self.virtual_pods().cloned());
+        }
         Snapshot {
-            pending_pods: self.pending_pods().map(|p| p.pod.clone()).collect(),
+            pending_pods,
             bound_pods,
             nodes,
             node_pools,

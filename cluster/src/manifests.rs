@@ -115,6 +115,30 @@ impl Document {
         Ok(overlay)
     }
 
+    /// Decodes the document as an `autoscaling.x-k8s.io/v1beta1` CapacityBuffer (the version
+    /// Karpenter v1.15 serves) and validates it as the API server would; any other apiVersion
+    /// is an error on `apiVersion`.
+    pub fn decode_capacity_buffer(
+        &self,
+    ) -> Result<karpenter_cloudprovider::CapacityBuffer, ManifestError> {
+        use karpenter_cloudprovider::autoscaling::v1beta1::API_VERSION;
+        if self.api_version() != Some(API_VERSION) {
+            return Err(self.invalid(
+                "apiVersion",
+                format!(
+                    "CapacityBuffer must be {API_VERSION} (the version Karpenter v1.15 serves), found {:?}",
+                    self.api_version().unwrap_or_default()
+                ),
+            ));
+        }
+        let buffer: karpenter_cloudprovider::CapacityBuffer = self.decode()?;
+        buffer.validate().map_err(|e| {
+            let field = e.errors.first().map_or("spec", |f| f.path.as_str());
+            self.invalid(field, e.to_string())
+        })?;
+        Ok(buffer)
+    }
+
     /// An error on `apiVersion` when the document is an object of one of Karpenter's older
     /// APIs ([`OLDER_KARPENTER_APIS`]), naming `karpenter convert`, which turns it into v1.
     /// Readers of v1 manifests call it before anything else, so that a v1alpha5 Provisioner is

@@ -3,24 +3,28 @@
 //! taken as the provisioner sees them, so the plan is the one the controller would compute
 //! for the pods pending now.
 
+use crate::capacity_buffer::{Referents, ResolvedBuffer, lookup, resolve};
 use crate::feed::{ApiObjects, Feed};
 use crate::{ClusterState, Scope};
-use karpenter_cloudprovider::NodeOverlay;
 use karpenter_cloudprovider::ignored::{STATIC_CAPACITY_DEFAULT, node_pool_warnings};
 use karpenter_cloudprovider::overlay::overlay_instance_types;
+use karpenter_cloudprovider::{CapacityBuffer, NodeOverlay};
 use karpenter_scheduling::model::{InstanceType, Snapshot};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The provisioner's snapshot of `objects` at `now_ms`, each NodePool offered
-/// `instance_types` with `overlays` applied, and warnings: objects the scheduling model could
-/// not represent, NodeOverlays applied or not, and NodePool fields not acted on.
+/// `instance_types` with `overlays` applied, `buffers` (resolved against `referents`) as
+/// virtual pods, and warnings: objects the scheduling model could not represent, NodeOverlays
+/// applied or not, each buffer planned or why not, and NodePool fields not acted on.
 ///
-/// Overlays apply as with the NodeOverlay gate on, and static pools keep Karpenter's default
-/// gate: a plan cannot see the controller's feature gates.
+/// Overlays and buffers apply as with the NodeOverlay and CapacityBuffer gates on, and static
+/// pools keep Karpenter's default gate: a plan cannot see the controller's feature gates.
 pub fn provisioner_snapshot(
     objects: &ApiObjects<'_>,
     overlays: &[NodeOverlay],
+    buffers: &[CapacityBuffer],
+    referents: &dyn Referents,
     instance_types: &[Arc<InstanceType>],
     now_ms: i64,
 ) -> (Snapshot, Vec<String>) {
@@ -44,6 +48,12 @@ pub fn provisioner_snapshot(
             format!("NodeOverlay {name:?} applied (as the controller does with the NodeOverlay feature gate on)")
         })
     }));
+    let resolved: Vec<ResolvedBuffer> = buffers
+        .iter()
+        .map(|b| resolve(b, |ns, r| lookup(referents, ns, r)))
+        .collect();
+    warnings.extend(resolved.iter().map(ResolvedBuffer::plan_note));
+    state.set_capacity_buffers(resolved);
     warnings.extend(node_pool_warnings(
         objects.node_pools.iter().map(|p| p.as_ref()),
         STATIC_CAPACITY_DEFAULT,
@@ -59,6 +69,10 @@ mod tests {
     use karpenter_cloudprovider::v1::NodeSelectorOperator;
     use karpenter_cloudprovider::v1alpha1::{NodeOverlaySpec, NodeSelectorRequirement};
     use karpenter_testing::instance_types::InstanceTypeBuilder;
+
+    fn none() -> crate::capacity_buffer::ReferentMaps {
+        crate::capacity_buffer::ReferentMaps::default()
+    }
 
     fn unschedulable(name: &str) -> Arc<Pod> {
         let pod = serde_json::json!({
@@ -108,8 +122,14 @@ mod tests {
         let types = [InstanceTypeBuilder::new("m5.large", 2, 8)
             .on_demand(0.1)
             .build()];
-        let (snapshot, warnings) =
-            provisioner_snapshot(&objects, &[overlay("m5.large")], &types, 7_000);
+        let (snapshot, warnings) = provisioner_snapshot(
+            &objects,
+            &[overlay("m5.large")],
+            &[],
+            &none(),
+            &types,
+            7_000,
+        );
         assert_eq!(snapshot.now, 7_000);
         assert_eq!(snapshot.pending_pods.len(), 1);
         assert_eq!(snapshot.pending_pods[0].name, "a");
@@ -135,13 +155,56 @@ mod tests {
             .on_demand(0.1)
             .build()];
         let (snapshot, warnings) =
-            provisioner_snapshot(&objects, &[overlay("c5.large")], &types, 0);
+            provisioner_snapshot(&objects, &[overlay("c5.large")], &[], &none(), &types, 0);
         assert!(snapshot.pending_pods.is_empty());
         let price = snapshot.node_pools[0].instance_types[0].offerings[0].price;
         assert!((price - 0.1).abs() < 1e-9, "{price}");
         assert!(
             warnings.iter().any(|w| w.contains("\"cheaper\"")),
             "every overlay is reported: {warnings:?}"
+        );
+    }
+
+    #[test]
+    fn the_clusters_capacity_buffers_are_planned_as_virtual_pods() {
+        let pools = pools();
+        let objects = ApiObjects {
+            node_pools: &pools,
+            ..ApiObjects::default()
+        };
+        let types = [InstanceTypeBuilder::new("m5.large", 2, 8)
+            .on_demand(0.1)
+            .build()];
+        let buffer: CapacityBuffer = serde_json::from_value(serde_json::json!({
+            "apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+            "metadata": {"name": "headroom", "namespace": "default"},
+            "spec": {"podTemplateRef": {"name": "chunk"}, "replicas": 2}
+        }))
+        .unwrap();
+        let mut referents = none();
+        let pt = serde_json::json!({
+            "apiVersion": "v1", "kind": "PodTemplate",
+            "metadata": {"name": "chunk", "namespace": "default"},
+            "template": {"spec": {"containers": [{"name": "c",
+                "resources": {"requests": {"cpu": "1"}}}]}}
+        });
+        referents.insert_value("PodTemplate", &pt).unwrap();
+        let (snapshot, warnings) =
+            provisioner_snapshot(&objects, &[], &[buffer], &referents, &types, 0);
+        let names: Vec<&str> = snapshot
+            .pending_pods
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(
+            names,
+            ["capacity-buffer-headroom-1", "capacity-buffer-headroom-2"]
+        );
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.starts_with("CapacityBuffer default/headroom planned as 2")),
+            "{warnings:?}"
         );
     }
 }

@@ -96,11 +96,7 @@ fn same_duration(a: &str, b: &str) -> bool {
 }
 
 /// Feature gates upstream has and karpenter-rs does not implement, with what happens instead.
-const UNSUPPORTED_GATES: [(&str, &str); 4] = [
-    (
-        "CapacityBuffer",
-        "CapacityBuffers (karpenter.sh/v1alpha1) are not implemented: no buffer capacity is kept",
-    ),
+const UNSUPPORTED_GATES: [(&str, &str); 3] = [
     (
         "TerminateFirstDrift",
         "a drifted node is replaced before it is terminated, never terminated first: when no \
@@ -239,7 +235,6 @@ mod tests {
                 "DISABLE_CONTROLLER_WARMUP=true",
                 "IGNORE_DRA_REQUESTS=false",
                 "ENABLE_ZONAL_SHIFT=true",
-                "FEATURE_GATES CapacityBuffer=true",
             ]
         );
     }

@@ -163,12 +163,21 @@ pub struct Candidate {
     pub has_termination_grace_period: bool,
     /// NodeClaim creation time.
     pub created_at: Millis,
+    /// CapacityBuffer virtual pods the provisioner placed on it ([`NodeInfo::buffer_pods`]).
+    pub buffer_pods: usize,
 }
 
 impl Candidate {
-    /// No pods to reschedule.
+    /// No pods to reschedule and no CapacityBuffer capacity held: emptiness may delete it.
+    /// A node holding only a buffer's virtual pods is not empty (upstream's `HasBufferPods`);
+    /// consolidation may still delete or replace it when the buffer keeps its room elsewhere.
     pub fn is_empty(&self) -> bool {
-        self.pods.is_empty()
+        self.pods.is_empty() && self.buffer_pods == 0
+    }
+
+    /// No pods to reschedule, but CapacityBuffer virtual pods placed on it.
+    pub fn holds_only_buffer_pods(&self) -> bool {
+        self.pods.is_empty() && self.buffer_pods > 0
     }
 
     /// Upstream's `SavingsRatio`: price per unit of rescheduling disruption.
@@ -466,6 +475,7 @@ fn build(
         static_pool: settings.is_static,
         has_termination_grace_period: info.termination_grace_period.is_some(),
         created_at: info.created_at,
+        buffer_pods: info.buffer_pods,
     }
 }
 

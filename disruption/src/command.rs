@@ -277,6 +277,12 @@ pub enum Hold {
         /// The NodePool.
         node_pool: String,
     },
+    /// The node holds no pods but a CapacityBuffer's virtual pods: emptiness leaves it
+    /// (consolidation may still move the buffer's room elsewhere).
+    BufferPods {
+        /// How many virtual pods the last provisioning plan put there.
+        count: usize,
+    },
     /// Not drifted, not empty and not consolidatable.
     NothingToDo,
     /// The pass's simulation budget ran out before the node was evaluated.
@@ -315,7 +321,8 @@ impl Hold {
             | Self::SpotToSpotTooFewOptions { .. }
             | Self::MinValues { .. }
             | Self::UnknownPrice
-            | Self::WhenEmptyPolicy => Some(("Unconsolidatable", self.to_string())),
+            | Self::WhenEmptyPolicy
+            | Self::BufferPods { .. } => Some(("Unconsolidatable", self.to_string())),
             _ => None,
         }
     }
@@ -418,6 +425,12 @@ impl fmt::Display for Hold {
                 f,
                 "more than 20% of nodes in nodepool {node_pool:?} are unhealthy"
             ),
+            Self::BufferPods { count } => {
+                write!(
+                    f,
+                    "node has buffer pods ({count} CapacityBuffer virtual pod(s))"
+                )
+            }
             Self::NothingToDo => write!(f, "node is not empty, drifted or consolidatable"),
             Self::NotEvaluated => write!(f, "simulation budget of the pass exhausted"),
             Self::PreemptedByEarlierMethod { reason } => {

@@ -171,6 +171,10 @@ pub struct NodeInfo {
     /// `karpenter.sh/do-not-repair: "true"` on the Node or its NodeClaim: repair leaves it.
     #[serde(default)]
     pub do_not_repair: bool,
+    /// CapacityBuffer virtual pods the provisioner's last plan placed on the node (upstream's
+    /// `BufferPodCount`): its spare capacity is a buffer's, so it is not empty.
+    #[serde(default)]
+    pub buffer_pods: usize,
 }
 
 /// Why and how a node is to be repaired (upstream's resolved `RepairResult`).
@@ -282,6 +286,7 @@ impl NodeInfo {
             repair: None,
             unhealthy: false,
             do_not_repair: claim.annotation(DO_NOT_REPAIR).is_some_and(|v| v == "true"),
+            buffer_pods: 0,
         }
     }
 }

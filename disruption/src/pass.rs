@@ -688,6 +688,14 @@ impl<'a> Ctx<'a> {
     }
 
     fn emptiness(&mut self, cands: &'a [Candidate]) -> Option<Command> {
+        for c in cands.iter().filter(|c| c.holds_only_buffer_pods()) {
+            self.note(
+                &c.node,
+                Hold::BufferPods {
+                    count: c.buffer_pods,
+                },
+            );
+        }
         let mut empty: Vec<&Candidate> = Vec::new();
         for c in cands.iter().filter(|c| c.is_empty()) {
             if self.gate(c) {

@@ -26,9 +26,16 @@ use std::ops::Range;
 pub(crate) struct Outcome {
     /// The first pod that must move but cannot, and why.
     pub failure: Option<Hold>,
-    /// New NodeClaims holding at least one pod that must move (claims only for pods that were
-    /// pending anyway are left to provisioning).
+    /// New NodeClaims holding at least one pod that must move or a CapacityBuffer's virtual
+    /// pod (claims only for real pods that were pending anyway are left to provisioning).
     pub claims: Vec<NewNodeClaim>,
+}
+
+/// Whether `p` is a CapacityBuffer's virtual pod (the annotation the cluster crate stamps).
+fn is_buffer_pod(p: &Pod) -> bool {
+    p.annotations
+        .get(karpenter_cloudprovider::autoscaling::v1beta1::FAKE_POD_ANNOTATION)
+        .is_some_and(|v| v == "true")
 }
 
 fn bound_key(p: &Pod) -> (&str, &str, &str) {
@@ -66,6 +73,10 @@ pub(crate) struct Simulator<'c> {
     bound_on: BTreeMap<String, Range<usize>>,
     /// Pods of nodes already going away: they must schedule too.
     deleting_pods: BTreeSet<PodKey>,
+    /// CapacityBuffers' virtual pods (pending in every simulation): a new node they need
+    /// counts as a replacement, so removing a node does not take a buffer's room away for
+    /// free; a virtual pod that fits nowhere does not block the move, as upstream.
+    buffer_pods: BTreeSet<PodKey>,
     /// Nodes a moving pod may not land on: not yet initialized.
     uninitialized: BTreeSet<String>,
     /// Free capacity (never negative) of each ready node not under consolidateAfter, for the
@@ -135,6 +146,12 @@ impl<'c> Simulator<'c> {
             }
         }
         moved.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        let buffer_pods = snap
+            .pending_pods
+            .iter()
+            .filter(|p| is_buffer_pod(p))
+            .map(Pod::key)
+            .collect();
         snap.pending_pods.extend(moved);
         snap.nodes.sort_by(|a, b| a.name.cmp(&b.name));
         cache.retain_nodes(|name| {
@@ -220,6 +237,7 @@ impl<'c> Simulator<'c> {
                 ..input.options.solve.clone()
             },
             deleting_pods,
+            buffer_pods,
             uninitialized,
             free,
             total_free,
@@ -408,7 +426,9 @@ impl<'c> Simulator<'c> {
         let placed: BTreeSet<&PodKey> = claims
             .iter()
             .flat_map(|c| c.pods.iter())
-            .filter(|k| must.contains(k) || self.deleting_pods.contains(k))
+            .filter(|k| {
+                must.contains(k) || self.deleting_pods.contains(k) || self.buffer_pods.contains(k)
+            })
             .collect();
         let mut need = Resources::default();
         for p in &self.snap.pending_pods {
@@ -460,7 +480,11 @@ impl<'c> Simulator<'c> {
         let claims = plan
             .new_node_claims
             .into_iter()
-            .filter(|c| c.pods.iter().any(needs_place))
+            .filter(|c| {
+                c.pods
+                    .iter()
+                    .any(|k| needs_place(k) || self.buffer_pods.contains(k))
+            })
             .collect();
         Outcome { failure, claims }
     }

@@ -298,6 +298,10 @@ fn still_qualifies(reason: Reason, c: &Candidate, fresh: &DisruptionInput) -> Re
             if reason == Reason::Empty {
                 return if c.is_empty() {
                     Ok(())
+                } else if c.holds_only_buffer_pods() {
+                    Err(Hold::BufferPods {
+                        count: c.buffer_pods,
+                    })
                 } else {
                     Err(Hold::NothingToDo)
                 };

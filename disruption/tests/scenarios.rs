@@ -1017,3 +1017,98 @@ fn a_timed_pass_reports_each_method_it_ran_until_one_decides() {
         "without a clock nothing is timed"
     );
 }
+
+/// Upstream's `HasBufferPods`: a node whose spare capacity the provisioner gave a
+/// CapacityBuffer is not empty, and no replacement is cheaper than what the buffer needs.
+#[test]
+fn a_node_holding_a_buffers_room_is_not_empty() {
+    let mut w = Cluster::new();
+    w.node("spare", "large");
+    let r = compute_pass(&w.input, w.now);
+    assert_eq!(only_command(&r).reason, Reason::Empty);
+
+    w.buffer_pod("headroom", 1, 6000, Some("spare"));
+    let r = compute_pass(&w.input, w.now);
+    assert!(r.commands.is_empty(), "{:#?}", r.commands);
+    let h = holds(&r, "spare");
+    assert_eq!(h[0], Hold::BufferPods { count: 1 });
+    assert_eq!(
+        h[0].event(),
+        Some((
+            "Unconsolidatable",
+            "node has buffer pods (1 CapacityBuffer virtual pod(s))".to_owned()
+        ))
+    );
+    assert!(h.contains(&Hold::NotCheaper), "{h:?}");
+
+    // A buffer whose room is on another node leaves this one empty.
+    let mut w = Cluster::new();
+    w.node("spare", "large");
+    w.node("other", "large");
+    w.buffer_pod("headroom", 1, 6000, Some("other"));
+    let r = compute_pass(&w.input, w.now);
+    let cmd = only_command(&r);
+    assert_eq!(
+        (cmd.reason, cmd.node_names()),
+        (Reason::Empty, vec!["spare"])
+    );
+}
+
+/// Consolidation's simulation places the buffers' virtual pods too: a node is not replaced by
+/// one too small to keep the buffer's room (upstream's "undersized replacements").
+#[test]
+fn consolidation_keeps_room_for_capacity_buffers() {
+    let mut w = Cluster::new();
+    w.node("a", "large");
+    w.pod("a", "app", 1000);
+    let r = compute_pass(&w.input, w.now);
+    let cmd = only_command(&r);
+    assert_eq!(cmd.decision, Decision::Replace);
+    assert_eq!(
+        cmd.replacements[0].instance_type_options[0].name.as_ref(),
+        "small"
+    );
+
+    w.buffer_pod("headroom", 1, 6000, Some("a"));
+    let r = compute_pass(&w.input, w.now);
+    assert!(r.commands.is_empty(), "{:#?}", r.commands);
+
+    // A smaller buffer fits the cheaper replacement alongside the pod, and goes with it.
+    let mut w = Cluster::new();
+    w.node("a", "large");
+    w.pod("a", "app", 1000);
+    w.buffer_pod("headroom", 1, 2000, Some("a"));
+    let r = compute_pass(&w.input, w.now);
+    let cmd = only_command(&r);
+    assert_eq!(cmd.decision, Decision::Replace);
+    assert_eq!(
+        cmd.replacements[0].instance_type_options[0].name.as_ref(),
+        "medium"
+    );
+    // A buffer that fits nowhere (no instance type holds it) does not block the move.
+    let mut w = Cluster::new();
+    w.node("a", "large");
+    w.pod("a", "app", 1000);
+    w.buffer_pod("huge", 1, 64_000, None);
+    let r = compute_pass(&w.input, w.now);
+    assert_eq!(only_command(&r).decision, Decision::Replace);
+}
+
+/// An emptiness command is abandoned at validation when the node has since become a
+/// buffer's room.
+#[test]
+fn emptiness_validation_sees_new_buffer_room() {
+    let mut w = Cluster::new();
+    w.node("spare", "large");
+    let cmd = compute_pass(&w.input, w.now).commands.remove(0);
+    let due = cmd.validation_due(w.input.options.validation_delay_ms);
+    assert_eq!(validate(&cmd, &w.input, due), Ok(()));
+    w.buffer_pod("headroom", 1, 6000, Some("spare"));
+    assert_eq!(
+        validate(&cmd, &w.input, due),
+        Err(ValidationFailure::NotCandidate {
+            node: "spare".into(),
+            hold: Hold::BufferPods { count: 1 },
+        })
+    );
+}

@@ -194,7 +194,8 @@ impl Metrics {
             | Event::LifecycleTimeout { .. }
             | Event::RepairBlocked { .. }
             | Event::StaticCapacity { .. }
-            | Event::OrphanTaint { .. } => {}
+            | Event::OrphanTaint { .. }
+            | Event::CapacityBuffer { .. } => {}
         }
     }
 }

@@ -4,7 +4,8 @@
 
 use crate::controller::dry_run;
 use anyhow::{Context, Result};
-use karpenter_cloudprovider::NodeOverlay;
+use karpenter_cloudprovider::{CapacityBuffer, NodeOverlay};
+use karpenter_cluster::capacity_buffer::{ReferentMaps, namespaced_key};
 use karpenter_cluster::object_set::ObjectSet;
 use karpenter_cluster::plan_snapshot::provisioner_snapshot;
 use karpenter_scheduling::model::{InstanceType, Snapshot};
@@ -36,9 +37,38 @@ async fn node_overlays(client: &kube::Client) -> Result<Vec<NodeOverlay>> {
     }
 }
 
+/// The cluster's CapacityBuffers (none when their CRD is not installed) and, when there are
+/// any, the objects they may reference.
+async fn capacity_buffers(client: &kube::Client) -> Result<(Vec<CapacityBuffer>, ReferentMaps)> {
+    let api: Api<CapacityBuffer> = Api::all(client.clone());
+    let buffers = match api.list(&ListParams::default()).await {
+        Ok(list) => list.items,
+        Err(kube::Error::Api(e)) if e.code == 404 => Vec::new(),
+        Err(e) => return Err(e).context("listing capacitybuffers"),
+    };
+    let mut referents = ReferentMaps::default();
+    if buffers.is_empty() {
+        return Ok((buffers, referents));
+    }
+    fn keyed<K: Resource<DynamicType = ()>>(
+        items: Vec<Arc<K>>,
+    ) -> std::collections::BTreeMap<(String, String), Arc<K>> {
+        items
+            .into_iter()
+            .map(|o| (namespaced_key(o.meta()), o))
+            .collect()
+    }
+    referents.pod_templates = keyed(list(client).await?);
+    referents.deployments = keyed(list(client).await?);
+    referents.stateful_sets = keyed(list(client).await?);
+    referents.replica_sets = keyed(list(client).await?);
+    Ok((buffers, referents))
+}
+
 /// The provisioner's snapshot of the cluster, each NodePool offered `instance_types` with the
-/// cluster's NodeOverlays applied, and warnings: objects the scheduling model could not
-/// represent, NodePool fields not acted on, and NodeOverlays applied or not.
+/// cluster's NodeOverlays applied and its CapacityBuffers as virtual pods, and warnings:
+/// objects the scheduling model could not represent, NodePool fields not acted on,
+/// NodeOverlays applied or not, and each buffer planned or why not.
 ///
 /// # Errors
 /// No cluster configuration, or a list request failed (for example forbidden).
@@ -64,10 +94,13 @@ pub fn snapshot(instance_types: &[Arc<InstanceType>]) -> Result<(Snapshot, Vec<S
         };
         objects.node_claims.sort_by(|a, b| a.name().cmp(b.name()));
         let overlays = node_overlays(&client).await?;
+        let (buffers, referents) = capacity_buffers(&client).await?;
         let now = jiff::Timestamp::now().as_millisecond();
         Ok(provisioner_snapshot(
             &objects.view(),
             &overlays,
+            &buffers,
+            &referents,
             instance_types,
             now,
         ))

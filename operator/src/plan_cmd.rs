@@ -20,7 +20,7 @@ use std::sync::Arc;
 pub struct PlanArgs {
     /// Manifest files or directories (YAML or JSON; multi-document and `kind: List` allowed):
     /// Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets, NodePools, NodeOverlays,
-    /// Namespaces.
+    /// CapacityBuffers (with their PodTemplates), Namespaces.
     #[arg(
         required_unless_present = "from_cluster",
         conflicts_with = "from_cluster"
@@ -28,8 +28,9 @@ pub struct PlanArgs {
     pub paths: Vec<PathBuf>,
     /// Plan for the live cluster of the current kubeconfig (or the in-cluster config)
     /// instead of files: its pending pods, Nodes and the pods bound to them, NodeClaims in
-    /// flight, NodePools, DaemonSets, PodDisruptionBudgets and Namespaces, read with list
-    /// requests only (any other request is refused by the client).
+    /// flight, NodePools, DaemonSets, PodDisruptionBudgets, Namespaces, NodeOverlays and
+    /// CapacityBuffers (with what they reference), read with list requests only (any other
+    /// request is refused by the client).
     #[arg(long)]
     pub from_cluster: bool,
     /// Instance-type catalogue (JSON, the format documented in docs/reference.md). Default:
@@ -144,8 +145,9 @@ pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
         );
     }
     let instance_types = instance_types?;
-    // NodeOverlays in the manifests apply as with the NodeOverlay gate on: whoever passes
-    // them asks for their prices and capacity.
+    // CapacityBuffers and NodeOverlays in the manifests apply as with their gates on:
+    // whoever passes them asks for their capacity and prices.
+    warn(&inputs.buffer_notes());
     let types = inputs.pool_instance_types(&instance_types);
     warn(&types.warnings);
     warn(&inputs.requirement_warnings(&types.by_pool));

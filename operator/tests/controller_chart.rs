@@ -163,6 +163,77 @@ fn check_objects(docs: &[Value], origin: &str) {
     }
 }
 
+/// Every gate under `settings.featureGates` reaches the controller's `FEATURE_GATES` with its
+/// value (a gate missing from the template would silently stay at its default).
+fn check_feature_gates(docs: &[Value], values: &Value, origin: &str) {
+    let Some(deployment) = docs.iter().find(|d| d["kind"] == "Deployment") else {
+        return;
+    };
+    let env = deployment
+        .pointer("/spec/template/spec/containers/0/env")
+        .and_then(Value::as_array)
+        .unwrap_or_else(|| panic!("{origin}: Deployment has no env"));
+    let gates = env
+        .iter()
+        .find(|e| e["name"] == "FEATURE_GATES")
+        .and_then(|e| e["value"].as_str())
+        .unwrap_or_else(|| panic!("{origin}: no FEATURE_GATES"));
+    let rendered: Vec<(&str, &str)> = gates
+        .split(',')
+        .map(|kv| kv.split_once('=').unwrap_or((kv, "")))
+        .collect();
+    let wanted = values["settings"]["featureGates"]
+        .as_object()
+        .expect("settings.featureGates");
+    assert!(
+        wanted.contains_key("capacityBuffer"),
+        "no capacityBuffer gate"
+    );
+    for (key, value) in wanted {
+        let mut chars = key.chars();
+        let first = chars.next().unwrap().to_ascii_uppercase();
+        let name = format!("{first}{}", chars.as_str());
+        assert!(
+            rendered
+                .iter()
+                .any(|(k, v)| *k == name && *v == scalar(value)),
+            "{origin}: FEATURE_GATES {gates:?} lacks {name}={}",
+            scalar(value)
+        );
+    }
+}
+
+/// The ClusterRole lets the controller read CapacityBuffers and write their status.
+fn check_capacity_buffer_rbac(docs: &[Value], origin: &str) {
+    let Some(role) = docs.iter().find(|d| d["kind"] == "ClusterRole") else {
+        return;
+    };
+    let rules = role["rules"].as_array().expect("ClusterRole rules");
+    let grants = |resource: &str, verb: &str| {
+        rules.iter().any(|r| {
+            r["apiGroups"]
+                .as_array()
+                .is_some_and(|g| g.iter().any(|g| g == "autoscaling.x-k8s.io"))
+                && r["resources"]
+                    .as_array()
+                    .is_some_and(|rs| rs.iter().any(|x| x == resource))
+                && r["verbs"]
+                    .as_array()
+                    .is_some_and(|vs| vs.iter().any(|x| x == verb))
+        })
+    };
+    for verb in ["get", "list", "watch"] {
+        assert!(
+            grants("capacitybuffers", verb),
+            "{origin}: capacitybuffers {verb}"
+        );
+    }
+    assert!(
+        grants("capacitybuffers/status", "patch"),
+        "{origin}: capacitybuffers/status patch"
+    );
+}
+
 fn helm_available() -> bool {
     Command::new("helm")
         .arg("version")
@@ -210,6 +281,8 @@ fn chart_renders_to_valid_objects() {
             );
             let docs = parse_docs(&String::from_utf8_lossy(&out.stdout), "helm template");
             check_objects(&docs, "helm template");
+            check_feature_gates(&docs, &values, "helm template");
+            check_capacity_buffer_rbac(&docs, "helm template");
             kinds.extend(
                 docs.iter()
                     .filter_map(|d| d["kind"].as_str().map(str::to_owned)),
@@ -230,6 +303,8 @@ fn chart_renders_to_valid_objects() {
             let rendered = render_template(&text, &values, &file);
             let docs = parse_docs(&rendered, &file);
             check_objects(&docs, &file);
+            check_feature_gates(&docs, &values, &file);
+            check_capacity_buffer_rbac(&docs, &file);
             kinds.extend(
                 docs.iter()
                     .filter_map(|d| d["kind"].as_str().map(str::to_owned)),
@@ -281,6 +356,12 @@ fn chart_ships_the_crds() {
     );
     assert!(
         names.iter().any(|n| n == "nodeoverlays.karpenter.sh"),
+        "{names:?}"
+    );
+    assert!(
+        names
+            .iter()
+            .any(|n| n == "capacitybuffers.autoscaling.x-k8s.io"),
         "{names:?}"
     );
 }

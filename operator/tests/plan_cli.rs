@@ -187,6 +187,10 @@ fn crds_are_printed() {
     assert!(text.contains("name: nodepools.karpenter.sh"), "{text}");
     assert!(text.contains("name: nodeclaims.karpenter.sh"), "{text}");
     assert!(text.contains("name: nodeoverlays.karpenter.sh"), "{text}");
+    assert!(
+        text.contains("name: capacitybuffers.autoscaling.x-k8s.io"),
+        "{text}"
+    );
 }
 
 /// NodeOverlays among the manifests change the plan: a fee on everything but the r family
@@ -392,5 +396,52 @@ fn label_mistakes_name_the_likely_fix() {
         stdout(&out).contains("0 new node(s), 0.0000 $/hour"),
         "{}",
         stdout(&out)
+    );
+}
+
+/// CapacityBuffers among the manifests are planned as their virtual pods, and each is named
+/// on stderr; one the manifests cannot resolve adds nothing and says why.
+#[test]
+fn capacity_buffers_in_the_manifests_are_planned() {
+    let dir = tempfile::tempdir().unwrap();
+    let buffers = dir.path().join("buffers.yaml");
+    std::fs::write(
+        &buffers,
+        "apiVersion: v1
+kind: PodTemplate
+metadata: {name: chunk, namespace: default}
+template:
+  spec:
+    containers: [{name: c, resources: {requests: {cpu: '1', memory: 1Gi}}}]
+---
+apiVersion: autoscaling.x-k8s.io/v1beta1
+kind: CapacityBuffer
+metadata: {name: headroom, namespace: default}
+spec: {podTemplateRef: {name: chunk}, replicas: 3}
+---
+apiVersion: autoscaling.x-k8s.io/v1beta1
+kind: CapacityBuffer
+metadata: {name: dangling, namespace: default}
+spec: {scalableRef: {kind: Deployment, name: nowhere}, replicas: 1}
+",
+    )
+    .unwrap();
+    let out = karpenter(&["plan", "examples/inflate", buffers.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("13 pod(s) placed, 0 unschedulable"),
+        "{}",
+        stdout(&out)
+    );
+    let warnings = stderr(&out);
+    assert!(
+        warnings.contains("CapacityBuffer default/headroom planned as 3 virtual pod(s)"),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains(
+            "CapacityBuffer default/dangling is not ready for provisioning (ScalableRefNotFound)"
+        ),
+        "{warnings}"
     );
 }

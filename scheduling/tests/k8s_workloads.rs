@@ -6,7 +6,8 @@ use k8s_openapi::api::batch::v1 as batch;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1 as policy;
 use karpenter_scheduling::k8s::{
-    Workload, daemonset_from_k8s, pdb_from_k8s, pod_from_k8s, pods_from_workload,
+    Workload, daemonset_from_k8s, pdb_from_k8s, pod_from_k8s, pod_from_pod_template,
+    pods_from_workload,
 };
 use karpenter_scheduling::model::OwnerRef;
 use serde::de::DeserializeOwned;
@@ -283,4 +284,39 @@ fn workload_errors_name_the_workload() {
         e.field,
         "spec.template.spec.containers[0].resources.requests.memory"
     );
+}
+
+#[test]
+fn a_pod_template_is_one_pod_of_its_shape_with_sidecars_counted() {
+    let pt: core::PodTemplate = from(json!({
+        "metadata": {"name": "chunk", "namespace": "team"},
+        "template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {
+                "initContainers": [
+                    {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": {"cpu": "250m"}}},
+                    {"name": "setup", "resources": {"requests": {"cpu": "2"}}}
+                ],
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+                "nodeSelector": {"workload": "batch"}
+            }
+        }
+    }));
+    let pod = pod_from_pod_template(&pt).unwrap();
+    assert_eq!(
+        (pod.namespace.as_str(), pod.name.as_str()),
+        ("team", "chunk")
+    );
+    assert_eq!(pod.labels.get("app").map(String::as_str), Some("web"));
+    assert_eq!(
+        pod.node_selector.get("workload").map(String::as_str),
+        Some("batch")
+    );
+    assert!(pod.owner.is_none());
+    // max(setup 2 + sidecar 0.25, containers 1 + sidecar 0.25)
+    assert_eq!(pod.requests.cpu_millis, 2250);
+    let mut bad = pt.clone();
+    bad.template = None;
+    let err = pod_from_pod_template(&bad).unwrap_err().to_string();
+    assert_eq!(err, "PodTemplate team/chunk: template: missing");
 }

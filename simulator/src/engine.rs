@@ -8,6 +8,7 @@
 //! maps are ordered, names come from counters, and the provider has no clock.
 
 use crate::Files;
+use crate::buffers::Buffers;
 use crate::kubelet;
 use crate::metrics::Metrics;
 use crate::overlays::Overlays;
@@ -35,7 +36,8 @@ use karpenter_disruption::{
     Command, ConsolidationMethod, Decision, DisruptionOptions, RepackOptions,
 };
 use karpenter_scheduling::k8s::{
-    daemonset_from_k8s, node_from_k8s, pdb_from_k8s, pod_from_k8s, pods_from_workload,
+    daemonset_from_k8s, node_from_k8s, pdb_from_k8s, pod_from_k8s, pod_from_pod_template,
+    pods_from_workload,
 };
 use karpenter_scheduling::model::{DaemonSet, InstanceType, Millis, NodeState, Pod, PodKey};
 use karpenter_scheduling::taints::first_untolerated;
@@ -139,6 +141,8 @@ pub struct Engine<'a> {
     drift: BTreeMap<String, String>,
     /// NodeOverlays, applied to the pools' instance types.
     overlays: Overlays,
+    /// CapacityBuffers and PodTemplates, resolved into the index at every step.
+    buffers: Buffers,
     pod_counter: u64,
     scheduled_generation: Option<u64>,
     interruptions: BTreeMap<String, Millis>,
@@ -236,6 +240,7 @@ impl<'a> Engine<'a> {
             sampled_version: None,
             drift: BTreeMap::new(),
             overlays: Overlays::new(settings.node_overlay),
+            buffers: Buffers::new(settings.capacity_buffer),
             settings,
             provider,
             catalogue,
@@ -374,12 +379,23 @@ impl<'a> Engine<'a> {
         self.complete_job_pods();
         self.reconcile_workloads();
         self.schedule();
+        self.sync_buffers();
         self.reconcile();
         // What the controller did (evictions, launches) shows in the cluster at once: the
         // workload controllers replace evicted pods and the kube-scheduler places them.
         self.reconcile_workloads();
         self.schedule();
         Ok(())
+    }
+
+    /// Resolves the CapacityBuffers against the workloads as they are now and hands them to
+    /// the index (which changes only when they do).
+    fn sync_buffers(&mut self) {
+        let (resolved, lines) = self.buffers.resolve(&self.workloads);
+        for line in lines {
+            self.log(line);
+        }
+        self.state.set_capacity_buffers(resolved);
     }
 
     /// One pass of the shared reconciler, with the provider's current facts.
@@ -460,6 +476,11 @@ impl<'a> Engine<'a> {
                     "static nodepool {node_pool}: {current} of {desired} replica(s); limits.nodes reached"
                 ),
             }),
+            Decided::CapacityBuffer {
+                buffer,
+                replicas,
+                placement,
+            } => self.log(placement.describe(&buffer, replicas)),
             Decided::OrphanTaint { node } => {
                 self.log(format!(
                     "node {node} is tainted disrupted with no command; untainting"
@@ -480,6 +501,16 @@ impl<'a> Engine<'a> {
                 let pool: NodePool = doc.decode_node_pool()?;
                 self.apply_node_pool(pool)
                     .map_err(|e| doc.invalid("spec", e))?;
+            }
+            "CapacityBuffer" => {
+                let buffer = doc.decode_capacity_buffer()?;
+                let line = self.buffers.apply(buffer);
+                self.log(line);
+            }
+            "PodTemplate" => {
+                let pt: core::PodTemplate = doc.decode()?;
+                pod_from_pod_template(&pt).map_err(convert)?;
+                self.buffers.apply_pod_template(pt);
             }
             "NodeOverlay" => {
                 let overlay = doc.decode_node_overlay()?;
@@ -967,6 +998,7 @@ impl<'a> Engine<'a> {
                 self.refresh_instance_types();
                 found
             }
+            "CapacityBuffer" | "PodTemplate" => self.buffers.delete(&r.kind, &ns, &r.name),
             other => return Err(format!("cannot delete objects of kind {other}")),
         };
         if !found {

@@ -13,6 +13,7 @@
 //! The same scenario and [`RunOptions`] always give the same log and the same report.
 #![forbid(unsafe_code)]
 
+mod buffers;
 pub mod engine;
 #[doc(hidden)]
 pub mod fuzzing;

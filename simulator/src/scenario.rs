@@ -149,6 +149,9 @@ pub struct Settings {
     /// The StaticCapacity feature gate (default false, as in Karpenter): static NodePools
     /// (`spec.replicas`) are kept at their size.
     pub static_capacity: bool,
+    /// The CapacityBuffer feature gate (default false, as in Karpenter): CapacityBuffers
+    /// (`autoscaling.x-k8s.io/v1beta1`) in the manifests keep spare capacity.
+    pub capacity_buffer: bool,
     /// Whether the packing optimiser improves greedy plans (default true; `--compare`
     /// runs both).
     pub optimizer: bool,
@@ -205,6 +208,7 @@ impl Default for Settings {
                 karpenter_disruption::input::DEFAULT_PRICE_IMPROVEMENT_THRESHOLD,
             node_overlay: false,
             static_capacity: false,
+            capacity_buffer: false,
             optimizer: true,
             catalogue: None,
             reserved_capacity: true,

@@ -176,6 +176,46 @@ impl Cluster {
             .expect("just pushed")
     }
 
+    /// Adds a CapacityBuffer's virtual pod `default/capacity-buffer-{buffer}-{i}`, pending as
+    /// the provisioner's snapshot lists it, requesting `cpu_millis`, a quarter GiB and one
+    /// pod slot; with `on`, the last provisioning plan put it on that node (counted in its
+    /// [`NodeInfo::buffer_pods`]).
+    ///
+    /// # Panics
+    ///
+    /// When `on` names no node.
+    pub fn buffer_pod(
+        &mut self,
+        buffer: &str,
+        i: usize,
+        cpu_millis: i64,
+        on: Option<&str>,
+    ) -> &mut Pod {
+        use karpenter_cloudprovider::autoscaling::v1beta1::{
+            BUFFER_NAME_ANNOTATION, BUFFER_NAMESPACE_ANNOTATION, FAKE_POD_ANNOTATION,
+        };
+        let mut p = pod(&format!("capacity-buffer-{buffer}-{i}"), cpu_millis, GI / 4);
+        p.requests.pods = 1;
+        p.priority = i32::MIN;
+        p.annotations = [
+            (FAKE_POD_ANNOTATION, "true"),
+            (BUFFER_NAME_ANNOTATION, buffer),
+            (BUFFER_NAMESPACE_ANNOTATION, "default"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        if let Some(node) = on {
+            self.info(node).buffer_pods += 1;
+        }
+        self.input.cluster.pending_pods.push(p);
+        self.input
+            .cluster
+            .pending_pods
+            .last_mut()
+            .expect("just pushed")
+    }
+
     /// Binds a DaemonSet pod `name` (100m) to `node`.
     pub fn daemon(&mut self, node: &str, name: &str) -> &mut Pod {
         let p = self.pod(node, name, 100);

@@ -388,7 +388,7 @@ macro_rules! status_conditions {
     };
 }
 
-fn upsert(
+pub(crate) fn upsert(
     conditions: &mut Vec<Condition>,
     type_: &str,
     status: ConditionStatus,

@@ -7,11 +7,13 @@ use karpenter_disruption::{
     DisruptionInput, DisruptionOptions, Hold, candidate, compute_pass_timed,
 };
 use karpenter_scheduling::model::Millis;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The disruption input at `now` with `disrupting` held by commands. NodeClaims in
 /// `stamped` get a pod event at `now`: this tick stamps them, and a decision must not act on
-/// the time the stamp is about to replace.
+/// the time the stamp is about to replace. `buffer_nodes` counts the CapacityBuffer virtual
+/// pods the last plan put on each node (an in-flight node is named after its claim).
+#[allow(clippy::too_many_arguments)]
 fn input(
     index: &ClusterState,
     options: &DisruptionOptions,
@@ -19,13 +21,19 @@ fn input(
     nominated: &BTreeSet<String>,
     disrupting: &BTreeSet<String>,
     stamped: &BTreeSet<String>,
+    buffer_nodes: &BTreeMap<String, usize>,
     now: Millis,
 ) -> DisruptionInput {
     let mut input = index.disruption_input(now, options, disrupting, facts.drift, nominated);
-    for info in input.nodes.values_mut() {
+    for (node, info) in input.nodes.iter_mut() {
         if stamped.contains(&info.node_claim) {
             info.last_pod_event_at = Some(now);
         }
+        info.buffer_pods = buffer_nodes
+            .get(node)
+            .or_else(|| buffer_nodes.get(&info.node_claim))
+            .copied()
+            .unwrap_or(0);
     }
     if let Some(matcher) = repair_matcher(options, facts) {
         repair_policy::annotate(&mut input, index, &matcher, now);
@@ -61,8 +69,18 @@ impl Reconciler {
             .collect();
         let options = &self.settings.disruption;
         if self.orchestrator.is_busy() {
+            let buffer_nodes = &self.buffer_nodes;
             let fresh = |others: &BTreeSet<String>| {
-                input(index, options, facts, &nominated, others, &stamped, now)
+                input(
+                    index,
+                    options,
+                    facts,
+                    &nominated,
+                    others,
+                    &stamped,
+                    buffer_nodes,
+                    now,
+                )
             };
             let types = crate::provisioner::LaunchTypes::new(
                 index,
@@ -112,6 +130,7 @@ impl Reconciler {
             &nominated,
             &self.orchestrator.disrupting(),
             &stamped,
+            &self.buffer_nodes,
             now,
         );
         let started = (facts.seconds)();

@@ -1,6 +1,7 @@
 //! What a tick reports besides its actions: the controller turns these into log lines,
 //! Kubernetes events and metrics, the simulator into its log and report.
 
+use crate::capacity_buffer::{BufferKey, Placement};
 use crate::orchestration::Outcome;
 use karpenter_disruption::{Command, PassResult};
 use karpenter_scheduling::Plan;
@@ -88,6 +89,16 @@ pub enum Event {
     OrphanTaint {
         /// The node.
         node: String,
+    },
+    /// A plan placed a CapacityBuffer's virtual pods differently enough to change its
+    /// `Provisioning` condition (or placed them for the first time).
+    CapacityBuffer {
+        /// The buffer.
+        buffer: BufferKey,
+        /// How many chunks it keeps.
+        replicas: i32,
+        /// Where its virtual pods went.
+        placement: Placement,
     },
 }
 

@@ -17,7 +17,8 @@
 //!    ([`crate::termination`]);
 //! 4. **provisioning**: batch provisionable pods (1 s idle, 10 s max), plan them with
 //!    `karpenter_scheduling::solve`, nominate the existing nodes the plan uses, and launch the
-//!    new NodeClaims;
+//!    new NodeClaims; CapacityBuffers' virtual pods are planned with them and their
+//!    placements recorded (`buffers`, [`crate::capacity_buffer`]);
 //! 5. **static NodePools** (with the `StaticCapacity` gate, [`ReconcilerSettings::static_capacity`]):
 //!    create or delete NodeClaims so each static pool has `spec.replicas` of them, within
 //!    `limits.nodes` ([`crate::static_capacity`]);
@@ -28,6 +29,7 @@
 //! Decisions within one tick all read the same index; the caller applies the actions and the
 //! index reflects them at the next tick, as a controller's watches do.
 
+mod buffers;
 pub mod conditions;
 mod disruption;
 mod event;
@@ -205,6 +207,13 @@ pub struct Reconciler {
     registration_health: crate::registration_health::RegistrationHealth,
     /// Maturing NodeClaims whose outcome was counted there.
     outcomes_counted: BTreeSet<String>,
+    /// Where the last plan put each CapacityBuffer's virtual pods.
+    buffer_placements:
+        BTreeMap<crate::capacity_buffer::BufferKey, crate::capacity_buffer::Placement>,
+    /// Virtual pods the last plan put on each node (emptiness leaves those nodes alone).
+    buffer_nodes: BTreeMap<String, usize>,
+    /// The index generation up to which buffer changes and pod events were seen.
+    buffers_seen: u64,
 }
 
 impl Reconciler {
@@ -234,6 +243,9 @@ impl Reconciler {
             static_limited: BTreeMap::new(),
             registration_health: Default::default(),
             outcomes_counted: BTreeSet::new(),
+            buffer_placements: BTreeMap::new(),
+            buffer_nodes: BTreeMap::new(),
+            buffers_seen: 0,
         }
     }
 
@@ -331,6 +343,8 @@ impl Reconciler {
     }
 }
 
+#[cfg(test)]
+mod buffer_tests;
 #[cfg(test)]
 mod static_tests;
 #[cfg(test)]

@@ -10,7 +10,8 @@ use std::collections::BTreeSet;
 impl Reconciler {
     /// Plans once a batch closes. Provisionable pods are the pending pods the kube-scheduler
     /// marked unschedulable, plus the pods of deleting nodes: like upstream's provisioner,
-    /// their new capacity launches while the old node still drains.
+    /// their new capacity launches while the old node still drains. CapacityBuffers' virtual
+    /// pods are planned with them (see `buffers`).
     pub(super) fn provision(
         &mut self,
         index: &ClusterState,
@@ -22,6 +23,8 @@ impl Reconciler {
         let mut provisionable: BTreeSet<PodKey> =
             index.provisionable_pods().map(|p| p.pod.key()).collect();
         provisionable.extend(displaced.iter().map(|p| p.key()));
+        let virtual_pods = self.buffer_pods(index, now);
+        provisionable.extend(virtual_pods.iter().cloned());
 
         // A node that initializes with pods still pending changes what the kube-scheduler
         // could place: those pods are planned again rather than waiting for the re-plan.
@@ -63,6 +66,22 @@ impl Reconciler {
         (facts.solving)(SolveProgress::Finished {
             unplaced: plan.unschedulable.len(),
         });
+        // Buffers' claims launch like any other; everything after the launches sees only the
+        // real pods.
+        let claims = index.node_claims();
+        let launches = launch_actions(
+            &plan,
+            index.node_pools(),
+            &types,
+            &mut self.names,
+            &|n| claims.contains_key(n),
+            now,
+        );
+        self.place_buffers(index, &virtual_pods, &mut plan, &mut tick.events);
+        let pending = snapshot
+            .pending_pods
+            .len()
+            .saturating_sub(virtual_pods.len());
 
         let window = self.settings.nomination_window();
         for placement in &plan.existing {
@@ -101,21 +120,17 @@ impl Reconciler {
                 self.unschedulable.remove(pod);
             }
         }
-        let claims = index.node_claims();
-        tick.actions.extend(launch_actions(
-            &plan,
-            index.node_pools(),
-            &types,
-            &mut self.names,
-            &|n| claims.contains_key(n),
-            now,
-        ));
-        tick.events.push(Event::Planned {
-            pods: snapshot.pending_pods.len(),
-            plan: Box::new(plan),
-            seconds,
-            at: now,
-        });
+        tick.actions.extend(launches);
+        // A plan of virtual pods alone that launches nothing is not news (they are planned
+        // again every re-plan period).
+        if pending > 0 || !plan.new_node_claims.is_empty() {
+            tick.events.push(Event::Planned {
+                pods: pending,
+                plan: Box::new(plan),
+                seconds,
+                at: now,
+            });
+        }
         if let Some(due) = self.queue.next_due(true) {
             tick.wake_at(due);
         }

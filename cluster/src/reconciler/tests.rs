@@ -10,16 +10,16 @@ use karpenter_testing::instance_types::on_demand_catalogue;
 use karpenter_testing::nodes::node;
 use karpenter_testing::pods::pod;
 
-const GI: i64 = 1 << 30;
+pub(super) const GI: i64 = 1 << 30;
 
 /// A claim launched, registered and initialized.
-const LIVE: [ConditionType; 3] = [
+pub(super) const LIVE: [ConditionType; 3] = [
     ConditionType::Launched,
     ConditionType::Registered,
     ConditionType::Initialized,
 ];
 
-fn pool() -> NodePool {
+pub(super) fn pool() -> NodePool {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
         "metadata": {"name": "default"},
@@ -46,7 +46,7 @@ fn claim(name: &str, conditions: &[ConditionType]) -> NodeClaim {
 
 /// A NodePool over a small on-demand catalogue, and one pending pod per name, marked
 /// unschedulable when `marked`.
-fn index(pending: &[&str], marked: bool) -> ClusterState {
+pub(super) fn index(pending: &[&str], marked: bool) -> ClusterState {
     let mut s = ClusterState::new();
     s.apply(Object::NodePool(Box::new(pool())));
     s.set_instance_types("default", on_demand_catalogue("zone-a"));
@@ -56,7 +56,7 @@ fn index(pending: &[&str], marked: bool) -> ClusterState {
     s
 }
 
-fn add_pod(s: &mut ClusterState, name: &str, cpu_millis: i64, marked: bool) {
+pub(super) fn add_pod(s: &mut ClusterState, name: &str, cpu_millis: i64, marked: bool) {
     s.apply(Object::Pod(Box::new(PodRecord {
         pod: pod(name, cpu_millis, GI),
         ready_at: None,
@@ -66,7 +66,7 @@ fn add_pod(s: &mut ClusterState, name: &str, cpu_millis: i64, marked: bool) {
 }
 
 /// A managed node `name` of a NodeClaim of the same name with the given conditions.
-fn add_node(s: &mut ClusterState, name: &str, conditions: &[ConditionType]) {
+pub(super) fn add_node(s: &mut ClusterState, name: &str, conditions: &[ConditionType]) {
     s.apply(Object::NodeClaim(Box::new(claim(name, conditions))));
     s.apply(Object::Node(Box::new(NodeRecord {
         node: node(name, "zone-a", 4, 16),
@@ -108,11 +108,11 @@ fn add_reporting_node(
     })));
 }
 
-fn reconciler() -> Reconciler {
+pub(super) fn reconciler() -> Reconciler {
     Reconciler::new(ReconcilerSettings::default(), NameGenerator::default())
 }
 
-fn tick(r: &mut Reconciler, s: &ClusterState, version: u64, now: Millis) -> Tick {
+pub(super) fn tick(r: &mut Reconciler, s: &ClusterState, version: u64, now: Millis) -> Tick {
     tick_solving(r, s, version, now, &|_| {})
 }
 
@@ -135,14 +135,14 @@ fn tick_solving(
     r.tick(s, &facts, now)
 }
 
-fn launches(t: &Tick) -> usize {
+pub(super) fn launches(t: &Tick) -> usize {
     t.actions
         .iter()
         .filter(|a| matches!(a, Action::LaunchNodeClaim { .. }))
         .count()
 }
 
-fn planned(t: &Tick) -> bool {
+pub(super) fn planned(t: &Tick) -> bool {
     t.events.iter().any(|e| matches!(e, Event::Planned { .. }))
 }
 
@@ -681,7 +681,7 @@ fn stamps(t: &Tick) -> Vec<(String, Millis)> {
         .collect()
 }
 
-fn bind(s: &mut ClusterState, name: &str, node: &str) {
+pub(super) fn bind(s: &mut ClusterState, name: &str, node: &str) {
     let mut p = pod(name, 100, GI);
     p.node_name = Some(node.into());
     s.apply(Object::Pod(Box::new(PodRecord {

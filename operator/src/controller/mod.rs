@@ -14,6 +14,7 @@ pub mod api;
 pub mod aws;
 #[cfg(all(test, feature = "aws"))]
 mod aws_tests;
+pub mod capacity_buffer;
 pub mod consolidation;
 pub mod dry_run;
 pub mod events;

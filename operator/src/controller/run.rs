@@ -8,8 +8,8 @@ use super::leader::{self, LeaderGate};
 use super::provider::ProviderHooks;
 use super::static_pools;
 use super::{
-    Ctx, consolidation, dry_run, ignored, kubelet, logging, nodeoverlay, nodepool, provider,
-    repair, state, system_clock,
+    Ctx, capacity_buffer, consolidation, dry_run, ignored, kubelet, logging, nodeoverlay, nodepool,
+    provider, repair, state, system_clock,
 };
 use crate::http::{self, Health};
 use crate::settings::{ControllerArgs, ProviderKind, Settings};
@@ -84,6 +84,17 @@ pub struct Controller {
     shadow: Option<dry_run::Reporter>,
     /// NodeOverlays (with the NodeOverlay gate on), applied to refreshed instance types.
     overlays: Option<nodeoverlay::Overlays>,
+    /// CapacityBuffers (with the CapacityBuffer gate on), resolved into the index every pass.
+    buffers: Option<capacity_buffer::Buffers>,
+    /// The buffers as last resolved, for their status.
+    resolved_buffers: Vec<(
+        Arc<karpenter_cloudprovider::CapacityBuffer>,
+        karpenter_cluster::capacity_buffer::ResolvedBuffer,
+    )>,
+    /// Buffers whose unknown provisioning strategy was told, by generation.
+    buffers_told: capacity_buffer::Told,
+    /// With the CapacityBuffer gate off: the buffers, each told as ignored.
+    ignored_buffers: Option<capacity_buffer::IgnoredBuffers>,
 }
 
 impl Controller {
@@ -110,6 +121,10 @@ impl Controller {
             told: ignored::Told::default(),
             shadow: ctx.settings.dry_run.then(dry_run::Reporter::default),
             overlays: None,
+            buffers: None,
+            resolved_buffers: Vec::new(),
+            buffers_told: capacity_buffer::Told::default(),
+            ignored_buffers: None,
             ctx,
         }
     }
@@ -127,6 +142,21 @@ impl Controller {
     /// Adds the provider's hooks, called at the start of every pass.
     pub fn with_hooks(mut self, hooks: Option<Arc<dyn ProviderHooks>>) -> Self {
         self.hooks = hooks;
+        self
+    }
+
+    /// Adds CapacityBuffers, resolved into the index at every pass.
+    pub fn with_buffers(mut self, buffers: Option<capacity_buffer::Buffers>) -> Self {
+        self.buffers = buffers;
+        self
+    }
+
+    /// Adds the CapacityBuffers told as ignored every pass (the gate is off).
+    pub fn with_ignored_buffers(
+        mut self,
+        ignored: Option<capacity_buffer::IgnoredBuffers>,
+    ) -> Self {
+        self.ignored_buffers = ignored;
         self
     }
 
@@ -226,6 +256,12 @@ impl Controller {
         if let Some(hooks) = &self.hooks {
             state.set_node_classes(hooks.node_classes());
         }
+        if let Some(buffers) = &self.buffers {
+            self.resolved_buffers = buffers.feed(&self.ctx, &mut self.buffers_told, &mut state);
+        }
+        if let Some(ignored) = &mut self.ignored_buffers {
+            ignored.tell(&self.ctx);
+        }
         let (stores, m, touched) = (&self.ctx.stores, &self.ctx.metrics, &synced.touched);
         let pod = |k: &PodKey| {
             stores
@@ -276,6 +312,25 @@ impl Controller {
                     self.nodepools_at = None;
                     tracing::warn!(error = %e, "nodepool status update failed");
                 }
+            }
+        }
+        if let Some((_, reconciler)) = &self.core
+            && let Err(e) = capacity_buffer::write_status(
+                &self.ctx,
+                &mut self.buffers_told,
+                &self.resolved_buffers,
+                reconciler.capacity_buffer_placements(),
+            )
+            .await
+        {
+            // A conflict is a buffer changed under the write: the next pass recomputes.
+            match &e {
+                super::ReconcileError::Api { source, .. }
+                    if super::api::classify(source) == super::api::ErrorClass::Conflict =>
+                {
+                    tracing::debug!(error = %e, "capacitybuffer status update conflicted");
+                }
+                _ => tracing::warn!(error = %e, "capacitybuffer status update failed"),
             }
         }
         if self.ctx.settings.provider == ProviderKind::Fake
@@ -464,6 +519,15 @@ impl Controller {
             Event::OrphanTaint { node } => {
                 tracing::info!(node = %node, "removing disrupted taint left by an earlier leader");
             }
+            Event::CapacityBuffer {
+                buffer,
+                replicas,
+                placement,
+            } => tracing::info!(
+                capacitybuffer = %buffer,
+                "{}",
+                placement.describe(&buffer, replicas)
+            ),
             Event::RepairBlocked {
                 node,
                 node_claim,
@@ -673,6 +737,9 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
 
     let (stores, writers) = state::stores(metrics.runtime.work_queue(STATE));
     let changed = Arc::new(Notify::new());
+    if settings.feature_gates.capacity_buffer {
+        capacity_buffer::check_served(&client).await?;
+    }
     let mut watchers = state::spawn_watchers(&client, writers, changed.clone());
     let overlays = settings.feature_gates.node_overlay.then(|| {
         let (overlays, task) = nodeoverlay::spawn(&client, changed.clone());
@@ -682,6 +749,20 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     if overlays.is_none() {
         nodeoverlay::warn_if_ignored(&client).await;
     }
+    let buffers = settings.feature_gates.capacity_buffer.then(|| {
+        let (buffers, tasks) = capacity_buffer::spawn(&client, changed.clone());
+        watchers.extend(tasks);
+        buffers
+    });
+    let ignored_buffers = match buffers {
+        Some(_) => None,
+        None => capacity_buffer::watch_ignored(&client, changed.clone())
+            .await
+            .map(|(ignored, task)| {
+                watchers.push(task);
+                ignored
+            }),
+    };
     let published = overlays.as_ref().map(nodeoverlay::Overlays::published);
     let published = published.unwrap_or_default();
     let built = provider::build(&settings, &client, &metrics, changed.clone(), published).await?;
@@ -730,6 +811,11 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
         stores.wait_until_ready().await?;
         match &overlays {
             Some(o) => o.wait_until_ready().await,
+            None => Ok(()),
+        }
+        .map_err(|e| anyhow::anyhow!("a watch stopped before listing: {e}"))?;
+        match &buffers {
+            Some(b) => b.wait_until_ready().await,
             None => Ok(()),
         }
         .map_err(|e| anyhow::anyhow!("a watch stopped before listing: {e}"))
@@ -791,7 +877,9 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     }
     let mut controller = Controller::new(ctx)
         .with_hooks(built.hooks)
-        .with_overlays(overlays);
+        .with_overlays(overlays)
+        .with_buffers(buffers)
+        .with_ignored_buffers(ignored_buffers);
     let result = run_leader(&mut controller, &mut gate, &changed).await;
     let _ = stop_tasks.send(true);
     metrics.set_leader(&settings.leader_election_name, false);

@@ -116,6 +116,33 @@ where
     }
 }
 
+/// Waits up to 60 s for a Warning event with `reason` on the `kind` object `name` with `uid`
+/// and returns its note. Events outlive their objects (an hour by default), so an earlier
+/// test's (or run's) event on an object of the same name is told apart by the UID.
+pub async fn wait_for_warning(
+    client: &Client,
+    kind: &str,
+    name: &str,
+    uid: Option<String>,
+    reason: &str,
+) -> String {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
+    let what = format!("a {reason} Warning event on {kind} {name}");
+    wait_for(&what, Duration::from_secs(60), || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items.into_iter().find_map(|e| {
+            let on_object = e.regarding.as_ref().is_some_and(|r| {
+                r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name) && r.uid == uid
+            });
+            (on_object
+                && e.reason.as_deref() == Some(reason)
+                && e.type_.as_deref() == Some("Warning"))
+            .then(|| e.note.unwrap_or_default())
+        })
+    })
+    .await
+}
+
 /// Polls `check` every 250 ms until it returns `Some`; `None` once `timeout` has passed.
 pub async fn poll_until<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
 where

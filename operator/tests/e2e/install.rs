@@ -26,6 +26,7 @@ async fn karpenter_crds_and_the_charts_crds_are_accepted() {
     assert_eq!(
         applied,
         [
+            "capacitybuffers.autoscaling.x-k8s.io",
             "ec2nodeclasses.karpenter.k8s.aws",
             "nodeclaims.karpenter.sh",
             "nodeoverlays.karpenter.sh",

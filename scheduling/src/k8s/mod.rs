@@ -20,7 +20,7 @@ pub use node::{EPHEMERAL_TAINT_KEY_PREFIXES, ephemeral_taints, is_ephemeral_tain
 pub use pdb::pdb_from_k8s;
 pub use pod::pod_from_k8s;
 pub use volume::{fill_volume_requirements, volume_requirements};
-pub use workload::{MAX_PODS, Workload, pods_from_workload};
+pub use workload::{MAX_PODS, Workload, pod_from_pod_template, pods_from_workload};
 
 use crate::model::{Labels, Millis};
 use crate::quantity::Quantity;

@@ -177,6 +177,35 @@ pub fn pods_from_workload<'a>(
         .collect())
 }
 
+/// The pod a PodTemplate describes (the shape of a CapacityBuffer's chunk): named after the
+/// PodTemplate, in its namespace, with the template's labels and annotations, no owner, and
+/// `created_at` the PodTemplate's creation time.
+///
+/// # Errors
+/// A [`ConversionError`] naming the PodTemplate (`namespace/name`) and the field: a missing
+/// `template` or `template.spec`, or anything [`super::pod_from_k8s`] rejects, under
+/// `template.spec`.
+pub fn pod_from_pod_template(pt: &core::PodTemplate) -> Result<model::Pod, ConversionError> {
+    let (ctx, namespace, name) = namespaced("PodTemplate", &pt.metadata)?;
+    let Some(template) = pt.template.as_ref() else {
+        return Err(ctx.err("template", "missing"));
+    };
+    let Some(spec) = template.spec.as_ref() else {
+        return Err(ctx.err("template.spec", "missing"));
+    };
+    let meta = template.metadata.as_ref();
+    let mut pod = model::Pod {
+        namespace,
+        name,
+        labels: labels(meta.and_then(|m| m.labels.as_ref())),
+        annotations: labels(meta.and_then(|m| m.annotations.as_ref())),
+        created_at: millis(pt.metadata.creation_timestamp.as_ref()).unwrap_or_default(),
+        ..model::Pod::default()
+    };
+    convert_spec(&ctx, "template.spec", spec, &mut pod)?;
+    Ok(pod)
+}
+
 fn indices(
     ctx: &Ctx,
     start: i32,
