@@ -32,6 +32,7 @@ pub mod api_objects;
 pub mod api_pacing;
 mod change_log;
 pub mod concurrency;
+pub mod failure_streaks;
 pub mod feature_gates;
 pub mod feed;
 #[doc(hidden)]

@@ -11,6 +11,7 @@
 mod consolidation;
 mod drift;
 mod equivalence;
+mod faults;
 mod harness;
 mod install;
 mod migration;
