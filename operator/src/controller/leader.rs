@@ -206,10 +206,9 @@ async fn watch_lease(api: Api<Lease>, name: String, notify: Arc<Notify>) {
 }
 
 /// Starts competing for `namespace/name` as `identity`; the gate opens while this replica
-/// holds the Lease and closes when it loses it. A replica that lost the Lease (it could not
-/// renew it for the renew deadline, for example while the API server was unreachable) stays
-/// a candidate: it takes the Lease back at once if the record still names it, or after a
-/// lease duration if another replica let it expire, and the gate opens again.
+/// holds the Lease and closes for good when it loses it (it could not renew it for the renew
+/// deadline, for example while the API server was unreachable): the process then exits and
+/// comes back as a candidate.
 ///
 /// # Errors
 /// The first attempt to read or create the Lease failed (for example, no permission).
@@ -253,22 +252,19 @@ pub async fn elect(
                 // A standby reacts to a released Lease at once; a holder only on its period.
                 () = changed.notified(), if !leading => {}
             }
-            let limit = standing.attempt_deadline(Instant::now().into_std());
-            let attempt = elector.try_acquire_or_renew(leading);
-            let held = match tokio::time::timeout_at(Instant::from_std(limit), attempt).await {
-                Ok(Ok(held)) => {
+            // No deadline on the attempt: a frozen API server holds it until it answers, so a
+            // freeze shorter than a lease duration does not end the process (with a deadline,
+            // the holder would step down, and so exit, after the renew deadline).
+            let held = match elector.try_acquire_or_renew(leading).await {
+                Ok(held) => {
                     failures.succeeded(&());
                     held
                 }
-                Ok(Err(e)) => {
+                Err(e) => {
                     let now = Instant::now().into_std();
                     let report = failures.failed(&(), e.is_routine(), now);
                     let what = "taking or renewing the leader election Lease failed";
                     retry_log::log(report, "leader election", what, &e);
-                    false
-                }
-                Err(_) => {
-                    tracing::debug!("the API server did not answer a Lease request in time");
                     false
                 }
             };
@@ -282,6 +278,7 @@ pub async fn elect(
                         "could not renew the leader election Lease in time; stepping down"
                     );
                     let _ = tx.send(false);
+                    break;
                 }
                 Change::None => {}
             }

@@ -120,19 +120,6 @@ impl Controller {
         }
     }
 
-    /// A controller with fresh bookkeeping over the same context, provider hooks and
-    /// NodeOverlays: what a replica that becomes leader again starts from, as a new process
-    /// would (everything it decides comes from the objects).
-    pub fn restarted(self) -> Self {
-        let Self {
-            ctx,
-            hooks,
-            overlays,
-            ..
-        } = self;
-        Self::new(ctx).with_hooks(hooks).with_overlays(overlays)
-    }
-
     /// The index and reconciler; fresh ones when a tick was cancelled or panicked on its
     /// thread (a fresh reconciler decides again from the objects, as a restarted replica).
     fn take_core(&mut self) -> (ClusterState, Reconciler) {
@@ -687,12 +674,13 @@ fn identity() -> String {
         .unwrap_or_else(|_| format!("karpenter-{}", std::process::id()))
 }
 
-/// `karpenter controller`: runs until SIGTERM/Ctrl-C (Ok). A replica that loses the Lease
-/// stands by and competes again; nothing it needs lives only in its memory.
+/// `karpenter controller`: runs until SIGTERM/Ctrl-C (Ok) or until leadership is lost or a
+/// watch dies (Err, so the container restarts and a fresh replica takes over from the
+/// objects' state).
 ///
 /// # Errors
 /// Invalid settings, no cluster to connect to, a port that cannot be bound, the first
-/// request for the Lease refused.
+/// request for the Lease refused, lost leadership.
 pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     let settings = Settings::from_args(args)?;
     logging::init(&settings).map_err(|e| anyhow::anyhow!("initialising logging: {e}"))?;
@@ -822,19 +810,10 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     let mut controller = Controller::new(ctx.clone())
         .with_hooks(hooks.clone())
         .with_overlays(overlays);
-    // Each term of leadership starts from the objects with fresh bookkeeping, as a new
-    // replica would; losing the Lease (it could not be renewed in time, for example while
-    // the API server was unreachable) makes this replica a standby again, not an exit.
-    let result = loop {
-        tokio::select! {
-            () = gate.wait_for_leadership() => {}
-            r = &mut signal => {
-                if r.is_ok() {
-                    tracing::info!("shut down while standing by");
-                }
-                break r;
-            }
-        }
+    // Losing the Lease (it could not be renewed in time, for example while the API server
+    // was unreachable) ends the process, as client-go's leader election does: a second term
+    // in the same process did no work in the fault tests, and a fresh process competes again.
+    let result = run_term(&mut controller, &mut gate, &changed, &mut signal, || {
         metrics.set_leader(&settings.leader_election_name, true);
         (metrics.runtime).start_stages(settings.provider == ProviderKind::Fake);
         tracing::info!(identity = %id, "acquired leadership");
@@ -848,20 +827,52 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
             Some(hooks) => hooks.start_leader_tasks(&ctx, tasks_stopped),
             None => {}
         }
-        let ended = run_leader(&mut controller, &mut gate, &changed, &mut signal).await;
-        let _ = stop_tasks.send(true);
-        metrics.set_leader(&settings.leader_election_name, false);
-        match ended {
-            Ok(Term::Shutdown) => {
-                tracing::info!("shut down");
-                break Ok(());
-            }
-            Ok(Term::LostLeadership) => controller = controller.restarted(),
-            Err(e) => break Err(e),
-        }
-    };
+        stop_tasks
+    })
+    .await;
+    metrics.set_leader(&settings.leader_election_name, false);
     stop(election).await;
     result
+}
+
+/// Waits for leadership (or a shutdown signal while standing by), calls `started` once the
+/// Lease is held, and runs the term; the sender `started` returns stops the leader's
+/// background tasks when the term ends.
+///
+/// # Errors
+/// Lost leadership, or installing the signal handler failed.
+async fn run_term<S>(
+    controller: &mut Controller,
+    gate: &mut LeaderGate,
+    changed: &Notify,
+    signal: &mut std::pin::Pin<&mut S>,
+    started: impl FnOnce() -> tokio::sync::watch::Sender<bool>,
+) -> anyhow::Result<()>
+where
+    S: std::future::Future<Output = anyhow::Result<()>>,
+{
+    tokio::select! {
+        () = gate.wait_for_leadership() => {}
+        r = signal.as_mut() => {
+            if r.is_ok() {
+                tracing::info!("shut down while standing by");
+            }
+            return r;
+        }
+    }
+    let stop_tasks = started();
+    let ended = run_leader(controller, gate, changed, signal).await;
+    let _ = stop_tasks.send(true);
+    match ended? {
+        Term::Shutdown => {
+            tracing::info!("shut down");
+            Ok(())
+        }
+        Term::LostLeadership => {
+            tracing::error!("lost leadership; exiting so a fresh replica takes over");
+            Err(anyhow::anyhow!("leader election lost"))
+        }
+    }
 }
 
 /// How a term of leadership ended.
@@ -869,7 +880,7 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
 pub enum Term {
     /// SIGTERM or Ctrl-C: the process exits.
     Shutdown,
-    /// The Lease was lost: this replica stands by and may lead again.
+    /// The Lease was lost: the process exits and a fresh replica competes.
     LostLeadership,
 }
 
@@ -893,7 +904,7 @@ where
     loop {
         tokio::select! {
             () = lost.lost() => {
-                tracing::warn!("lost leadership; standing by until this replica holds the Lease again");
+                tracing::debug!("the leader election Lease was lost");
                 return Ok(Term::LostLeadership);
             }
             r = signal.as_mut() => { r?; tracing::info!("shutting down"); return Ok(Term::Shutdown); }

@@ -333,7 +333,7 @@ async fn a_frozen_api_server_loses_nothing() {
 }
 
 #[tokio::test]
-#[ignore = "fails: after a kube-apiserver restart the controller takes the Lease back but does no work (drain stuck, fake kubelet silent); see docs/benchmarks.md"]
+#[ignore = "the controller exits when a kube-apiserver restart costs it the Lease (a kubelet would restart it; this harness does not); see docs/benchmarks.md"]
 async fn a_restarted_api_server_loses_nothing() {
     let Some(cluster) = harness::cluster("fault_apiserver_restart").await else {
         return;
