@@ -8,6 +8,12 @@
 #   scripts/control-plane.sh stop    # stop exactly the processes `start` started, by PID
 #   scripts/control-plane.sh env     # print `export KUBECONFIG=…` and PATH for a shell
 #   scripts/control-plane.sh status  # which components run
+#   scripts/control-plane.sh restart COMPONENT  # stop one component and start it again with the
+#                                    # same command line and state (etcd keeps its data)
+#   scripts/control-plane.sh freeze|thaw COMPONENT  # SIGSTOP / SIGCONT one component
+#   scripts/control-plane.sh compact # compact etcd's history at its current revision
+#
+# The end-to-end fault tests (operator/tests/e2e/faults.rs) use the last three.
 #
 # Everything is built with the machine's `go` from the Go module proxy:
 # - k8s.io/kubernetes as served has no staging/ directory and its go.mod replaces every
@@ -224,6 +230,8 @@ EOF
 spawn() {
   local name="$1"
   shift
+  # The command line is kept so that `restart` starts the component exactly as `start` did.
+  printf '%s\0' "$@" >"$STATE/$name.cmd"
   "$@" >"$STATE/$name.log" 2>&1 &
   echo $! >"$STATE/$name.pid"
 }
@@ -298,22 +306,79 @@ start() {
   echo "$STATE/admin.kubeconfig"
 }
 
+stop_one() {
+  local c="$1" pid
+  pid="$(pid_of "$c")"
+  if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
+    # A frozen process only handles SIGTERM once it runs again.
+    kill -CONT "$pid" 2>/dev/null || true
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 40); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.25
+    done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$STATE/$c.pid"
+}
+
 stop() {
-  local c pid i
+  local i
   # Reverse order: clients before the API server, the API server before etcd.
   for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do
-    c="${COMPONENTS[$i]}"
-    pid="$(pid_of "$c")"
-    if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
-      kill "$pid" 2>/dev/null || true
-      for _ in $(seq 1 40); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.25
-      done
-      kill -9 "$pid" 2>/dev/null || true
-    fi
-    rm -f "$STATE/$c.pid"
+    stop_one "${COMPONENTS[$i]}"
   done
+}
+
+component() {
+  local c
+  for c in "${COMPONENTS[@]}"; do
+    [[ "$c" == "${1:-}" ]] && return 0
+  done
+  log "unknown component '${1:-}'; one of: ${COMPONENTS[*]}"
+  exit 2
+}
+
+# Stops one component and starts it again with the command line `start` recorded, on the same
+# state: etcd keeps its data directory, the API server its certificates. Waits until the API
+# server answers /readyz again (which also checks etcd).
+restart() {
+  local c="$1" cmd
+  component "$c"
+  [[ -f "$STATE/$c.cmd" ]] || { log "$c was not started by this script (no $STATE/$c.cmd)"; exit 1; }
+  mapfile -d '' cmd <"$STATE/$c.cmd"
+  stop_one "$c"
+  "${cmd[@]}" >>"$STATE/$c.log" 2>&1 &
+  echo $! >"$STATE/$c.pid"
+  case "$c" in
+    etcd | kube-apiserver) wait_for "$c" 240 kubectl_ get --raw /readyz ;;
+    *) sleep 1 ;;
+  esac
+  running "$c" || { log "$c exited after the restart; see $STATE/$c.log"; exit 1; }
+}
+
+signal_one() {
+  local c="$2" pid
+  component "$c"
+  pid="$(pid_of "$c")"
+  [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || { log "$c is not running"; exit 1; }
+  kill "-$1" "$pid"
+}
+
+# Compacts etcd's history at its current revision, through its gRPC gateway: a watch or list
+# from any older resourceVersion that reaches etcd then fails with 410 Gone.
+compact() {
+  local url cmd i revision
+  [[ -f "$STATE/etcd.cmd" ]] || { log "etcd was not started by this script"; exit 1; }
+  mapfile -d '' cmd <"$STATE/etcd.cmd"
+  for ((i = 0; i < ${#cmd[@]}; i++)); do
+    [[ "${cmd[$i]}" == --advertise-client-urls ]] && url="${cmd[$((i + 1))]}"
+  done
+  revision="$(curl -fsS -X POST "$url/v3/kv/range" -d '{"key":"AA=="}' |
+    sed -n 's/.*"revision":"\([0-9]*\)".*/\1/p')"
+  [[ -n "$revision" ]] || { log "could not read etcd's revision from $url"; exit 1; }
+  curl -fsS -X POST "$url/v3/kv/compaction" -d "{\"revision\":\"$revision\",\"physical\":true}" >/dev/null
+  echo "$revision"
 }
 
 status() {
@@ -328,10 +393,14 @@ case "${1:-}" in
   start) start ;;
   stop) stop ;;
   status) status ;;
+  restart) restart "${2:-}" ;;
+  freeze) signal_one STOP "${2:-}" ;;
+  thaw) signal_one CONT "${2:-}" ;;
+  compact) compact ;;
   bin) echo "$BIN" ;;
   env)
     echo "export KUBECONFIG=$STATE/admin.kubeconfig"
     echo "export PATH=$BIN:\$PATH"
     ;;
-  *) echo "usage: $0 build|start|stop|status|env|bin" >&2; exit 2 ;;
+  *) echo "usage: $0 build|start|stop|status|env|bin|restart C|freeze C|thaw C|compact" >&2; exit 2 ;;
 esac

@@ -12,6 +12,8 @@
 //! - [`node_instances`]: fake instances kept as Node objects (the operator's
 //!   `--cloud-provider fake` on a real cluster), and their conversions from and to NodeClaims.
 //! - [`kubelet`]: what those instances' kubelet would post (Ready, Lease, running pods).
+//! - [`launch_faults`]: offerings that fail with insufficient capacity and slow launches
+//!   (`--fake-insufficient-capacity`, `--fake-launch-delay`).
 //! - [`reservations`]: capacity reservations ([`FakeReservation`]) the provider offers as
 //!   `reserved` capacity and launches into, as Karpenter's AWS provider does.
 //!
@@ -20,6 +22,7 @@
 #![forbid(unsafe_code)]
 
 pub mod kubelet;
+pub mod launch_faults;
 pub mod node_instances;
 pub mod provider;
 pub mod reservations;

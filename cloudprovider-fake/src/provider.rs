@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use crate::launch_faults::{LaunchFaultError, LaunchFaults};
 use crate::reservations::{FakeReservation, ReservationError, with_reserved};
 use karpenter_cloudprovider::reserved::allows_reservation;
 
@@ -89,6 +90,9 @@ pub struct FakeCloudProvider {
     instance_types: Vec<Arc<InstanceType>>,
     filter_by_node_pool: bool,
     launch_latency: Duration,
+    /// Launch delays by offering (`--fake-launch-delay`); its insufficient offerings are in
+    /// the state's `insufficient`.
+    launch_faults: LaunchFaults,
     /// The `ReservedCapacity` feature gate: off, reservations are neither offered nor used.
     reserved_capacity: bool,
     state: Mutex<State>,
@@ -109,6 +113,7 @@ impl FakeCloudProvider {
             instance_types,
             filter_by_node_pool: false,
             launch_latency: Duration::ZERO,
+            launch_faults: LaunchFaults::default(),
             reserved_capacity: true,
             state: Mutex::new(State::default()),
         }
@@ -135,6 +140,31 @@ impl FakeCloudProvider {
     pub fn with_launch_latency(mut self, latency: Duration) -> Self {
         self.launch_latency = latency;
         self
+    }
+
+    /// Injects `faults`: every launch on an offering they name as insufficient fails with
+    /// insufficient capacity (and the offering is then reported unavailable), and
+    /// [`launch_delay_of`](Self::launch_delay_of) tells how long each launch takes.
+    ///
+    /// # Errors
+    /// A pattern that names no offering of this provider's catalogue.
+    pub fn with_launch_faults(mut self, faults: LaunchFaults) -> Result<Self, LaunchFaultError> {
+        faults.validate(&self.instance_types)?;
+        self.insufficient_capacity(faults.insufficient_offerings(&self.instance_types));
+        self.launch_faults = faults;
+        Ok(self)
+    }
+
+    /// How long the launch of `launched` (a claim as [`create`](CloudProvider::create)
+    /// returned it) takes under the launch faults: zero unless `--fake-launch-delay` names
+    /// its offering. The provider never sleeps; a caller with a clock waits this long.
+    pub fn launch_delay_of(&self, launched: &NodeClaim) -> Duration {
+        let label = |k: &str| launched.label(k).unwrap_or_default().to_owned();
+        self.launch_faults.delay_of(&OfferingRef {
+            instance_type: label(labels::INSTANCE_TYPE),
+            zone: label(labels::ZONE),
+            capacity_type: label(labels::CAPACITY_TYPE),
+        })
     }
 
     /// Sets Karpenter's `ReservedCapacity` feature gate (on by default): off, the provider

@@ -197,6 +197,56 @@ async fn partial_insufficient_capacity_launches_next_cheapest_offering() {
 }
 
 #[tokio::test]
+async fn launch_faults_fail_named_offerings_and_delay_others() {
+    use karpenter_cloudprovider_fake::launch_faults::{LaunchFaults, OfferingPattern};
+    use std::time::Duration;
+    let faults = LaunchFaults {
+        // Every spot offering of a1.large: like CreateFleet, a launch tries only the
+        // preferred capacity type (spot) and fails; the next falls back to on-demand.
+        insufficient_capacity: vec![OfferingPattern::parse("a1.large/*/spot").unwrap()],
+        delays: vec![(
+            OfferingPattern::parse("b1.large").unwrap(),
+            Duration::from_secs(7),
+        )],
+    };
+    let provider = small_provider().with_launch_faults(faults).unwrap();
+    let a1 = json!([{"key": labels::INSTANCE_TYPE, "operator": "In", "values": ["a1.large"]}]);
+    let err = provider
+        .create(&claim("c1", a1.clone(), json!({})))
+        .await
+        .unwrap_err();
+    assert!(err.is_insufficient_capacity(), "{err}");
+    assert_eq!(
+        provider.unavailable_offerings(),
+        [
+            offering("a1.large", "test-1a", "spot"),
+            offering("a1.large", "test-1b", "spot")
+        ]
+    );
+    let launched = provider.create(&claim("c1", a1, json!({}))).await.unwrap();
+    assert_eq!(label(&launched, labels::CAPACITY_TYPE), "on-demand");
+    assert_eq!(provider.launch_delay_of(&launched), Duration::ZERO);
+    let spot_only = json!([
+        {"key": labels::INSTANCE_TYPE, "operator": "In", "values": ["a1.large"]},
+        {"key": labels::CAPACITY_TYPE, "operator": "In", "values": ["spot"]}
+    ]);
+    let err = provider
+        .create(&claim("c2", spot_only, json!({})))
+        .await
+        .unwrap_err();
+    assert!(err.is_insufficient_capacity(), "{err}");
+    let b1 = json!([{"key": labels::INSTANCE_TYPE, "operator": "In", "values": ["b1.large"]}]);
+    let slow = provider.create(&claim("c3", b1, json!({}))).await.unwrap();
+    assert_eq!(provider.launch_delay_of(&slow), Duration::from_secs(7));
+    let typo = LaunchFaults {
+        insufficient_capacity: vec![OfferingPattern::parse("c1.large").unwrap()],
+        ..LaunchFaults::default()
+    };
+    let e = small_provider().with_launch_faults(typo).unwrap_err();
+    assert!(e.to_string().contains("c1.large"), "{e}");
+}
+
+#[tokio::test]
 async fn requests_and_requirements_that_nothing_meets() {
     let provider = small_provider();
     // 2 vCPU types have 1930m allocatable: 2 cpu does not fit.

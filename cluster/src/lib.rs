@@ -35,6 +35,7 @@ pub mod api_pacing;
 pub mod capacity_buffer;
 mod change_log;
 pub mod concurrency;
+pub mod failure_streaks;
 pub mod feature_gates;
 pub mod feed;
 #[doc(hidden)]

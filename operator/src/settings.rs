@@ -38,6 +38,14 @@ pub struct ControllerArgs {
     /// zone, count, type, interruptible}`.
     #[arg(long, env = "FAKE_CAPACITY_RESERVATIONS", default_value = "[]")]
     pub fake_capacity_reservations: String,
+    /// Offerings `--cloud-provider fake` fails with insufficient capacity: comma-separated
+    /// `<instance type>[/<zone>[/<capacity type>]]`, any part `*`.
+    #[arg(long, env = "FAKE_INSUFFICIENT_CAPACITY", default_value = "")]
+    pub fake_insufficient_capacity: String,
+    /// How long launches of `--cloud-provider fake` take: a Go duration for every launch, or
+    /// comma-separated `<offering>=<duration>` (the first match applies).
+    #[arg(long, env = "FAKE_LAUNCH_DELAY", default_value = "")]
+    pub fake_launch_delay: String,
     /// Log verbosity: `debug`, `info` or `error`.
     #[arg(long, env = "LOG_LEVEL", default_value = "info")]
     pub log_level: String,
@@ -131,6 +139,8 @@ impl<'a> From<&'a ControllerArgs> for Flags<'a> {
             feature_gates: &a.feature_gates,
             legacy_node_repair: a.legacy_node_repair,
             fake_capacity_reservations: &a.fake_capacity_reservations,
+            fake_insufficient_capacity: &a.fake_insufficient_capacity,
+            fake_launch_delay: &a.fake_launch_delay,
             log_level: &a.log_level,
             log_format: &a.log_format,
             log_output_paths: &a.log_output_paths,

@@ -20,6 +20,25 @@ pub enum SettingsError {
     /// `FAKE_CAPACITY_RESERVATIONS` is not a JSON list of reservations.
     #[error("--fake-capacity-reservations (FAKE_CAPACITY_RESERVATIONS): {0}")]
     FakeReservations(String),
+    /// A launch fault of the fake provider (`--fake-insufficient-capacity`,
+    /// `--fake-launch-delay`) that cannot be used.
+    #[error("--{flag} ({env}): {message}")]
+    Fake {
+        /// Flag name.
+        flag: &'static str,
+        /// Environment variable.
+        env: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// A setting only the fake provider acts on, given with another provider.
+    #[error("--{flag} ({env}) is only acted on by --cloud-provider fake")]
+    FakeOnly {
+        /// Flag name.
+        flag: &'static str,
+        /// Environment variable.
+        env: &'static str,
+    },
     /// `FEATURE_GATES` is not a comma-separated list of `Name=true|false`.
     #[error("--feature-gates (FEATURE_GATES): {0}")]
     FeatureGates(#[from] FeatureGateError),

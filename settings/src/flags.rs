@@ -19,6 +19,10 @@ pub struct Flags<'a> {
     pub legacy_node_repair: bool,
     /// FAKE_CAPACITY_RESERVATIONS (JSON).
     pub fake_capacity_reservations: &'a str,
+    /// FAKE_INSUFFICIENT_CAPACITY (offering patterns).
+    pub fake_insufficient_capacity: &'a str,
+    /// FAKE_LAUNCH_DELAY (a Go duration, or `<offering>=<duration>` entries).
+    pub fake_launch_delay: &'a str,
     /// LOG_LEVEL.
     pub log_level: &'a str,
     /// LOG_FORMAT.

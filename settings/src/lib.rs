@@ -10,6 +10,7 @@
 
 mod error;
 mod flags;
+pub mod launch_faults;
 mod values;
 
 pub use error::SettingsError;
@@ -20,6 +21,7 @@ pub use values::{
 };
 
 use karpenter_cloudprovider_fake::FakeReservation;
+use karpenter_cloudprovider_fake::launch_faults::LaunchFaults;
 use karpenter_cloudprovider_fake::reservations::parse_reservations;
 use karpenter_disruption::RepackOptions;
 use karpenter_scheduling::solver::{MinValuesPolicy, PreferencePolicy};
@@ -61,6 +63,9 @@ pub struct Settings {
     pub legacy_node_repair: bool,
     /// FAKE_CAPACITY_RESERVATIONS.
     pub fake_reservations: Vec<FakeReservation>,
+    /// FAKE_INSUFFICIENT_CAPACITY and FAKE_LAUNCH_DELAY: offerings the fake provider fails
+    /// with insufficient capacity, and how long its launches take.
+    pub fake_launch_faults: LaunchFaults,
     /// LOG_LEVEL.
     pub log_level: LogLevel,
     /// LOG_FORMAT.
@@ -108,6 +113,7 @@ impl Default for Settings {
             feature_gates: FeatureGates::default(),
             legacy_node_repair: false,
             fake_reservations: Vec::new(),
+            fake_launch_faults: LaunchFaults::default(),
             log_level: LogLevel::Info,
             log_format: LogFormat::Json,
             log_output: LogOutput::Stdout,
@@ -192,6 +198,22 @@ impl Settings {
                 }
             }
         }
+        let fake_launch_faults =
+            launch_faults::parse(args.fake_insufficient_capacity, args.fake_launch_delay)?;
+        if provider != ProviderKind::Fake {
+            // Accepted but not acted on would hide a mistake.
+            for ((flag, env), value) in [
+                (
+                    launch_faults::INSUFFICIENT_CAPACITY,
+                    args.fake_insufficient_capacity,
+                ),
+                (launch_faults::LAUNCH_DELAY, args.fake_launch_delay),
+            ] {
+                if !value.trim().is_empty() {
+                    return Err(SettingsError::FakeOnly { flag, env });
+                }
+            }
+        }
         let leader_election_namespace = if args.leader_election_namespace.is_empty() {
             args.system_namespace
         } else {
@@ -214,6 +236,7 @@ impl Settings {
             legacy_node_repair: args.legacy_node_repair,
             fake_reservations: parse_reservations(args.fake_capacity_reservations)
                 .map_err(SettingsError::FakeReservations)?,
+            fake_launch_faults,
             log_level,
             log_format,
             log_output,

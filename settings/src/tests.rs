@@ -11,6 +11,8 @@ fn defaults() -> Flags<'static> {
         feature_gates: "NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,StaticCapacity=false",
         legacy_node_repair: false,
         fake_capacity_reservations: "[]",
+        fake_insufficient_capacity: "",
+        fake_launch_delay: "",
         log_level: "info",
         log_format: "json",
         log_output_paths: "stdout",
@@ -74,9 +76,19 @@ fn empty_log_level_and_output_mean_karpenters_defaults() {
 
 #[test]
 fn only_debug_raises_the_binarys_own_logs_above_its_dependencies() {
-    assert_eq!(LogLevel::Debug.filter_directive(), "info,karpenter=debug");
-    assert_eq!(LogLevel::Info.filter_directive(), "info");
-    assert_eq!(LogLevel::Error.filter_directive(), "error");
+    let quiet_client = "kube_client::client::builder=off";
+    assert_eq!(
+        LogLevel::Debug.filter_directive(),
+        format!("info,karpenter=debug,{quiet_client}")
+    );
+    assert_eq!(
+        LogLevel::Info.filter_directive(),
+        format!("info,{quiet_client}")
+    );
+    assert_eq!(
+        LogLevel::Error.filter_directive(),
+        format!("error,{quiet_client}")
+    );
 }
 
 #[test]
@@ -260,4 +272,37 @@ fn bad_gates_and_reservations_name_their_flag() {
     })
     .unwrap_err();
     assert!(matches!(e, SettingsError::FakeReservations(_)), "{e}");
+}
+
+#[test]
+fn fake_launch_faults_are_parsed_and_refused_with_another_provider() {
+    let s = Settings::from_args(Flags {
+        fake_insufficient_capacity: "m5.large/us-east-1a",
+        fake_launch_delay: "c5.large=5s",
+        ..defaults()
+    })
+    .unwrap();
+    assert_eq!(s.fake_launch_faults.insufficient_capacity.len(), 1);
+    assert_eq!(s.fake_launch_faults.delays.len(), 1);
+    let aws = |ice, delay| Flags {
+        cloud_provider: "aws",
+        cluster_name: "prod",
+        cluster_endpoint: "https://example.com",
+        fake_insufficient_capacity: ice,
+        fake_launch_delay: delay,
+        ..defaults()
+    };
+    assert_eq!(
+        Settings::from_args(aws("m5.large", "")),
+        Err(SettingsError::FakeOnly {
+            flag: "fake-insufficient-capacity",
+            env: "FAKE_INSUFFICIENT_CAPACITY"
+        })
+    );
+    let e = Settings::from_args(aws("", "1s")).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "--fake-launch-delay (FAKE_LAUNCH_DELAY) is only acted on by --cloud-provider fake"
+    );
+    assert!(Settings::from_args(aws("", "")).is_ok());
 }

@@ -106,12 +106,15 @@ impl LogLevel {
 impl LogLevel {
     /// The `tracing` filter directive for this level: the `karpenter` binary's own logs at
     /// the level, and at `debug` its dependencies one step quieter so the client's request
-    /// logs do not drown the controller's.
+    /// logs do not drown the controller's. The Kubernetes client's own per-request failure
+    /// lines (ERROR for every refused connection or 5xx, retried or not) are off: the
+    /// controller reports each failed call itself, at the level its retry warrants
+    /// (`RUST_LOG` can turn them back on).
     pub fn filter_directive(self) -> &'static str {
         match self {
-            Self::Debug => "info,karpenter=debug",
-            Self::Info => "info",
-            Self::Error => "error",
+            Self::Debug => "info,karpenter=debug,kube_client::client::builder=off",
+            Self::Info => "info,kube_client::client::builder=off",
+            Self::Error => "error,kube_client::client::builder=off",
         }
     }
 }

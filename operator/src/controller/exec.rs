@@ -29,6 +29,10 @@ pub enum Executed {
     /// Refused for now (an eviction blocked by a PodDisruptionBudget: HTTP 429); retried on
     /// a later pass.
     Blocked,
+    /// A launch found no capacity: its NodeClaim was deleted and the provider now reports
+    /// the offerings it tried unavailable, so instance types must be read again before the
+    /// next plan (or the pods would be planned onto the same offerings).
+    NoCapacity,
 }
 
 /// Deletes a NodeClaim (404 is success): its finalizer keeps it until termination is done.
@@ -172,9 +176,7 @@ pub async fn execute(ctx: &Ctx, action: &Action) -> Result<Executed, ReconcileEr
         Action::AddTerminationFinalizer { node_claim } => {
             done(lifecycle::add_finalizer(ctx, node_claim).await)
         }
-        Action::LaunchInstance { node_claim } => {
-            done(lifecycle::launch_instance(ctx, node_claim).await)
-        }
+        Action::LaunchInstance { node_claim } => lifecycle::launch_instance(ctx, node_claim).await,
         Action::RegisterNode { node_claim, node } => {
             done(lifecycle::register(ctx, node_claim, node).await)
         }

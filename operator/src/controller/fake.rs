@@ -71,6 +71,11 @@ impl CloudProvider for ClusterFakeProvider {
         let mut launched = self.inner.create(node_claim).await?;
         // The in-memory copy is not the source of truth; the Node is.
         let _ = self.inner.delete(&launched).await;
+        // A slow launch (`--fake-launch-delay`): the instance appears only after it.
+        let delay = self.inner.launch_delay_of(&launched);
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         let zone = launched
             .label(v1labels::ZONE)
             .unwrap_or_default()

@@ -8,9 +8,11 @@
 //! Unlike a plain poll, candidates also watch the Lease: when a holder shuts down it releases
 //! the Lease and a standby takes it over within one round trip instead of a retry period.
 
+use super::retry_log::{self, Routine as _};
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use karpenter_cluster::failure_streaks::FailureStreaks;
 use karpenter_cluster::lease::{self, Change, RETRY_PERIOD_SECS, Standing};
 use karpenter_metrics::runtime::RuntimeMetrics;
 use kube::Client;
@@ -204,7 +206,9 @@ async fn watch_lease(api: Api<Lease>, name: String, notify: Arc<Notify>) {
 }
 
 /// Starts competing for `namespace/name` as `identity`; the gate opens while this replica
-/// holds the Lease and closes for good when it loses it.
+/// holds the Lease and closes for good when it loses it (it could not renew it for the renew
+/// deadline, for example while the API server was unreachable): the process then exits and
+/// comes back as a candidate.
 ///
 /// # Errors
 /// The first attempt to read or create the Lease failed (for example, no permission).
@@ -239,6 +243,7 @@ pub async fn elect(
     let task = tokio::spawn(async move {
         let retry = Duration::from_secs(RETRY_PERIOD_SECS);
         let mut standing = Standing::new(first, Instant::now().into_std());
+        let mut failures = FailureStreaks::default();
         loop {
             let leading = standing.leading();
             tokio::select! {
@@ -247,20 +252,31 @@ pub async fn elect(
                 // A standby reacts to a released Lease at once; a holder only on its period.
                 () = changed.notified(), if !leading => {}
             }
-            let held = elector
-                .try_acquire_or_renew(leading)
-                .await
-                .unwrap_or_else(|e| {
-                    tracing::warn!(error = %e, "renewing the leader election Lease failed");
+            // No deadline on the attempt: a frozen API server holds it until it answers, so a
+            // freeze shorter than a lease duration does not end the process (with a deadline,
+            // the holder would step down, and so exit, after the renew deadline).
+            let held = match elector.try_acquire_or_renew(leading).await {
+                Ok(held) => {
+                    failures.succeeded(&());
+                    held
+                }
+                Err(e) => {
+                    let now = Instant::now().into_std();
+                    let report = failures.failed(&(), e.is_routine(), now);
+                    let what = "taking or renewing the leader election Lease failed";
+                    retry_log::log(report, "leader election", what, &e);
                     false
-                });
-            // A holder that stepped down stops acting for good (the process exits and comes
-            // back as a candidate).
+                }
+            };
             match standing.after_attempt(held, Instant::now().into_std()) {
                 Change::Acquired => {
                     let _ = tx.send(true);
                 }
                 Change::SteppedDown => {
+                    tracing::warn!(
+                        renew_deadline_seconds = lease::RENEW_DEADLINE_SECS,
+                        "could not renew the leader election Lease in time; stepping down"
+                    );
                     let _ = tx.send(false);
                     break;
                 }

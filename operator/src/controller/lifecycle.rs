@@ -4,7 +4,7 @@
 //! Node synced on registration and the conditions set.
 
 use super::api::{merge_patch, set_finalizers};
-use super::exec::{claim_of, node_of};
+use super::exec::{Executed, claim_of, node_of};
 use super::{Ctx, ReconcileError};
 use karpenter_cloudprovider::CloudProviderError;
 use karpenter_cloudprovider::v1::{
@@ -58,14 +58,15 @@ pub async fn add_finalizer(ctx: &Ctx, name: &str) -> Result<(), ReconcileError> 
     Ok(())
 }
 
-/// Launches NodeClaim `name`'s instance through the provider.
+/// Launches NodeClaim `name`'s instance through the provider;
+/// [`Executed::NoCapacity`] when there was none (the claim is then deleted).
 ///
 /// # Errors
-/// API or provider failures other than capacity (which delete the claim).
-pub async fn launch_instance(ctx: &Ctx, name: &str) -> Result<(), ReconcileError> {
+/// API or provider failures other than capacity.
+pub async fn launch_instance(ctx: &Ctx, name: &str) -> Result<Executed, ReconcileError> {
     match claim_of(ctx, name) {
         Some(claim) => launch(ctx, &claim).await,
-        None => Ok(()),
+        None => Ok(Executed::Done),
     }
 }
 
@@ -127,7 +128,7 @@ pub async fn initialize(ctx: &Ctx, name: &str, node_name: &str) -> Result<(), Re
     Ok(())
 }
 
-async fn launch(ctx: &Ctx, claim: &NodeClaim) -> Result<(), ReconcileError> {
+async fn launch(ctx: &Ctx, claim: &NodeClaim) -> Result<Executed, ReconcileError> {
     match ctx.provider.create(claim).await {
         Ok(launched) => {
             // Labels the provider resolved (instance type, zone, capacity type …) go on
@@ -166,7 +167,7 @@ async fn launch(ctx: &Ctx, claim: &NodeClaim) -> Result<(), ReconcileError> {
                 capacity_type = launched.label(v1labels::CAPACITY_TYPE).unwrap_or_default(),
                 "launched nodeclaim"
             );
-            Ok(())
+            Ok(Executed::Done)
         }
         Err(e) => {
             let (reason, delete) = match &e {
@@ -191,8 +192,9 @@ async fn launch(ctx: &Ctx, claim: &NodeClaim) -> Result<(), ReconcileError> {
             if delete {
                 // Upstream deletes the claim so the pods are planned again with the
                 // offering marked unavailable.
+                tracing::info!(nodeclaim = claim.name(), error = %e, "no capacity for nodeclaim; deleting it");
                 super::exec::delete_node_claim(ctx, claim.name()).await?;
-                return Ok(());
+                return Ok(Executed::NoCapacity);
             }
             Err(ReconcileError::Provider {
                 what: "creating instance",

@@ -30,6 +30,7 @@ pub mod nodeoverlay;
 pub mod nodepool;
 pub mod provider;
 pub mod repair;
+pub mod retry_log;
 pub mod run;
 pub mod state;
 pub mod static_pools;

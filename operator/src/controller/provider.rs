@@ -8,6 +8,7 @@
 use super::Ctx;
 use super::fake::ClusterFakeProvider;
 use crate::settings::{ProviderKind, Settings};
+use anyhow::Context as _;
 use karpenter_cloudprovider::CloudProvider;
 use karpenter_cloudprovider::overlay::Published;
 use karpenter_cloudprovider_fake::FakeCloudProvider;
@@ -64,10 +65,14 @@ pub async fn build(
         ProviderKind::Fake => {
             // The fake launches the cheapest offering by its own prices (docs/operator.md).
             drop(overlays);
+            let faults = settings.fake_launch_faults.clone();
             let fake = FakeCloudProvider::default()
-                .with_reserved_capacity(settings.feature_gates.reserved_capacity);
+                .with_reserved_capacity(settings.feature_gates.reserved_capacity)
+                .with_launch_faults(faults)
+                .context("fake launch faults")?;
             for r in &settings.fake_reservations {
-                anyhow::Context::context(fake.add_reservation(r.clone()), "fake reservations")?;
+                fake.add_reservation(r.clone())
+                    .context("fake reservations")?;
             }
             let inner = ClusterFakeProvider::new(fake, Api::all(client.clone()));
             Ok(Built {

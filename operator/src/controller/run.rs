@@ -6,6 +6,7 @@ use super::exec;
 use super::explain::Explainer;
 use super::leader::{self, LeaderGate};
 use super::provider::ProviderHooks;
+use super::retry_log::RetryLog;
 use super::static_pools;
 use super::{
     Ctx, capacity_buffer, consolidation, dry_run, ignored, kubelet, logging, nodeoverlay, nodepool,
@@ -43,6 +44,8 @@ pub const INSTANCE_TYPES_TTL_MS: Millis = 60_000;
 pub const DRIFT_POLL_MS: Millis = 60_000;
 /// How often NodePool status is recomputed with no pool or claim changed.
 pub const NODEPOOL_STATUS_PERIOD_MS: Millis = 30_000;
+/// The work name under which NodeOverlay status failures are logged.
+const NODE_OVERLAY_STATUS: &str = "nodeoverlay.status";
 /// How often node utilisation is recomputed.
 pub const UTILIZATION_PERIOD_MS: Millis = 10_000;
 /// How often the index is fed from every store even without a re-list.
@@ -95,6 +98,8 @@ pub struct Controller {
     buffers_told: capacity_buffer::Told,
     /// With the CapacityBuffer gate off: the buffers, each told as ignored.
     ignored_buffers: Option<capacity_buffer::IgnoredBuffers>,
+    /// Failed work, logged at debug while a retry may still fix it.
+    retries: RetryLog,
 }
 
 impl Controller {
@@ -125,6 +130,7 @@ impl Controller {
             resolved_buffers: Vec::new(),
             buffers_told: capacity_buffer::Told::default(),
             ignored_buffers: None,
+            retries: RetryLog::default(),
             ctx,
         }
     }
@@ -184,17 +190,23 @@ impl Controller {
         }
         let (mut fresh, errors) = poll::instance_types_of(self.ctx.provider.as_ref(), &pools).await;
         let mut failed = !errors.is_empty();
-        for (pool, e) in errors {
-            tracing::warn!(nodepool = pool, error = %e, "listing instance types failed");
+        for (pool, e) in &errors {
+            let work = format!("instance types of NodePool {pool}");
+            self.retries
+                .failed(&work, e, "listing instance types failed");
         }
         if let Some(overlays) = &mut self.overlays {
             let (overlaid, evaluation) = overlays.apply(&pools, fresh);
             fresh = overlaid;
-            if self.shadow.is_none()
-                && let Err(e) = overlays.write_status(&self.ctx, &evaluation).await
-            {
-                failed = true;
-                tracing::warn!(error = %e, "nodeoverlay status update failed");
+            if self.shadow.is_none() {
+                match overlays.write_status(&self.ctx, &evaluation).await {
+                    Ok(()) => self.retries.succeeded(NODE_OVERLAY_STATUS),
+                    Err(e) => {
+                        failed = true;
+                        let what = "nodeoverlay status update failed";
+                        self.retries.failed(NODE_OVERLAY_STATUS, &e, what);
+                    }
+                }
             }
         }
         (self.instance_types_at, self.reserved_claims) = (Some(now), reserved);
@@ -208,21 +220,33 @@ impl Controller {
         Some(ReconcileResult::of(failed))
     }
 
-    /// Carries `actions` out; whether one failed (its object is queued again).
-    async fn run_actions(&self, actions: &[Action]) -> bool {
+    /// Carries `actions` out; whether one failed (its object is queued again), and whether
+    /// a launch found no capacity.
+    async fn run_actions(&self, actions: &[Action]) -> (bool, bool) {
         if self.shadow.is_some() {
             actions.iter().for_each(dry_run::Reporter::action);
-            return false;
+            return (false, false);
         }
         use futures::StreamExt as _;
         use karpenter_cluster::concurrency::{MAX_CONCURRENT, Step, steps};
         let (failed, ctx) = (&std::sync::atomic::AtomicBool::new(false), &self.ctx);
+        let no_capacity = &std::sync::atomic::AtomicBool::new(false);
+        let retries = &self.retries;
         let run = |i: usize| async move {
             let action = &actions[i];
-            if let Err(e) = exec::execute(ctx, action).await {
-                tracing::warn!(error = %e, "action failed; retrying on the next pass");
-                failed.store(true, std::sync::atomic::Ordering::Relaxed);
-                ctx.stores.dirty.retry(action.object());
+            let work = format!("{:?}", action.object());
+            match exec::execute(ctx, action).await {
+                Ok(done) => {
+                    retries.succeeded(&work);
+                    if done == exec::Executed::NoCapacity {
+                        no_capacity.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+                Err(e) => {
+                    retries.failed(&work, &e, "action failed; retrying on the next pass");
+                    failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                    ctx.stores.dirty.retry(action.object());
+                }
             }
         };
         // Launches and terminations run together so the provider can batch their calls.
@@ -235,7 +259,8 @@ impl Controller {
                 }
             }
         }
-        failed.load(std::sync::atomic::Ordering::Relaxed)
+        let load = |b: &std::sync::atomic::AtomicBool| b.load(std::sync::atomic::Ordering::Relaxed);
+        (load(failed), load(no_capacity))
     }
 
     /// One reconcile pass at the clock's `now`: rebuild the index, then lifecycle,
@@ -307,10 +332,14 @@ impl Controller {
         {
             let status = nodepool::reconcile_all(&self.ctx, state, reconciler);
             match rt.try_run(NODEPOOL_STATUS, status).await {
-                Ok(()) => self.nodepools_at = Some(now),
+                Ok(()) => {
+                    self.nodepools_at = Some(now);
+                    self.retries.succeeded(NODEPOOL_STATUS);
+                }
                 Err(e) => {
                     self.nodepools_at = None;
-                    tracing::warn!(error = %e, "nodepool status update failed");
+                    let what = "nodepool status update failed";
+                    self.retries.failed(NODEPOOL_STATUS, &e, what);
                 }
             }
         }
@@ -333,14 +362,17 @@ impl Controller {
                 _ => tracing::warn!(error = %e, "capacitybuffer status update failed"),
             }
         }
-        if self.ctx.settings.provider == ProviderKind::Fake
-            && let Err(e) = rt
-                .try_run(FAKE_KUBELET, kubelet::reconcile(&self.ctx))
-                .await
-        {
-            tracing::warn!(error = %e, "fake kubelet pass failed");
+        if self.ctx.settings.provider == ProviderKind::Fake {
+            let kubelet = kubelet::reconcile(&self.ctx);
+            match rt.try_run(FAKE_KUBELET, kubelet).await {
+                Ok(()) => self.retries.succeeded(FAKE_KUBELET),
+                Err(e) => self
+                    .retries
+                    .failed(FAKE_KUBELET, &e, "fake kubelet pass failed"),
+            }
         }
         rt.run(GARBAGE_COLLECTION, self.garbage_collect(now)).await;
+        self.retries.forget_stale();
         self.record_metrics(now);
     }
 
@@ -420,7 +452,13 @@ impl Controller {
         if let Some(overlays) = &self.overlays {
             overlays.annotate(&mut tick.actions);
         }
-        let failed = self.run_actions(&tick.actions).await;
+        let (failed, no_capacity) = self.run_actions(&tick.actions).await;
+        if no_capacity {
+            // The provider learnt offerings without capacity: read instance types again at
+            // the next pass, as upstream's scheduler reads its unavailable-offerings cache
+            // at every plan, rather than planning onto them until the refresh period ends.
+            self.instance_types_at = None;
+        }
         Some(ReconcileResult::after(failed, tick.next_wakeup.is_some()))
     }
 
@@ -572,9 +610,13 @@ impl Controller {
         // Without a listing nothing can be judged missing: collect nothing this time, but
         // still release orphaned Nodes below.
         let instances = match self.ctx.provider.list().await {
-            Ok(instances) => Some(instances),
+            Ok(instances) => {
+                self.retries.succeeded(GARBAGE_COLLECTION);
+                Some(instances)
+            }
             Err(e) => {
-                tracing::warn!(error = %e, "listing instances for garbage collection failed");
+                let what = "listing instances for garbage collection failed";
+                self.retries.failed(GARBAGE_COLLECTION, &e, what);
                 None
             }
         };
@@ -598,7 +640,8 @@ impl Controller {
         let errors = poll::delete_all(self.ctx.provider.as_ref(), gone).await;
         failed |= !errors.is_empty();
         for (id, e) in errors {
-            tracing::warn!(provider_id = id, error = %e, "garbage collection failed");
+            let work = format!("garbage collection of {id}");
+            self.retries.failed(&work, &e, "garbage collection failed");
         }
         for name in collect.node_claims {
             if let Some(claim) = exec::claim_of(&self.ctx, &name) {
@@ -614,7 +657,8 @@ impl Controller {
             };
             if let Err(e) = exec::execute(&self.ctx, &delete).await {
                 failed = true;
-                tracing::warn!(nodeclaim = name, error = %e, "garbage collection failed");
+                let work = format!("garbage collection of NodeClaim {name}");
+                self.retries.failed(&work, &e, "garbage collection failed");
             }
         }
         let nodes = self.ctx.stores.nodes.state();
@@ -630,7 +674,9 @@ impl Controller {
                 super::api::set_finalizers(&nodes, &release.node, rv, &release.finalizers).await
             {
                 failed = true;
-                tracing::warn!(node = %release.node, error = %e, "removing finalizer of orphaned node failed");
+                let work = format!("finalizer of orphaned Node {}", release.node);
+                let what = "removing finalizer of orphaned node failed";
+                self.retries.failed(&work, &e, what);
             }
         }
         Some(ReconcileResult::of(failed))
@@ -707,8 +753,8 @@ fn identity() -> String {
 /// objects' state).
 ///
 /// # Errors
-/// Invalid settings, no cluster to connect to, a port that cannot be bound, lost
-/// leadership.
+/// Invalid settings, no cluster to connect to, a port that cannot be bound, the first
+/// request for the Lease refused, lost leadership.
 pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     let settings = Settings::from_args(args)?;
     logging::init(&settings).map_err(|e| anyhow::anyhow!("initialising logging: {e}"))?;
@@ -853,63 +899,113 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
             election.release().await;
         }
     };
-    tokio::select! {
-        () = gate.wait_for_leadership() => {}
-        r = shutdown() => {
-            stop(election).await;
-            r?;
-            tracing::info!("shut down before acquiring leadership");
-            return Ok(());
-        }
-    }
-    metrics.set_leader(&settings.leader_election_name, true);
-    (metrics.runtime).start_stages(settings.provider == ProviderKind::Fake);
-    tracing::info!(identity = %id, "acquired leadership");
-    let (stop_tasks, tasks_stopped) = tokio::sync::watch::channel(false);
-    match &built.hooks {
-        Some(_) if settings.dry_run => {
-            tracing::info!(
-                "dry-run: the provider's background tasks (interruption queue) are not started"
-            );
-        }
-        Some(hooks) => hooks.start_leader_tasks(&ctx, tasks_stopped),
-        None => {}
-    }
-    let mut controller = Controller::new(ctx)
-        .with_hooks(built.hooks)
+    // One signal handler for the whole run: a SIGTERM between two terms of leadership is
+    // not missed.
+    let mut signal = std::pin::pin!(shutdown());
+    let hooks = built.hooks;
+    let mut controller = Controller::new(ctx.clone())
+        .with_hooks(hooks.clone())
         .with_overlays(overlays)
         .with_buffers(buffers)
         .with_ignored_buffers(ignored_buffers);
-    let result = run_leader(&mut controller, &mut gate, &changed).await;
-    let _ = stop_tasks.send(true);
+    // Losing the Lease (it could not be renewed in time, for example while the API server
+    // was unreachable) ends the process, as client-go's leader election does: a second term
+    // in the same process did no work in the fault tests, and a fresh process competes again.
+    let result = run_term(&mut controller, &mut gate, &changed, &mut signal, || {
+        metrics.set_leader(&settings.leader_election_name, true);
+        (metrics.runtime).start_stages(settings.provider == ProviderKind::Fake);
+        tracing::info!(identity = %id, "acquired leadership");
+        let (stop_tasks, tasks_stopped) = tokio::sync::watch::channel(false);
+        match &hooks {
+            Some(_) if settings.dry_run => {
+                tracing::info!(
+                    "dry-run: the provider's background tasks (interruption queue) are not started"
+                );
+            }
+            Some(hooks) => hooks.start_leader_tasks(&ctx, tasks_stopped),
+            None => {}
+        }
+        stop_tasks
+    })
+    .await;
     metrics.set_leader(&settings.leader_election_name, false);
     stop(election).await;
-    if result.is_ok() {
-        tracing::info!("shut down");
-    }
     result
 }
 
-/// Runs passes until shutdown (Ok) or leadership loss (Err). A pass in progress when the
-/// Lease is lost is abandoned at its next await point: every write it had made is
-/// complete and recorded in the objects, and the next leader decides again from them.
+/// Waits for leadership (or a shutdown signal while standing by), calls `started` once the
+/// Lease is held, and runs the term; the sender `started` returns stops the leader's
+/// background tasks when the term ends.
 ///
 /// # Errors
-/// Leadership was lost.
-pub async fn run_leader(
+/// Lost leadership, or installing the signal handler failed.
+async fn run_term<S>(
     controller: &mut Controller,
     gate: &mut LeaderGate,
     changed: &Notify,
-) -> anyhow::Result<()> {
+    signal: &mut std::pin::Pin<&mut S>,
+    started: impl FnOnce() -> tokio::sync::watch::Sender<bool>,
+) -> anyhow::Result<()>
+where
+    S: std::future::Future<Output = anyhow::Result<()>>,
+{
+    tokio::select! {
+        () = gate.wait_for_leadership() => {}
+        r = signal.as_mut() => {
+            if r.is_ok() {
+                tracing::info!("shut down while standing by");
+            }
+            return r;
+        }
+    }
+    let stop_tasks = started();
+    let ended = run_leader(controller, gate, changed, signal).await;
+    let _ = stop_tasks.send(true);
+    match ended? {
+        Term::Shutdown => {
+            tracing::info!("shut down");
+            Ok(())
+        }
+        Term::LostLeadership => {
+            tracing::error!("lost leadership; exiting so a fresh replica takes over");
+            Err(anyhow::anyhow!("leader election lost"))
+        }
+    }
+}
+
+/// How a term of leadership ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Term {
+    /// SIGTERM or Ctrl-C: the process exits.
+    Shutdown,
+    /// The Lease was lost: the process exits and a fresh replica competes.
+    LostLeadership,
+}
+
+/// Runs passes until `signal` resolves (shutdown) or leadership is lost. A pass in progress
+/// when the Lease is lost is abandoned at its next await point: every write it had made is
+/// complete and recorded in the objects, and the next leader (maybe this replica again)
+/// decides again from them.
+///
+/// # Errors
+/// Installing the signal handler failed.
+pub async fn run_leader<S>(
+    controller: &mut Controller,
+    gate: &mut LeaderGate,
+    changed: &Notify,
+    signal: &mut std::pin::Pin<&mut S>,
+) -> anyhow::Result<Term>
+where
+    S: std::future::Future<Output = anyhow::Result<()>>,
+{
     let mut lost = gate.clone();
-    let mut stop = std::pin::pin!(shutdown());
     loop {
         tokio::select! {
             () = lost.lost() => {
-                tracing::error!("lost leadership; exiting so a fresh replica takes over");
-                anyhow::bail!("leader election lost");
+                tracing::debug!("the leader election Lease was lost");
+                return Ok(Term::LostLeadership);
             }
-            r = &mut stop => { r?; tracing::info!("shutting down"); return Ok(()); }
+            r = signal.as_mut() => { r?; tracing::info!("shutting down"); return Ok(Term::Shutdown); }
             () = controller.pass(), if gate.is_leader() => controller.ctx.stores.dirty.done(),
         }
         // Wake on any watch event, at most every 200 ms and at least every second.

@@ -3,6 +3,7 @@
 //! server and comes back through the watch, so a restarted replica rebuilds exactly this
 //! view from the objects themselves.
 
+use super::retry_log::{self, Routine as _};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
@@ -11,6 +12,7 @@ use k8s_openapi::api::storage::v1::VolumeAttachment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use karpenter_cloudprovider::{NodeClaim, NodePool};
 use karpenter_cluster::ObjectKey;
+use karpenter_cluster::failure_streaks::FailureStreaks;
 use karpenter_cluster::feed::Lookup;
 use karpenter_cluster::object_set::{ChangeSet, ObjectSet};
 use karpenter_metrics::workqueue::WorkQueue;
@@ -323,10 +325,19 @@ where
             .default_backoff()
             .reflect(writer);
         futures::pin_mut!(stream);
+        let kind = K::kind(&Default::default()).into_owned();
+        let mut failures = FailureStreaks::default();
         while let Some(event) = stream.next().await {
+            if event.is_ok() && !failures.is_empty() {
+                failures.succeeded(&());
+            }
             match (&event, &dirty) {
+                // The watcher retries with backoff, and answers 410 Gone with a fresh list:
+                // only a watch failing for a minute is worth a warning.
                 (Err(e), _) => {
-                    tracing::warn!(kind = %K::kind(&Default::default()), error = %e, "watch error");
+                    let now = tokio::time::Instant::now().into_std();
+                    let report = failures.failed(&(), e.is_routine(), now);
+                    retry_log::log(report, &kind, "watch error; retrying", e);
                 }
                 (Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)), Some(d)) => {
                     d.add(key_of(o));

@@ -4,7 +4,7 @@
 use super::exec::{self, Executed};
 use super::fake::ClusterFakeProvider;
 use super::leader::LeaderGate;
-use super::run::{Controller, run_leader};
+use super::run::{Controller, Term, run_leader};
 use super::state::Writers;
 use super::testing::{MockApi, Reply, ctx, mock_client, node, put, status};
 use karpenter_cloudprovider::v1::{ConditionType, StatusConditions, labels as v1labels};
@@ -263,6 +263,14 @@ async fn insufficient_capacity_deletes_the_claim() {
     let (ctx, mut w, mut events) = ctx(client, provider, 0);
     put(&mut w.node_claims, c.clone());
     mature(&ctx).await;
+    let launch = Action::LaunchInstance {
+        node_claim: "default-ice".into(),
+    };
+    assert_eq!(
+        exec::execute(&ctx, &launch).await.unwrap(),
+        Executed::NoCapacity,
+        "the caller learns that offerings changed"
+    );
     let reqs = api.requests();
     assert!(reqs.iter().any(|r| {
         r.method == "PATCH"
@@ -553,13 +561,14 @@ async fn a_replica_that_is_not_leader_writes_nothing_and_leadership_loss_stops_i
     let mut controller = Controller::new(ctx);
     let changed = tokio::sync::Notify::new();
     tx.send(false).unwrap();
+    let mut signal = std::pin::pin!(std::future::pending::<anyhow::Result<()>>());
     let result = tokio::time::timeout(
         std::time::Duration::from_secs(5),
-        run_leader(&mut controller, &mut gate, &changed),
+        run_leader(&mut controller, &mut gate, &changed, &mut signal),
     )
     .await
     .expect("returns promptly");
-    assert!(result.unwrap_err().to_string().contains("leader"));
+    assert_eq!(result.unwrap(), Term::LostLeadership);
     assert!(
         api.requests().is_empty(),
         "no writes after leadership is lost"

@@ -1023,3 +1023,25 @@ subjects: [{{kind: ServiceAccount, name: {name}, namespace: {namespace}}}]
 pub fn tools_dir() -> Option<PathBuf> {
     std::env::var_os("KARPENTER_E2E_TOOLS").map(PathBuf::from)
 }
+
+/// Runs `scripts/control-plane.sh` with `args` (`restart kube-apiserver`, `freeze etcd`,
+/// `compact` …) on the control plane under test (`KARPENTER_E2E_STATE`), and returns what it
+/// printed. Panics with its output when it fails.
+pub fn control_plane(args: &[&str]) -> String {
+    let state = std::env::var_os("KARPENTER_E2E_STATE")
+        .expect("KARPENTER_E2E_STATE: the control plane's state directory");
+    let out = Command::new(workspace().join("scripts/control-plane.sh"))
+        .args(args)
+        .env("KARPENTER_E2E_DIR", state)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run scripts/control-plane.sh");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    assert!(
+        out.status.success(),
+        "scripts/control-plane.sh {args:?} failed: {}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}

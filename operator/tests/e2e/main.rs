@@ -12,6 +12,7 @@ mod capacity_buffer;
 mod consolidation;
 mod drift;
 mod equivalence;
+mod faults;
 mod harness;
 mod install;
 mod migration;
