@@ -171,6 +171,19 @@ fn main() {
             tick(po <= pg + 10.0),
             tick(eo <= 1.5 * eg),
         );
+        if let Some(bound) = &r.optimized.lower_bound {
+            let hourly: Vec<String> = bound
+                .hourly
+                .iter()
+                .map(|h| format!("{:.2}", h.per_hour))
+                .collect();
+            eprintln!(
+                "{}: hourly bounds $/h [{}]; at most {} pod(s) a from-scratch plan could not place",
+                r.name,
+                hourly.join(", "),
+                bound.unplaced_pods
+            );
+        }
         if let Some(bound) = &r.optimized.lower_bound
             && bound.plans_without_bound > 0
         {

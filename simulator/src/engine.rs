@@ -175,6 +175,8 @@ pub struct Engine<'a> {
     pub metrics: Metrics,
     /// The hourly lower bound, when asked for.
     bounds: Option<BoundRecorder<Wanted>>,
+    /// The most pods one from-scratch plan of the hourly bound could not place.
+    bound_unplaced: usize,
     /// Bumped whenever manifests are applied or deleted (part of [`Wanted`]).
     inputs_epoch: u64,
     log: &'a mut dyn FnMut(&LogLine),
@@ -278,6 +280,7 @@ impl<'a> Engine<'a> {
             solve_options,
             metrics: Metrics::new(scenario.duration, options.optimizer),
             bounds: options.lower_bound.then(BoundRecorder::default),
+            bound_unplaced: 0,
             inputs_epoch: 0,
             log,
         };
@@ -345,6 +348,7 @@ impl<'a> Engine<'a> {
         let Some(mut bounds) = self.bounds.take() else {
             return;
         };
+        let mut unplaced = self.bound_unplaced;
         bounds.record(
             self.now,
             until,
@@ -357,17 +361,20 @@ impl<'a> Engine<'a> {
                 let mut options = self.solve_options.clone();
                 options.optimizer.enabled = true;
                 let plan = solve(&snapshot, &options);
+                unplaced = unplaced.max(plan.unschedulable.len());
                 plan.lower_bound.ok_or(plan.total_price)
             },
         );
+        self.bound_unplaced = unplaced;
         self.bounds = Some(bounds);
     }
 
     /// The hourly lower bound of the run so far (`None` unless asked for).
     pub fn lower_bound(&self) -> Option<LowerBoundReport> {
-        self.bounds
-            .as_ref()
-            .map(|b| b.report(self.scenario.duration))
+        self.bounds.as_ref().map(|b| LowerBoundReport {
+            unplaced_pods: self.bound_unplaced,
+            ..b.report(self.scenario.duration)
+        })
     }
 
     /// Which pods the workloads want now (see [`Wanted`]).

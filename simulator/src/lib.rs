@@ -353,6 +353,12 @@ fn bound_lines(
             bound.plans_without_bound
         ));
     }
+    if bound.unplaced_pods > 0 {
+        out.push_str(&format!(
+            "  warning: a plan from scratch could not place up to {} pod(s); the bound leaves them out\n",
+            bound.unplaced_pods
+        ));
+    }
     if bound.total > 0.0 {
         out.push_str(&format!(
             "cost / bound: karpenter-rs {:.3}x, greedy first fit {:.3}x\n",

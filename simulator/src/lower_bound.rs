@@ -35,6 +35,9 @@ pub struct LowerBoundReport {
     /// Plans that reported no lower bound (their price was taken instead, which bounds
     /// nothing): 0 when every hour's figure is a bound.
     pub plans_without_bound: usize,
+    /// The most pods one from-scratch plan could not place (a bound covers only the pods
+    /// its plan places): 0 when every hour's figure covers every wanted pod.
+    pub unplaced_pods: usize,
 }
 
 /// One hour's bound.
@@ -137,6 +140,7 @@ impl<F: Ord> BoundRecorder<F> {
             hourly,
             plans: self.planned.len(),
             plans_without_bound: self.without_bound,
+            unplaced_pods: 0,
         }
     }
 }
