@@ -12,8 +12,8 @@ use crate::command::{
 };
 use crate::consolidation::{self, Catalog, Proposal};
 use crate::input::DisruptionInput;
-use crate::repair;
 use crate::repack;
+use crate::repair;
 use crate::simulate::Simulator;
 use crate::static_pool::{room_under_limit, template_claim};
 use karpenter_cloudprovider::v1::{ConsolidationPolicy, DisruptionReason};

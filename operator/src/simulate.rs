@@ -93,9 +93,15 @@ pub fn run(args: &SimulateArgs, out: &mut dyn Write) -> Result<()> {
                 b.set_message(clock(t));
             }
         };
+        // The hourly lower bound belongs to the scenario, not to a run: the comparison
+        // computes it once, in the optimiser's run.
+        let lower_bound = args.compare && optimizer;
         let report = run_scenario(
             &scenario,
-            RunOptions { optimizer },
+            RunOptions {
+                optimizer,
+                lower_bound,
+            },
             &Disk,
             &mut log,
             &mut progress,

@@ -9,9 +9,12 @@
 
 use crate::Files;
 use crate::buffers::Buffers;
+use crate::controller_manager::{ControllerManager, JOB_SYNC_BATCH_PERIOD_MS};
 use crate::kubelet;
+use crate::lower_bound::{BoundRecorder, LowerBoundReport};
 use crate::metrics::Metrics;
 use crate::overlays::Overlays;
+use crate::rate_limiter::RateLimiter;
 use crate::scenario::{self, Action as Event, Scenario, Settings};
 use crate::workloads::{Kind, Workload, WorkloadKey, Workloads};
 use k8s_openapi::api::{
@@ -112,7 +115,15 @@ pub struct LogLine {
 pub struct RunOptions {
     /// Whether the packing optimiser runs (false: Karpenter-equivalent greedy first fit).
     pub optimizer: bool,
+    /// Whether to compute the hourly lower bound ([`crate::lower_bound`]): it plans the
+    /// wanted pods from scratch every sample, which costs a plan per distinct set.
+    pub lower_bound: bool,
 }
+
+/// The pods the workloads want at an instant, as [`BoundRecorder`] tells sets apart: the
+/// manifests' epoch (bumped whenever objects are applied or deleted), each workload's
+/// wanted count and the bare pods.
+type Wanted = (u64, Vec<(WorkloadKey, usize)>, Vec<PodKey>);
 
 /// The engine.
 pub struct Engine<'a> {
@@ -127,6 +138,25 @@ pub struct Engine<'a> {
     /// The index's generation and the workloads' version when the workload controllers last
     /// ran: with both unchanged, running them again would change nothing.
     workloads_synced: Option<(u64, u64)>,
+    /// The workload controllers' pacing: which pod creations are sent when.
+    controller_manager: ControllerManager,
+    /// Pod creations sent later than now, by instant and order of sending.
+    creations: BTreeMap<(Millis, u64), WorkloadKey>,
+    creation_order: u64,
+    /// Creations reserved and not yet arrived, per workload: the controllers count them as
+    /// pods already (their expectations).
+    in_flight: BTreeMap<WorkloadKey, u32>,
+    /// An OrderedReady StatefulSet waits for a pod to become Ready before its next one.
+    ordered_waiting: bool,
+    /// Workloads whose spec changed since their controller last synced them: the Job
+    /// controller syncs those at once, and other Jobs a batch period after a pod changed.
+    spec_changed: BTreeSet<WorkloadKey>,
+    /// The kube-scheduler's API client: its status updates and bindings share it.
+    scheduler_client: RateLimiter,
+    /// Pods whose `PodScheduled=False` update is sent later than now, by instant.
+    marks: BTreeMap<(Millis, u64), PodKey>,
+    /// The pods in `marks`.
+    marking: BTreeSet<PodKey>,
     /// The controller logic, exactly as `karpenter controller` runs it.
     reconciler: Reconciler,
     /// When the reconciler asked to run again.
@@ -149,6 +179,12 @@ pub struct Engine<'a> {
     solve_options: SolveOptions,
     /// What the report is built from.
     pub metrics: Metrics,
+    /// The hourly lower bound, when asked for.
+    bounds: Option<BoundRecorder<Wanted>>,
+    /// The most pods one from-scratch plan of the hourly bound could not place.
+    bound_unplaced: usize,
+    /// Bumped whenever manifests are applied or deleted (part of [`Wanted`]).
+    inputs_epoch: u64,
     log: &'a mut dyn FnMut(&LogLine),
 }
 
@@ -249,11 +285,26 @@ impl<'a> Engine<'a> {
             next_event: 0,
             workloads: Workloads::default(),
             workloads_synced: None,
+            controller_manager: ControllerManager::new(&scenario.settings.kube_controller_manager),
+            creations: BTreeMap::new(),
+            creation_order: 0,
+            in_flight: BTreeMap::new(),
+            spec_changed: BTreeSet::new(),
+            ordered_waiting: false,
+            scheduler_client: RateLimiter::new(
+                scenario.settings.kube_scheduler.kube_api_qps,
+                scenario.settings.kube_scheduler.kube_api_burst,
+            ),
+            marks: BTreeMap::new(),
+            marking: BTreeSet::new(),
             pod_counter: 0,
             scheduled_generation: None,
             interruptions: BTreeMap::new(),
             solve_options,
             metrics: Metrics::new(scenario.duration, options.optimizer),
+            bounds: options.lower_bound.then(BoundRecorder::default),
+            bound_unplaced: 0,
+            inputs_epoch: 0,
             log,
         };
         for doc in &scenario.manifests {
@@ -292,6 +343,7 @@ impl<'a> Engine<'a> {
             }
             let next = self.next_wakeup().min(end);
             self.metrics.integrate(self.now, next, &self.state);
+            self.record_bound(next);
             self.now = next;
         }
         // Only pods still pending at the end count as never scheduled.
@@ -313,6 +365,100 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
+    /// The hourly lower bound's samples in `[now, until)`, while the wanted pods are what
+    /// they are now.
+    fn record_bound(&mut self, until: Millis) {
+        let Some(mut bounds) = self.bounds.take() else {
+            return;
+        };
+        let mut unplaced = self.bound_unplaced;
+        bounds.record(
+            self.now,
+            until,
+            || self.wanted(),
+            || {
+                let snapshot = self.wanted_snapshot();
+                if snapshot.pending_pods.is_empty() {
+                    return Ok(0.0);
+                }
+                let mut options = self.solve_options.clone();
+                options.optimizer.enabled = true;
+                let plan = solve(&snapshot, &options);
+                unplaced = unplaced.max(plan.unschedulable.len());
+                plan.lower_bound.ok_or(plan.total_price)
+            },
+        );
+        self.bound_unplaced = unplaced;
+        self.bounds = Some(bounds);
+    }
+
+    /// The hourly lower bound of the run so far (`None` unless asked for).
+    pub fn lower_bound(&self) -> Option<LowerBoundReport> {
+        self.bounds.as_ref().map(|b| LowerBoundReport {
+            unplaced_pods: self.bound_unplaced,
+            ..b.report(self.scenario.duration)
+        })
+    }
+
+    /// Which pods the workloads want now (see [`Wanted`]).
+    fn wanted(&self) -> Wanted {
+        let workloads = self
+            .workloads
+            .iter()
+            .map(|(k, w)| (k.clone(), w.desired(k.0)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        let bare = self
+            .state
+            .pods()
+            .values()
+            .filter(|p| p.pod.owner.is_none() && p.deleting_at.is_none())
+            .map(|p| p.pod.key())
+            .collect();
+        (self.inputs_epoch, workloads, bare)
+    }
+
+    /// The wanted pods on an empty cluster: no nodes, nothing used of any limit, every pod
+    /// pending (what `karpenter plan` of the same manifests would plan).
+    fn wanted_snapshot(&self) -> karpenter_scheduling::Snapshot {
+        let mut snapshot = self.state.snapshot(self.now, Scope::Provisioner);
+        snapshot.nodes.clear();
+        snapshot.bound_pods.clear();
+        for pool in &mut snapshot.node_pools {
+            pool.usage = Default::default();
+        }
+        let mut pods: Vec<Pod> = Vec::new();
+        for (key, w) in self.workloads.iter() {
+            let n = w.desired(key.0);
+            let names: Vec<String> = if key.0 == Kind::StatefulSet {
+                ordinal_names(key, w, n)
+            } else {
+                (0..n).map(|i| format!("{}-wanted-{i}", key.2)).collect()
+            };
+            for name in names {
+                let mut pod = w.proto.clone();
+                pod.uid = format!("wanted-{}-{name}", key.1);
+                pod.name = name;
+                pod.created_at = self.now;
+                pods.push(pod);
+            }
+        }
+        pods.extend(
+            self.state
+                .pods()
+                .values()
+                .filter(|p| p.pod.owner.is_none() && p.deleting_at.is_none())
+                .map(|p| {
+                    let mut pod = p.pod.clone();
+                    pod.node_name = None;
+                    pod.started_at = None;
+                    pod
+                }),
+        );
+        snapshot.pending_pods = pods;
+        snapshot
+    }
+
     fn next_wakeup(&self) -> Millis {
         let now = self.now;
         let mut candidates: Vec<Millis> = self.reconcile_at.into_iter().collect();
@@ -321,6 +467,9 @@ impl<'a> Engine<'a> {
         }
         candidates.extend(kubelet::step(&self.state, self.timings(), now).1);
         candidates.extend(self.interruptions.values().copied());
+        candidates.extend(self.controller_manager.next_wakeup());
+        candidates.extend(self.creations.keys().next().map(|(at, _)| *at));
+        candidates.extend(self.marks.keys().next().map(|(at, _)| *at));
         // The controller passes at least once a second; pods bound or removed since the last
         // tick have their NodeClaims stamped by then.
         if self.reconciler.has_pod_events(&self.state) {
@@ -493,6 +642,7 @@ impl<'a> Engine<'a> {
 
     fn ingest(&mut self, doc: &Document) -> Result<(), ManifestError> {
         doc.refuse_older_karpenter_api()?;
+        self.inputs_epoch += 1;
         let convert =
             |e: karpenter_scheduling::k8s::ConversionError| doc.invalid(e.field, e.reason);
         let kind = doc.kind().unwrap_or_default().to_owned();
@@ -524,7 +674,7 @@ impl<'a> Engine<'a> {
                 let mut one = w.clone();
                 one.spec.replicas = Some(1);
                 let proto = first_pod(pods_from_workload(&one).map_err(convert)?);
-                self.add_workload(Kind::Deployment, proto, replicas, 0, 0, 0);
+                self.add_workload(Kind::Deployment, Workload::new(proto, replicas));
             }
             "ReplicaSet" => {
                 let w: apps::ReplicaSet = doc.decode()?;
@@ -532,7 +682,7 @@ impl<'a> Engine<'a> {
                 let mut one = w.clone();
                 one.spec.replicas = Some(1);
                 let proto = first_pod(pods_from_workload(&one).map_err(convert)?);
-                self.add_workload(Kind::ReplicaSet, proto, replicas, 0, 0, 0);
+                self.add_workload(Kind::ReplicaSet, Workload::new(proto, replicas));
             }
             "StatefulSet" => {
                 let w: apps::StatefulSet = doc.decode()?;
@@ -541,7 +691,16 @@ impl<'a> Engine<'a> {
                 let mut one = w.clone();
                 one.spec.replicas = Some(1);
                 let proto = first_pod(pods_from_workload(&one).map_err(convert)?);
-                self.add_workload(Kind::StatefulSet, proto, replicas, start, 0, 0);
+                // Kubernetes' default policy creates one pod at a time.
+                let ordered_ready = w.spec.pod_management_policy.as_deref() != Some("Parallel");
+                self.add_workload(
+                    Kind::StatefulSet,
+                    Workload {
+                        ordinal_start: start,
+                        ordered_ready,
+                        ..Workload::new(proto, replicas)
+                    },
+                );
             }
             "Job" => {
                 let w: batch::Job = doc.decode()?;
@@ -575,11 +734,11 @@ impl<'a> Engine<'a> {
                 let suspended = spec.and_then(|s| s.suspend) == Some(true);
                 self.add_workload(
                     Kind::Job,
-                    proto,
-                    if suspended { 0 } else { parallelism },
-                    0,
-                    completions,
-                    run_time.max(0),
+                    Workload {
+                        completions,
+                        run_time: run_time.max(0),
+                        ..Workload::new(proto, if suspended { 0 } else { parallelism })
+                    },
                 );
             }
             "Pod" => {
@@ -706,33 +865,16 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
-    fn add_workload(
-        &mut self,
-        kind: Kind,
-        proto: Pod,
-        replicas: i32,
-        ordinal_start: i32,
-        completions: i32,
-        run_time: Millis,
-    ) {
-        let key = (kind, proto.namespace.clone(), workload_name(&proto));
-        let (counter, succeeded) = self
-            .workloads
-            .get(&key)
-            .map_or((0, 0), |w| (w.counter, w.succeeded));
-        self.workloads.insert(
-            key,
-            Workload {
-                replicas,
-                proto,
-                ordinal_start,
-                completions,
-                succeeded,
-                run_time,
-                counter,
-                complete: false,
-            },
-        );
+    /// Creates or replaces a workload; a replaced one keeps its pod-name counter and its
+    /// succeeded count. Its controller syncs it at once.
+    fn add_workload(&mut self, kind: Kind, mut w: Workload) {
+        let key = (kind, w.proto.namespace.clone(), workload_name(&w.proto));
+        if let Some(old) = self.workloads.get(&key) {
+            w.counter = old.counter;
+            w.succeeded = old.succeeded;
+        }
+        self.spec_changed.insert(key.clone());
+        self.workloads.insert(key, w);
     }
 
     fn event(&mut self, e: &scenario::TimedAction) -> Result<(), SimulationError> {
@@ -752,7 +894,10 @@ impl<'a> Engine<'a> {
                     self.ingest(doc)?;
                 }
             }
-            Event::Delete(r) => self.delete_object(r).map_err(err)?,
+            Event::Delete(r) => {
+                self.inputs_epoch += 1;
+                self.delete_object(r).map_err(err)?;
+            }
             Event::Scale {
                 kind,
                 namespace,
@@ -760,16 +905,19 @@ impl<'a> Engine<'a> {
                 replicas,
             } => {
                 let k = Kind::parse(kind).ok_or_else(|| err(format!("cannot scale {kind}")))?;
+                let key = (k, namespace.clone(), name.clone());
                 let w = self
                     .workloads
-                    .get_mut(&(k, namespace.clone(), name.clone()))
+                    .get_mut(&key)
                     .ok_or_else(|| err(format!("{kind} {namespace}/{name} does not exist")))?;
                 w.replicas = *replicas;
+                self.spec_changed.insert(key);
                 self.log(format!(
                     "scaled {kind} {namespace}/{name} to {replicas} replica(s)"
                 ));
             }
             Event::UpdateNodePool(u) => {
+                self.inputs_epoch += 1;
                 let pool = self
                     .state
                     .node_pools()
@@ -915,13 +1063,14 @@ impl<'a> Engine<'a> {
     fn delete_object(&mut self, r: &scenario::ObjectRef) -> Result<(), String> {
         let ns = r.namespace.clone().unwrap_or_else(|| "default".into());
         if let Some(kind) = Kind::parse(&r.kind) {
-            if self
-                .workloads
-                .remove(&(kind, ns.clone(), r.name.clone()))
-                .is_none()
-            {
+            let key = (kind, ns.clone(), r.name.clone());
+            if self.workloads.remove(&key).is_none() {
                 return Err(format!("{} {ns}/{} does not exist", r.kind, r.name));
             }
+            self.controller_manager.forget(&key);
+            self.in_flight.remove(&key);
+            self.creations.retain(|_, k| *k != key);
+            self.spec_changed.remove(&key);
             let owned: Vec<PodKey> = self
                 .state
                 .pods()
@@ -1107,64 +1256,66 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// The workload controllers: create missing pods, delete surplus ones (pending first,
-    /// then the newest).
+    /// The workload controllers: ask their controller to create missing pods, delete
+    /// surplus ones at once (pending first, then the newest), and create the pods whose
+    /// requests are sent by now.
     fn reconcile_workloads(&mut self) {
-        // Each run leaves every workload with its desired pods, so a run over unchanged pods
-        // and workloads (most steps: a pod becoming Ready changes neither) has nothing to do.
-        if self.workloads_synced == Some((self.state.generation(), self.workloads.version())) {
-            return;
+        // Each run leaves every workload with its desired pods or a sync asked for, so a run
+        // over unchanged pods and workloads (most steps: a pod becoming Ready changes
+        // neither) has nothing to do, unless an OrderedReady StatefulSet waits for a pod to
+        // become Ready.
+        let key = (self.state.generation(), self.workloads.version());
+        if self.workloads_synced != Some(key) || self.ordered_waiting {
+            self.sync_workloads();
+            self.workloads_synced = Some((self.state.generation(), self.workloads.version()));
         }
-        self.sync_workloads();
-        self.workloads_synced = Some((self.state.generation(), self.workloads.version()));
+        self.run_controllers();
     }
 
-    fn sync_workloads(&mut self) {
-        let mut owned: BTreeMap<WorkloadKey, Vec<&PodRecord>> = BTreeMap::new();
+    /// What each workload has now: its live pods, and for a StatefulSet which ordinals
+    /// exist and whether each is Ready.
+    fn owned(&self) -> BTreeMap<WorkloadKey, Owned> {
+        let mut owned: BTreeMap<WorkloadKey, Owned> = BTreeMap::new();
         for p in self.state.pods().values() {
             if let Some(o) = &p.pod.owner
                 && let Some(kind) = Kind::parse(&o.kind)
             {
-                owned
+                let entry = owned
                     .entry((kind, p.pod.namespace.clone(), o.name.clone()))
-                    .or_default()
-                    .push(p);
+                    .or_default();
+                entry.pods.push(p.pod.key());
+                if kind == Kind::StatefulSet {
+                    let ready = p.is_ready(self.now);
+                    entry.names.insert(p.pod.name.clone(), ready);
+                }
             }
         }
-        let mut create: Vec<Pod> = Vec::new();
+        owned
+    }
+
+    fn sync_workloads(&mut self) {
+        let owned = self.owned();
         let mut remove: Vec<PodKey> = Vec::new();
-        for (key, w) in self.workloads.iter_mut() {
-            let pods = owned.get(key).cloned().unwrap_or_default();
-            let desired = match key.0 {
-                Kind::Job if w.complete => 0,
-                Kind::Job => w.replicas.min(w.completions - w.succeeded).max(0),
-                _ => w.replicas.max(0),
-            } as usize;
+        let mut requests: Vec<(WorkloadKey, Millis)> = Vec::new();
+        self.ordered_waiting = false;
+        for (key, w) in self.workloads.iter() {
+            let have = owned.get(key);
+            let pods: Vec<&PodRecord> = have
+                .map(|o| {
+                    o.pods
+                        .iter()
+                        .filter_map(|k| self.state.pods().get(k))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let desired = w.desired(key.0);
             if key.0 == Kind::StatefulSet {
-                let names: BTreeSet<String> = (0..desired)
-                    .map(|i| format!("{}-{}", key.2, w.ordinal_start as usize + i))
-                    .collect();
-                for p in &pods {
-                    if !names.contains(&p.pod.name) {
-                        remove.push(p.pod.key());
-                    }
-                }
-                for name in names {
-                    if !pods.iter().any(|p| p.pod.name == name) {
-                        let mut pod = w.proto.clone();
-                        pod.name = name;
-                        create.push(pod);
-                    }
-                }
-                continue;
-            }
-            if pods.len() < desired {
-                for _ in pods.len()..desired {
-                    let mut pod = w.proto.clone();
-                    pod.name = format!("{}-{}", key.2, w.counter);
-                    w.counter += 1;
-                    create.push(pod);
-                }
+                let names: BTreeSet<String> = ordinal_names(key, w, desired).into_iter().collect();
+                remove.extend(
+                    pods.iter()
+                        .filter(|p| !names.contains(&p.pod.name))
+                        .map(|p| p.pod.key()),
+                );
             } else if pods.len() > desired {
                 let mut victims = pods.clone();
                 victims.sort_by(|a, b| {
@@ -1182,27 +1333,122 @@ impl<'a> Engine<'a> {
                         .map(|p| p.pod.key()),
                 );
             }
+            let missing = missing_pods(key, w, have, self.in_flight_of(key));
+            if key.0 == Kind::StatefulSet && w.ordered_ready && missing == 0 {
+                let live = have.map_or(0, |o| o.names.len());
+                self.ordered_waiting |= live < desired;
+            }
+            if missing > 0 && !self.controller_manager.busy(key) {
+                // The Job controller syncs a Job a batch period after one of its pods
+                // changed, and at once after the Job itself did.
+                let delay = if key.0 == Kind::Job && !self.spec_changed.contains(key) {
+                    JOB_SYNC_BATCH_PERIOD_MS
+                } else {
+                    0
+                };
+                requests.push((key.clone(), self.now + delay));
+            }
         }
         for key in remove {
             self.delete_pod(key);
         }
-        for mut pod in create {
-            pod.created_at = self.now;
-            self.pod_counter += 1;
-            pod.uid = format!("sim-{}", self.pod_counter);
-            self.metrics.pods_created += 1;
-            self.state.apply(Object::Pod(Box::new(PodRecord {
-                pod,
-                ready_at: None,
-                deleting_at: None,
-                unschedulable: false,
-            })));
+        for (key, at) in requests {
+            self.controller_manager.request(&key, at);
+            self.spec_changed.remove(&key);
         }
     }
 
+    fn in_flight_of(&self, key: &WorkloadKey) -> u32 {
+        self.in_flight.get(key).copied().unwrap_or(0)
+    }
+
+    /// Runs the workload controllers to now and creates the pods whose requests are sent.
+    fn run_controllers(&mut self) {
+        if self
+            .controller_manager
+            .next_wakeup()
+            .is_some_and(|t| t <= self.now)
+        {
+            let owned = self.owned();
+            let mut sent: Vec<(Millis, WorkloadKey)> = Vec::new();
+            let (workloads, in_flight) = (&self.workloads, &self.in_flight);
+            self.controller_manager.advance(
+                self.now,
+                &mut |key, sent_now| {
+                    let Some(w) = workloads.get(key) else {
+                        return 0;
+                    };
+                    let flying = in_flight.get(key).copied().unwrap_or(0) + sent_now;
+                    missing_pods(key, w, owned.get(key), flying)
+                },
+                &mut sent,
+            );
+            for (at, key) in sent {
+                self.creation_order += 1;
+                *self.in_flight.entry(key.clone()).or_default() += 1;
+                self.creations.insert((at, self.creation_order), key);
+            }
+        }
+        while let Some(entry) = self.creations.first_entry() {
+            if entry.key().0 > self.now {
+                break;
+            }
+            let key = entry.remove();
+            if let Some(n) = self.in_flight.get_mut(&key) {
+                *n = n.saturating_sub(1);
+            }
+            self.create_pod(&key);
+        }
+    }
+
+    /// The pod a controller's create request makes, as it arrives.
+    fn create_pod(&mut self, key: &WorkloadKey) {
+        let Some(w) = self.workloads.get(key) else {
+            return;
+        };
+        let mut pod = w.proto.clone();
+        if key.0 == Kind::StatefulSet {
+            // The lowest ordinal missing (none: the set shrank meanwhile, nothing to create).
+            let taken: BTreeSet<String> = self
+                .state
+                .pods()
+                .values()
+                .filter(|p| owned_by(&p.pod, key.0, &key.1, &key.2))
+                .map(|p| p.pod.name.clone())
+                .collect();
+            let Some(name) = ordinal_names(key, w, w.desired(key.0))
+                .into_iter()
+                .find(|n| !taken.contains(n))
+            else {
+                return;
+            };
+            pod.name = name;
+        } else {
+            let Some(w) = self.workloads.get_mut(key) else {
+                return;
+            };
+            pod.name = format!("{}-{}", key.2, w.counter);
+            w.counter += 1;
+        }
+        pod.created_at = self.now;
+        self.pod_counter += 1;
+        pod.uid = format!("sim-{}", self.pod_counter);
+        self.metrics.pods_created += 1;
+        self.state.apply(Object::Pod(Box::new(PodRecord {
+            pod,
+            ready_at: None,
+            deleting_at: None,
+            unschedulable: false,
+        })));
+    }
+
     /// The kube-scheduler: binds pending pods to Ready nodes with the solver's own fit
-    /// checks (a solve over Ready nodes and no NodePools can only place pods on them).
+    /// checks (a solve over Ready nodes and no NodePools can only place pods on them), and
+    /// marks the others `PodScheduled=False` / `Unschedulable`. Both are requests of its
+    /// client, sent at its rate: a pod counts as marked when its update is sent, and as
+    /// bound (its pending time ends, it starts) when its binding is.
     fn schedule(&mut self) {
+        self.apply_marks();
         let generation = self.state.generation();
         if self.scheduled_generation == Some(generation) {
             return;
@@ -1215,21 +1461,46 @@ impl<'a> Engine<'a> {
         if snapshot.nodes.iter().any(|n| n.state == NodeState::Ready) {
             self.bind(&snapshot);
         }
-        // What it could not place it marks `PodScheduled=False` / `Unschedulable`.
-        let unmarked: Vec<PodRecord> = self
+        // What it could not place it marks, in its queue's order (priority, then age).
+        let mut unmarked: Vec<(i32, Millis, PodKey)> = self
             .state
             .pending_pods()
-            .filter(|p| !p.unschedulable)
-            .cloned()
+            .filter(|p| !p.unschedulable && !self.marking.contains(&p.pod.key()))
+            .map(|p| (-p.pod.priority, p.pod.created_at, p.pod.key()))
             .collect();
-        for mut record in unmarked {
-            record.unschedulable = true;
-            self.state.apply(Object::Pod(Box::new(record)));
+        unmarked.sort();
+        for (_, _, key) in unmarked {
+            let at = self.scheduler_client.reserve(self.now);
+            self.creation_order += 1;
+            self.marking.insert(key.clone());
+            self.marks.insert((at, self.creation_order), key);
         }
+        self.apply_marks();
         self.scheduled_generation = Some(self.state.generation());
     }
 
-    /// Binds the pending pods of `snapshot` that fit its Ready nodes.
+    /// Marks the pods whose status update is sent by now (those still pending).
+    fn apply_marks(&mut self) {
+        while let Some(entry) = self.marks.first_entry() {
+            if entry.key().0 > self.now {
+                break;
+            }
+            let key = entry.remove();
+            self.marking.remove(&key);
+            if let Some(record) = self.state.pods().get(&key)
+                && record.pod.node_name.is_none()
+                && !record.unschedulable
+            {
+                let mut record = record.clone();
+                record.unschedulable = true;
+                self.state.apply(Object::Pod(Box::new(record)));
+            }
+        }
+    }
+
+    /// Binds the pending pods of `snapshot` that fit its Ready nodes. The scheduler assumes
+    /// each pod on its node at once (nothing else takes the room); the binding is sent at
+    /// its client's rate.
     fn bind(&mut self, snapshot: &karpenter_scheduling::Snapshot) {
         let plan = solve(snapshot, &self.solve_options);
         for placement in &plan.existing {
@@ -1237,12 +1508,13 @@ impl<'a> Engine<'a> {
                 let Some(record) = self.state.pods().get(key).cloned() else {
                     continue;
                 };
+                let bound = self.scheduler_client.reserve(self.now);
                 let mut record = record;
                 record.pod.node_name = Some(placement.node.clone());
-                record.pod.started_at = Some(self.now);
-                record.ready_at = Some(self.now + self.settings.pod_startup_time.0);
+                record.pod.started_at = Some(bound);
+                record.ready_at = Some(bound + self.settings.pod_startup_time.0);
                 record.unschedulable = false;
-                self.metrics.pod_bound(self.now - record.pod.created_at);
+                self.metrics.pod_bound(bound - record.pod.created_at);
                 self.state.apply(Object::Pod(Box::new(record)));
             }
         }
@@ -1764,6 +2036,51 @@ fn describe(command: &Command, prefix: &str) -> String {
         out.push_str(&format!(", saving ${:.4}/h", command.savings));
     }
     out
+}
+
+/// What a workload has: its pods, and for a StatefulSet each pod's name with whether it
+/// is Running and Ready.
+#[derive(Debug, Default)]
+struct Owned {
+    pods: Vec<PodKey>,
+    names: BTreeMap<String, bool>,
+}
+
+/// A StatefulSet's pod names for `desired` replicas, in ordinal order.
+fn ordinal_names(key: &WorkloadKey, w: &Workload, desired: usize) -> Vec<String> {
+    (0..desired)
+        .map(|i| format!("{}-{}", key.2, i64::from(w.ordinal_start) + i as i64))
+        .collect()
+}
+
+/// How many pods a sync of `key` creates: what it misses beyond the pods it `has` and the
+/// `in_flight` creations; an OrderedReady StatefulSet one at a time, once every lower
+/// ordinal is Running and Ready.
+fn missing_pods(key: &WorkloadKey, w: &Workload, has: Option<&Owned>, in_flight: u32) -> u32 {
+    let desired = w.desired(key.0);
+    let in_flight = in_flight as usize;
+    if key.0 != Kind::StatefulSet {
+        let live = has.map_or(0, |o| o.pods.len());
+        let n = desired.saturating_sub(live).saturating_sub(in_flight);
+        return u32::try_from(n).unwrap_or(u32::MAX);
+    }
+    let names = ordinal_names(key, w, desired);
+    let exists = |n: &String| has.and_then(|o| o.names.get(n)).copied();
+    if !w.ordered_ready {
+        let absent = names.iter().filter(|n| exists(n).is_none()).count();
+        return u32::try_from(absent.saturating_sub(in_flight)).unwrap_or(u32::MAX);
+    }
+    if in_flight > 0 {
+        return 0;
+    }
+    for n in &names {
+        match exists(n) {
+            Some(true) => {}
+            Some(false) => return 0,
+            None => return 1,
+        }
+    }
+    0
 }
 
 fn first_pod(mut pods: Vec<Pod>) -> Pod {

@@ -111,6 +111,7 @@ pub fn scenario(data: &[u8]) {
             &scenario,
             RunOptions {
                 optimizer: scenario.settings.optimizer,
+                lower_bound: false,
             },
             &files,
             &mut |line| log.push(format!("{} {}", line.at, line.message)),

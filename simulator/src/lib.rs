@@ -14,15 +14,18 @@
 #![forbid(unsafe_code)]
 
 mod buffers;
+mod controller_manager;
 pub mod engine;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod html;
 pub mod kubelet;
+pub mod lower_bound;
 pub mod metrics;
 pub mod overlays;
 pub mod plan_json;
 pub mod plan_table;
+mod rate_limiter;
 pub mod scenario;
 pub mod table;
 pub mod timeline;
@@ -101,6 +104,7 @@ pub fn run_scenario(
     let mut engine = Engine::new(scenario, options, files, log)?;
     engine.run(progress)?;
     let mut report = engine.metrics.report.take().unwrap_or_default();
+    report.lower_bound = engine.lower_bound();
     report.scenario = scenario.name.clone();
     report.description = scenario.description.clone();
     Ok(report)
@@ -326,6 +330,41 @@ pub fn render_comparison(optimized: &Report, greedy: &Report) -> String {
     if let Some(saving) = saving_percent(optimized, greedy) {
         out.push_str(&format!(
             "\nkarpenter-rs saves {saving:.1}% of the greedy cost\n"
+        ));
+    }
+    if let Some(bound) = &optimized.lower_bound {
+        out.push_str(&bound_lines(bound, optimized, greedy));
+    }
+    out
+}
+
+/// The hourly lower bound and each run's cost against it, as the comparison prints them.
+fn bound_lines(
+    bound: &lower_bound::LowerBoundReport,
+    optimized: &Report,
+    greedy: &Report,
+) -> String {
+    let mut out = format!(
+        "hourly lower bound: ${:.4}/h average, ${:.4} over the run ({} pod set(s) planned from scratch)\n",
+        bound.average_per_hour, bound.total, bound.plans
+    );
+    if bound.plans_without_bound > 0 {
+        out.push_str(&format!(
+            "  warning: {} plan(s) reported no lower bound; their price was used instead\n",
+            bound.plans_without_bound
+        ));
+    }
+    if bound.unplaced_pods > 0 {
+        out.push_str(&format!(
+            "  warning: a plan from scratch could not place up to {} pod(s); the bound leaves them out\n",
+            bound.unplaced_pods
+        ));
+    }
+    if bound.total > 0.0 {
+        out.push_str(&format!(
+            "cost / bound: karpenter-rs {:.3}x, greedy first fit {:.3}x\n",
+            optimized.cost.total / bound.total,
+            greedy.cost.total / bound.total
         ));
     }
     out

@@ -42,6 +42,9 @@ pub struct Report {
     pub reservations: Vec<ReservationRow>,
     /// Cost, nodes, pending pods and disruptions over time, sampled on the virtual clock.
     pub timeline: Timeline,
+    /// The hourly lower bound ([`crate::lower_bound`]), when the run computed it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lower_bound: Option<crate::lower_bound::LowerBoundReport>,
 }
 
 /// Node counts.
@@ -536,6 +539,7 @@ impl Metrics {
             ignored_kinds: self.ignored_kinds.clone(),
             reservations: Vec::new(),
             timeline: self.timeline.timeline(),
+            lower_bound: None,
         });
     }
 

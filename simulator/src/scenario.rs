@@ -164,6 +164,133 @@ pub struct Settings {
     /// Reservations or Capacity Blocks): NodePools that allow `reserved` launch into them
     /// first.
     pub capacity_reservations: Vec<CapacityReservation>,
+    /// How fast the kube-controller-manager's workload controllers create pods.
+    pub kube_controller_manager: ControllerManagerSettings,
+    /// How fast the kube-scheduler marks pods unschedulable and binds them.
+    pub kube_scheduler: SchedulerSettings,
+}
+
+/// `spec.settings.kubeControllerManager`: the kube-controller-manager's flags that set how
+/// fast Deployments, ReplicaSets, StatefulSets and Jobs create pods (its defaults).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ControllerManagerSettings {
+    /// `--kube-api-qps` (20): requests a second of each controller's client.
+    #[serde(rename = "kubeAPIQPS")]
+    pub kube_api_qps: f64,
+    /// `--kube-api-burst` (30): requests a client may send at once.
+    #[serde(rename = "kubeAPIBurst")]
+    pub kube_api_burst: u32,
+    /// `--concurrent-replicaset-syncs` (5): ReplicaSets (so Deployments) synced at once.
+    #[serde(rename = "concurrentReplicaSetSyncs")]
+    pub concurrent_replica_set_syncs: u32,
+    /// `--concurrent-statefulset-syncs` (5).
+    #[serde(rename = "concurrentStatefulSetSyncs")]
+    pub concurrent_stateful_set_syncs: u32,
+    /// `--concurrent-job-syncs` (5).
+    #[serde(rename = "concurrentJobSyncs")]
+    pub concurrent_job_syncs: u32,
+}
+
+impl Default for ControllerManagerSettings {
+    fn default() -> Self {
+        Self {
+            kube_api_qps: 20.0,
+            kube_api_burst: 30,
+            concurrent_replica_set_syncs: 5,
+            concurrent_stateful_set_syncs: 5,
+            concurrent_job_syncs: 5,
+        }
+    }
+}
+
+/// `spec.settings.kubeScheduler`: the kube-scheduler's client rate
+/// (`clientConnection.qps` / `burst` of its configuration), which paces its status updates
+/// (`PodScheduled=False`, what the provisioner waits for) and its bindings.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchedulerSettings {
+    /// `clientConnection.qps` (50).
+    #[serde(rename = "kubeAPIQPS")]
+    pub kube_api_qps: f64,
+    /// `clientConnection.burst` (100).
+    #[serde(rename = "kubeAPIBurst")]
+    pub kube_api_burst: u32,
+}
+
+impl Default for SchedulerSettings {
+    fn default() -> Self {
+        Self {
+            kube_api_qps: 50.0,
+            kube_api_burst: 100,
+        }
+    }
+}
+
+/// The most requests a second a client rate may be set to: far above any real control
+/// plane's, and low enough that a token is never shorter than the virtual clock can tell
+/// apart from the next by rounding alone.
+pub const MAX_CLIENT_QPS: f64 = 1_000_000.0;
+
+/// Checks a client's rate: `qps` in (0, [`MAX_CLIENT_QPS`]], `burst` at least 1;
+/// `Err((field, message))` names the field under `prefix`.
+fn check_client_rate(prefix: &str, qps: f64, burst: u32) -> Result<(), (String, String)> {
+    if !(qps.is_finite() && qps > 0.0 && qps <= MAX_CLIENT_QPS) {
+        return Err((
+            format!("{prefix}.kubeAPIQPS"),
+            format!(
+                "must be a number of requests a second above 0 and at most {MAX_CLIENT_QPS}, found {qps}"
+            ),
+        ));
+    }
+    if burst == 0 {
+        return Err((
+            format!("{prefix}.kubeAPIBurst"),
+            "must be at least 1".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+impl Settings {
+    /// Checks the values serde cannot: positive batch and disruption intervals, client
+    /// rates in range, at least one worker per controller. `Err((field, message))` names
+    /// the field under `spec.settings`.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        if self.batch_idle_duration.0 <= 0 || self.batch_max_duration.0 <= 0 {
+            return Err((
+                "spec.settings".to_owned(),
+                "batch durations must be positive".to_owned(),
+            ));
+        }
+        if self.disruption_interval.0 <= 0 {
+            return Err((
+                "spec.settings.disruptionInterval".to_owned(),
+                "must be positive".to_owned(),
+            ));
+        }
+        let cm = &self.kube_controller_manager;
+        let prefix = "spec.settings.kubeControllerManager";
+        check_client_rate(prefix, cm.kube_api_qps, cm.kube_api_burst)?;
+        for (field, workers) in [
+            ("concurrentReplicaSetSyncs", cm.concurrent_replica_set_syncs),
+            (
+                "concurrentStatefulSetSyncs",
+                cm.concurrent_stateful_set_syncs,
+            ),
+            ("concurrentJobSyncs", cm.concurrent_job_syncs),
+        ] {
+            if workers == 0 {
+                return Err((format!("{prefix}.{field}"), "must be at least 1".to_owned()));
+            }
+        }
+        let s = &self.kube_scheduler;
+        check_client_rate(
+            "spec.settings.kubeScheduler",
+            s.kube_api_qps,
+            s.kube_api_burst,
+        )
+    }
 }
 
 /// One entry of `spec.settings.capacityReservations`.
@@ -213,6 +340,8 @@ impl Default for Settings {
             catalogue: None,
             reserved_capacity: true,
             capacity_reservations: Vec::new(),
+            kube_controller_manager: ControllerManagerSettings::default(),
+            kube_scheduler: SchedulerSettings::default(),
         }
     }
 }
@@ -607,16 +736,9 @@ impl Scenario {
             return Err(doc.invalid("spec.duration", "must be positive").into());
         }
         let mut settings = spec.settings;
-        if settings.batch_idle_duration.0 <= 0 || settings.batch_max_duration.0 <= 0 {
-            return Err(doc
-                .invalid("spec.settings", "batch durations must be positive")
-                .into());
-        }
-        if settings.disruption_interval.0 <= 0 {
-            return Err(doc
-                .invalid("spec.settings.disruptionInterval", "must be positive")
-                .into());
-        }
+        settings
+            .validate()
+            .map_err(|(field, message)| doc.invalid(field, message))?;
         if let Some(c) = &settings.catalogue {
             settings.catalogue = Some(base_dir(path).join(c));
         }
@@ -738,6 +860,61 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("field apiVersion"), "{err}");
+    }
+
+    #[test]
+    fn bad_client_rates_are_rejected_naming_the_field() {
+        let cases = [
+            (
+                "kubeControllerManager: {kubeAPIQPS: 0}",
+                "spec.settings.kubeControllerManager.kubeAPIQPS",
+            ),
+            (
+                "kubeControllerManager: {kubeAPIQPS: -5}",
+                "spec.settings.kubeControllerManager.kubeAPIQPS",
+            ),
+            (
+                "kubeControllerManager: {kubeAPIQPS: 2000000}",
+                "spec.settings.kubeControllerManager.kubeAPIQPS",
+            ),
+            (
+                "kubeControllerManager: {kubeAPIBurst: 0}",
+                "spec.settings.kubeControllerManager.kubeAPIBurst",
+            ),
+            (
+                "kubeControllerManager: {concurrentJobSyncs: 0}",
+                "spec.settings.kubeControllerManager.concurrentJobSyncs",
+            ),
+            (
+                "kubeScheduler: {kubeAPIQPS: 0}",
+                "spec.settings.kubeScheduler.kubeAPIQPS",
+            ),
+            (
+                "kubeScheduler: {kubeAPIBurst: 0}",
+                "spec.settings.kubeScheduler.kubeAPIBurst",
+            ),
+        ];
+        for (setting, field) in cases {
+            let err = load(&format!("{HEAD}spec:\n  settings: {{{setting}}}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(&format!("field {field}")), "{setting}: {err}");
+        }
+        let ok = load(&format!(
+            "{HEAD}spec:\n  settings: {{kubeControllerManager: {{kubeAPIQPS: 50, kubeAPIBurst: 100}}}}\n"
+        ))
+        .unwrap();
+        assert_eq!(ok.settings.kube_controller_manager.kube_api_qps, 50.0);
+        assert_eq!(
+            Settings::default().kube_controller_manager,
+            ControllerManagerSettings {
+                kube_api_qps: 20.0,
+                kube_api_burst: 30,
+                concurrent_replica_set_syncs: 5,
+                concurrent_stateful_set_syncs: 5,
+                concurrent_job_syncs: 5,
+            }
+        );
     }
 
     /// Found by the `scenario` fuzz target (and its proptest): bare seconds near the `i64`

@@ -44,11 +44,42 @@ pub(crate) struct Workload {
     pub replicas: i32,
     pub proto: Pod,
     pub ordinal_start: i32,
+    /// A StatefulSet with the `OrderedReady` pod management policy (Kubernetes' default):
+    /// it creates one pod at a time, each once the lower ordinals are Running and Ready.
+    pub ordered_ready: bool,
     pub completions: i32,
     pub succeeded: i32,
     pub run_time: Millis,
     pub counter: u64,
     pub complete: bool,
+}
+
+impl Workload {
+    /// A workload of `replicas` pods like `proto` (a Job's parallelism), with nothing run yet.
+    pub fn new(proto: Pod, replicas: i32) -> Self {
+        Self {
+            replicas,
+            proto,
+            ordinal_start: 0,
+            ordered_ready: false,
+            completions: 0,
+            succeeded: 0,
+            run_time: 0,
+            counter: 0,
+            complete: false,
+        }
+    }
+
+    /// How many pods it wants now: its replicas, or for a Job its parallelism up to the
+    /// completions still missing (none once complete).
+    pub fn desired(&self, kind: Kind) -> usize {
+        let n = match kind {
+            Kind::Job if self.complete => 0,
+            Kind::Job => self.replicas.min(self.completions - self.succeeded),
+            _ => self.replicas,
+        };
+        usize::try_from(n).unwrap_or(0)
+    }
 }
 
 /// Every workload, in key order. Each mutable access bumps [`Workloads::version`], so equal
@@ -69,6 +100,10 @@ impl Workloads {
         self.map.get(key)
     }
 
+    pub fn iter(&self) -> impl Iterator<Item = (&WorkloadKey, &Workload)> {
+        self.map.iter()
+    }
+
     pub fn get_mut(&mut self, key: &WorkloadKey) -> Option<&mut Workload> {
         self.version += 1;
         self.map.get_mut(key)
@@ -83,11 +118,6 @@ impl Workloads {
         self.version += 1;
         self.map.remove(key)
     }
-
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&WorkloadKey, &mut Workload)> {
-        self.version += 1;
-        self.map.iter_mut()
-    }
 }
 
 #[cfg(test)]
@@ -98,28 +128,18 @@ mod tests {
     fn every_mutable_access_bumps_the_version() {
         let mut ws = Workloads::default();
         let key = (Kind::Deployment, "ns".to_owned(), "web".to_owned());
-        let w = Workload {
-            replicas: 1,
-            proto: Pod::default(),
-            ordinal_start: 0,
-            completions: 0,
-            succeeded: 0,
-            run_time: 0,
-            counter: 0,
-            complete: false,
-        };
+        let w = Workload::new(Pod::default(), 1);
         let mut seen = vec![ws.version()];
         ws.insert(key.clone(), w);
         seen.push(ws.version());
         assert!(ws.get(&key).is_some());
+        assert_eq!(ws.iter().count(), 1);
         assert_eq!(
             ws.version(),
             *seen.last().unwrap(),
             "reading changes nothing"
         );
         ws.get_mut(&key).unwrap().replicas = 2;
-        seen.push(ws.version());
-        ws.iter_mut().for_each(|(_, w)| w.counter += 1);
         seen.push(ws.version());
         ws.remove(&key);
         seen.push(ws.version());

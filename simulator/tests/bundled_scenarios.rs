@@ -34,7 +34,10 @@ fn run(scenario: &Scenario, optimizer: bool) -> (Report, Vec<LogLine>) {
     let mut last = -1;
     let report = run_scenario(
         scenario,
-        RunOptions { optimizer },
+        RunOptions {
+            optimizer,
+            lower_bound: false,
+        },
         &Disk,
         &mut |line: &LogLine| lines.push(line.clone()),
         &mut |t| {

@@ -130,7 +130,10 @@ fn daily_traffic() -> (Report, Report) {
     let run = |optimizer| {
         run_scenario(
             &scenario,
-            RunOptions { optimizer },
+            RunOptions {
+                optimizer,
+                lower_bound: false,
+            },
             &Disk,
             &mut |_| {},
             &mut |_| {},

@@ -24,7 +24,10 @@ fn run(scenario: &Scenario) -> (Report, Vec<String>) {
     let mut lines = Vec::new();
     let report = run_scenario(
         scenario,
-        RunOptions { optimizer: true },
+        RunOptions {
+            optimizer: true,
+            lower_bound: false,
+        },
         &Disk,
         &mut |l: &LogLine| lines.push(l.message.clone()),
         &mut |_| {},
@@ -83,7 +86,10 @@ fn deleting_an_overlay_restores_the_instance_types_and_reports_conflicts() {
     let mut lines = Vec::new();
     let report = run_scenario(
         &s2,
-        RunOptions { optimizer: true },
+        RunOptions {
+            optimizer: true,
+            lower_bound: false,
+        },
         &files,
         &mut |l: &LogLine| lines.push(l.message.clone()),
         &mut |_| {},

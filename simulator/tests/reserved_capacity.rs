@@ -22,7 +22,10 @@ fn run(scenario: &Scenario, optimizer: bool) -> (Report, Vec<String>) {
     let mut lines = Vec::new();
     let report = run_scenario(
         scenario,
-        RunOptions { optimizer },
+        RunOptions {
+            optimizer,
+            lower_bound: false,
+        },
         &Disk,
         &mut |l: &LogLine| lines.push(l.message.clone()),
         &mut |_| {},
@@ -112,7 +115,10 @@ fn a_reservation_of_an_unknown_instance_type_is_an_error_naming_the_field() {
     bad.settings.capacity_reservations[0].instance_type = "m5.nonexistent".into();
     let err = run_scenario(
         &bad,
-        RunOptions { optimizer: true },
+        RunOptions {
+            optimizer: true,
+            lower_bound: false,
+        },
         &Disk,
         &mut |_: &LogLine| {},
         &mut |_| {},

@@ -76,7 +76,10 @@ fn run(text: &str) -> Vec<String> {
     let mut lines: Vec<LogLine> = Vec::new();
     run_scenario(
         &scenario,
-        RunOptions { optimizer: true },
+        RunOptions {
+            optimizer: true,
+            lower_bound: false,
+        },
         &Disk,
         &mut |l: &LogLine| lines.push(l.clone()),
         &mut |_| {},

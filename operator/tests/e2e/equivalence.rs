@@ -63,7 +63,10 @@ fn simulated() -> Vec<String> {
     let mut lines: Vec<LogLine> = Vec::new();
     run_scenario(
         &scenario,
-        RunOptions { optimizer: true },
+        RunOptions {
+            optimizer: true,
+            lower_bound: false,
+        },
         &files,
         &mut |l: &LogLine| lines.push(l.clone()),
         &mut |_| {},

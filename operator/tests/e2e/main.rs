@@ -8,6 +8,7 @@
 //! Measured times are appended to `target/e2e/timings.tsv`; controller logs are kept under
 //! `target/e2e/<test>/`.
 
+mod batching;
 mod capacity_buffer;
 mod consolidation;
 mod drift;

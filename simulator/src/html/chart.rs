@@ -60,6 +60,9 @@ pub struct Series {
     pub color: &'static str,
     /// One value per sample of the frame.
     pub values: Vec<f64>,
+    /// A reference line rather than a run's (the hourly lower bound): drawn dotted, named
+    /// alone in the hover box.
+    pub reference: bool,
 }
 
 /// A legend entry: a colour for a category, or a line style for a run.
@@ -84,6 +87,8 @@ pub enum Swatch {
     Dashed,
     /// A hatched square (the second run's bars).
     Hatched,
+    /// A dotted line (a reference line).
+    Dotted,
 }
 
 /// The samples every chart of a page shares.
@@ -264,9 +269,19 @@ impl Chart {
             let _ = write!(
                 svg,
                 r#"<path class="series line{dash}" data-series="{name}" data-run="{run}" stroke="{color}" d="{d}"/>"#,
-                dash = if s.run > 0 { " dashed" } else { "" },
+                dash = if s.reference {
+                    " dotted"
+                } else if s.run > 0 {
+                    " dashed"
+                } else {
+                    ""
+                },
                 name = text(&s.name),
-                run = text(self.run_label(s.run)),
+                run = text(if s.reference {
+                    "reference"
+                } else {
+                    self.run_label(s.run)
+                }),
                 color = s.color,
                 d = path(&points, false),
             );
@@ -321,6 +336,10 @@ impl Chart {
                     r#"<line class="dashed" x1="0" x2="24" y1="7" y2="7" stroke="{}" stroke-width="2.5"/>"#,
                     key.color
                 ),
+                Swatch::Dotted => format!(
+                    r#"<line class="dotted" x1="0" x2="24" y1="7" y2="7" stroke="{}" stroke-width="2.5"/>"#,
+                    key.color
+                ),
             };
             let _ = write!(
                 out,
@@ -342,7 +361,8 @@ impl Chart {
             .series
             .iter()
             .map(|s| {
-                let name = if self.runs.len() > 1 && s.name != self.run_label(s.run) {
+                let name = if !s.reference && self.runs.len() > 1 && s.name != self.run_label(s.run)
+                {
                     format!("{} · {}", self.run_label(s.run), s.name)
                 } else {
                     s.name.clone()
@@ -586,12 +606,14 @@ mod tests {
                     run: 0,
                     color: "#000",
                     values: values.clone(),
+                    reference: false,
                 },
                 Series {
                     name: "Empty".into(),
                     run: 1,
                     color: "#000",
                     values,
+                    reference: false,
                 },
             ],
             legend: vec![],

@@ -34,6 +34,8 @@ const PALETTE: [&str; 10] = [
     "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
     "#9c755f", "#17becf",
 ];
+/// The colour of the hourly lower bound on the cost chart.
+const BOUND_COLOR: &str = "#059669";
 /// The colour of the categories folded into "other".
 const OTHER_COLOR: &str = "#a8a29e";
 /// Categories drawn on their own; beyond one more, the rest are folded into "other".
@@ -116,6 +118,27 @@ fn page(runs: &[Run]) -> String {
             .unwrap_or_default(),
         _ => String::new(),
     };
+    let bound = runs
+        .iter()
+        .find_map(|r| r.report.lower_bound.as_ref())
+        .map(|b| {
+            let of: Vec<String> = runs
+                .iter()
+                .filter(|_| b.total > 0.0)
+                .map(|r| format!("{} {:.2}×", r.label, r.report.cost.total / b.total))
+                .collect();
+            let of = if of.is_empty() {
+                String::new()
+            } else {
+                format!("; cost over the bound: {}", of.join(", "))
+            };
+            format!(
+                r#"<p class="bound">hourly lower bound: ${:.4}/h on average{}</p>"#,
+                b.average_per_hour,
+                text(&of)
+            )
+        })
+        .unwrap_or_default();
     let description = if first.description.trim().is_empty() {
         String::new()
     } else {
@@ -142,17 +165,17 @@ fn page(runs: &[Run]) -> String {
 <header>
 <h1>karpenter simulate — <span class="scenario">{name}</span></h1>
 {description}<p class="meta">{duration} simulated · {runs_text}</p>
-{saving}</header>
-<section id="summary">
-<h2>Summary</h2>
-<div class="tables">
-{summary}
-</div>
-</section>
+{saving}{bound}</header>
 <section id="charts">
 <h2>Over time</h2>
 <div class="charts">
 {charts_html}
+</div>
+</section>
+<section id="summary">
+<h2>Summary</h2>
+<div class="tables">
+{summary}
 </div>
 </section>
 <section id="details">
@@ -215,21 +238,25 @@ fn charts(runs: &[Run], frame: &Frame) -> Vec<Chart> {
     let every = span_words(frame.interval);
     let bars = span_words(chart::bar_span(frame));
     vec![
-        per_run(
+        with_bound(
             runs,
-            Chart {
-                id: "cost",
-                title: "Cost per hour".into(),
-                note: format!(
-                    "$/h of every node, in flight and deleting ones included, at each \
-                     {every} sample"
-                ),
-                unit: Unit::Dollars,
-                axis_title: "$/h",
-                step: Step::After,
-                ..blank()
-            },
-            |t| t.cost_per_hour.clone(),
+            frame,
+            per_run(
+                runs,
+                Chart {
+                    id: "cost",
+                    title: "Cost per hour".into(),
+                    note: format!(
+                        "$/h of every node, in flight and deleting ones included, at each \
+                         {every} sample"
+                    ),
+                    unit: Unit::Dollars,
+                    axis_title: "$/h",
+                    step: Step::After,
+                    ..blank()
+                },
+                |t| t.cost_per_hour.clone(),
+            ),
         ),
         nodes_by(runs, "instance-types", "instance type", &every, |t| {
             &t.nodes_by_instance_type
@@ -271,6 +298,45 @@ fn charts(runs: &[Run], frame: &Frame) -> Vec<Chart> {
             |t| &t.disruptions,
         ),
     ]
+}
+
+/// The cost chart with the hourly lower bound (of the first run that has one) drawn as a
+/// dotted step line: at each sample, the bound of the hour it falls in.
+fn with_bound(runs: &[Run], frame: &Frame, mut chart: Chart) -> Chart {
+    let Some(bound) = runs.iter().find_map(|r| r.report.lower_bound.as_ref()) else {
+        return chart;
+    };
+    let values = frame
+        .at
+        .iter()
+        .map(|&at| {
+            let t = at as f64 / 1000.0;
+            bound
+                .hourly
+                .iter()
+                .find(|h| h.start_seconds <= t && t < h.end_seconds)
+                .or(bound.hourly.last())
+                .map_or(0.0, |h| h.per_hour)
+        })
+        .collect();
+    let name = "hourly lower bound".to_owned();
+    chart.series.push(Series {
+        name: name.clone(),
+        run: 0,
+        color: BOUND_COLOR,
+        values,
+        reference: true,
+    });
+    chart.legend.push(Key {
+        label: name,
+        color: BOUND_COLOR,
+        swatch: Swatch::Dotted,
+    });
+    chart.note.push_str(
+        "; the dotted line is each hour's lower bound (that hour's wanted pods planned from \
+         scratch)",
+    );
+    chart
 }
 
 /// Nodes by one of their labels, at each sample.
@@ -321,6 +387,7 @@ fn per_run(runs: &[Run], chart: Chart, values: impl Fn(&Timeline) -> Vec<f64>) -
             run: i,
             color: RUN_COLORS[i % RUN_COLORS.len()],
             values: values(&r.report.timeline),
+            reference: false,
         })
         .collect();
     let legend = runs
@@ -392,6 +459,7 @@ fn by_category(
                 run: i,
                 color,
                 values,
+                reference: false,
             });
         }
     }

@@ -29,6 +29,26 @@ impl HtmlTable {
     }
 
     fn render(&self) -> String {
+        self.table(&self.id, &self.rows)
+    }
+
+    /// The first `shown` rows, then the others in a `<details>` element (open with a click,
+    /// no script needed) whose summary line is `more`; all rows when `shown` leaves none.
+    fn render_folded(&self, shown: usize, more: &str) -> String {
+        if shown >= self.rows.len() {
+            return self.render();
+        }
+        let (head, rest) = self.rows.split_at(shown);
+        format!(
+            r#"{}<details class="more" id="more-{}"><summary>{}</summary>{}</details>"#,
+            self.table(&self.id, head),
+            self.id,
+            text(more),
+            self.table(&format!("{}-more", self.id), rest)
+        )
+    }
+
+    fn table(&self, id: &str, rows: &[Vec<String>]) -> String {
         let class = |i: usize| {
             if self.numeric.get(i).copied().unwrap_or(false) {
                 r#" class="num""#
@@ -36,12 +56,12 @@ impl HtmlTable {
                 ""
             }
         };
-        let mut out = format!(r#"<table id="table-{}"><thead><tr>"#, self.id);
+        let mut out = format!(r#"<table id="table-{id}"><thead><tr>"#);
         for (i, h) in self.header.iter().enumerate() {
             let _ = write!(out, "<th{}>{}</th>", class(i), text(h));
         }
         out.push_str("</tr></thead><tbody>");
-        for row in &self.rows {
+        for row in rows {
             out.push_str("<tr>");
             for (i, cell) in row.iter().enumerate() {
                 let _ = write!(out, "<td{}>{}</td>", class(i), text(cell));
@@ -51,6 +71,35 @@ impl HtmlTable {
         out.push_str("</tbody></table>");
         out
     }
+}
+
+/// Tables of at most this many rows are shown whole.
+const FOLD_ABOVE: usize = 12;
+/// A folded table shows the rows that carry this share of its total…
+const SHOWN_SHARE: f64 = 0.8;
+/// …but at least this many…
+const MIN_SHOWN: usize = 5;
+/// …and at most this many.
+const MAX_SHOWN: usize = 10;
+
+/// How many of `weights` (largest first) a table shows before folding the rest: all of a
+/// short table, else the fewest that reach [`SHOWN_SHARE`] of the total, within
+/// [`MIN_SHOWN`] and [`MAX_SHOWN`].
+fn shown_rows(weights: &[f64]) -> usize {
+    if weights.len() <= FOLD_ABOVE {
+        return weights.len();
+    }
+    let total: f64 = weights.iter().sum();
+    let mut sum = 0.0;
+    let mut n = 0;
+    for w in weights {
+        if n >= MIN_SHOWN && sum >= SHOWN_SHARE * total {
+            break;
+        }
+        sum += w;
+        n += 1;
+    }
+    n.clamp(MIN_SHOWN, MAX_SHOWN)
 }
 
 /// A block of the page: a heading and what follows it.
@@ -67,8 +116,8 @@ fn per_run(id: &'static str, first: &str, runs: &[Run]) -> HtmlTable {
     HtmlTable::new(id, header, numeric)
 }
 
-/// The top of the page: the figures runs are compared on (one column per run), then each
-/// run's instance types.
+/// The figures runs are compared on (one column per run), then each run's instance types,
+/// dearest first, folded to the types that carry most of the cost.
 pub fn summary(runs: &[Run]) -> String {
     let mut out = block(
         "Cost, nodes and pods",
@@ -80,18 +129,38 @@ pub fn summary(runs: &[Run]) -> String {
             TYPE_COLUMNS.iter().map(|c| (*c).to_owned()).collect(),
             vec![false, false, true, true, true, true],
         );
-        t.rows = run.report.nodes.by_type.iter().map(type_cells).collect();
+        let mut by_cost: Vec<&crate::metrics::TypeRow> = run.report.nodes.by_type.iter().collect();
+        by_cost.sort_by(|a, b| {
+            b.cost
+                .total_cmp(&a.cost)
+                .then_with(|| a.instance_type.cmp(&b.instance_type))
+                .then_with(|| a.capacity_type.cmp(&b.capacity_type))
+        });
+        t.rows = by_cost.iter().map(|r| type_cells(r)).collect();
+        let costs: Vec<f64> = by_cost.iter().map(|r| r.cost).collect();
+        let shown = shown_rows(&costs);
+        let rest: f64 = costs[shown..].iter().sum();
+        let total: f64 = costs.iter().sum();
+        let more = format!(
+            "{} more instance type row(s): ${rest:.4}, {:.1}% of the cost",
+            costs.len() - shown,
+            if total > 0.0 {
+                rest / total * 100.0
+            } else {
+                0.0
+            }
+        );
         let title = if runs.len() > 1 {
             format!("Instance types — {}", run.label)
         } else {
             "Instance types".to_owned()
         };
-        out.push_str(&block(&title, &t.render()));
+        out.push_str(&block(&title, &t.render_folded(shown, &more)));
     }
     out
 }
 
-/// Everything below the charts.
+/// Everything below the summary.
 pub fn details(runs: &[Run]) -> String {
     let mut out = String::new();
     out.push_str(&block(
@@ -130,7 +199,13 @@ pub fn details(runs: &[Run]) -> String {
             ]);
         }
         let title = format!("Pods never scheduled — {}", run.label);
-        out.push_str(&block(&title, &t.render()));
+        let shown = if never.len() <= FOLD_ABOVE {
+            never.len()
+        } else {
+            MAX_SHOWN
+        };
+        let more = format!("{} more pod(s) never scheduled", never.len() - shown);
+        out.push_str(&block(&title, &t.render_folded(shown, &more)));
     }
     if runs.iter().any(|r| !r.report.ignored_kinds.is_empty()) {
         out.push_str(&block(
@@ -197,4 +272,41 @@ fn activity_rows(r: &Report) -> Vec<(&'static str, String)> {
         ),
         ("longest drain", format!("{:.0}s", a.longest_drain_seconds)),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_tables_stay_whole_and_long_ones_show_what_carries_most() {
+        assert_eq!(shown_rows(&[5.0; 12]), 12);
+        // 50 rows, the first three carry 90 %: the minimum of five is shown.
+        let mut weights = vec![30.0, 30.0, 30.0];
+        weights.extend(std::iter::repeat_n(10.0 / 47.0, 47));
+        assert_eq!(shown_rows(&weights), MIN_SHOWN);
+        // 50 equal rows: 80 % would take 40, the maximum of ten is shown.
+        assert_eq!(shown_rows(&[1.0; 50]), MAX_SHOWN);
+        // In between: 7 rows reach 80 %.
+        let mut weights = vec![12.0; 7];
+        weights.extend(std::iter::repeat_n(16.0 / 13.0, 13));
+        assert_eq!(shown_rows(&weights), 7);
+    }
+
+    #[test]
+    fn folded_rows_are_one_click_away_in_details() {
+        let mut t = HtmlTable::new("t", vec!["A".into()], vec![false]);
+        t.rows = (0..20).map(|i| vec![format!("row<{i}>")]).collect();
+        let html = t.render_folded(5, "15 more & then some");
+        let (head, rest) = html.split_once("<details").expect("folded");
+        assert_eq!(head.matches("<tr><td>").count(), 5);
+        assert_eq!(rest.matches("<tr><td>").count(), 15);
+        assert!(
+            rest.contains("<summary>15 more &amp; then some</summary>"),
+            "{rest}"
+        );
+        assert!(html.contains(r#"<table id="table-t-more">"#));
+        assert!(html.contains("row&lt;19&gt;"));
+        assert_eq!(t.render_folded(20, "none"), t.render());
+    }
 }
