@@ -1,11 +1,24 @@
 //! Solving a snapshot and reading the plan.
 
 use karpenter_scheduling::requirements::Operator;
+use karpenter_scheduling::solver::OptimizerOptions;
 use karpenter_scheduling::{Plan, Snapshot, SolveOptions, solve};
 
 /// The plan for `s` with default options (optimiser on, default work budget).
 pub fn solve_default(s: &Snapshot) -> Plan {
     solve(s, &SolveOptions::default())
+}
+
+/// The plan of Karpenter's greedy pass alone for `s` (default options, optimiser off).
+pub fn solve_greedy(s: &Snapshot) -> Plan {
+    let options = SolveOptions {
+        optimizer: OptimizerOptions {
+            enabled: false,
+            ..OptimizerOptions::default()
+        },
+        ..SolveOptions::default()
+    };
+    solve(s, &options)
 }
 
 /// The single value the requirements of the `claim`-th new NodeClaim pin `key` to; `None`
