@@ -21,6 +21,21 @@ pub fn solve_greedy(s: &Snapshot) -> Plan {
     solve(s, &options)
 }
 
+/// Each new NodeClaim of `plan` as its cheapest instance type and its pods' names, in plan
+/// order: what two plans must share to launch the same nodes with the same pods.
+pub fn claims_of(plan: &Plan) -> Vec<(String, Vec<String>)> {
+    plan.new_node_claims
+        .iter()
+        .map(|c| {
+            let cheapest = c.instance_type_options.first().map(|o| o.name.to_string());
+            (
+                cheapest.unwrap_or_default(),
+                c.pods.iter().map(|k| k.name.clone()).collect(),
+            )
+        })
+        .collect()
+}
+
 /// The single value the requirements of the `claim`-th new NodeClaim pin `key` to; `None`
 /// when the key is unconstrained or allows several values.
 ///

@@ -312,6 +312,9 @@ struct Scheduler<'a> {
     zone_ids: HashMap<String, u32>,
     /// Capacity reservations left for this solve's claims.
     reservations: reservations::Reservations,
+    /// Per pending pod, whether it was placed with a preferred node-affinity term in force
+    /// (not relaxed away, nor ignored by the policy).
+    prefers_node: Vec<bool>,
 }
 
 /// Why a pod could not be placed; `deferred` when only reserved capacity promised to other
@@ -576,6 +579,7 @@ impl<'a> Scheduler<'a> {
             next_host: 0,
             zone_ids: HashMap::new(),
             reservations,
+            prefers_node: vec![false; pods.len()],
         }
     }
 
@@ -589,6 +593,7 @@ impl<'a> Scheduler<'a> {
             .take(self.pods.len())
             .collect();
         self.drain(candidates, &mut errors);
+        self.topology.settle();
         errors
     }
 
@@ -767,7 +772,10 @@ impl<'a> Scheduler<'a> {
         let mut changed = false;
         loop {
             let err = match self.add(p, &data) {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    self.prefers_node[p] = !relaxed.preferred_node.is_empty();
+                    return Ok(());
+                }
                 Err(e) if e.deferred => return Err((e, changed)),
                 Err(e) => e,
             };

@@ -640,16 +640,17 @@ pub(crate) fn optimize(
 }
 
 /// Whether a pod is free: nothing but its nodeSelector and tolerations decides where it
-/// goes. It binds no host port, has no volume requirement or node affinity (required or
-/// preferred), and no topology group owns it or could count it other than hostname-keyed
-/// spreads and anti-affinities of other pods (which it may leave, see `Topology::movable`).
+/// goes. It binds no host port, has no volume requirement, required node affinity or
+/// preferred node affinity in force (one relaxed away or ignored by the policy does not
+/// count), and no topology group owns it or could count it other than hostname-keyed
+/// spreads and anti-affinities of other pods (which it may leave) and groups with no say
+/// in where it goes (see `Topology::movable`).
 fn is_free(s: &Scheduler<'_>, p: usize) -> bool {
     let pod = &s.pods[p];
-    let affinity = &pod.affinity.node_affinity;
     pod.host_ports.is_empty()
         && pod.volume_requirements.is_empty()
-        && affinity.required.is_empty()
-        && affinity.preferred.is_empty()
+        && pod.affinity.node_affinity.required.is_empty()
+        && !s.prefers_node[p]
         && s.topology.movable(p, pod, &Requirements::new())
 }
 
