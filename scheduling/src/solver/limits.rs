@@ -74,6 +74,11 @@ impl Remaining {
         Remaining { left, scale }
     }
 
+    /// The limited resources, in the order of [`Remaining::charge`].
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+        self.left.keys().map(String::as_str)
+    }
+
     /// Whether the `nodes` limit leaves no room for another node.
     pub(crate) fn nodes_exhausted(&self) -> bool {
         self.left.get(NODES).is_some_and(|&n| n <= 0)
@@ -198,6 +203,18 @@ impl Charges {
     /// Whether type `i`'s charge is within `cap` in every resource.
     pub(crate) fn within(&self, i: u32, cap: &[i64]) -> bool {
         self.of(i).iter().zip(cap).all(|(c, m)| c <= m)
+    }
+
+    /// The element-wise smallest charge of `options` (nothing when there are none).
+    pub(crate) fn smallest(&self, options: &[u32]) -> Vec<i64> {
+        let mut least: Option<Vec<i64>> = None;
+        for &i in options {
+            least = Some(match least {
+                None => self.of(i).to_vec(),
+                Some(l) => l.iter().zip(self.of(i)).map(|(a, c)| *a.min(c)).collect(),
+            });
+        }
+        least.unwrap_or_else(|| self.zero())
     }
 
     /// The element-wise largest charge of `options` (nothing when there are none).

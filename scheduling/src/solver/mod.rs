@@ -272,11 +272,13 @@ fn plan_with(
             }
         }
     }
-    let (least, again_errors) = again(LimitMode::Least);
-    let mut plan = if left_out(&again_errors) < left_out(&errors) {
-        least.optimize_and_finish(again_errors, deadline)
-    } else {
-        first.optimize_and_finish(errors, deadline)
+    let least = first
+        .counted_beyond_price(&deferrable)
+        .then(|| again(LimitMode::Least))
+        .filter(|(_, again_errors)| left_out(again_errors) < left_out(&errors));
+    let mut plan = match least {
+        Some((least, again_errors)) => least.optimize_and_finish(again_errors, deadline),
+        None => first.optimize_and_finish(errors, deadline),
     };
     plan.pending_by_effective_zone = by_zone;
     plan
@@ -682,6 +684,41 @@ impl<'a> Scheduler<'a> {
         };
         room.iter().all(|(&name, &left)| {
             name == limits::NODES || unlimited_elsewhere(name) || arith::get(&total, name) <= left
+        })
+    }
+
+    /// Whether, in one of the `pools`, what its limits still leave plus what its claims
+    /// count at their largest options beyond the types they are priced at makes at least a
+    /// node's worth (the smallest type's capacity) in every limited resource: only then may
+    /// counting each claim at the latter place more pods. A pass whose claims are full at
+    /// their largest options (a limit that binds for real) would only be repeated.
+    fn counted_beyond_price(&self, pools: &[bool]) -> bool {
+        self.templates.iter().enumerate().any(|(ti, t)| {
+            if !pools[ti] {
+                return false;
+            }
+            let remaining = Remaining::new(t.pool);
+            let charges = limits::Charges::new(&remaining, t);
+            let mut beyond = charges.zero();
+            for claim in self.claims.iter().filter(|c| c.template == ti) {
+                let cheapest = limits::cheapest_option(&charges, t, &claim.options, &claim.reqs);
+                let least =
+                    limits::least_charge(&charges, t, &claim.options, &claim.reqs, cheapest);
+                for ((b, most), least) in beyond
+                    .iter_mut()
+                    .zip(charges.largest(&claim.options))
+                    .zip(least)
+                {
+                    *b += most - least;
+                }
+            }
+            let all: Vec<u32> = (0..t.its.len() as u32).collect();
+            let smallest = charges.smallest(&all);
+            let left = self.remaining[ti].left();
+            remaining
+                .names()
+                .zip(beyond.iter().zip(&left).zip(&smallest))
+                .all(|(name, ((b, l), s))| name == limits::NODES || b + l.max(&0) >= *s)
         })
     }
 
