@@ -300,5 +300,16 @@ proptest! {
         if fits {
             prop_assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
         }
+        // The bound of a plan that places every pod ignores the limits, so it is never above
+        // the plan without them: a narrowed plan that meets it is optimal with the limit too.
+        if let Some(bound) = plan.lower_bound
+            && plan.unschedulable.is_empty()
+            && free.unschedulable.is_empty()
+        {
+            prop_assert!(
+                bound <= free.total_price + 1e-6 * free.total_price.max(1.0),
+                "bound {} above the unlimited plan {}", bound, free.total_price
+            );
+        }
     }
 }
