@@ -36,8 +36,8 @@ use karpenter_catalog::default_instance_types;
 use karpenter_scheduling::labels;
 use karpenter_scheduling::model::{
     Affinity, DaemonSet, InstanceType, Labels, NodeAffinity, NodePool, NodeSelectorTerm, Offering,
-    OwnerRef, Pod, PodAffinity, PodAffinityTerm, Snapshot, TopologySpreadConstraint,
-    WhenUnsatisfiable,
+    OwnerRef, Pod, PodAffinity, PodAffinityTerm, PreferredSchedulingTerm, Snapshot,
+    TopologySpreadConstraint, WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
 use karpenter_scheduling::plan::OptimizerStats;
 use karpenter_scheduling::requirements::{
@@ -368,6 +368,73 @@ pub fn targeted_workload(count: usize, seed: u64) -> Vec<Pod> {
         .collect()
 }
 
+/// Label value of [`preferences_workload`]'s pods (`app`), which their own preferences
+/// select.
+pub const PREFERRING_APP: &str = "web";
+
+/// A zone that no instance type of the (us-east-1) catalogue is offered in.
+pub const ABSENT_ZONE: &str = "us-west-2a";
+
+/// A node label no instance type carries.
+pub const RACK_LABEL: &str = "example.com/rack";
+
+/// `count` pods with upstream's request distribution and preferences that no node can
+/// meet, as manifests copied from another cluster have: a preferred node affinity to
+/// [`ABSENT_ZONE`], a preferred zonal pod affinity to `app=db` pods (none run), and a
+/// ScheduleAnyway spread over [`RACK_LABEL`]. With `--preference-policy respect` every
+/// pod tries them all and relaxes every one; with `ignore` it never tries them.
+pub fn preferences_workload(count: usize, seed: u64) -> Vec<Pod> {
+    let mut rng = SplitMix64::new(seed);
+    let app = single_label("app", PREFERRING_APP);
+    (0..count)
+        .map(|i| {
+            let name = format!("{PREFERRING_APP}-{i}");
+            let mut labels = random_label(&mut rng, LABEL_KEY);
+            labels.extend(app.clone());
+            let zone = NodeSelectorRequirement {
+                key: labels::ZONE.to_owned(),
+                operator: Operator::In,
+                values: vec![ABSENT_ZONE.to_owned()],
+                min_values: None,
+            };
+            Pod {
+                namespace: NAMESPACE.to_owned(),
+                uid: format!("{NAMESPACE}-{name}"),
+                name,
+                labels,
+                requests: random_requests(&mut rng),
+                affinity: Affinity {
+                    node_affinity: NodeAffinity {
+                        required: Vec::new(),
+                        preferred: vec![PreferredSchedulingTerm {
+                            weight: 50,
+                            preference: NodeSelectorTerm {
+                                match_expressions: vec![zone],
+                                match_fields: Vec::new(),
+                            },
+                        }],
+                    },
+                    pod_affinity: PodAffinity {
+                        required: Vec::new(),
+                        preferred: vec![WeightedPodAffinityTerm {
+                            weight: 10,
+                            term: term(labels::ZONE, &single_label("app", "db")),
+                        }],
+                    },
+                    ..Affinity::default()
+                },
+                topology_spread_constraints: vec![karpenter_testing::pods::spread(
+                    RACK_LABEL,
+                    1,
+                    &pairs(&app),
+                    WhenUnsatisfiable::ScheduleAnyway,
+                )],
+                ..Pod::default()
+            }
+        })
+        .collect()
+}
+
 /// Upstream's benchmark NodePool (`test.NodePool` with cpu and memory limits so high they
 /// never bind, no requirements) over `instance_types`.
 pub fn benchmark_node_pool(instance_types: Vec<Arc<InstanceType>>) -> NodePool {
@@ -629,6 +696,8 @@ pub enum PodMix {
     Unconstrained,
     /// [`targeted_workload`].
     Targeted,
+    /// [`preferences_workload`].
+    Preferences,
 }
 
 /// One benchmark case: a catalogue, a pod mix and a pod count.
@@ -665,6 +734,11 @@ impl Case {
             (C::AwsWeighted, M::Karpenter) => "aws-weighted-mixed",
             (C::AwsWeighted, M::Unconstrained) => "aws-weighted-unconstrained",
             (C::AwsWeighted, M::Targeted) => "aws-weighted",
+            (C::Benchmark, M::Preferences) => "benchmark-preferences",
+            (C::Aws, M::Preferences) => "aws-preferences",
+            (C::AwsGettingStarted, M::Preferences) => "aws-getting-started-preferences",
+            (C::AwsFlexible, M::Preferences) => "aws-flexible-preferences",
+            (C::AwsWeighted, M::Preferences) => "aws-weighted-preferences",
         }
     }
 
@@ -674,6 +748,7 @@ impl Case {
             PodMix::Karpenter => karpenter_workload(self.pods, seed),
             PodMix::Unconstrained => unconstrained_workload(self.pods, seed),
             PodMix::Targeted => targeted_workload(self.pods, seed),
+            PodMix::Preferences => preferences_workload(self.pods, seed),
         };
         let aws = || default_instance_types().to_vec();
         match self.catalogue {
@@ -698,12 +773,22 @@ pub const GETTING_STARTED_SIZES: [usize; 3] = [100, 1000, 5000];
 /// 13's second and third workloads).
 pub const ISSUE_SIZES: [usize; 2] = [1000, 5000];
 
+/// Pod counts of Karpenter's diverse mix on the getting-started NodePool with its limit
+/// (issue 39): about two thirds of the limit's cpu.
+pub const LIMITED_MIXED_SIZES: [usize; 1] = [1000];
+
+/// Pod counts of [`PodMix::Preferences`] (issue 39).
+pub const PREFERENCES_SIZES: [usize; 1] = [4000];
+
 /// The cases of the packing benchmark and report: upstream's workload at
 /// [`KARPENTER_SIZES`]; the unconstrained and mixed workloads on the AWS catalogue at
 /// [`AWS_SIZES`]; then issue 13's three workloads: the unconstrained mix on the
 /// getting-started NodePool (limit included) at [`GETTING_STARTED_SIZES`], Karpenter's
 /// diverse mix on [`flexible_node_pool`] and the targeted mix on [`weighted_node_pools`],
-/// both at [`ISSUE_SIZES`].
+/// both at [`ISSUE_SIZES`]; then issue 39's two: Karpenter's diverse mix on the
+/// getting-started NodePool at [`LIMITED_MIXED_SIZES`], where the limit binds only if each
+/// claim counts its largest option, and [`preferences_workload`] on the AWS catalogue at
+/// [`PREFERENCES_SIZES`].
 pub fn packing_cases() -> Vec<Case> {
     let mut cases: Vec<Case> = KARPENTER_SIZES
         .iter()
@@ -720,7 +805,7 @@ pub fn packing_cases() -> Vec<Case> {
             pods,
         }));
     }
-    let issue: [(CatalogueKind, PodMix, &[usize]); 3] = [
+    let issue: [(CatalogueKind, PodMix, &[usize]); 5] = [
         (
             CatalogueKind::AwsGettingStarted,
             PodMix::Unconstrained,
@@ -728,6 +813,12 @@ pub fn packing_cases() -> Vec<Case> {
         ),
         (CatalogueKind::AwsFlexible, PodMix::Karpenter, &ISSUE_SIZES),
         (CatalogueKind::AwsWeighted, PodMix::Targeted, &ISSUE_SIZES),
+        (
+            CatalogueKind::AwsGettingStarted,
+            PodMix::Karpenter,
+            &LIMITED_MIXED_SIZES,
+        ),
+        (CatalogueKind::Aws, PodMix::Preferences, &PREFERENCES_SIZES),
     ];
     for (catalogue, mix, sizes) in issue {
         cases.extend(sizes.iter().map(|&pods| Case {
@@ -1200,6 +1291,8 @@ mod tests {
             ("aws-getting-started", &GETTING_STARTED_SIZES[..]),
             ("aws-diverse", &ISSUE_SIZES[..]),
             ("aws-weighted", &ISSUE_SIZES[..]),
+            ("aws-getting-started-mixed", &LIMITED_MIXED_SIZES[..]),
+            ("aws-preferences", &PREFERENCES_SIZES[..]),
         ] {
             let found: Vec<usize> = cases
                 .iter()
@@ -1210,6 +1303,29 @@ mod tests {
         }
         let case = cases[0];
         assert_eq!(case.snapshot(DEFAULT_SEED), case.snapshot(DEFAULT_SEED));
+    }
+
+    #[test]
+    fn preferences_workload_prefers_what_no_node_offers() {
+        let pods = preferences_workload(50, DEFAULT_SEED);
+        assert_eq!(pods.len(), 50);
+        let types = default_instance_types();
+        assert!(types.iter().all(|it| {
+            it.offerings.iter().all(|o| o.zone != ABSENT_ZONE)
+                && it.requirements.get(RACK_LABEL).is_none()
+        }));
+        for pod in &pods {
+            assert_eq!(pod.labels["app"], PREFERRING_APP);
+            assert_eq!(pod.affinity.node_affinity.preferred.len(), 1);
+            assert_eq!(pod.affinity.pod_affinity.preferred.len(), 1);
+            let spread = &pod.topology_spread_constraints[0];
+            assert_eq!(spread.topology_key, RACK_LABEL);
+            assert_eq!(spread.when_unsatisfiable, WhenUnsatisfiable::ScheduleAnyway);
+        }
+        // Same requests as the unconstrained mix of the same seed.
+        let plain = unconstrained_workload(50, DEFAULT_SEED);
+        let requests = |p: &[Pod]| p.iter().map(|p| p.requests.clone()).collect::<Vec<_>>();
+        assert_eq!(requests(&pods), requests(&plain));
     }
 
     #[test]

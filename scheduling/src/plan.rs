@@ -90,7 +90,10 @@ pub struct Plan {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lower_bound: Option<f64>,
     /// Price per hour of the greedy (Karpenter-equivalent) plan for the same pods, when the
-    /// optimiser ran; `total_price` is never above it.
+    /// optimiser ran; `total_price` is never above it. When a NodePool limit kept pods out
+    /// of Karpenter's pass only because each claim counted its largest option, and the
+    /// plan places them, this is the greedy pass that placed them (counting each claim at
+    /// what it is priced at, or ignoring the limit for the optimiser to meet it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub greedy_price: Option<f64>,
     /// What the optimiser did, when it ran.

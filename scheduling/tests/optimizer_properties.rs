@@ -13,7 +13,6 @@ use karpenter_scheduling::labels::{HOSTNAME, ZONE};
 use karpenter_scheduling::model::{Pod, WhenUnsatisfiable};
 use karpenter_scheduling::resources::Resources;
 use karpenter_scheduling::selector::LabelSelector;
-use karpenter_scheduling::solver::OptimizerOptions;
 use karpenter_scheduling::{Plan, Snapshot, SolveOptions, solve};
 use karpenter_testing::strategies::{SnapshotMix, snapshot_spec};
 use karpenter_testing::*;
@@ -24,17 +23,6 @@ use std::collections::{BTreeMap, BTreeSet};
 /// of the snapshots with a DaemonSet, half with a cpu limit on the pool `default`.
 fn mix() -> SnapshotMix {
     SnapshotMix::constrained(1..45)
-}
-
-fn greedy(s: &Snapshot) -> Plan {
-    let options = SolveOptions {
-        optimizer: OptimizerOptions {
-            enabled: false,
-            ..OptimizerOptions::default()
-        },
-        ..SolveOptions::default()
-    };
-    solve(s, &options)
 }
 
 fn pod_requests(p: &Pod) -> Resources {
@@ -161,16 +149,22 @@ proptest! {
     #[test]
     fn optimised_plans_are_valid_cheaper_and_deterministic(spec in snapshot_spec(&mix())) {
         let s = spec.snapshot();
-        let g = greedy(&s);
+        let g = solve_greedy(&s);
         let plan = solve(&s, &SolveOptions::default());
         check(&s, &g);
         check(&s, &plan);
-        prop_assert_eq!(plan.placed_pods(), g.placed_pods());
-        prop_assert_eq!(&plan.unschedulable, &g.unschedulable);
-        prop_assert_eq!(&plan.existing, &g.existing);
         let greedy_price = plan.greedy_price.expect("greedy price reported");
-        prop_assert!((greedy_price - g.total_price).abs() < 1e-9);
-        prop_assert!(plan.total_price <= g.total_price + 1e-9);
+        prop_assert!(plan.total_price <= greedy_price + 1e-9);
+        // A pool limit that bound only because each claim counted its largest option may
+        // let the plan place more pods than Karpenter's pass (see `solver::limits`); it
+        // never places fewer, and otherwise it is the greedy plan's pods, never dearer.
+        prop_assert!(plan.placed_pods() >= g.placed_pods());
+        if plan.placed_pods() == g.placed_pods() {
+            prop_assert_eq!(&plan.unschedulable, &g.unschedulable);
+            prop_assert_eq!(&plan.existing, &g.existing);
+            prop_assert!((greedy_price - g.total_price).abs() < 1e-9);
+            prop_assert!(plan.total_price <= g.total_price + 1e-9);
+        }
         let bound = plan.lower_bound.expect("bound computed");
         prop_assert!(bound <= plan.total_price + 1e-9, "bound {} above price {}", bound, plan.total_price);
         prop_assert_eq!(&plan, &solve(&s, &SolveOptions::default()));
@@ -420,7 +414,7 @@ proptest! {
         specs in prop::collection::vec(constrained_spec(), 1..48)
     ) {
         let s = constrained_snapshot(&specs);
-        let g = greedy(&s);
+        let g = solve_greedy(&s);
         let plan = solve(&s, &SolveOptions::default());
         check_constrained(&s, &g, &plan);
         prop_assert_eq!(&plan.unschedulable, &g.unschedulable);
@@ -448,7 +442,7 @@ proptest! {
         specs in prop::collection::vec(constrained_spec(), 1..48)
     ) {
         let s = constrained_snapshot(&specs);
-        let g = greedy(&s);
+        let g = solve_greedy(&s);
         let plan = solve(&s, &repairing());
         check_constrained(&s, &g, &plan);
         prop_assert_eq!(&plan.unschedulable, &g.unschedulable);
@@ -473,7 +467,7 @@ fn spread_owners_leave_their_greedy_nodes_when_repaired() {
         })
         .collect();
     let s = constrained_snapshot(&specs);
-    let g = greedy(&s);
+    let g = solve_greedy(&s);
     let plan = solve(&s, &repairing());
     check_constrained(&s, &g, &plan);
     let node_of = |p: &Plan| -> BTreeMap<String, BTreeSet<String>> {
@@ -526,7 +520,7 @@ fn a_forced_node_per_anti_affinity_pod_is_filled() {
         })
         .collect();
     let s = constrained_snapshot(&specs);
-    let g = greedy(&s);
+    let g = solve_greedy(&s);
     let plan = solve(&s, &SolveOptions::default());
     check_constrained(&s, &g, &plan);
     assert!(
@@ -570,7 +564,7 @@ proptest! {
         pods in prop::collection::vec((100i64..1900, 64i64..6000, prop::bool::weighted(0.3)), 1..40)
     ) {
         let s = weighted_snapshot(&pods);
-        let g = greedy(&s);
+        let g = solve_greedy(&s);
         let plan = solve(&s, &SolveOptions::default());
         let weight = |name: &str| s.node_pools.iter().find(|p| p.name == name).map(|p| p.weight);
         let pool_of = |plan: &Plan| -> BTreeMap<String, String> {
@@ -601,7 +595,7 @@ fn free_pods_move_up_to_the_highest_weight_pool_that_takes_them() {
     let mut pods = vec![(1500, 1024, true)];
     pods.extend([(500, 1024, false); 10]);
     let s = weighted_snapshot(&pods);
-    let g = greedy(&s);
+    let g = solve_greedy(&s);
     let on_low = |plan: &Plan| -> Vec<String> {
         plan.new_node_claims
             .iter()

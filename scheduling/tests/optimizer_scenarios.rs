@@ -26,18 +26,6 @@ fn lumpy_pool() -> NodePool {
     p
 }
 
-fn claims_of(plan: &Plan) -> Vec<(String, Vec<String>)> {
-    plan.new_node_claims
-        .iter()
-        .map(|c| {
-            (
-                c.instance_type_options[0].name.to_string(),
-                c.pods.iter().map(|k| k.name.clone()).collect(),
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn beats_the_greedy_on_a_mis_sized_node() {
     let pods = (0..9).map(|i| pod(&format!("p{i}"), 1900, GI)).collect();

@@ -61,7 +61,7 @@ pub use instance_types::{
 };
 pub use nodes::node;
 pub use oracle::{brute_force, brute_force_apart, min_price};
-pub use plans::{pinned, reason, solve_default};
+pub use plans::{claims_of, pinned, reason, solve_default, solve_greedy};
 pub use pods::{
     affinity_terms, bound, daemon, labeled, pod, selector, spread, taint, term, toleration,
 };

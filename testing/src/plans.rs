@@ -1,11 +1,39 @@
 //! Solving a snapshot and reading the plan.
 
 use karpenter_scheduling::requirements::Operator;
+use karpenter_scheduling::solver::OptimizerOptions;
 use karpenter_scheduling::{Plan, Snapshot, SolveOptions, solve};
 
 /// The plan for `s` with default options (optimiser on, default work budget).
 pub fn solve_default(s: &Snapshot) -> Plan {
     solve(s, &SolveOptions::default())
+}
+
+/// The plan of Karpenter's greedy pass alone for `s` (default options, optimiser off).
+pub fn solve_greedy(s: &Snapshot) -> Plan {
+    let options = SolveOptions {
+        optimizer: OptimizerOptions {
+            enabled: false,
+            ..OptimizerOptions::default()
+        },
+        ..SolveOptions::default()
+    };
+    solve(s, &options)
+}
+
+/// Each new NodeClaim of `plan` as its cheapest instance type and its pods' names, in plan
+/// order: what two plans must share to launch the same nodes with the same pods.
+pub fn claims_of(plan: &Plan) -> Vec<(String, Vec<String>)> {
+    plan.new_node_claims
+        .iter()
+        .map(|c| {
+            let cheapest = c.instance_type_options.first().map(|o| o.name.to_string());
+            (
+                cheapest.unwrap_or_default(),
+                c.pods.iter().map(|k| k.name.clone()).collect(),
+            )
+        })
+        .collect()
 }
 
 /// The single value the requirements of the `claim`-th new NodeClaim pin `key` to; `None`

@@ -40,14 +40,14 @@ use crate::resources::Resources;
 use crate::taints::{TaintEffect, first_untolerated};
 use daemons::Daemon;
 use existing::ExistingNode;
-use limits::Remaining;
+use limits::{LimitMode, Remaining};
 use nodeclaim::{Claim, ClaimUpdate, Template};
 use pods::PodData;
 use preferences::Relaxed;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -210,7 +210,7 @@ pub fn solve_with_deadline(
     options: &SolveOptions,
     deadline: Option<&dyn Fn() -> bool>,
 ) -> Plan {
-    Scheduler::new(snapshot, options, &mut SolveCache::new()).run(deadline)
+    plan_with(snapshot, options, &mut SolveCache::new(), deadline)
 }
 
 /// [`solve`], reusing what `cache` derived from nodes and NodePools that have not changed
@@ -218,7 +218,71 @@ pub fn solve_with_deadline(
 /// over the same nodes and pools, such as a disruption pass's simulations; the plan is the
 /// one [`solve`] gives.
 pub fn solve_cached(snapshot: &Snapshot, options: &SolveOptions, cache: &mut SolveCache) -> Plan {
-    Scheduler::new(snapshot, options, cache).run(None)
+    plan_with(snapshot, options, cache, None)
+}
+
+/// The greedy pass, then the optimiser. When the optimiser may run and a NodePool's limits
+/// kept pods out of the greedy plan only because every claim counted its largest option
+/// (see [`limits`]), those pools are planned again: first, when the pending pods' requests
+/// fit what their limits leave, with the greedy pass ignoring the limits and the optimiser
+/// bringing the plan within them ([`LimitMode::Unbounded`]; the plan is kept only if it
+/// does); otherwise, or if it does not, with every claim counting the least it may be
+/// narrowed to ([`LimitMode::Least`]). The pass that places the most pods is optimised.
+fn plan_with(
+    snapshot: &Snapshot,
+    options: &SolveOptions,
+    cache: &mut SolveCache,
+    deadline: Option<&dyn Fn() -> bool>,
+) -> Plan {
+    let node_reqs: Vec<_> = snapshot.nodes.iter().map(|n| cache.node(n)).collect();
+    let entries = cache.pools(&snapshot.node_pools);
+    let mut first = Scheduler::new(snapshot, options, &node_reqs, entries);
+    // Counted before any pod is placed, as upstream counts them.
+    let by_zone = first.pending_by_effective_zone();
+    let errors = first.greedy();
+    let left_out = |errors: &[Option<Rejection>]| {
+        errors
+            .iter()
+            .filter(|e| e.as_ref().is_some_and(|e| !e.deferred))
+            .count()
+    };
+    let deferrable = first.deferrable_limits();
+    if !options.optimizer.enabled || left_out(&errors) == 0 || !deferrable.iter().any(|&d| d) {
+        let mut plan = first.optimize_and_finish(errors, deadline);
+        plan.pending_by_effective_zone = by_zone;
+        return plan;
+    }
+    let again = |mode: LimitMode| {
+        let mut s = Scheduler::new(snapshot, options, &node_reqs, entries);
+        let modes = deferrable
+            .iter()
+            .map(|&d| if d { mode } else { LimitMode::Largest })
+            .collect();
+        s.set_limit_modes(modes);
+        let errors = s.greedy();
+        (s, errors)
+    };
+    if first.requests_fit_limits(&deferrable) {
+        let (unbounded, unbounded_errors) = again(LimitMode::Unbounded);
+        if left_out(&unbounded_errors) < left_out(&errors) {
+            let optimized = optimize::optimize(&unbounded, &options.optimizer, deadline);
+            if optimized.within_limits {
+                let mut plan = unbounded.finish_optimized(unbounded_errors, optimized);
+                plan.pending_by_effective_zone = by_zone;
+                return plan;
+            }
+        }
+    }
+    let least = first
+        .counted_beyond_price(&deferrable)
+        .then(|| again(LimitMode::Least))
+        .filter(|(_, again_errors)| left_out(again_errors) < left_out(&errors));
+    let mut plan = match least {
+        Some((least, again_errors)) => least.optimize_and_finish(again_errors, deadline),
+        None => first.optimize_and_finish(errors, deadline),
+    };
+    plan.pending_by_effective_zone = by_zone;
+    plan
 }
 
 struct Scheduler<'a> {
@@ -229,6 +293,16 @@ struct Scheduler<'a> {
     templates: Vec<Template<'a>>,
     skipped: Vec<(String, String)>,
     remaining: Vec<Remaining>,
+    /// Per template, whether its limits kept some instance type from a new claim or some
+    /// pod from the pool (the greedy's "limit reached").
+    limit_hit: Vec<bool>,
+    /// Per template, how its claims count against its limits.
+    modes: Vec<LimitMode>,
+    /// Per template in [`LimitMode::Least`], its instance types' charges.
+    charge_tables: Vec<Option<limits::Charges>>,
+    /// Per claim of a template in [`LimitMode::Least`], its cheapest option and what it
+    /// counts against the limits now; `(None, [])` for the others.
+    charges: Vec<(Option<u32>, Vec<i64>)>,
     existing: Vec<ExistingNode<'a>>,
     claims: Vec<Claim>,
     /// Each claim's [`headroom::Headroom`], kept in step with `claims`.
@@ -241,6 +315,9 @@ struct Scheduler<'a> {
     zone_ids: HashMap<String, u32>,
     /// Capacity reservations left for this solve's claims.
     reservations: reservations::Reservations,
+    /// Per pending pod, whether it was placed with a preferred node-affinity term in force
+    /// (not relaxed away, nor ignored by the policy).
+    prefers_node: Vec<bool>,
 }
 
 /// Why a pod could not be placed; `deferred` when only reserved capacity promised to other
@@ -387,7 +464,12 @@ fn domain_groups(snapshot: &Snapshot, bound_nodes: &[Option<usize>]) -> DomainGr
 }
 
 impl<'a> Scheduler<'a> {
-    fn new(snapshot: &'a Snapshot, options: &'a SolveOptions, cache: &'a mut SolveCache) -> Self {
+    fn new(
+        snapshot: &'a Snapshot,
+        options: &'a SolveOptions,
+        node_reqs: &[cache::NodeRequirements],
+        entries: &'a [cache::PoolEntry],
+    ) -> Self {
         let policy = options.preference_policy;
         let pods = snapshot.pending_pods.as_slice();
 
@@ -403,13 +485,11 @@ impl<'a> Scheduler<'a> {
                 bound.push((pod, n));
             }
         }
-        let node_reqs: Vec<_> = snapshot.nodes.iter().map(|n| cache.node(n)).collect();
-        let entries = cache.pools(&snapshot.node_pools);
         let cluster = Cluster {
             nodes: snapshot
                 .nodes
                 .iter()
-                .zip(&node_reqs)
+                .zip(node_reqs)
                 .map(|(node, reqs)| ClusterNode {
                     node,
                     reqs: Arc::clone(&reqs.labels),
@@ -488,7 +568,11 @@ impl<'a> Scheduler<'a> {
             topology,
             templates,
             skipped,
+            limit_hit: vec![false; remaining.len()],
+            modes: vec![LimitMode::Largest; remaining.len()],
+            charge_tables: vec![None; remaining.len()],
             remaining,
+            charges: Vec::new(),
             existing,
             claims: Vec::new(),
             headroom: Vec::new(),
@@ -498,25 +582,57 @@ impl<'a> Scheduler<'a> {
             next_host: 0,
             zone_ids: HashMap::new(),
             reservations,
+            prefers_node: vec![false; pods.len()],
         }
     }
 
-    fn run(self, deadline: Option<&dyn Fn() -> bool>) -> Plan {
-        // Counted before any pod is placed, as upstream counts them.
-        let by_zone = self.pending_by_effective_zone();
-        let mut plan = self.place(deadline);
-        plan.pending_by_effective_zone = by_zone;
-        plan
-    }
-
-    fn place(mut self, deadline: Option<&dyn Fn() -> bool>) -> Plan {
+    /// The greedy pass (Karpenter's) over every pending pod but DaemonSet pods; returns each
+    /// pod's last rejection (`None` for the pods it placed).
+    fn greedy(&mut self) -> Vec<Option<Rejection>> {
         let candidates: Vec<usize> = (0..self.pods.len())
             .filter(|&p| !self.pods[p].is_daemon())
             .collect();
-        let mut queue = queue::Queue::new(self.pods, candidates);
         let mut errors: Vec<Option<Rejection>> = std::iter::repeat_with(|| None)
             .take(self.pods.len())
             .collect();
+        self.drain(candidates, &mut errors);
+        self.topology.settle();
+        errors
+    }
+
+    /// Runs the optimiser (when enabled) over the greedy pass's claims and builds the plan.
+    fn optimize_and_finish(
+        self,
+        errors: Vec<Option<Rejection>>,
+        deadline: Option<&dyn Fn() -> bool>,
+    ) -> Plan {
+        if !self.options.optimizer.enabled {
+            return self.finish(errors);
+        }
+        let optimized = optimize::optimize(&self, &self.options.optimizer, deadline);
+        self.finish_optimized(errors, optimized)
+    }
+
+    /// The plan with the optimiser's claims and figures.
+    fn finish_optimized(
+        mut self,
+        errors: Vec<Option<Rejection>>,
+        optimized: optimize::Optimized,
+    ) -> Plan {
+        if let Some(claims) = optimized.claims {
+            self.claims = claims;
+        }
+        let mut plan = self.finish(errors);
+        plan.greedy_price = Some(optimized.greedy_price);
+        plan.lower_bound = optimized.lower_bound;
+        plan.optimizer = Some(optimized.stats);
+        plan
+    }
+
+    /// Places the `pods` in queue order until a whole pass over those left places nothing,
+    /// recording each one's last rejection in `errors` (cleared once placed).
+    fn drain(&mut self, pods: Vec<usize>, errors: &mut [Option<Rejection>]) {
+        let mut queue = queue::Queue::new(self.pods, pods);
         while let Some(p) = queue.pop() {
             match self.try_schedule(p) {
                 Ok(()) => errors[p] = None,
@@ -531,18 +647,150 @@ impl<'a> Scheduler<'a> {
                 }
             }
         }
-        if !self.options.optimizer.enabled {
-            return self.finish(errors);
+    }
+
+    /// The pools whose limits stood in this greedy pass's way ("limit reached", or types
+    /// left out of a claim) and that hold no reservations (whose claims keep the options
+    /// the greedy chose for them): planned again in another [`LimitMode`] when that pass
+    /// left pods out (see [`plan_with`]).
+    fn deferrable_limits(&self) -> Vec<bool> {
+        self.templates
+            .iter()
+            .zip(&self.limit_hit)
+            .map(|(t, &hit)| hit && !t.has_reserved)
+            .collect()
+    }
+
+    /// Whether the pending pods' requests of every resource the `pools` limit fit what
+    /// those limits leave (a pool that leaves the resource unlimited takes any amount):
+    /// only then can a plan within the limits place them all.
+    fn requests_fit_limits(&self, pools: &[bool]) -> bool {
+        let mut total = Resources::default();
+        for pod in self.pods.iter().filter(|p| !p.is_daemon()) {
+            arith::add_into(&mut total, &pod.requests);
         }
-        let optimized = optimize::optimize(&self, &self.options.optimizer, deadline);
-        if let Some(claims) = optimized.claims {
-            self.claims = claims;
+        let mut room: BTreeMap<&str, i64> = BTreeMap::new();
+        for (t, _) in self.templates.iter().zip(pools).filter(|(_, p)| **p) {
+            // `Remaining` keeps the pool's limits in their (sorted) order.
+            let left = Remaining::new(t.pool).left();
+            for (name, left) in t.pool.limits.keys().zip(left) {
+                *room.entry(name.as_str()).or_default() += left.max(0);
+            }
         }
-        let mut plan = self.finish(errors);
-        plan.greedy_price = Some(optimized.greedy_price);
-        plan.lower_bound = optimized.lower_bound;
-        plan.optimizer = Some(optimized.stats);
-        plan
+        let unlimited_elsewhere = |name: &str| {
+            self.templates
+                .iter()
+                .zip(pools)
+                .any(|(t, p)| !p && !t.pool.limits.contains_key(name))
+        };
+        room.iter().all(|(&name, &left)| {
+            name == limits::NODES || unlimited_elsewhere(name) || arith::get(&total, name) <= left
+        })
+    }
+
+    /// Whether, in one of the `pools`, what its limits still leave plus what its claims
+    /// count at their largest options beyond the types they are priced at makes at least a
+    /// node's worth (the smallest type's capacity) in every limited resource: only then may
+    /// counting each claim at the latter place more pods. A pass whose claims are full at
+    /// their largest options (a limit that binds for real) would only be repeated.
+    fn counted_beyond_price(&self, pools: &[bool]) -> bool {
+        self.templates.iter().enumerate().any(|(ti, t)| {
+            if !pools[ti] {
+                return false;
+            }
+            let remaining = Remaining::new(t.pool);
+            let charges = limits::Charges::new(&remaining, t);
+            let mut beyond = charges.zero();
+            for claim in self.claims.iter().filter(|c| c.template == ti) {
+                let cheapest = limits::cheapest_option(&charges, t, &claim.options, &claim.reqs);
+                let least =
+                    limits::least_charge(&charges, t, &claim.options, &claim.reqs, cheapest);
+                for ((b, most), least) in beyond
+                    .iter_mut()
+                    .zip(charges.largest(&claim.options))
+                    .zip(least)
+                {
+                    *b += most - least;
+                }
+            }
+            let all: Vec<u32> = (0..t.its.len() as u32).collect();
+            let smallest = charges.smallest(&all);
+            let left = self.remaining[ti].left();
+            remaining
+                .names()
+                .zip(beyond.iter().zip(&left).zip(&smallest))
+                .all(|(name, ((b, l), s))| name == limits::NODES || b + l.max(&0) >= *s)
+        })
+    }
+
+    /// Sets how each template's claims count against its limits, before the greedy pass.
+    fn set_limit_modes(&mut self, modes: Vec<LimitMode>) {
+        for (ti, &mode) in modes.iter().enumerate() {
+            match mode {
+                LimitMode::Largest => {}
+                LimitMode::Least => {
+                    self.charge_tables[ti] = Some(limits::Charges::new(
+                        &self.remaining[ti],
+                        &self.templates[ti],
+                    ));
+                }
+                LimitMode::Unbounded => self.remaining[ti] = self.remaining[ti].nodes_only(),
+            }
+        }
+        self.modes = modes;
+    }
+
+    /// The cheapest option and least charge of a claim of template `ti` in
+    /// [`LimitMode::Least`] with these `options` and `reqs`, given its `before` (the same
+    /// when its cheapest option stays and its requirements and minValues do not change it);
+    /// `None` for other templates.
+    fn least_of(
+        &self,
+        ti: usize,
+        options: &[u32],
+        reqs: &Requirements,
+        reqs_changed: bool,
+        before: Option<&(Option<u32>, Vec<i64>)>,
+    ) -> Option<(Option<u32>, Vec<i64>)> {
+        let charges = self.charge_tables[ti].as_ref()?;
+        if let Some((Some(cheapest), least)) = before
+            && !reqs_changed
+            && !reqs.has_min_values()
+            && options.binary_search(cheapest).is_ok()
+        {
+            return Some((Some(*cheapest), least.clone()));
+        }
+        let t = &self.templates[ti];
+        let cheapest = limits::cheapest_option(charges, t, options, reqs);
+        Some((
+            cheapest,
+            limits::least_charge(charges, t, options, reqs, cheapest),
+        ))
+    }
+
+    /// Drops the options of claim `c` (of a template in [`LimitMode::Least`]) that need
+    /// more than what remains of the limits on top of its least charge. They could never
+    /// launch (what remains only shrinks), and without them the claim scan's first check
+    /// turns away the pods that would have outgrown what remains, instead of pricing every
+    /// option again for each of them. Its cheapest option (and those minValues needs) stay.
+    fn trim_to_limits(&mut self, c: usize) {
+        let ti = self.claims[c].template;
+        let Some(charges) = self.charge_tables[ti].as_ref() else {
+            return;
+        };
+        let cap: Vec<i64> = self.charges[c]
+            .1
+            .iter()
+            .zip(self.remaining[ti].left())
+            .map(|(l, r)| l + r.max(0))
+            .collect();
+        let t = &self.templates[ti];
+        let claim = &mut self.claims[c];
+        if claim.options.iter().all(|&i| charges.within(i, &cap)) {
+            return;
+        }
+        claim.retain_options(t, |&i| charges.within(i, &cap));
+        self.headroom[c] = headroom::Headroom::of(claim, t);
     }
 
     /// Tries pod `p`, relaxing preferences until it fits or nothing is left to relax.
@@ -562,7 +810,10 @@ impl<'a> Scheduler<'a> {
         let mut changed = false;
         loop {
             let err = match self.add(p, &data) {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    self.prefers_node[p] = !relaxed.preferred_node.is_empty();
+                    return Ok(());
+                }
                 Err(e) if e.deferred => return Err((e, changed)),
                 Err(e) => e,
             };
@@ -608,6 +859,7 @@ impl<'a> Scheduler<'a> {
             .collect();
         allowed.retain(|(key, _)| *key != ZONE);
         let mut found = None;
+        let mut outgrown = Vec::new();
         for (i, &c) in self.claim_order.iter().enumerate() {
             let claim = &self.claims[c];
             let ask = || claim.might_fit(&self.templates[claim.template], &data.requests);
@@ -627,12 +879,45 @@ impl<'a> Scheduler<'a> {
                 continue;
             }
             if let Ok(update) = self.claim_can_add(claim, p, data, false) {
-                found = Some((i, c, update));
+                let ti = claim.template;
+                let reqs = update.reqs.as_ref().unwrap_or(&claim.reqs);
+                let least = self.least_of(
+                    ti,
+                    &update.options,
+                    reqs,
+                    update.reqs.is_some(),
+                    Some(&self.charges[c]),
+                );
+                if let Some((_, least)) = &least {
+                    let growth: Vec<i64> = least
+                        .iter()
+                        .zip(&self.charges[c].1)
+                        .map(|(n, o)| n - o)
+                        .collect();
+                    if !self.remaining[ti].admits(&growth) {
+                        outgrown.push(c);
+                        continue;
+                    }
+                }
+                found = Some((i, c, update, least));
                 break;
             }
         }
-        if let Some((i, c, update)) = found {
+        for c in outgrown {
+            self.trim_to_limits(c);
+        }
+        if let Some((i, c, update, least)) = found {
             self.commit(c, p, data, update);
+            if let Some(least) = least {
+                let growth: Vec<i64> = least
+                    .1
+                    .iter()
+                    .zip(&self.charges[c].1)
+                    .map(|(n, o)| n - o)
+                    .collect();
+                self.remaining[self.claims[c].template].subtract(&growth);
+                self.charges[c] = least;
+            }
             // A stable re-sort would move the claim, now one pod fuller, past the claims
             // that still have its old count and before those that already had the new one.
             let n = self.claims[c].pods.len();
@@ -648,6 +933,7 @@ impl<'a> Scheduler<'a> {
             let t = &self.templates[ti];
             let pool = t.pool.name.clone();
             if self.remaining[ti].nodes_exhausted() {
+                self.limit_hit[ti] = true;
                 rejections.push((pool, "limit of nodes reached".to_string()));
                 continue;
             }
@@ -667,6 +953,9 @@ impl<'a> Scheduler<'a> {
                     })
                     .collect()
             };
+            if !exceeded.is_empty() {
+                self.limit_hit[ti] = true;
+            }
             if options.is_empty() {
                 let names: Vec<String> = exceeded.into_iter().collect();
                 rejections.push((pool, format!("limit of {} reached", names.join(", "))));
@@ -693,9 +982,20 @@ impl<'a> Scheduler<'a> {
                         .claim_order
                         .partition_point(|&x| claims[x].pods.len() <= n);
                     self.claim_order.insert(at, c);
-                    let t = &self.templates[ti];
-                    let its = self.claims[c].options.iter().map(|&i| t.its[i as usize]);
-                    self.remaining[ti].subtract_claim(its);
+                    let claim = &self.claims[c];
+                    match self.least_of(ti, &claim.options, &claim.reqs, true, None) {
+                        Some(least) => {
+                            // Within what remains: every option is, so its cheapest is.
+                            self.remaining[ti].subtract(&least.1);
+                            self.charges.push(least);
+                        }
+                        None => {
+                            let t = &self.templates[ti];
+                            let its = claim.options.iter().map(|&i| t.its[i as usize]);
+                            self.remaining[ti].subtract_claim(its);
+                            self.charges.push((None, Vec::new()));
+                        }
+                    }
                     return Ok(());
                 }
                 Err(e) if e.deferred => {

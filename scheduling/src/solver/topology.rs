@@ -8,7 +8,7 @@
 //! on hash iteration order.
 
 use crate::labels::HOSTNAME;
-use crate::model::{InclusionPolicy, Labels, Node, Pod, PodAffinityTerm};
+use crate::model::{InclusionPolicy, Labels, Node, Pod, PodAffinityTerm, WhenUnsatisfiable};
 use crate::requirements::{Operator, Requirement, Requirements};
 use crate::selector::{LabelSelector, LabelSelectorRequirement, SelectorOperator};
 use crate::solver::PreferencePolicy;
@@ -532,6 +532,17 @@ pub(crate) struct Topology {
     inverse_index: HashMap<GroupId, usize>,
     owned: Vec<Vec<usize>>,
     inverse_owned: Vec<Vec<usize>>,
+    /// Per pending pod, the groups of `owned` it holds as a requirement (a DoNotSchedule
+    /// spread, a required affinity or anti-affinity term); the others are preferences.
+    owned_required: Vec<Vec<usize>>,
+    /// Per pending pod, when it was placed (the greedy pass's count of placements so far,
+    /// from 1), 0 while it is not.
+    placed: Vec<u32>,
+    /// Placements so far.
+    placements: u32,
+    /// Per group, once the greedy pass is over ([`Topology::settle`]): whether some owner
+    /// holds it as a requirement, and the latest placement of an owner (0 for none).
+    settled: Vec<(bool, u32)>,
 }
 
 fn with_label_keys(
@@ -574,6 +585,10 @@ impl Topology {
             inverse_index: HashMap::new(),
             owned: vec![Vec::new(); pending],
             inverse_owned: vec![Vec::new(); pending],
+            owned_required: vec![Vec::new(); pending],
+            placed: vec![0; pending],
+            placements: 0,
+            settled: Vec::new(),
         }
     }
 
@@ -641,6 +656,7 @@ impl Topology {
     /// relaxation state, counting existing pods for groups seen for the first time.
     pub(crate) fn update(&mut self, p: usize, r: &Relaxed<'_>, cluster: &Cluster<'_>) {
         self.owned[p].clear();
+        self.owned_required[p].clear();
         let pod = r.pod;
         let has_anti = !pod.affinity.pod_anti_affinity.required.is_empty()
             || (self.policy == PreferencePolicy::Respect
@@ -654,7 +670,9 @@ impl Topology {
             }
         }
         let mut ids = Vec::new();
+        let mut required = Vec::new();
         for tsc in r.spreads.iter() {
+            required.push(tsc.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule);
             ids.push(GroupId {
                 kind: Kind::Spread,
                 key: tsc.topology_key.clone(),
@@ -670,20 +688,15 @@ impl Topology {
             });
         }
         let a = &pod.affinity;
-        let affinity = a
-            .pod_affinity
-            .required
-            .iter()
-            .chain(r.preferred_affinity.iter().map(|w| &w.term));
-        let anti = a
-            .pod_anti_affinity
-            .required
-            .iter()
-            .chain(r.preferred_anti_affinity.iter().map(|w| &w.term));
-        for (kind, term) in affinity
+        let affinity = (a.pod_affinity.required.iter().map(|t| (t, true)))
+            .chain(r.preferred_affinity.iter().map(|w| (&w.term, false)));
+        let anti = (a.pod_anti_affinity.required.iter().map(|t| (t, true)))
+            .chain(r.preferred_anti_affinity.iter().map(|w| (&w.term, false)));
+        for (kind, (term, is_required)) in affinity
             .map(|t| (Kind::Affinity, t))
             .chain(anti.map(|t| (Kind::AntiAffinity, t)))
         {
+            required.push(is_required);
             ids.push(GroupId {
                 kind,
                 key: term.topology_key.clone(),
@@ -699,7 +712,7 @@ impl Topology {
                 filter: None,
             });
         }
-        for id in ids {
+        for (id, is_required) in ids.into_iter().zip(required) {
             let g = match self.index.get(&id) {
                 Some(&g) => g,
                 None => {
@@ -712,6 +725,9 @@ impl Topology {
             };
             if !self.owned[p].contains(&g) {
                 self.owned[p].push(g);
+            }
+            if is_required && !self.owned_required[p].contains(&g) {
+                self.owned_required[p].push(g);
             }
         }
     }
@@ -928,9 +944,39 @@ impl Topology {
         self.held_only_by(p, pod, reqs, |_| false)
     }
 
+    /// Records, once the greedy pass is over, which groups still bind the pods they count
+    /// (see [`Self::binds`]): owners are final then.
+    pub(crate) fn settle(&mut self) {
+        let mut settled = vec![(false, 0u32); self.groups.len()];
+        for (p, owned) in self.owned.iter().enumerate() {
+            for &g in owned {
+                settled[g].1 = settled[g].1.max(self.placed[p]);
+            }
+            for &g in &self.owned_required[p] {
+                settled[g].0 = true;
+            }
+        }
+        self.settled = settled;
+    }
+
+    /// Whether group `g` (of [`Self::groups`]) has a say in where pod `p`, which it counts,
+    /// may be moved: when some owner holds it as a requirement (its final counts must keep
+    /// that owner's constraint), or when an owner was placed after `p` and so chose its
+    /// domain knowing where `p` was. A group held only as a preference by owners placed
+    /// before `p` has none: Karpenter weighs an owner's preferences only when placing that
+    /// owner, and later pods go wherever their own constraints allow, so a pod placed after
+    /// them may move as freely. The same holds for a group no pod owns any more (every
+    /// owner relaxed it away). Until [`Self::settle`] runs, every group binds.
+    fn binds(&self, g: usize, p: usize) -> bool {
+        self.settled
+            .get(g)
+            .is_none_or(|&(required, latest)| required || latest >= self.placed[p])
+    }
+
     /// Whether every group pod `p` owns is keyed on a label `reqs` pins to one value or
     /// is one `owned_ok` accepts, and every group that could count it is pinned so too or
-    /// a hostname spread or anti-affinity of another pod (see [`Self::movable`]).
+    /// a hostname spread or anti-affinity of another pod or has no say in where `p` goes
+    /// (see [`Self::movable`] and [`Self::binds`]).
     fn held_only_by(
         &self,
         p: usize,
@@ -947,10 +993,12 @@ impl Topology {
         }) && self.inverse_owned[p]
             .iter()
             .all(|&g| pinned(&self.inverse[g].id.key))
+            && self.groups.iter().enumerate().all(|(i, g)| {
+                pinned(&g.id.key) || leaves_harmlessly(g) || !self.binds(i, p) || !g.selects(pod)
+            })
             && self
-                .groups
+                .inverse
                 .iter()
-                .chain(self.inverse.iter())
                 .all(|g| pinned(&g.id.key) || leaves_harmlessly(g) || !g.selects(pod))
     }
 
@@ -1061,6 +1109,8 @@ impl Topology {
         reqs: &Requirements,
         allow_undefined: bool,
     ) {
+        self.placements += 1;
+        self.placed[p] = self.placements;
         for g in &mut self.groups {
             if g.counts(pod, taints, reqs, allow_undefined) {
                 let Some(r) = reqs.get(&g.id.key) else {

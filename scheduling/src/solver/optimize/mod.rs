@@ -41,6 +41,7 @@ mod budget;
 mod cover;
 mod global;
 mod hosts;
+mod limits;
 mod lp;
 mod lpround;
 mod master;
@@ -154,6 +155,9 @@ pub(crate) struct Optimized {
     pub greedy_price: f64,
     /// Counters.
     pub stats: OptimizerStats,
+    /// Whether every claim fits its pool's limits (false only for a pool the greedy pass
+    /// planned without them, see `LimitMode::Unbounded`).
+    pub within_limits: bool,
 }
 
 /// Resource dimensions: cpu, memory, ephemeral-storage, pods, then extended names.
@@ -531,7 +535,7 @@ pub(crate) fn optimize(
     };
     let mut free_kept = free_groups > 0
         && free_cost(&replaced).is_some_and(|cost| cost < free_greedy - price_epsilon(free_greedy));
-    // NodePool limits (see [`fit_limits`]): a re-packed group is proven optimal only if it
+    // NodePool limits (see [`limits::fit_limits`]): a re-packed group is proven optimal only if it
     // survives them, since its packing ignored them. While the free groups stand, the free
     // claims they replace count as gone; if the limits then drop any free group, they all
     // go and the limits are fitted again with the free claims back (narrowing options
@@ -544,6 +548,8 @@ pub(crate) fn optimize(
         && free_claims
             .iter()
             .all(|&c| s.claims[c].template == groups[0].template);
+    let mut narrowed: Vec<(usize, Claim)> = Vec::new();
+    let mut within_limits;
     loop {
         if !free_kept {
             for g in 0..free_groups {
@@ -552,20 +558,24 @@ pub(crate) fn optimize(
             }
         }
         let gone: &[usize] = if free_kept { &free_claims } else { &[] };
+        narrowed.clear();
+        within_limits = true;
         for (ti, t) in s.templates.iter().enumerate() {
+            if !Remaining::new(t.pool).is_limited() {
+                continue;
+            }
             let members: Vec<usize> = (0..groups.len())
                 .filter(|&g| groups[g].template == ti && replaced[g].is_some())
                 .collect();
-            if members.is_empty() || !Remaining::new(t.pool).is_limited() {
-                continue;
-            }
-            let kept = fit_limits(s, ti, &groups, &members, gone, &mut replaced);
+            let fitted = limits::fit_limits(s, ti, &groups, &members, gone, &mut replaced, &shrunk);
             for &g in &members {
-                if !kept.contains(&g) {
+                if !fitted.accepted.contains(&g) {
                     replaced[g] = None;
                     proven[g] = false;
                 }
             }
+            narrowed.extend(fitted.narrowed);
+            within_limits &= fitted.fits;
         }
         if free_kept && replaced[..free_groups].iter().any(Option::is_none) {
             free_kept = false;
@@ -583,12 +593,13 @@ pub(crate) fn optimize(
         .saturating_add(bound.spent);
     stats.budget_exhausted =
         budget.exhausted() || part_exhausted || bound_budget.exhausted() || bound.exhausted;
-    if stats.groups_improved == 0 {
+    if stats.groups_improved == 0 && narrowed.is_empty() {
         return Optimized {
             claims: None,
             lower_bound,
             greedy_price,
             stats,
+            within_limits,
         };
     }
     let mut dropped = vec![false; s.claims.len()];
@@ -606,6 +617,8 @@ pub(crate) fn optimize(
             smaller.extend(sh);
         }
     }
+    // Kept claims a limit narrowed, a shrunk host's narrowed version included.
+    smaller.extend(narrowed);
     let mut claims: Vec<Claim> = s
         .claims
         .iter()
@@ -622,20 +635,22 @@ pub(crate) fn optimize(
         lower_bound,
         greedy_price,
         stats,
+        within_limits,
     }
 }
 
 /// Whether a pod is free: nothing but its nodeSelector and tolerations decides where it
-/// goes. It binds no host port, has no volume requirement or node affinity (required or
-/// preferred), and no topology group owns it or could count it other than hostname-keyed
-/// spreads and anti-affinities of other pods (which it may leave, see `Topology::movable`).
+/// goes. It binds no host port, has no volume requirement, required node affinity or
+/// preferred node affinity in force (one relaxed away or ignored by the policy does not
+/// count), and no topology group owns it or could count it other than hostname-keyed
+/// spreads and anti-affinities of other pods (which it may leave) and groups with no say
+/// in where it goes (see `Topology::movable`).
 fn is_free(s: &Scheduler<'_>, p: usize) -> bool {
     let pod = &s.pods[p];
-    let affinity = &pod.affinity.node_affinity;
     pod.host_ports.is_empty()
         && pod.volume_requirements.is_empty()
-        && affinity.required.is_empty()
-        && affinity.preferred.is_empty()
+        && pod.affinity.node_affinity.required.is_empty()
+        && !s.prefers_node[p]
         && s.topology.movable(p, pod, &Requirements::new())
 }
 
@@ -666,148 +681,6 @@ fn free_target(s: &Scheduler<'_>, pod: &Pod) -> Option<(usize, Requirements)> {
         });
         fits.then_some((ti, reqs))
     })
-}
-
-/// What a claim must at least count against its pool's limits: the capacity of its
-/// cheapest option (the type it is priced at), in the order of [`Remaining::charge`].
-fn least_charge(t: &Template<'_>, remaining: &Remaining, claim: &Claim) -> Vec<i64> {
-    let offers = t.offers(&claim.reqs);
-    let price = |i: u32| {
-        offers[i as usize].map_or(f64::INFINITY, |o| {
-            t.its[i as usize].offerings[o as usize].price
-        })
-    };
-    let cheapest = claim
-        .options
-        .iter()
-        .copied()
-        .min_by(|&a, &b| price(a).total_cmp(&price(b)).then(a.cmp(&b)));
-    cheapest.map_or_else(
-        || vec![0; remaining.left().len()],
-        |i| remaining.charge(t.its[i as usize]),
-    )
-}
-
-/// Fits the re-packed groups `members` of pool `ti` under the pool's limits, keeping
-/// Karpenter's guarantee: every claim counts the largest capacity among its options
-/// (`subtractMax`), so launching any option of every new claim stays within the limit.
-///
-/// The pool's greedy claims that stay (neither in an accepted group nor in `gone`, the
-/// sorted free claims the free groups replace) count as the greedy pass counted them. Each
-/// re-packed
-/// claim must count at least the capacity of the type it is priced at; groups are accepted
-/// (all at once when they fit, else one by one in plan order) while those least charges fit
-/// what remains. The slack left is then shared out in plan order: each claim keeps the
-/// options whose capacity stays within its least charge plus the slack, so far from a limit
-/// the claims keep every option, and close to it they keep only types no larger than the one
-/// they are priced at. Prices never change: the cheapest option always stays. Returns the
-/// accepted groups.
-fn fit_limits(
-    s: &Scheduler<'_>,
-    ti: usize,
-    groups: &[Group],
-    members: &[usize],
-    gone: &[usize],
-    replaced: &mut [Option<Vec<Claim>>],
-) -> Vec<usize> {
-    let t = &s.templates[ti];
-    let initial = Remaining::new(t.pool);
-    // What remains after the greedy claims of the pool that are not replaced.
-    let after_kept = |accepted: &[usize]| -> Option<Remaining> {
-        let mut remaining = initial.clone();
-        for (c, claim) in s.claims.iter().enumerate() {
-            if claim.template != ti
-                || gone.binary_search(&c).is_ok()
-                || accepted.iter().any(|&g| groups[g].claims.contains(&c))
-            {
-                continue;
-            }
-            if remaining.nodes_exhausted()
-                || claim
-                    .options
-                    .iter()
-                    .any(|&i| !remaining.exceeded_by(t.its[i as usize]).is_empty())
-            {
-                return None;
-            }
-            remaining.subtract_claim(claim.options.iter().map(|&i| t.its[i as usize]));
-        }
-        Some(remaining)
-    };
-    let least: Vec<Vec<Vec<i64>>> = members
-        .iter()
-        .map(|&g| {
-            replaced[g].as_ref().map_or_else(Vec::new, |claims| {
-                claims
-                    .iter()
-                    .map(|c| least_charge(t, &initial, c))
-                    .collect()
-            })
-        })
-        .collect();
-    // What remains once the `accepted` groups count their least charges (may go negative).
-    let slack_after = |accepted: &[usize]| -> Option<Vec<i64>> {
-        let mut left = after_kept(accepted)?.left();
-        for (m, &g) in members.iter().enumerate() {
-            if accepted.contains(&g) {
-                for charge in &least[m] {
-                    for (l, c) in left.iter_mut().zip(charge) {
-                        *l -= c;
-                    }
-                }
-            }
-        }
-        Some(left)
-    };
-    let fits = |accepted: &[usize]| -> bool {
-        slack_after(accepted).is_some_and(|left| left.iter().all(|&l| l >= 0))
-    };
-    let accepted: Vec<usize> = if fits(members) {
-        members.to_vec()
-    } else {
-        let mut accepted = Vec::new();
-        for &g in members {
-            accepted.push(g);
-            if !fits(&accepted) {
-                accepted.pop();
-            }
-        }
-        accepted
-    };
-    if accepted.is_empty() {
-        return accepted;
-    }
-    let Some(mut slack) = slack_after(&accepted) else {
-        return Vec::new();
-    };
-    for (m, &g) in members.iter().enumerate() {
-        if !accepted.contains(&g) {
-            continue;
-        }
-        let Some(claims) = replaced[g].as_mut() else {
-            continue;
-        };
-        for (claim, least) in claims.iter_mut().zip(&least[m]) {
-            let allowed: Vec<i64> = least.iter().zip(&slack).map(|(l, s)| l + s).collect();
-            claim.retain_options(t, |&i| {
-                initial
-                    .charge(t.its[i as usize])
-                    .iter()
-                    .zip(&allowed)
-                    .all(|(c, a)| c <= a)
-            });
-            let charge = claim
-                .options
-                .iter()
-                .map(|&i| initial.charge(t.its[i as usize]))
-                .reduce(|a, b| a.iter().zip(&b).map(|(x, y)| *x.max(y)).collect())
-                .unwrap_or_else(|| least.clone());
-            for ((s, c), l) in slack.iter_mut().zip(&charge).zip(least) {
-                *s -= c - l;
-            }
-        }
-    }
-    accepted
 }
 
 fn price_epsilon(price: f64) -> f64 {
