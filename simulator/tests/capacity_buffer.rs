@@ -27,7 +27,10 @@ fn run_text(text: &str) -> Result<(Report, Vec<LogLine>), String> {
     let mut lines = Vec::new();
     let report = run_scenario(
         &scenario,
-        RunOptions { optimizer: true },
+        RunOptions {
+            optimizer: true,
+            lower_bound: false,
+        },
         &Disk,
         &mut |l: &LogLine| lines.push(l.clone()),
         &mut |_| {},
