@@ -8,7 +8,8 @@
 //! # Contract
 //!
 //! [`ClusterState`] is a synchronous index of the objects Karpenter decides from: NodePools,
-//! NodeClaims, Nodes, Pods, DaemonSets, PodDisruptionBudgets and namespace labels. It is fed
+//! NodeClaims, Nodes, Pods, DaemonSets, PodDisruptionBudgets, namespace labels and (for
+//! default spread constraints) the selectors of Services and workload controllers. It is fed
 //! through [`ClusterState::apply`] / [`ClusterState::delete`] / [`ClusterState::reset`] —
 //! by watch streams in the operator, by the scenario timeline in the simulator — and read
 //! through [`ClusterState::snapshot`] (the solver's input) and
@@ -32,6 +33,7 @@ pub mod api_objects;
 pub mod api_pacing;
 mod change_log;
 pub mod concurrency;
+pub mod default_spread;
 pub mod feature_gates;
 pub mod feed;
 #[doc(hidden)]
@@ -53,6 +55,7 @@ pub mod registration;
 pub mod registration_health;
 pub mod repair;
 pub mod repair_policy;
+pub mod scheduler_config;
 pub mod shadow;
 pub mod static_capacity;
 pub mod termination;
@@ -267,6 +270,8 @@ pub enum Object {
     Pdb(Box<PdbRecord>),
     /// A Namespace and its labels.
     Namespace(String, Labels),
+    /// The selector of a Service or workload controller, for default spread constraints.
+    SelectorSource(Box<default_spread::SelectorSource>),
 }
 
 /// The key of an object in the index.
@@ -286,6 +291,8 @@ pub enum ObjectKey {
     Pdb(String, String),
     /// Namespace by name.
     Namespace(String),
+    /// A Service's or workload controller's selector by kind, namespace and name.
+    SelectorSource(default_spread::SourceKind, String, String),
 }
 
 /// Which nodes and pools a snapshot contains.
@@ -338,6 +345,8 @@ pub struct ClusterState {
     pools_changed_at: u64,
     /// The provider's NodeClasses; `None` for a provider without NodeClass kinds.
     node_classes: Option<node_class::NodeClasses>,
+    /// Default spread constraints (`--scheduler-config`) and the selectors they use.
+    default_spread: default_spread::DefaultSpread,
     generation: u64,
 }
 
@@ -424,6 +433,7 @@ impl ClusterState {
             Object::Namespace(name, labels) => {
                 self.namespaces.insert(name, labels);
             }
+            Object::SelectorSource(source) => self.default_spread.insert(*source),
         }
     }
 
@@ -471,6 +481,7 @@ impl ClusterState {
             }
             ObjectKey::Pdb(ns, n) => self.pdbs.remove(&(ns.clone(), n.clone())).is_some(),
             ObjectKey::Namespace(n) => self.namespaces.remove(n).is_some(),
+            ObjectKey::SelectorSource(kind, ns, n) => self.default_spread.remove(*kind, ns, n),
         };
         if existed {
             self.generation += 1;
@@ -540,11 +551,28 @@ impl ClusterState {
         }
     }
 
-    /// Forgets everything (a watch stream re-listing starts from here).
+    /// Forgets every object (a watch stream re-listing starts from here); the scheduler
+    /// configuration stays.
     pub fn reset(&mut self) {
         let generation = self.generation + 1;
+        let mut default_spread = std::mem::take(&mut self.default_spread);
+        default_spread.clear_sources();
         *self = Self::default();
+        self.default_spread = default_spread;
         self.generation = generation;
+    }
+
+    /// Sets the scheduler configuration (`--scheduler-config`) whose default spread
+    /// constraints [`snapshot`](Self::snapshot) gives pods that declare none; `None` for
+    /// none. Bumps the generation.
+    pub fn set_scheduler_config(&mut self, config: Option<&scheduler_config::SchedulerConfig>) {
+        self.generation += 1;
+        self.default_spread.configure(config);
+    }
+
+    /// The default spread constraints and the selectors they are deduced from.
+    pub fn default_spread(&self) -> &default_spread::DefaultSpread {
+        &self.default_spread
     }
 
     /// Sets the instance types the provider offers `node_pool` (refreshed by the caller
@@ -635,13 +663,16 @@ impl ClusterState {
     /// upstream's provisioner, the caller plans them with the pending pods, so their new
     /// capacity launches while the old node is still draining.
     pub fn displaced_pods(&self) -> Vec<Pod> {
-        self.displaced()
+        let mut pods: Vec<Pod> = self
+            .displaced()
             .map(|p| {
                 let mut pod = p.pod.clone();
                 pod.node_name = None;
                 pod
             })
-            .collect()
+            .collect();
+        self.default_spread.apply(&mut pods);
+        pods
     }
 
     /// How many pods [`displaced_pods`](Self::displaced_pods) returns, without copying them.
@@ -745,7 +776,10 @@ impl ClusterState {
     }
 
     /// The solver's view at `now`. Pending pods are every unbound non-daemon pod; bound pods
-    /// are those on the included nodes.
+    /// are those on the included nodes. With a scheduler configuration, pods that declare no
+    /// spread constraint carry the default ones (see [`default_spread`]): pending pods as the
+    /// kube-scheduler and the provisioner plan them, bound pods as a disruption simulation
+    /// moves them.
     pub fn snapshot(&self, now: Millis, scope: Scope) -> Snapshot {
         let mut nodes = Vec::new();
         for record in self.nodes.values() {
@@ -758,7 +792,7 @@ impl ClusterState {
             nodes.push(node);
         }
         let included: BTreeSet<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
-        let bound_pods = self
+        let mut bound_pods: Vec<Pod> = self
             .pods
             .values()
             .filter(|p| {
@@ -773,8 +807,11 @@ impl ClusterState {
             Scope::Scheduler => Vec::new(),
             Scope::Provisioner => self.model_pools(),
         };
+        let mut pending_pods: Vec<Pod> = self.pending_pods().map(|p| p.pod.clone()).collect();
+        self.default_spread
+            .apply(pending_pods.iter_mut().chain(bound_pods.iter_mut()));
         Snapshot {
-            pending_pods: self.pending_pods().map(|p| p.pod.clone()).collect(),
+            pending_pods,
             bound_pods,
             nodes,
             node_pools,

@@ -4,6 +4,7 @@
 //! for the pods pending now.
 
 use crate::feed::{ApiObjects, Feed};
+use crate::scheduler_config::SchedulerConfig;
 use crate::{ClusterState, Scope};
 use karpenter_cloudprovider::NodeOverlay;
 use karpenter_cloudprovider::ignored::{STATIC_CAPACITY_DEFAULT, node_pool_warnings};
@@ -13,7 +14,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The provisioner's snapshot of `objects` at `now_ms`, each NodePool offered
-/// `instance_types` with `overlays` applied, and warnings: objects the scheduling model could
+/// `instance_types` with `overlays` applied and pods given `scheduler_config`'s default
+/// spread constraints, and warnings: objects the scheduling model could
 /// not represent, NodeOverlays applied or not, and NodePool fields not acted on.
 ///
 /// Overlays apply as with the NodeOverlay gate on, and static pools keep Karpenter's default
@@ -22,6 +24,7 @@ pub fn provisioner_snapshot(
     objects: &ApiObjects<'_>,
     overlays: &[NodeOverlay],
     instance_types: &[Arc<InstanceType>],
+    scheduler_config: Option<&SchedulerConfig>,
     now_ms: i64,
 ) -> (Snapshot, Vec<String>) {
     let raw: BTreeMap<String, Vec<Arc<InstanceType>>> = objects
@@ -32,6 +35,7 @@ pub fn provisioner_snapshot(
     let pools: Vec<_> = objects.node_pools.iter().map(AsRef::as_ref).collect();
     let (types, evaluation) = overlay_instance_types(overlays, &pools, &raw);
     let mut state = ClusterState::new();
+    state.set_scheduler_config(scheduler_config);
     let synced = Feed::default().sync(&mut state, objects, &types, 1);
     let mut warnings: Vec<String> = synced
         .skipped
@@ -109,7 +113,7 @@ mod tests {
             .on_demand(0.1)
             .build()];
         let (snapshot, warnings) =
-            provisioner_snapshot(&objects, &[overlay("m5.large")], &types, 7_000);
+            provisioner_snapshot(&objects, &[overlay("m5.large")], &types, None, 7_000);
         assert_eq!(snapshot.now, 7_000);
         assert_eq!(snapshot.pending_pods.len(), 1);
         assert_eq!(snapshot.pending_pods[0].name, "a");
@@ -135,7 +139,7 @@ mod tests {
             .on_demand(0.1)
             .build()];
         let (snapshot, warnings) =
-            provisioner_snapshot(&objects, &[overlay("c5.large")], &types, 0);
+            provisioner_snapshot(&objects, &[overlay("c5.large")], &types, None, 0);
         assert!(snapshot.pending_pods.is_empty());
         let price = snapshot.node_pools[0].instance_types[0].offerings[0].price;
         assert!((price - 0.1).abs() < 1e-9, "{price}");

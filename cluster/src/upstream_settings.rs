@@ -17,7 +17,7 @@ pub struct IgnoredSetting {
 
 /// Upstream's environment variables karpenter-rs has no equivalent for: name, the value that
 /// describes what karpenter-rs does, and what happens instead.
-const UNSUPPORTED_ENV: [(&str, &str, &str); 13] = [
+const UNSUPPORTED_ENV: [(&str, &str, &str); 12] = [
     (
         "KARPENTER_SERVICE",
         "",
@@ -64,12 +64,6 @@ const UNSUPPORTED_ENV: [(&str, &str, &str); 13] = [
         "false",
         "the AWS provider reads no ARC zonal shifts: launches and terminations do not avoid a \
          zonally shifted availability zone",
-    ),
-    (
-        "SCHEDULER_CONFIG",
-        "",
-        "the scheduling simulation applies no default pod topology spread constraints: a pod \
-         that declares none is planned without them, while the kube-scheduler may spread it",
     ),
     (
         "AMI_REFRESH_INTERVAL",
@@ -267,6 +261,7 @@ mod tests {
                 &[
                     ("SECURITY_GROUP_REFRESH_INTERVAL", "5m"),
                     ("AWS_FEATURE_GATES", "RebootForRepair=true, DRAEFA=false"),
+                    // Acted on (karpenter_cluster::default_spread), so never named.
                     (
                         "SCHEDULER_CONFIG",
                         "podTopologySpread: {defaultConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}]}"
@@ -275,7 +270,6 @@ mod tests {
                 "TerminateFirstDrift=true,PodDeletionCostManagement=1"
             ),
             [
-                "SCHEDULER_CONFIG=podTopologySpread: {defaultConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}]}",
                 "SECURITY_GROUP_REFRESH_INTERVAL=5m",
                 "FEATURE_GATES TerminateFirstDrift=true",
                 "FEATURE_GATES PodDeletionCostManagement=1",

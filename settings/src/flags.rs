@@ -25,6 +25,8 @@ pub struct Flags<'a> {
     pub log_format: &'a str,
     /// LOG_OUTPUT_PATHS.
     pub log_output_paths: &'a str,
+    /// LOG_ERROR_OUTPUT_PATHS.
+    pub log_error_output_paths: &'a str,
     /// METRICS_PORT.
     pub metrics_port: u16,
     /// HEALTH_PROBE_PORT.
@@ -59,4 +61,14 @@ pub struct Flags<'a> {
     pub vm_memory_overhead_percent: f64,
     /// RESERVED_ENIS.
     pub reserved_enis: u32,
+    /// SCHEDULER_CONFIG (a YAML or JSON document; empty: none).
+    pub scheduler_config: &'a str,
+    /// AWS_FEATURE_GATES.
+    pub aws_feature_gates: &'a str,
+    /// AMI_REFRESH_INTERVAL (Go duration).
+    pub ami_refresh_interval: &'a str,
+    /// SUBNET_REFRESH_INTERVAL (Go duration).
+    pub subnet_refresh_interval: &'a str,
+    /// SECURITY_GROUP_REFRESH_INTERVAL (Go duration).
+    pub security_group_refresh_interval: &'a str,
 }

@@ -19,7 +19,8 @@ use k8s_openapi::api::{
 use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, NodePool, StatusConditions};
 use karpenter_cloudprovider::{CloudProvider, DriftReason, OfferingRef};
 use karpenter_cloudprovider_fake::{FakeCloudProvider, FakeReservation};
-use karpenter_cluster::api_objects::quantities;
+use karpenter_cluster::api_objects::{quantities, service_selector, workload_selector};
+use karpenter_cluster::default_spread::SourceKind;
 use karpenter_cluster::manifests::{Document, ManifestError};
 use karpenter_cluster::orchestration::Outcome;
 use karpenter_cluster::provisioner::{NameGenerator, time};
@@ -233,6 +234,9 @@ impl<'a> Engine<'a> {
             metrics: Metrics::new(scenario.duration, options.optimizer),
             log,
         };
+        engine
+            .state
+            .set_scheduler_config(engine.settings.scheduler_config.0.as_ref());
         for doc in &scenario.manifests {
             engine.ingest(doc)?;
         }
@@ -475,6 +479,7 @@ impl<'a> Engine<'a> {
                 let mut one = w.clone();
                 one.spec.replicas = Some(1);
                 let proto = first_pod(pods_from_workload(&one).map_err(convert)?);
+                self.add_selector(workload_selector(&w).map_err(convert)?);
                 self.add_workload(Kind::Deployment, proto, replicas, 0, 0, 0);
             }
             "ReplicaSet" => {
@@ -483,6 +488,7 @@ impl<'a> Engine<'a> {
                 let mut one = w.clone();
                 one.spec.replicas = Some(1);
                 let proto = first_pod(pods_from_workload(&one).map_err(convert)?);
+                self.add_selector(workload_selector(&w).map_err(convert)?);
                 self.add_workload(Kind::ReplicaSet, proto, replicas, 0, 0, 0);
             }
             "StatefulSet" => {
@@ -492,6 +498,7 @@ impl<'a> Engine<'a> {
                 let mut one = w.clone();
                 one.spec.replicas = Some(1);
                 let proto = first_pod(pods_from_workload(&one).map_err(convert)?);
+                self.add_selector(workload_selector(&w).map_err(convert)?);
                 self.add_workload(Kind::StatefulSet, proto, replicas, start, 0, 0);
             }
             "Job" => {
@@ -604,15 +611,32 @@ impl<'a> Engine<'a> {
                     kubelet: Kubelet::ready(),
                 })));
             }
-            other => {
-                *self
-                    .metrics
-                    .ignored_kinds
-                    .entry(other.to_owned())
-                    .or_default() += 1;
+            // Its selector deduces default spread constraints; without them it plays no
+            // part.
+            "Service" => {
+                let svc: core::Service = doc.decode()?;
+                self.add_selector(Some(service_selector(&svc)));
+                if !self.state.default_spread().is_active() {
+                    self.ignore_kind(&kind);
+                }
             }
+            other => self.ignore_kind(other),
         }
         Ok(())
+    }
+
+    fn ignore_kind(&mut self, kind: &str) {
+        *self
+            .metrics
+            .ignored_kinds
+            .entry(kind.to_owned())
+            .or_default() += 1;
+    }
+
+    fn add_selector(&mut self, source: Option<karpenter_cluster::default_spread::SelectorSource>) {
+        if let Some(source) = source {
+            self.state.apply(Object::SelectorSource(Box::new(source)));
+        }
     }
 
     fn catalogue_price(&self, node: &karpenter_scheduling::Node) -> f64 {
@@ -883,6 +907,13 @@ impl<'a> Engine<'a> {
             for k in owned {
                 self.delete_pod(k);
             }
+            if let Some(source) = SourceKind::of_owner(kind.as_str()) {
+                self.state.delete(&ObjectKey::SelectorSource(
+                    source,
+                    ns.clone(),
+                    r.name.clone(),
+                ));
+            }
             self.log(format!("deleted {} {ns}/{}", r.kind, r.name));
             return Ok(());
         }
@@ -894,6 +925,11 @@ impl<'a> Engine<'a> {
                 .state
                 .delete(&ObjectKey::Pdb(ns.clone(), r.name.clone())),
             "Namespace" => self.state.delete(&ObjectKey::Namespace(r.name.clone())),
+            "Service" => self.state.delete(&ObjectKey::SelectorSource(
+                SourceKind::Service,
+                ns.clone(),
+                r.name.clone(),
+            )),
             "DaemonSet" => {
                 let pods: Vec<PodKey> = self
                     .state

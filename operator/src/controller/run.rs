@@ -16,6 +16,7 @@ use crate::settings::{ControllerArgs, ProviderKind, Settings};
 use anyhow::Context as _;
 use karpenter_cloudprovider::poll;
 use karpenter_cloudprovider::reserved::reserved_claims;
+use karpenter_cluster::default_spread;
 use karpenter_cluster::feed::{Feed, Synced};
 use karpenter_cluster::garbage;
 use karpenter_cluster::orchestration::Outcome;
@@ -610,7 +611,9 @@ pub(super) fn fresh_core(ctx: &Ctx) -> (ClusterState, Reconciler) {
         ..ReconcilerSettings::default()
     };
     let names = NameGenerator::starting_at(name_seed());
-    (ClusterState::new(), Reconciler::new(settings, names))
+    let mut state = ClusterState::new();
+    state.set_scheduler_config(s.scheduler_config.as_ref());
+    (state, Reconciler::new(settings, names))
 }
 
 /// Where this process's NodeClaim names start: names must not repeat those of an earlier
@@ -662,7 +665,18 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
         health_port,
     ));
 
-    let (stores, writers) = state::stores(metrics.runtime.work_queue(STATE));
+    let spreads = settings.scheduler_config.as_ref();
+    if let Some(config) = spreads.filter(|c| c.is_active()) {
+        let constraints = default_spread::describe(&config.default_constraints);
+        tracing::info!(default_topology_spread_constraints = %constraints, "scheduler-config is set: applying these default topology spread constraints during scheduling to pods that declare none of their own");
+    }
+    if spreads.is_some_and(|c| c.system_defaulting) {
+        tracing::info!(
+            "scheduler-config: defaultingType System; the kube-scheduler's built-in soft spreads are not applied in scheduling simulations (as Karpenter's are not)"
+        );
+    }
+    let watch_selectors = spreads.is_some_and(|c| c.is_active());
+    let (stores, writers) = state::stores(metrics.runtime.work_queue(STATE), watch_selectors);
     let changed = Arc::new(Notify::new());
     let mut watchers = state::spawn_watchers(&client, writers, changed.clone());
     let overlays = settings.feature_gates.node_overlay.then(|| {

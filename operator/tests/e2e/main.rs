@@ -19,6 +19,7 @@ mod parity;
 mod provisioning;
 mod rbac;
 mod resilience;
+mod scheduler_config;
 mod shadow;
 mod termination;
 mod validation;
