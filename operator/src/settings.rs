@@ -66,6 +66,11 @@ pub struct ControllerArgs {
     /// cloud. Needs only read access; implies no leader election.
     #[arg(long, env = "DRY_RUN", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub dry_run: bool,
+    /// Export no cluster-state observability: pod, node and NodePool gauges and the
+    /// NodeClaim, NodePool and Node status-condition metrics (as Karpenter's setting turns
+    /// off those controllers).
+    #[arg(long, env = "DISABLE_CLUSTER_STATE_OBSERVABILITY", default_value_t = false, action = clap::ArgAction::Set)]
+    pub disable_cluster_state_observability: bool,
     /// Namespace of the leader-election Lease; default: the pod's namespace
     /// (`SYSTEM_NAMESPACE`), else `kube-system`.
     #[arg(long, env = "LEADER_ELECTION_NAMESPACE", default_value = "")]
@@ -160,6 +165,7 @@ impl<'a> From<&'a ControllerArgs> for Flags<'a> {
             health_probe_port: a.health_probe_port,
             disable_leader_election: a.disable_leader_election,
             dry_run: a.dry_run,
+            disable_cluster_state_observability: a.disable_cluster_state_observability,
             leader_election_namespace: &a.leader_election_namespace,
             leader_election_name: &a.leader_election_name,
             kube_client_qps: a.kube_client_qps,

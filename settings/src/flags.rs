@@ -35,6 +35,8 @@ pub struct Flags<'a> {
     pub disable_leader_election: bool,
     /// DRY_RUN.
     pub dry_run: bool,
+    /// DISABLE_CLUSTER_STATE_OBSERVABILITY.
+    pub disable_cluster_state_observability: bool,
     /// LEADER_ELECTION_NAMESPACE (empty: SYSTEM_NAMESPACE).
     pub leader_election_namespace: &'a str,
     /// LEADER_ELECTION_NAME.

@@ -105,6 +105,10 @@ pub struct Settings {
     pub disable_leader_election: bool,
     /// DRY_RUN: decide and report, write nothing.
     pub dry_run: bool,
+    /// DISABLE_CLUSTER_STATE_OBSERVABILITY: no pod, node and NodePool gauges and no status
+    /// condition metrics of NodeClaims, NodePools and Nodes (upstream's cluster-state
+    /// observability controllers), to spare a large cluster their cost.
+    pub disable_cluster_state_observability: bool,
     /// Namespace of the leader-election Lease (resolved default).
     pub leader_election_namespace: String,
     /// LEADER_ELECTION_NAME.
@@ -146,6 +150,7 @@ impl Default for Settings {
             health_probe_port: 8081,
             disable_leader_election: false,
             dry_run: false,
+            disable_cluster_state_observability: false,
             leader_election_namespace: "kube-system".into(),
             leader_election_name: "karpenter-leader-election".into(),
             kube_client_qps: 200,
@@ -242,6 +247,7 @@ impl Settings {
             health_probe_port: args.health_probe_port,
             disable_leader_election: args.disable_leader_election || args.dry_run,
             dry_run: args.dry_run,
+            disable_cluster_state_observability: args.disable_cluster_state_observability,
             leader_election_namespace: leader_election_namespace.to_owned(),
             leader_election_name: args.leader_election_name.to_owned(),
             kube_client_qps: args.kube_client_qps,

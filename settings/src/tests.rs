@@ -19,6 +19,7 @@ fn defaults() -> Flags<'static> {
         health_probe_port: 8081,
         disable_leader_election: false,
         dry_run: false,
+        disable_cluster_state_observability: false,
         leader_election_namespace: "",
         leader_election_name: "karpenter-leader-election",
         kube_client_qps: 200,

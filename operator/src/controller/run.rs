@@ -233,9 +233,13 @@ impl Controller {
                 .pods
                 .get(&ObjectRef::new(&k.name).within(&k.namespace))
         };
-        self.pod_metrics.record(touched, full, pod, &state, now, m);
-        let node = |n: &str| stores.nodes.get(&ObjectRef::new(n));
-        m.record_status(touched, full, node, &state, now);
+        // Upstream's cluster-state observability controllers: pod metrics and the status
+        // conditions of NodeClaims, NodePools and Nodes.
+        if !self.ctx.settings.disable_cluster_state_observability {
+            self.pod_metrics.record(touched, full, pod, &state, now, m);
+            let node = |n: &str| stores.nodes.get(&ObjectRef::new(n));
+            m.record_status(touched, full, node, &state, now);
+        }
         let pools_changed = full
             || synced
                 .touched
@@ -583,7 +587,10 @@ impl Controller {
             return;
         }
         self.utilization_at = Some(now);
-        self.index_metrics.record_nodes(state, now, m);
+        // Upstream's node and NodePool metrics controllers.
+        if !self.ctx.settings.disable_cluster_state_observability {
+            self.index_metrics.record_nodes(state, now, m);
+        }
     }
 }
 
