@@ -870,7 +870,9 @@ async fn cluster_state_observability_can_be_turned_off() {
         let provider = fake_provider(&client);
         let (mut ctx, mut w, _events) = ctx(client, provider, 0);
         ctx.settings.disable_cluster_state_observability = disabled;
-        put(&mut w.node_claims, node_claim("default-x"));
+        let mut claim = node_claim("default-x");
+        claim.set_true("Launched", karpenter_cluster::provisioner::time(0));
+        put(&mut w.node_claims, claim);
         let metrics = ctx.metrics.clone();
         Controller::new(ctx).pass().await;
         let text = metrics.encode();
