@@ -11,7 +11,6 @@ use kube_core::CustomResourceExt;
 use serde_json::{Value, json};
 
 const TAGS_RULES: &str = "self.all(k, k != '' && self[k] != '')";
-const SIGNALS: &str = "['memory.available','nodefs.available','nodefs.inodesFree','imagefs.available','imagefs.inodesFree','pid.available']";
 
 /// Every path [`ec2_node_class_crd`] patches, for the test that checks none is missing.
 pub const PATCHED_PATHS: &[&str] = &[
@@ -30,16 +29,6 @@ pub const PATCHED_PATHS: &[&str] = &[
     "spec.role",
     "spec.instanceProfile",
     "spec.tags",
-    "spec.kubelet",
-    "spec.kubelet.maxPods",
-    "spec.kubelet.podsPerCore",
-    "spec.kubelet.systemReserved",
-    "spec.kubelet.kubeReserved",
-    "spec.kubelet.evictionHard",
-    "spec.kubelet.evictionSoft",
-    "spec.kubelet.evictionSoftGracePeriod",
-    "spec.kubelet.imageGCHighThresholdPercent",
-    "spec.kubelet.imageGCLowThresholdPercent",
     "spec.blockDeviceMappings",
     "spec.blockDeviceMappings[].ebs",
     "spec.blockDeviceMappings[].ebs.volumeType",
@@ -158,43 +147,6 @@ fn patch(s: &mut Value) {
             rule("self.all(k, k !='karpenter.k8s.aws/ec2nodeclass')", "tag contains a restricted tag matching karpenter.k8s.aws/ec2nodeclass"),
         ]}),
     );
-    set(
-        s,
-        "spec.kubelet",
-        json!({ "x-kubernetes-validations": [
-            rule("has(self.imageGCHighThresholdPercent) && has(self.imageGCLowThresholdPercent) ?  self.imageGCHighThresholdPercent > self.imageGCLowThresholdPercent  : true", "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent"),
-            rule("has(self.evictionSoft) ? self.evictionSoft.all(e, (e in self.evictionSoftGracePeriod)):true", "evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod"),
-            rule("has(self.evictionSoftGracePeriod) ? self.evictionSoftGracePeriod.all(e, (e in self.evictionSoft)):true", "evictionSoftGracePeriod OwnerKey does not have a matching evictionSoft"),
-        ]}),
-    );
-    set(s, "spec.kubelet.maxPods", json!({ "minimum": 0 }));
-    set(s, "spec.kubelet.podsPerCore", json!({ "minimum": 0 }));
-    for field in ["systemReserved", "kubeReserved"] {
-        set(
-            s,
-            &format!("spec.kubelet.{field}"),
-            json!({ "x-kubernetes-validations": [
-                rule("self.all(x, x=='cpu' || x=='memory' || x=='ephemeral-storage' || x=='pid')", &format!("valid keys for {field} are ['cpu','memory','ephemeral-storage','pid']")),
-                rule("self.all(x, !self[x].startsWith('-'))", &format!("{field} value cannot be a negative resource quantity")),
-            ]}),
-        );
-    }
-    for field in ["evictionHard", "evictionSoft", "evictionSoftGracePeriod"] {
-        set(
-            s,
-            &format!("spec.kubelet.{field}"),
-            json!({ "x-kubernetes-validations": [
-                rule(&format!("self.all(x, x in {SIGNALS})"), &format!("valid keys for {field} are {SIGNALS}")),
-            ]}),
-        );
-    }
-    for field in ["imageGCHighThresholdPercent", "imageGCLowThresholdPercent"] {
-        set(
-            s,
-            &format!("spec.kubelet.{field}"),
-            json!({ "minimum": 0, "maximum": 100 }),
-        );
-    }
     set(
         s,
         "spec.blockDeviceMappings",

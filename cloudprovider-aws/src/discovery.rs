@@ -1,6 +1,8 @@
 //! Resolves an EC2NodeClass's selector terms against EC2 and SSM: subnets, security groups
 //! and AMIs (by alias through the public SSM parameters, or by id/name/owner/tags/
-//! ssmParameter). Results are cached per selector for [`AwsSettings::discovery_ttl`], so the
+//! ssmParameter). Results are cached per selector for their refresh interval
+//! ([`AwsSettings::subnet_ttl`], [`AwsSettings::security_group_ttl`],
+//! [`AwsSettings::ami_ttl`]), so the
 //! NodeClass controller can refresh them periodically without hammering the APIs.
 
 use crate::alias::alias_ssm_parameters;
@@ -122,21 +124,21 @@ fn key<T: serde::Serialize>(value: &T) -> String {
 }
 
 impl Discovery {
-    /// Discovery over the given clients, caching for `settings.discovery_ttl` on `clock`.
+    /// Discovery over the given clients, caching each kind for its refresh interval on
+    /// `clock`.
     pub fn new(
         ec2: aws_sdk_ec2::Client,
         ssm: aws_sdk_ssm::Client,
         settings: AwsSettings,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        let ttl = settings.discovery_ttl;
         Self {
             ec2,
             ssm,
+            subnets: TtlCache::new(clock.clone(), settings.subnet_ttl),
+            security_groups: TtlCache::new(clock.clone(), settings.security_group_ttl),
+            amis: TtlCache::new(clock, settings.ami_ttl),
             settings,
-            subnets: TtlCache::new(clock.clone(), ttl),
-            security_groups: TtlCache::new(clock.clone(), ttl),
-            amis: TtlCache::new(clock, ttl),
         }
     }
 

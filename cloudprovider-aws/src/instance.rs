@@ -298,6 +298,30 @@ pub fn drift_reason(
     None
 }
 
+/// Upstream's hash controller for a NodeClaim launched from `node_class`: when the claim's
+/// hash was written by another hash version (an older karpenter-rs, or Karpenter itself),
+/// its hash cannot be compared, so the current version is written, and with it the class's
+/// current hash unless the claim already has a `Drifted` condition (which then stays, since
+/// whether it still holds cannot be told). `None` when the claim is current. This is what
+/// keeps an upgrade that changes the hash from drifting every node.
+pub fn hash_version_update(
+    claim: &NodeClaim,
+    node_class: &EC2NodeClass,
+) -> Option<BTreeMap<String, String>> {
+    use karpenter_cloudprovider::v1::StatusConditions as _;
+    if claim.annotation(ANNOTATION_NODE_CLASS_HASH_VERSION) == Some(NODE_CLASS_HASH_VERSION) {
+        return None;
+    }
+    let mut annotations = BTreeMap::from([(
+        ANNOTATION_NODE_CLASS_HASH_VERSION.to_owned(),
+        NODE_CLASS_HASH_VERSION.to_owned(),
+    )]);
+    if claim.condition("Drifted").is_none() {
+        annotations.insert(ANNOTATION_NODE_CLASS_HASH.to_owned(), node_class.hash());
+    }
+    Some(annotations)
+}
+
 /// Instances to terminate as leaked: not terminating, launched more than `min_age` before
 /// `now`, and known to no NodeClaim (by provider id or instance id). Karpenter's garbage
 /// collector uses a 30-second grace so a launch in flight is never collected. Sorted by id.
@@ -328,6 +352,49 @@ pub fn leaked_instances(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn claims_of_another_hash_version_are_restamped_not_drifted() {
+        use karpenter_cloudprovider::v1::StatusConditions as _;
+        let nc: EC2NodeClass =
+            crate::nodeclass::from_yaml("metadata: {name: nc}\nspec: {userData: a}")
+                .expect("parses");
+        let mut claim = inst("i-1", 5, "running").to_node_claim();
+        let annotations = claim.metadata.annotations.get_or_insert_with(BTreeMap::new);
+        // Written by Karpenter v1.15 (or karpenter-rs before the open kubelet map).
+        annotations.insert(
+            ANNOTATION_NODE_CLASS_HASH.into(),
+            "11148166120438674859".into(),
+        );
+        annotations.insert(ANNOTATION_NODE_CLASS_HASH_VERSION.into(), "v6".into());
+        let update = hash_version_update(&claim, &nc).expect("re-stamped");
+        assert_eq!(
+            update[ANNOTATION_NODE_CLASS_HASH_VERSION],
+            NODE_CLASS_HASH_VERSION
+        );
+        assert_eq!(update[ANNOTATION_NODE_CLASS_HASH], nc.hash());
+        // Meanwhile the hash is not compared: no static drift.
+        let mut current = claim.clone();
+        current
+            .metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .extend(update);
+        assert_eq!(hash_version_update(&current, &nc), None);
+        // A claim already drifted keeps its hash (and so its drift).
+        claim.set_true(
+            "Drifted",
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ),
+        );
+        let update = hash_version_update(&claim, &nc).expect("re-stamped");
+        assert!(
+            !update.contains_key(ANNOTATION_NODE_CLASS_HASH),
+            "{update:?}"
+        );
+    }
 
     #[test]
     fn reserved_instances_are_read_as_upstream_reads_them() {

@@ -8,6 +8,8 @@
 use crate::cache::{Clock, TtlCache, UnavailableOfferings};
 use crate::discovery::kube_architecture;
 use crate::error::AwsError;
+use crate::kubelet::ParsedKubelet;
+use crate::kubelet_resolve::{KubeletResolver, TypeKubelet};
 use crate::nodeclass::EC2NodeClass;
 use crate::pricing::PricingProvider;
 use crate::settings::AwsSettings;
@@ -111,38 +113,98 @@ pub fn entry_from_info(info: &InstanceTypeInfo) -> Option<CatalogueEntry> {
     })
 }
 
-/// The allocatable options an EC2NodeClass implies: its kubelet block, the root volume
-/// (a `rootVolume` mapping, else the family's 20 GiB default), and the provider flags.
+/// The kubelet values of `node_class` for each instance type (its expressions compiled when
+/// the `NodeClassCEL` gate is on).
+pub fn kubelet_resolver(
+    node_class: &EC2NodeClass,
+    settings: &AwsSettings,
+) -> Result<KubeletResolver, AwsError> {
+    let invalid = |message: String| AwsError::Invalid {
+        what: format!("EC2NodeClass {:?} spec.kubelet", node_class.name()),
+        message,
+    };
+    let parsed = match &node_class.spec.kubelet {
+        Some(k) => k.parse().map_err(invalid)?,
+        None => ParsedKubelet::default(),
+    };
+    KubeletResolver::new(parsed, settings.node_class_cel, settings.reserved_enis).map_err(invalid)
+}
+
+/// The allocatable options an EC2NodeClass implies: its kubelet block (the values every
+/// instance type shares; see [`kubelet_resolver`] for those computed per type), the root
+/// volume (a `rootVolume` mapping, else the family's 20 GiB default), and the provider flags.
 pub fn catalogue_options(
     node_class: &EC2NodeClass,
     settings: &AwsSettings,
 ) -> Result<CatalogueOptions, AwsError> {
-    let kubelet = node_class.spec.kubelet.clone().unwrap_or_default();
-    let non_negative = |field: &str, v: Option<i32>| -> Result<Option<u32>, AwsError> {
-        v.map(|v| {
+    let resolver = kubelet_resolver(node_class, settings)?;
+    let parsed = resolver.parsed();
+    let shared = resolver.shared();
+    let pods_per_core = parsed
+        .pods_per_core
+        .map(|v| {
             u32::try_from(v).map_err(|_| AwsError::Invalid {
-                what: format!("EC2NodeClass {:?} spec.kubelet.{field}", node_class.name()),
+                what: format!(
+                    "EC2NodeClass {:?} spec.kubelet.podsPerCore",
+                    node_class.name()
+                ),
                 message: format!("{v} is negative"),
             })
         })
-        .transpose()
-    };
+        .transpose()?;
     // Bottlerocket's data volume and AL2023's root volume both default to 20 GiB, so one
     // default serves every family.
     Ok(CatalogueOptions {
         region: Some(settings.region.clone()),
         zones: None,
-        max_pods: non_negative("maxPods", kubelet.max_pods)?,
-        pods_per_core: non_negative("podsPerCore", kubelet.pods_per_core)?,
+        max_pods: shared.max_pods,
+        pods_per_core,
         reserved_enis: settings.reserved_enis,
-        kube_reserved: kubelet.kube_reserved,
-        system_reserved: kubelet.system_reserved,
-        eviction_hard: kubelet.eviction_hard,
+        kube_reserved: shared.kube_reserved,
+        system_reserved: shared.system_reserved,
+        eviction_hard: parsed.eviction_hard.clone(),
         vm_memory_overhead_percent: settings.vm_memory_overhead_percent,
         root_volume_bytes: node_class
             .root_volume_bytes()
             .unwrap_or(DEFAULT_ROOT_VOLUME_BYTES),
     })
+}
+
+/// The instance types of `catalogue`, each with its class's kubelet values: types whose
+/// expressions give the same values are built together, and a type an expression fails for
+/// fails the whole listing, as upstream's resolution does.
+///
+/// # Errors
+/// The failure, as text.
+pub fn build_types(
+    catalogue: Catalogue,
+    options: &CatalogueOptions,
+    resolver: &KubeletResolver,
+) -> Result<Vec<Arc<InstanceType>>, String> {
+    if !resolver.per_type() {
+        return catalogue.instance_types(options).map_err(|e| e.to_string());
+    }
+    let mut groups: BTreeMap<TypeKubelet, Vec<CatalogueEntry>> = BTreeMap::new();
+    for entry in catalogue.instance_types {
+        let values = resolver.for_type(&entry)?;
+        groups.entry(values).or_default().push(entry);
+    }
+    let mut types = Vec::new();
+    for (values, entries) in groups {
+        let options = CatalogueOptions {
+            max_pods: values.max_pods,
+            kube_reserved: values.kube_reserved,
+            system_reserved: values.system_reserved,
+            ..options.clone()
+        };
+        let group = Catalogue {
+            region: catalogue.region.clone(),
+            instance_types: entries,
+        };
+        types.extend(group.instance_types(&options).map_err(|e| e.to_string())?);
+    }
+    types.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(types)
 }
 
 /// Instance types and their offerings.
@@ -153,6 +215,8 @@ pub struct InstanceTypeProvider {
     pricing: Arc<PricingProvider>,
     unavailable: Arc<UnavailableOfferings>,
     infos: TtlCache<(), Arc<Vec<CatalogueEntry>>>,
+    /// The types that support Nitro Enclaves, from the same answers as `infos`.
+    enclave_capable: TtlCache<(), Arc<BTreeSet<String>>>,
     offerings: TtlCache<(), Arc<BTreeMap<String, BTreeSet<String>>>>,
     built: std::sync::Mutex<Vec<Built>>,
     clock: Arc<dyn Clock>,
@@ -168,6 +232,9 @@ struct Built {
     on_demand: crate::pricing::OnDemandPrices,
     zones: BTreeSet<String>,
     options: karpenter_catalog::CatalogueOptions,
+    /// The class's kubelet configuration, CEL gate and enclaves: its expressions make
+    /// values differ from type to type beyond `options`, and enclaves narrow the types.
+    kubelet: String,
     types: Vec<Arc<InstanceType>>,
     /// `types` with spot prices and unavailable offerings applied: for this unavailable
     /// sequence number and spot answer, at most [`ADJUSTED_FOR`] old (so an expired
@@ -191,13 +258,25 @@ impl Built {
         on_demand: &crate::pricing::OnDemandPrices,
         zones: &BTreeSet<String>,
         options: &karpenter_catalog::CatalogueOptions,
+        kubelet: &str,
     ) -> bool {
         Arc::ptr_eq(&self.entries, entries)
             && Arc::ptr_eq(&self.offered, offered)
             && Arc::ptr_eq(&self.on_demand, on_demand)
             && self.zones == *zones
             && self.options == *options
+            && self.kubelet == kubelet
     }
+}
+
+/// EC2's answers a catalogue is built from.
+#[derive(Clone, Copy)]
+struct Described<'a> {
+    entries: &'a [CatalogueEntry],
+    offered: &'a BTreeMap<String, BTreeSet<String>>,
+    on_demand: &'a crate::pricing::OnDemandPrices,
+    /// The types that support Nitro Enclaves, when the class enables them.
+    enclave_capable: Option<&'a BTreeSet<String>>,
 }
 
 /// How many built catalogues are kept (one per distinct NodeClass shape in use).
@@ -209,12 +288,17 @@ impl InstanceTypeProvider {
     fn build(
         &self,
         node_class: &EC2NodeClass,
-        entries: &Arc<Vec<CatalogueEntry>>,
-        offered: &Arc<BTreeMap<String, BTreeSet<String>>>,
-        on_demand: &crate::pricing::OnDemandPrices,
+        ec2: &Described<'_>,
         zones: &BTreeSet<String>,
         options: &karpenter_catalog::CatalogueOptions,
+        resolver: &KubeletResolver,
     ) -> Result<Vec<Arc<InstanceType>>, AwsError> {
+        let Described {
+            entries,
+            offered,
+            on_demand,
+            enclave_capable,
+        } = *ec2;
         let mut catalogue = Catalogue {
             region: self.settings.region.clone(),
             instance_types: Vec::with_capacity(entries.len()),
@@ -226,6 +310,11 @@ impl InstanceTypeProvider {
                 .map(|z| z.intersection(zones).cloned().collect())
                 .unwrap_or_default();
             if entry.zones.is_empty() {
+                continue;
+            }
+            // With enclaves on, only the types that support them (upstream's
+            // nitroEnclavesCompatibility).
+            if enclave_capable.is_some_and(|set| !set.contains(&entry.name)) {
                 continue;
             }
             match on_demand.get(&entry.name) {
@@ -241,12 +330,30 @@ impl InstanceTypeProvider {
             }
             catalogue.instance_types.push(entry);
         }
-        catalogue
-            .instance_types(options)
-            .map_err(|e| AwsError::Invalid {
-                what: format!("EC2NodeClass {:?} kubelet settings", node_class.name()),
-                message: e.to_string(),
-            })
+        build_types(catalogue, options, resolver).map_err(|message| AwsError::Invalid {
+            what: format!("EC2NodeClass {:?} kubelet settings", node_class.name()),
+            message,
+        })
+    }
+
+    /// Upstream's `ValidateKubeletExpressions`: `node_class`'s kubelet expressions evaluated
+    /// for every instance type EC2 describes; the first failure, naming the type.
+    ///
+    /// # Errors
+    /// EC2 could not be asked (the check is then not decided).
+    pub async fn kubelet_expression_failure(
+        &self,
+        node_class: &EC2NodeClass,
+    ) -> Result<Option<String>, AwsError> {
+        let resolver = match kubelet_resolver(node_class, &self.settings) {
+            Ok(r) => r,
+            Err(e) => return Ok(Some(e.to_string())),
+        };
+        if !resolver.per_type() {
+            return Ok(None);
+        }
+        let entries = self.entries().await?;
+        Ok(entries.iter().find_map(|e| resolver.for_type(e).err()))
     }
 
     /// A provider caching EC2's answers for `settings.instance_types_ttl` on `clock`.
@@ -264,6 +371,7 @@ impl InstanceTypeProvider {
             pricing,
             unavailable,
             infos: TtlCache::new(clock.clone(), ttl),
+            enclave_capable: TtlCache::new(clock.clone(), ttl),
             offerings: TtlCache::new(clock.clone(), ttl),
             clock,
             built: std::sync::Mutex::new(Vec::new()),
@@ -276,6 +384,7 @@ impl InstanceTypeProvider {
             return Ok(hit);
         }
         let mut entries = Vec::new();
+        let mut enclaves = BTreeSet::new();
         let mut token = None;
         loop {
             let page = self
@@ -286,6 +395,10 @@ impl InstanceTypeProvider {
                 .await
                 .map_err(|e| AwsError::api("DescribeInstanceTypes", e))?;
             entries.extend(page.instance_types().iter().filter_map(entry_from_info));
+            enclaves.extend(page.instance_types().iter().filter_map(|i| {
+                let supported = i.nitro_enclaves_support()?.as_str() == "supported";
+                supported.then(|| i.instance_type().map(|t| t.as_str().to_owned()))?
+            }));
             token = page
                 .next_token()
                 .filter(|t| !t.is_empty())
@@ -298,7 +411,18 @@ impl InstanceTypeProvider {
         entries.dedup_by(|a, b| a.name == b.name);
         let entries = Arc::new(entries);
         self.infos.insert((), entries.clone());
+        self.enclave_capable.insert((), Arc::new(enclaves));
         Ok(entries)
+    }
+
+    /// The types that support Nitro Enclaves, as EC2 last described them.
+    async fn enclave_capable(&self) -> Result<Arc<BTreeSet<String>>, AwsError> {
+        if let Some(hit) = self.enclave_capable.get(&()) {
+            return Ok(hit);
+        }
+        self.infos.clear();
+        self.entries().await?;
+        Ok(self.enclave_capable.get(&()).unwrap_or_default())
     }
 
     /// The zones offering each type (all pages), cached.
@@ -360,6 +484,21 @@ impl InstanceTypeProvider {
             }
         };
         let options = catalogue_options(node_class, &self.settings)?;
+        let resolver = kubelet_resolver(node_class, &self.settings)?;
+        let enclaves = match node_class.enclaves_enabled() {
+            true => Some(self.enclave_capable().await?),
+            false => None,
+        };
+        let kubelet = format!(
+            "{}|{}|{}",
+            node_class
+                .spec
+                .kubelet
+                .as_ref()
+                .map_or_else(|| "null".to_owned(), |k| k.canonical_json()),
+            self.settings.node_class_cel,
+            enclaves.is_some()
+        );
         let (seq, now) = (self.unavailable.seq_num(), self.clock.now());
         let fresh = |(s, sp, at, _): &&(u64, crate::pricing::SpotPrices, SystemTime, _)| {
             *s == seq
@@ -372,8 +511,16 @@ impl InstanceTypeProvider {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             let mut found = built.iter();
-            let found =
-                found.find(|b| b.is_for(&entries, &offered, &on_demand, &subnet_zones, &options));
+            let found = found.find(|b| {
+                b.is_for(
+                    &entries,
+                    &offered,
+                    &on_demand,
+                    &subnet_zones,
+                    &options,
+                    &kubelet,
+                )
+            });
             if let Some((_, _, _, adjusted)) = found.and_then(|b| b.adjusted.as_ref()).filter(fresh)
             {
                 return Ok(adjusted.clone());
@@ -383,14 +530,14 @@ impl InstanceTypeProvider {
         let types = match hit {
             Some(types) => types,
             None => {
-                let types = self.build(
-                    node_class,
-                    &entries,
-                    &offered,
-                    &on_demand,
-                    &subnet_zones,
-                    &options,
-                )?;
+                let described = Described {
+                    entries: &entries,
+                    offered: &offered,
+                    on_demand: &on_demand,
+                    enclave_capable: enclaves.as_deref(),
+                };
+                let types =
+                    self.build(node_class, &described, &subnet_zones, &options, &resolver)?;
                 let mut built = self
                     .built
                     .lock()
@@ -404,6 +551,7 @@ impl InstanceTypeProvider {
                     on_demand: on_demand.clone(),
                     zones: subnet_zones.clone(),
                     options: options.clone(),
+                    kubelet: kubelet.clone(),
                     types: types.clone(),
                     adjusted: None,
                 });
@@ -435,9 +583,16 @@ impl InstanceTypeProvider {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut found = built.iter_mut();
-        if let Some(b) =
-            found.find(|b| b.is_for(&entries, &offered, &on_demand, &subnet_zones, &options))
-        {
+        if let Some(b) = found.find(|b| {
+            b.is_for(
+                &entries,
+                &offered,
+                &on_demand,
+                &subnet_zones,
+                &options,
+                &kubelet,
+            )
+        }) {
             b.adjusted = Some((seq, spot.clone(), now, adjusted.clone()));
         }
         Ok(adjusted)
@@ -537,11 +692,12 @@ mod tests {
         .expect("has offerings");
         assert_eq!(plain.capacity.pods, 29);
         assert_eq!(plain.overhead.kube_reserved.cpu_millis, 70);
-        nc.spec.kubelet = Some(crate::nodeclass::KubeletConfiguration {
-            max_pods: Some(110),
-            kube_reserved: [("cpu".to_string(), "200m".to_string())].into(),
-            ..Default::default()
-        });
+        nc.spec.kubelet = Some(
+            serde_json::from_value(serde_json::json!({
+                "maxPods": 110, "kubeReserved": {"cpu": "200m"}
+            }))
+            .unwrap(),
+        );
         let tuned = karpenter_catalog::build_instance_type(
             &entry,
             "us-east-1",
@@ -558,5 +714,53 @@ mod tests {
             .expect("m5.large in catalogue");
         assert_eq!(embedded.capacity, plain.capacity);
         assert_eq!(embedded.overhead, plain.overhead);
+    }
+
+    #[test]
+    fn kubelet_expressions_set_each_types_allocatable_with_the_gate_on() {
+        let entry = |name: &str| {
+            let mut e = entry_from_info(&info(name, ArchitectureType::X8664)).expect("entry");
+            e.zones = vec!["us-east-1a".into()];
+            e.on_demand_price_per_hour_usd = 0.1;
+            e
+        };
+        let (mut large, mut xlarge) = (entry("m5.large"), entry("m5.xlarge"));
+        (xlarge.vcpu, xlarge.memory_mib) = (4, 16384);
+        (large.max_network_interfaces, large.ipv4_per_interface) = (3, 10);
+        let mut nc: EC2NodeClass = crate::nodeclass::from_yaml(
+            "metadata: {name: default}\nspec: {amiSelectorTerms: [{alias: al2023@latest}]}",
+        )
+        .expect("parses");
+        nc.spec.kubelet = Some(
+            serde_json::from_value(serde_json::json!({
+                "maxPods": "vcpus * 10", "kubeReserved": {"cpu": "vcpus * 100"}
+            }))
+            .unwrap(),
+        );
+        let build = |cel: bool| {
+            let mut settings = AwsSettings::new("demo", "us-east-1");
+            settings.node_class_cel = cel;
+            let catalogue = Catalogue {
+                region: "us-east-1".into(),
+                instance_types: vec![xlarge.clone(), large.clone()],
+            };
+            let options = catalogue_options(&nc, &settings).expect("options");
+            let resolver = kubelet_resolver(&nc, &settings).expect("resolver");
+            build_types(catalogue, &options, &resolver).expect("builds")
+        };
+        let types = build(true);
+        let names: Vec<&str> = types.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["m5.large", "m5.xlarge"]);
+        assert_eq!((types[0].capacity.pods, types[1].capacity.pods), (20, 40));
+        assert_eq!(types[0].overhead.kube_reserved.cpu_millis, 200);
+        assert_eq!(types[1].overhead.kube_reserved.cpu_millis, 400);
+        // Gate off: the default count and the computed reservation.
+        let types = build(false);
+        let large = types
+            .iter()
+            .find(|t| t.name == "m5.large")
+            .expect("m5.large");
+        assert_eq!(large.capacity.pods, 29);
+        assert_eq!(large.overhead.kube_reserved.cpu_millis, 70);
     }
 }

@@ -321,18 +321,29 @@ pub fn launch_template_configs(
     plan: &LaunchPlan,
     templates: &BTreeMap<TemplateKey, String>,
 ) -> Vec<FleetLaunchTemplateConfigRequest> {
-    let mut by_template: Vec<(TemplateKey, Vec<&LaunchOverride>)> = Vec::new();
+    launch_template_configs_by(plan, |ov| templates.get(&ov.template_key()).cloned())
+}
+
+/// [`launch_template_configs`] with each override's template named by `template_of`
+/// (overrides of one template share a config, in plan order; an override without one is
+/// left out): for instance types whose kubelet values, and so user data, differ.
+pub fn launch_template_configs_by(
+    plan: &LaunchPlan,
+    template_of: impl Fn(&LaunchOverride) -> Option<String>,
+) -> Vec<FleetLaunchTemplateConfigRequest> {
+    let mut by_template: Vec<(String, Vec<&LaunchOverride>)> = Vec::new();
     for ov in &plan.overrides {
-        let key = ov.template_key();
-        match by_template.iter_mut().find(|(k, _)| *k == key) {
+        let Some(name) = template_of(ov) else {
+            continue;
+        };
+        match by_template.iter_mut().find(|(k, _)| *k == name) {
             Some((_, list)) => list.push(ov),
-            None => by_template.push((key, vec![ov])),
+            None => by_template.push((name, vec![ov])),
         }
     }
     by_template
         .into_iter()
-        .filter_map(|(key, ovs)| {
-            let name = templates.get(&key)?;
+        .map(|(name, ovs)| {
             let mut cfg = FleetLaunchTemplateConfigRequest::builder()
                 .launch_template_specification(
                     FleetLaunchTemplateSpecificationRequest::builder()
@@ -352,7 +363,7 @@ pub fn launch_template_configs(
                         .build(),
                 );
             }
-            Some(cfg.build())
+            cfg.build()
         })
         .collect()
 }

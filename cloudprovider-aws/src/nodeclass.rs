@@ -7,6 +7,7 @@
 //! `connectionTracking`, `placementGroupSelector`, `cpuOptions`, `ipPrefixCount`) are kept
 //! verbatim in [`EC2NodeClassSpec::other`] so a round trip loses nothing.
 
+pub use crate::kubelet::KubeletConfiguration;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use karpenter_cloudprovider::v1::{Condition, StatusConditions};
 use karpenter_cloudprovider::validation::{ErrorKind, ValidationError, ValidationErrors};
@@ -25,10 +26,14 @@ pub const LABEL_NODE_CLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
 pub const ANNOTATION_NODE_CLASS_HASH: &str = "karpenter.k8s.aws/ec2nodeclass-hash";
 /// Annotation carrying the version of [`ANNOTATION_NODE_CLASS_HASH`]'s algorithm.
 pub const ANNOTATION_NODE_CLASS_HASH_VERSION: &str = "karpenter.k8s.aws/ec2nodeclass-hash-version";
-/// The hash algorithm version karpenter-rs writes. Upstream's hashes carry `v1`…`v6`; a claim
-/// with another version is re-stamped rather than reported as drifted, so migrating from
-/// Karpenter does not replace every node.
-pub const NODE_CLASS_HASH_VERSION: &str = "rs1";
+/// The hash algorithm version karpenter-rs writes, bumped (as upstream bumps its `v1`…`v6`)
+/// whenever an unchanged class could hash differently: `rs2` hashes `spec.kubelet` as the
+/// open map the user wrote (Karpenter v1.15), where `rs1` hashed the typed v1.14 subset (an
+/// empty list or map written by the user now counts). A claim of another version (an older
+/// karpenter-rs, or Karpenter's `v6`) is re-stamped with the current version and hash
+/// ([`crate::instance::hash_version_update`]) rather than reported as drifted, so neither an
+/// upgrade nor a migration from Karpenter replaces every node.
+pub const NODE_CLASS_HASH_VERSION: &str = "rs2";
 
 /// `AL2`.
 pub const AMI_FAMILY_AL2: &str = "AL2";
@@ -148,7 +153,11 @@ pub struct EC2NodeClassSpec {
     /// Tags on instances, volumes and launch templates (Karpenter's keys are restricted).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
-    /// Kubelet settings passed to the node and used in allocatable arithmetic.
+    /// Kubelet configures the kubelet on provisioned nodes: any field of the kubelet's
+    /// KubeletConfiguration. Karpenter reads maxPods, podsPerCore, kubeReserved,
+    /// systemReserved and evictionHard for allocatable and passes every field to the node
+    /// (AL2023). The controller validates it and reports a rejected configuration as
+    /// ValidationSucceeded=False.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubelet: Option<KubeletConfiguration>,
     /// Block devices (at most 50, at most one `rootVolume`).
@@ -167,6 +176,10 @@ pub struct EC2NodeClassSpec {
     /// The EC2 fleet context (reserved capacity).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
+    /// Nitro Enclaves (Karpenter v1.15): enabled, only instance types that support them
+    /// are offered, and instances launch with enclaves on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enclave_options: Option<EnclaveOptions>,
     /// Upstream fields karpenter-rs carries without acting on them.
     #[serde(flatten, default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(skip)]
@@ -242,58 +255,12 @@ pub struct AmiSelectorTerm {
     pub ssm_parameter: String,
 }
 
-/// Kubelet settings (the subset of `KubeletConfiguration` Karpenter manages).
+/// `spec.enclaveOptions`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct KubeletConfiguration {
-    /// Cluster DNS server IPs.
-    #[serde(default, rename = "clusterDNS", skip_serializing_if = "Vec::is_empty")]
-    pub cluster_dns: Vec<String>,
-    /// Pod limit (replaces the ENI-limited count).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_pods: Option<i32>,
-    /// Pods per vCPU cap.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pods_per_core: Option<i32>,
-    /// Resources reserved for the OS (`cpu`, `memory`, `ephemeral-storage`, `pid`).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub system_reserved: BTreeMap<String, String>,
-    /// Resources reserved for Kubernetes daemons.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub kube_reserved: BTreeMap<String, String>,
-    /// Hard eviction thresholds by signal.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub eviction_hard: BTreeMap<String, String>,
-    /// Soft eviction thresholds by signal.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub eviction_soft: BTreeMap<String, String>,
-    /// Grace periods of the soft thresholds (Go durations).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub eviction_soft_grace_period: BTreeMap<String, String>,
-    /// Longest pod grace period honoured on soft eviction, in seconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub eviction_max_pod_grace_period: Option<i32>,
-    /// Disk usage that always triggers image garbage collection (0–100).
-    #[serde(
-        default,
-        rename = "imageGCHighThresholdPercent",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub image_gc_high_threshold_percent: Option<i32>,
-    /// Disk usage image garbage collection never goes below (0–100).
-    #[serde(
-        default,
-        rename = "imageGCLowThresholdPercent",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub image_gc_low_threshold_percent: Option<i32>,
-    /// CFS quota enforcement for CPU limits.
-    #[serde(
-        default,
-        rename = "cpuCFSQuota",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub cpu_cfs_quota: Option<bool>,
+pub struct EnclaveOptions {
+    /// Whether instances are enabled for AWS Nitro Enclaves.
+    pub enabled: bool,
 }
 
 /// A block device mapping.
@@ -557,6 +524,14 @@ impl EC2NodeClass {
         }
         self.alias()
             .map_or_else(|| AMI_FAMILY_CUSTOM.to_string(), |a| a.family)
+    }
+
+    /// Whether instances launch with Nitro Enclaves (`spec.enclaveOptions.enabled`).
+    pub fn enclaves_enabled(&self) -> bool {
+        self.spec
+            .enclave_options
+            .as_ref()
+            .is_some_and(|e| e.enabled)
     }
 
     /// The resolved status (default when absent).
@@ -895,10 +870,8 @@ fn validate_spec(spec: &EC2NodeClassSpec, errs: &mut Vec<ValidationError>) {
             );
         }
     }
-    // Kubelet.
-    if let Some(k) = &spec.kubelet {
-        validate_kubelet(k, errs);
-    }
+    // spec.kubelet is an open map the API server does not check (Karpenter v1.15): the
+    // controller validates it, see `crate::kubelet`.
     // Block devices.
     let p = "spec.blockDeviceMappings";
     if spec.block_device_mappings.len() > 50 {
@@ -996,146 +969,6 @@ fn validate_spec(spec: &EC2NodeClassSpec, errs: &mut Vec<ValidationError>) {
             format!("{mp}.httpTokens"),
             NotSupported,
             "must be required or optional",
-        );
-    }
-}
-
-fn validate_kubelet(k: &KubeletConfiguration, errs: &mut Vec<ValidationError>) {
-    use ErrorKind::{Invalid, NotSupported};
-    let p = "spec.kubelet";
-    if k.max_pods.is_some_and(|v| v < 0) {
-        err(
-            errs,
-            format!("{p}.maxPods"),
-            Invalid,
-            "must be greater than or equal to 0",
-        );
-    }
-    if k.pods_per_core.is_some_and(|v| v < 0) {
-        err(
-            errs,
-            format!("{p}.podsPerCore"),
-            Invalid,
-            "must be greater than or equal to 0",
-        );
-    }
-    for (field, map) in [
-        ("systemReserved", &k.system_reserved),
-        ("kubeReserved", &k.kube_reserved),
-    ] {
-        if map
-            .keys()
-            .any(|r| !RESERVED_RESOURCES.contains(&r.as_str()))
-        {
-            err(
-                errs,
-                format!("{p}.{field}"),
-                NotSupported,
-                &format!("valid keys for {field} are ['cpu','memory','ephemeral-storage','pid']"),
-            );
-        }
-        if map.values().any(|v| v.starts_with('-')) {
-            err(
-                errs,
-                format!("{p}.{field}"),
-                Invalid,
-                &format!("{field} value cannot be a negative resource quantity"),
-            );
-        }
-        for (r, v) in map {
-            if karpenter_scheduling::quantity::Quantity::parse(v).is_err() {
-                err(
-                    errs,
-                    format!("{p}.{field}[{r:?}]"),
-                    Invalid,
-                    "must be a resource quantity",
-                );
-            }
-        }
-    }
-    for (field, map) in [
-        ("evictionHard", &k.eviction_hard),
-        ("evictionSoft", &k.eviction_soft),
-        ("evictionSoftGracePeriod", &k.eviction_soft_grace_period),
-    ] {
-        if map.keys().any(|s| !EVICTION_SIGNALS.contains(&s.as_str())) {
-            err(
-                errs,
-                format!("{p}.{field}"),
-                NotSupported,
-                &format!(
-                    "valid keys for {field} are ['memory.available','nodefs.available','nodefs.inodesFree','imagefs.available','imagefs.inodesFree','pid.available']"
-                ),
-            );
-        }
-    }
-    for (signal, v) in k.eviction_hard.iter().chain(&k.eviction_soft) {
-        let ok = match v.strip_suffix('%') {
-            Some(pct) => pct.parse::<f64>().is_ok_and(|x| (0.0..=100.0).contains(&x)),
-            None => {
-                karpenter_scheduling::quantity::Quantity::parse(v).is_ok_and(|q| q.nanos() >= 0)
-            }
-        };
-        if !ok {
-            err(
-                errs,
-                format!("{p}[{signal:?}]"),
-                Invalid,
-                "must be a percentage or a non-negative resource quantity",
-            );
-        }
-    }
-    if k.eviction_soft
-        .keys()
-        .any(|s| !k.eviction_soft_grace_period.contains_key(s))
-    {
-        err(
-            errs,
-            p,
-            Invalid,
-            "evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod",
-        );
-    }
-    if k.eviction_soft_grace_period
-        .keys()
-        .any(|s| !k.eviction_soft.contains_key(s))
-    {
-        err(
-            errs,
-            p,
-            Invalid,
-            "evictionSoftGracePeriod OwnerKey does not have a matching evictionSoft",
-        );
-    }
-    for (field, v) in [
-        (
-            "imageGCHighThresholdPercent",
-            k.image_gc_high_threshold_percent,
-        ),
-        (
-            "imageGCLowThresholdPercent",
-            k.image_gc_low_threshold_percent,
-        ),
-    ] {
-        if v.is_some_and(|v| !(0..=100).contains(&v)) {
-            err(
-                errs,
-                format!("{p}.{field}"),
-                Invalid,
-                "must be between 0 and 100",
-            );
-        }
-    }
-    if let (Some(h), Some(l)) = (
-        k.image_gc_high_threshold_percent,
-        k.image_gc_low_threshold_percent,
-    ) && h <= l
-    {
-        err(
-            errs,
-            p,
-            Invalid,
-            "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent",
         );
     }
 }
@@ -1350,67 +1183,6 @@ spec:
                     }]
                 },
                 "snapshotID or volumeSize",
-            ),
-            (
-                "kube reserved key",
-                |s| {
-                    s.kubelet = Some(KubeletConfiguration {
-                        kube_reserved: [("gpu".to_string(), "1".to_string())].into(),
-                        ..Default::default()
-                    })
-                },
-                "valid keys for kubeReserved",
-            ),
-            (
-                "negative reserved",
-                |s| {
-                    s.kubelet = Some(KubeletConfiguration {
-                        system_reserved: [("cpu".to_string(), "-1".to_string())].into(),
-                        ..Default::default()
-                    })
-                },
-                "cannot be a negative resource quantity",
-            ),
-            (
-                "eviction signal",
-                |s| {
-                    s.kubelet = Some(KubeletConfiguration {
-                        eviction_hard: [("memory.free".to_string(), "1Gi".to_string())].into(),
-                        ..Default::default()
-                    })
-                },
-                "valid keys for evictionHard",
-            ),
-            (
-                "soft without grace",
-                |s| {
-                    s.kubelet = Some(KubeletConfiguration {
-                        eviction_soft: [("memory.available".to_string(), "1Gi".to_string())].into(),
-                        ..Default::default()
-                    })
-                },
-                "does not have a matching evictionSoftGracePeriod",
-            ),
-            (
-                "gc thresholds",
-                |s| {
-                    s.kubelet = Some(KubeletConfiguration {
-                        image_gc_high_threshold_percent: Some(50),
-                        image_gc_low_threshold_percent: Some(60),
-                        ..Default::default()
-                    })
-                },
-                "must be greater than imageGCLowThresholdPercent",
-            ),
-            (
-                "negative max pods",
-                |s| {
-                    s.kubelet = Some(KubeletConfiguration {
-                        max_pods: Some(-1),
-                        ..Default::default()
-                    })
-                },
-                "greater than or equal to 0",
             ),
         ];
         for (name, mutate, want) in cases {

@@ -12,10 +12,11 @@ use crate::error::AwsError;
 use crate::instance::{Ec2Instance, ReservationDetails, drift_reason, parse_provider_id};
 use crate::instance_profile::{ANNOTATION_INSTANCE_PROFILE, InstanceProfiles};
 use crate::instancetype::InstanceTypeProvider;
+use crate::kubelet_resolve::{KubeletResolver, TypeKubelet};
 use crate::launch::{
-    LaunchOverride, LaunchPlan, PlanError, TAG_LAUNCH_TEMPLATE_CLUSTER, classify_fleet_errors,
-    cluster_tag_key, fleet_options, instance_tags, launch_template_configs, launch_template_name,
-    plan_launch, tag_specification,
+    LaunchOverride, LaunchPlan, PlanError, TAG_LAUNCH_TEMPLATE_CLUSTER, TemplateKey,
+    classify_fleet_errors, cluster_tag_key, fleet_options, instance_tags,
+    launch_template_configs_by, launch_template_name, plan_launch, tag_specification,
 };
 use crate::nodeclass::{
     AMI_FAMILY_BOTTLEROCKET, ANNOTATION_NODE_CLASS_HASH, ANNOTATION_NODE_CLASS_HASH_VERSION,
@@ -289,6 +290,30 @@ impl AwsCloudProvider {
         Ok(nc)
     }
 
+    /// The controller's checks of `nc.spec.kubelet` (upstream's validation controller): the
+    /// configuration itself, then its expressions for every instance type EC2 describes.
+    /// A failure to ask EC2 leaves the second check undecided (passed) until the next
+    /// resolution.
+    async fn kubelet_validation(&self, nc: &EC2NodeClass) -> Result<(), (String, String)> {
+        crate::kubelet::check(
+            nc.spec.kubelet.as_ref(),
+            &nc.ami_family(),
+            self.settings.node_class_cel,
+        )
+        .map_err(|(reason, message)| (reason.to_owned(), message))?;
+        match self.instance_types.kubelet_expression_failure(nc).await {
+            Ok(Some(message)) => Err((
+                crate::kubelet::reason::EXPRESSION_EVAL_FAILED.to_owned(),
+                message,
+            )),
+            Ok(None) => Ok(()),
+            Err(e) => {
+                tracing::debug!(nodeclass = nc.name(), error = %e, "kubelet expressions not checked: instance types unavailable");
+                Ok(())
+            }
+        }
+    }
+
     /// Resolves a NodeClass's selectors and returns it with a fresh status: subnets (most
     /// free IPs first), security groups, AMIs (newest first), the instance profile (for `role`,
     /// the managed profile created through IAM; see [`InstanceProfiles::resolve`]), and the
@@ -309,9 +334,10 @@ impl AwsCloudProvider {
                 }
             };
         };
-        let validation = nc
-            .validate()
-            .map_err(|e| ("ValidationFailed".to_string(), e.to_string()));
+        let validation = match nc.validate() {
+            Err(e) => Err(("ValidationFailed".to_string(), e.to_string())),
+            Ok(()) => self.kubelet_validation(&nc).await,
+        };
         set(&mut nc, CONDITION_VALIDATION_SUCCEEDED, validation);
 
         let subnets = self.discovery.subnets(&nc.spec.subnet_selector_terms).await;
@@ -579,6 +605,12 @@ impl AwsCloudProvider {
                     .enabled(nc.spec.detailed_monitoring.unwrap_or(false))
                     .build(),
             )
+            // Always written, as upstream writes it.
+            .enclave_options(
+                aws_sdk_ec2::types::LaunchTemplateEnclaveOptionsRequest::builder()
+                    .enabled(nc.enclaves_enabled())
+                    .build(),
+            )
             .set_block_device_mappings(Some(self.block_device_mappings(nc)));
         let (reservation_spec, market) = target.options();
         data = data
@@ -662,6 +694,63 @@ impl AwsCloudProvider {
             .unwrap_or_else(PoisonError::into_inner)
             .insert(name.to_string());
         Ok(())
+    }
+
+    /// The user data each of `plan`'s instance types boots with: one text for every type
+    /// unless the class's kubelet expressions give them different values. Each distinct
+    /// text is reported once.
+    async fn user_data_by_type(
+        &self,
+        nc: &EC2NodeClass,
+        claim: &NodeClaim,
+        plan: &LaunchPlan,
+    ) -> Result<BTreeMap<String, String>, AwsError> {
+        let resolver = crate::instancetype::kubelet_resolver(nc, &self.settings)?;
+        let entries = match resolver.per_type() {
+            true => Some(self.instance_types.entries().await?),
+            false => None,
+        };
+        let mut by_values: BTreeMap<TypeKubelet, String> = BTreeMap::new();
+        let mut out = BTreeMap::new();
+        for ov in &plan.overrides {
+            let values = match &entries {
+                Some(entries) => {
+                    let Some(entry) = entries.iter().find(|e| e.name == ov.instance_type) else {
+                        continue;
+                    };
+                    resolver
+                        .for_type(entry)
+                        .map_err(|message| AwsError::Invalid {
+                            what: format!("EC2NodeClass {:?} spec.kubelet", nc.name()),
+                            message,
+                        })?
+                }
+                None => resolver.shared(),
+            };
+            let user_data = match by_values.get(&values) {
+                Some(text) => text.clone(),
+                None => {
+                    let mut opts = self.bootstrap_options(nc, claim);
+                    opts.kubelet = nc
+                        .spec
+                        .kubelet
+                        .as_ref()
+                        .map(|raw| KubeletResolver::resolved_config(raw, &values));
+                    let text =
+                        crate::userdata::generate(&nc.ami_family(), &opts).map_err(|source| {
+                            AwsError::UserData {
+                                name: nc.name().into(),
+                                source,
+                            }
+                        })?;
+                    self.observer().user_data_rendered(nc.name(), text.len());
+                    by_values.insert(values, text.clone());
+                    text
+                }
+            };
+            out.insert(ov.instance_type.clone(), user_data);
+        }
+        Ok(out)
     }
 
     fn bootstrap_options(&self, nc: &EC2NodeClass, claim: &NodeClaim) -> BootstrapOptions {
@@ -813,22 +902,22 @@ impl AwsCloudProvider {
             .iter()
             .map(|g| g.id.clone())
             .collect();
-        let user_data =
-            crate::userdata::generate(&nc.ami_family(), &self.bootstrap_options(nc, claim))
-                .map_err(|source| AwsError::UserData {
-                    name: nc.name().into(),
-                    source,
-                })
-                .map_err(|e| create_err("UserDataInvalid", e.to_string()))?;
-        self.observer()
-            .user_data_rendered(nc.name(), user_data.len());
-        let mut templates = BTreeMap::new();
-        for key in plan
-            .overrides
-            .iter()
-            .map(LaunchOverride::template_key)
-            .collect::<BTreeSet<_>>()
-        {
+        // One user data per distinct set of kubelet values: with kubelet expressions the
+        // plan's instance types may boot with different ones (upstream resolves a launch
+        // template per group of types that share them).
+        let user_data_of = self
+            .user_data_by_type(nc, claim, plan)
+            .await
+            .map_err(|e| create_err("UserDataInvalid", e.to_string()))?;
+        let mut templates: BTreeMap<(TemplateKey, String), String> = BTreeMap::new();
+        for ov in &plan.overrides {
+            let key = ov.template_key();
+            let Some(user_data) = user_data_of.get(&ov.instance_type) else {
+                continue;
+            };
+            if templates.contains_key(&(key.clone(), user_data.clone())) {
+                continue;
+            }
             let target = match (&key.1, &plan.reservation) {
                 (Some(id), Some(kind)) => TemplateTarget::Reservation { id, kind },
                 _ if self.settings.reserved_capacity => TemplateTarget::NoReservation,
@@ -838,26 +927,32 @@ impl AwsCloudProvider {
                 &self.settings.cluster_name,
                 nc,
                 &key.0,
-                &user_data,
+                user_data,
                 &sgs,
                 &status.instance_profile,
                 &target,
             );
             self.ensure_launch_template(
                 &name,
-                self.launch_template_data(nc, &key.0, &user_data, &target),
+                self.launch_template_data(nc, &key.0, user_data, &target),
                 nc,
             )
             .await
             .map_err(|e| create_err("LaunchTemplateCreationFailed", e.to_string()))?;
-            templates.insert(key, name);
+            templates.insert((key, user_data.clone()), name);
         }
+        let template_of = |ov: &LaunchOverride| {
+            let user_data = user_data_of.get(&ov.instance_type)?;
+            templates
+                .get(&(ov.template_key(), user_data.clone()))
+                .cloned()
+        };
         let pool = claim.node_pool().unwrap_or_default();
         let tags = instance_tags(&self.settings.cluster_name, nc, pool);
         let fleet = fleet_options(plan, prioritized);
         let input = CreateFleetInputBuilder::default()
             .r#type(FleetType::Instant)
-            .set_launch_template_configs(Some(launch_template_configs(plan, &templates)))
+            .set_launch_template_configs(Some(launch_template_configs_by(plan, template_of)))
             .target_capacity_specification(fleet.target)
             .set_spot_options(fleet.spot)
             .set_on_demand_options(fleet.on_demand)

@@ -39,8 +39,17 @@ pub struct AwsSettings {
     /// Whether IAM instance profiles may be created and deleted for `spec.role` (off in the
     /// shadow mode, which writes nothing to AWS).
     pub manage_instance_profiles: bool,
-    /// How long discovered subnets, security groups and AMIs are reused.
+    /// How long discovered capacity reservations are reused.
     pub discovery_ttl: Duration,
+    /// `--subnet-refresh-interval`: how long discovered subnets are reused.
+    pub subnet_ttl: Duration,
+    /// `--security-group-refresh-interval`: how long discovered security groups are reused.
+    pub security_group_ttl: Duration,
+    /// `--ami-refresh-interval`: how long resolved AMIs are reused.
+    pub ami_ttl: Duration,
+    /// `AWS_FEATURE_GATES` `NodeClassCEL`: kubelet expressions are evaluated (off: a class
+    /// with one is not valid).
+    pub node_class_cel: bool,
     /// How long the DescribeInstanceTypes/Offerings results are reused.
     pub instance_types_ttl: Duration,
     /// How long prices are reused.
@@ -68,6 +77,10 @@ impl AwsSettings {
             isolated_vpc: false,
             manage_instance_profiles: true,
             discovery_ttl: Duration::from_secs(60),
+            subnet_ttl: Duration::from_secs(60),
+            security_group_ttl: Duration::from_secs(60),
+            ami_ttl: Duration::from_secs(60),
+            node_class_cel: false,
             instance_types_ttl: Duration::from_secs(5 * 60),
             pricing_ttl: Duration::from_secs(12 * 60 * 60),
             reserved_capacity: true,

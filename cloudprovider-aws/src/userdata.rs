@@ -10,6 +10,7 @@
 //!   `settings.kubernetes` keys it owns on top.
 //! - Custom (and any family without a bootstrap format here): the user's data verbatim.
 
+use crate::kubelet::MaxPods;
 use crate::nodeclass::{AMI_FAMILY_AL2023, AMI_FAMILY_BOTTLEROCKET, KubeletConfiguration};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -47,7 +48,10 @@ pub struct BootstrapOptions {
     pub labels: BTreeMap<String, String>,
     /// Taints and startup taints.
     pub taints: Vec<NodeTaint>,
-    /// The EC2NodeClass's kubelet block.
+    /// The EC2NodeClass's kubelet block, with its expressions resolved for the instance
+    /// types the user data is for (see
+    /// [`KubeletResolver::resolved_config`](crate::kubelet_resolve::KubeletResolver::resolved_config)).
+    /// AL2023 passes every field through; Bottlerocket writes the ones it has settings for.
     pub kubelet: Option<KubeletConfiguration>,
     /// Pod limit to set when kubelet's `maxPods` is absent (ENI-limited count), if any.
     pub max_pods: Option<i64>,
@@ -303,8 +307,17 @@ pub fn bottlerocket(opts: &BootstrapOptions) -> Result<String, UserDataError> {
     if let Some(ca) = opts.ca_bundle.as_deref().filter(|c| !c.is_empty()) {
         k8s.insert("cluster-certificate".into(), T::String(ca.to_string()));
     }
-    let kubelet = opts.kubelet.clone().unwrap_or_default();
-    let max_pods = kubelet.max_pods.map(i64::from).or(opts.max_pods);
+    // Expressions were resolved by the caller; one left unresolved is not written.
+    let kubelet = opts
+        .kubelet
+        .as_ref()
+        .and_then(|k| k.parse().ok())
+        .unwrap_or_default();
+    let max_pods = match kubelet.max_pods {
+        Some(MaxPods::Count(n)) => Some(i64::from(n)),
+        _ => None,
+    }
+    .or(opts.max_pods);
     if let Some(m) = max_pods {
         k8s.insert("max-pods".into(), T::Integer(m));
     }
@@ -396,10 +409,7 @@ mod tests {
                 value: String::new(),
                 effect: "NoExecute".into(),
             }],
-            kubelet: Some(KubeletConfiguration {
-                max_pods: Some(42),
-                ..Default::default()
-            }),
+            kubelet: Some(serde_json::from_value(json!({"maxPods": 42})).unwrap()),
             max_pods: Some(29),
             custom_user_data: None,
             instance_store_policy: None,

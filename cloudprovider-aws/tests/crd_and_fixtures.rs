@@ -56,8 +56,22 @@ fn full_reference_manifest_parses_validates_and_round_trips() {
     let nc = from_yaml(include_str!("fixtures/full-ec2nodeclass.yaml")).expect("parses");
     nc.validate().expect("valid");
     let k = nc.spec.kubelet.as_ref().expect("kubelet");
-    assert_eq!((k.max_pods, k.pods_per_core), (Some(20), Some(2)));
+    assert!(k.validate().is_empty(), "{:?}", k.validate());
+    let k = k.parse().expect("the managed fields");
+    assert_eq!(
+        (k.max_pods, k.pods_per_core),
+        (
+            Some(karpenter_cloudprovider_aws::kubelet::MaxPods::Count(20)),
+            Some(2)
+        )
+    );
     assert_eq!(k.eviction_soft_grace_period["nodefs.available"], "1m30s");
+    assert_eq!(
+        nc.spec.kubelet.as_ref().unwrap().unmanaged_fields(),
+        ["containerLogMaxSize", "shutdownGracePeriod"]
+    );
+    assert!(!nc.enclaves_enabled());
+    assert!(nc.ignored_fields().is_empty(), "{:?}", nc.ignored_fields());
     assert_eq!(nc.root_volume_bytes(), Some(100 * 1024 * 1024 * 1024));
     assert_eq!(nc.spec.associate_public_ip_address, Some(true));
     assert_eq!(nc.spec.ami_selector_terms.len(), 4);

@@ -273,6 +273,110 @@ async fn discovery_resolves_subnets_security_groups_and_alias_amis() {
     assert!(other.is_false("Ready"));
 }
 
+/// `spec.kubelet` (Karpenter v1.15): the controller validates the open map and reports
+/// upstream's reasons; with NodeClassCEL its expressions set each type's allocatable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_block_is_validated_and_its_expressions_set_each_types_pods() {
+    let Some(ep) = endpoint("kubelet") else {
+        return;
+    };
+    let f = fixture(&ep, "kubelet").await;
+    let with_kubelet = |kubelet: serde_json::Value| {
+        let mut nc = node_class(&f.cluster);
+        nc.spec.kubelet = Some(serde_json::from_value(kubelet).expect("kubelet"));
+        nc
+    };
+    let reason = |nc: &EC2NodeClass| {
+        let c = nc.condition("ValidationSucceeded").expect("condition");
+        let status = serde_json::to_value(c.status).expect("status");
+        let status = status.as_str().unwrap_or_default().to_owned();
+        (status, c.reason.clone(), c.message.clone())
+    };
+    let provider = AwsCloudProvider::new(f.clients.clone(), f.settings.clone());
+    // Any kubelet field is admitted; one the kubelet does not have is refused here.
+    let nc = provider
+        .reconcile_node_class(&with_kubelet(
+            serde_json::json!({"containerLogMaxSize": "50Mi"}),
+        ))
+        .await;
+    assert!(nc.is_true("Ready"), "{:?}", nc.status);
+    let nc = provider
+        .reconcile_node_class(&with_kubelet(
+            serde_json::json!({"containerLogMaxSizes": "50Mi"}),
+        ))
+        .await;
+    let (status, why, message) = reason(&nc);
+    assert_eq!(
+        (status.as_str(), why.as_str()),
+        ("False", "InvalidKubeletConfiguration")
+    );
+    assert!(message.contains("containerLogMaxSizes"), "{message}");
+    assert!(nc.is_false("Ready"));
+    // An expression needs the NodeClassCEL gate.
+    let expr = with_kubelet(serde_json::json!({"maxPods": "vcpus * 8"}));
+    let nc = provider.reconcile_node_class(&expr).await;
+    assert_eq!(reason(&nc).1, "KubeletExpressionsDisabled");
+    // With it, each type gets its own count.
+    let mut settings = f.settings.clone();
+    settings.node_class_cel = true;
+    let provider = AwsCloudProvider::new(f.clients.clone(), settings);
+    let nc = provider.reconcile_node_class(&expr).await;
+    assert!(nc.is_true("Ready"), "{:?}", nc.status);
+    provider.apply_node_class(nc.clone());
+    let types = provider
+        .node_class_instance_types(&nc)
+        .await
+        .expect("instance types");
+    for (name, pods) in [("m5.large", 16), ("m5.xlarge", 32), ("c5.4xlarge", 128)] {
+        let t = types.iter().find(|t| t.name == name).expect(name);
+        assert_eq!(t.capacity.pods, pods, "{name}");
+    }
+    // An expression some type cannot evaluate (2-vCPU types divide by zero).
+    let nc = provider
+        .reconcile_node_class(&with_kubelet(
+            serde_json::json!({"maxPods": "220 / (vcpus - 2)"}),
+        ))
+        .await;
+    let (status, why, message) = reason(&nc);
+    assert_eq!(
+        (status.as_str(), why.as_str()),
+        ("False", "KubeletExpressionEvaluationFailed")
+    );
+    assert!(message.contains("maxPods"), "{message}");
+}
+
+/// `spec.enclaveOptions.enabled`: only types that support Nitro Enclaves are offered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enclaves_keep_only_the_types_that_support_them() {
+    let Some(ep) = endpoint("enclaves") else {
+        return;
+    };
+    let f = fixture(&ep, "enclaves").await;
+    let provider = ready_provider(&f, f.clients.clone()).await;
+    let plain = provider.node_class("default").expect("stored");
+    let all = provider
+        .node_class_instance_types(&plain)
+        .await
+        .expect("instance types");
+    let mut enclaves = plain.clone();
+    enclaves.spec.enclave_options =
+        Some(serde_json::from_value(serde_json::json!({"enabled": true})).expect("options"));
+    let kept = provider
+        .node_class_instance_types(&enclaves)
+        .await
+        .expect("instance types");
+    assert!(
+        !kept.is_empty() && kept.len() < all.len(),
+        "{} of {}",
+        kept.len(),
+        all.len()
+    );
+    // EC2 (and moto) describe m5.large without enclave support, m5.xlarge with it.
+    assert!(all.iter().any(|t| t.name == "m5.large"));
+    assert!(!kept.iter().any(|t| t.name == "m5.large"));
+    assert!(kept.iter().any(|t| t.name == "m5.xlarge"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instance_types_come_from_describe_instance_types() {
     let Some(ep) = endpoint("instance_types") else {

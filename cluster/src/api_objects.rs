@@ -3,6 +3,7 @@
 //! watches hold with these functions (through [`crate::feed::Feed`]), and both then call the
 //! same decision code.
 
+use crate::default_spread::{SelectorSource, SourceKind};
 use crate::registration::not_initialized_reason;
 use crate::{Kubelet, NodeCondition, NodeRecord, PdbRecord, PodRecord};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -106,6 +107,71 @@ pub fn pod_record(pod: &Pod) -> Result<Option<PodRecord>, ConversionError> {
             .map(|t| t.0.as_millisecond()),
         unschedulable: is_provisionable(pod),
     }))
+}
+
+/// A Service's selector, for default spread constraints (`spec.selector`, equality only;
+/// `None` without one: such a Service selects no pod).
+pub fn service_selector(service: &k8s_openapi::api::core::v1::Service) -> SelectorSource {
+    let selector = service.spec.as_ref().and_then(|s| s.selector.as_ref());
+    equality_source(SourceKind::Service, &service.metadata, selector)
+}
+
+/// A ReplicationController's selector (`spec.selector`, equality only).
+pub fn replication_controller_selector(
+    rc: &k8s_openapi::api::core::v1::ReplicationController,
+) -> SelectorSource {
+    let selector = rc.spec.as_ref().and_then(|s| s.selector.as_ref());
+    equality_source(SourceKind::ReplicationController, &rc.metadata, selector)
+}
+
+fn equality_source(
+    kind: SourceKind,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    selector: Option<&BTreeMap<String, String>>,
+) -> SelectorSource {
+    SelectorSource {
+        kind,
+        namespace: namespace_or_default(meta),
+        name: meta.name.clone().unwrap_or_default(),
+        selector: selector.map(|m| karpenter_scheduling::selector::LabelSelector {
+            match_labels: m.clone(),
+            match_expressions: Vec::new(),
+        }),
+    }
+}
+
+/// A Deployment's, ReplicaSet's or StatefulSet's selector (`spec.selector`).
+///
+/// # Errors
+/// The scheduling model's conversion error for an operator it does not know.
+pub fn workload_selector<'a>(
+    workload: impl Into<karpenter_scheduling::k8s::Workload<'a>>,
+) -> Result<Option<SelectorSource>, ConversionError> {
+    use karpenter_scheduling::k8s::Workload;
+    let workload: Workload<'a> = workload.into();
+    let (kind, meta) = match workload {
+        Workload::Deployment(w) => (SourceKind::Deployment, &w.metadata),
+        Workload::ReplicaSet(w) => (SourceKind::ReplicaSet, &w.metadata),
+        Workload::StatefulSet(w) => (SourceKind::StatefulSet, &w.metadata),
+        Workload::Job(_) => return Ok(None),
+    };
+    Ok(Some(SelectorSource {
+        kind,
+        namespace: namespace_or_default(meta),
+        name: meta.name.clone().unwrap_or_default(),
+        selector: workload.selector()?,
+    }))
+}
+
+/// A manifest may leave the namespace out: the object, and the pods it selects, are then in
+/// `default`.
+fn namespace_or_default(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> String {
+    meta.namespace
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "default".into())
 }
 
 fn startup_taints_of(claim: Option<&NodeClaim>) -> Vec<karpenter_scheduling::taints::Taint> {

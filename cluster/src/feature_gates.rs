@@ -48,27 +48,7 @@ impl FeatureGates {
     /// defaults.
     pub fn parse(text: &str) -> Result<Self, FeatureGateError> {
         let mut gates = Self::default();
-        let mut seen = BTreeMap::new();
-        for entry in text.split(',') {
-            let entry = entry.trim();
-            if entry.is_empty() {
-                continue;
-            }
-            let Some((name, value)) = entry.split_once('=') else {
-                return Err(FeatureGateError(format!(
-                    "missing bool value for {entry:?}"
-                )));
-            };
-            let value = parse_go_bool(value.trim()).ok_or_else(|| {
-                FeatureGateError(format!(
-                    "invalid value {:?} for {:?}",
-                    value.trim(),
-                    name.trim()
-                ))
-            })?;
-            seen.insert(name.trim().to_owned(), value);
-        }
-        for (name, value) in seen {
+        for (name, value) in gate_map(text)? {
             match name.as_str() {
                 "SpotToSpotConsolidation" => gates.spot_to_spot_consolidation = value,
                 "NodeRepair" => gates.node_repair = value,
@@ -81,6 +61,35 @@ impl FeatureGates {
         }
         Ok(gates)
     }
+}
+
+/// `Name=bool,Name=bool` as Kubernetes' `MapStringBool` flag reads it: entries trimmed,
+/// values parsed like Go's `strconv.ParseBool`, a later entry overriding an earlier one.
+///
+/// # Errors
+/// An entry without `=` or with a value that is not a Go bool.
+pub fn gate_map(text: &str) -> Result<BTreeMap<String, bool>, FeatureGateError> {
+    let mut seen = BTreeMap::new();
+    for entry in text.split(',') {
+        let entry = entry.trim();
+        if entry.is_empty() {
+            continue;
+        }
+        let Some((name, value)) = entry.split_once('=') else {
+            return Err(FeatureGateError(format!(
+                "missing bool value for {entry:?}"
+            )));
+        };
+        let value = parse_go_bool(value.trim()).ok_or_else(|| {
+            FeatureGateError(format!(
+                "invalid value {:?} for {:?}",
+                value.trim(),
+                name.trim()
+            ))
+        })?;
+        seen.insert(name.trim().to_owned(), value);
+    }
+    Ok(seen)
 }
 
 pub(crate) fn parse_go_bool(text: &str) -> Option<bool> {

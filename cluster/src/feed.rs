@@ -16,11 +16,12 @@
 
 use crate::api_objects::{
     in_flight_record, is_provisionable, node_record, offering_price, pdb_record, pod_key,
-    pod_record,
+    pod_record, replication_controller_selector, service_selector, workload_selector,
 };
+use crate::default_spread::SelectorSource;
 use crate::{ClusterState, Object, ObjectKey};
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ReplicationController, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use karpenter_cloudprovider::v1::ConditionType;
 use karpenter_cloudprovider::{NodeClaim, NodePool};
@@ -49,6 +50,14 @@ pub struct ApiObjects<'a> {
     pub pdbs: &'a [Arc<PodDisruptionBudget>],
     /// Namespaces.
     pub namespaces: &'a [Arc<Namespace>],
+    /// Services (their selectors, for default spread constraints).
+    pub services: &'a [Arc<Service>],
+    /// ReplicaSets (their selectors, for default spread constraints).
+    pub replica_sets: &'a [Arc<ReplicaSet>],
+    /// StatefulSets (their selectors, for default spread constraints).
+    pub stateful_sets: &'a [Arc<StatefulSet>],
+    /// ReplicationControllers (their selectors, for default spread constraints).
+    pub replication_controllers: &'a [Arc<ReplicationController>],
 }
 
 /// What changed since the last sync, as the watches reported it.
@@ -311,7 +320,7 @@ impl Feed {
         !claim.provider_id().is_empty() && self.node_by_pid.contains_key(claim.provider_id())
     }
 
-    /// NodePools, pods, DaemonSets, PDBs and namespaces: each stands alone.
+    /// NodePools, pods, DaemonSets, PDBs, namespaces and selector sources: each stands alone.
     fn put_others(&mut self, state: &mut ClusterState, objects: &ApiObjects<'_>, pass: &mut Pass) {
         for pool in objects.node_pools {
             let key = ObjectKey::NodePool(pool.name().to_owned());
@@ -364,6 +373,29 @@ impl Feed {
                     name,
                     ns.metadata.labels.clone().unwrap_or_default(),
                 )))
+            });
+        }
+        use crate::default_spread::SourceKind as K;
+        let sources = (objects.services.iter())
+            .map(|s| (K::Service, &s.metadata, Ok(Some(service_selector(s)))))
+            .chain(objects.replication_controllers.iter().map(|rc| {
+                let source = Ok(Some(replication_controller_selector(rc)));
+                (K::ReplicationController, &rc.metadata, source)
+            }))
+            .chain(
+                (objects.replica_sets.iter())
+                    .map(|rs| (K::ReplicaSet, &rs.metadata, workload_selector(rs.as_ref()))),
+            )
+            .chain(
+                (objects.stateful_sets.iter())
+                    .map(|ss| (K::StatefulSet, &ss.metadata, workload_selector(ss.as_ref()))),
+            );
+        for (kind, meta, source) in sources {
+            let source: Result<Option<SelectorSource>, ConversionError> = source;
+            let (namespace, name) = namespaced(meta);
+            let key = ObjectKey::SelectorSource(kind, namespace, name);
+            self.put(state, key, rv(meta), pass, || {
+                source.map(|s| s.map(|s| Object::SelectorSource(Box::new(s))))
             });
         }
     }
@@ -562,6 +594,69 @@ impl Feed {
 mod tests {
     use super::*;
     use karpenter_cloudprovider::v1::StatusConditions;
+
+    #[test]
+    fn services_and_controllers_feed_the_default_selectors() {
+        let service: Arc<Service> = Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "web", "namespace": "shop", "resourceVersion": "1"},
+                "spec": {"selector": {"app": "web"}}
+            }))
+            .unwrap(),
+        );
+        let rs: Arc<ReplicaSet> = Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "web-1", "namespace": "shop", "resourceVersion": "2"},
+                "spec": {"selector": {"matchExpressions": [
+                    {"key": "tier", "operator": "In", "values": ["fe"]}]}}
+            }))
+            .unwrap(),
+        );
+        let pod = karpenter_scheduling::model::Pod {
+            namespace: "shop".into(),
+            name: "web-1-a".into(),
+            labels: [
+                ("app".to_owned(), "web".to_owned()),
+                ("tier".to_owned(), "fe".to_owned()),
+            ]
+            .into(),
+            owner: Some(karpenter_scheduling::model::OwnerRef {
+                kind: "ReplicaSet".into(),
+                name: "web-1".into(),
+                uid: "u".into(),
+            }),
+            ..Default::default()
+        };
+        let mut state = ClusterState::new();
+        let mut feed = Feed::default();
+        let services = [service];
+        let replica_sets = [rs];
+        let objects = ApiObjects {
+            services: &services,
+            replica_sets: &replica_sets,
+            ..ApiObjects::default()
+        };
+        let synced = feed.sync(&mut state, &objects, &BTreeMap::new(), 0);
+        assert_eq!(synced.changes, 2);
+        let selector = state.default_spread().default_selector(&pod).unwrap();
+        assert_eq!(selector.match_labels["app"], "web");
+        assert_eq!(selector.match_expressions[0].key, "tier");
+        // Unchanged: nothing re-applied. Gone: forgotten.
+        assert_eq!(
+            feed.sync(&mut state, &objects, &BTreeMap::new(), 0).changes,
+            0
+        );
+        let objects = ApiObjects {
+            replica_sets: &replica_sets,
+            ..ApiObjects::default()
+        };
+        assert_eq!(
+            feed.sync(&mut state, &objects, &BTreeMap::new(), 0).changes,
+            1
+        );
+        let selector = state.default_spread().default_selector(&pod).unwrap();
+        assert!(selector.match_labels.is_empty());
+    }
 
     fn api_pod(name: &str, rv: Option<&str>, node: Option<&str>) -> Arc<Pod> {
         let mut pod: Pod = serde_json::from_value(serde_json::json!({

@@ -4,7 +4,10 @@
 //! disruption. Shared by `karpenter plan` and the simulator. Pure: documents in, typed
 //! objects out.
 
+use crate::api_objects::{replication_controller_selector, service_selector, workload_selector};
+use crate::default_spread::DefaultSpread;
 use crate::manifests::{Document, ManifestError, Origin};
+use crate::scheduler_config::SchedulerConfig;
 use k8s_openapi::api::{
     apps::v1 as apps, batch::v1 as batch, core::v1 as core, policy::v1 as policy,
 };
@@ -41,6 +44,9 @@ pub struct Inputs {
     /// Kinds that play no part in scheduling (EC2NodeClass, Service …), with how many of
     /// each, so callers can say what they skipped.
     pub ignored: BTreeMap<String, usize>,
+    /// The selectors of Services and workloads, and the default spread constraints (none
+    /// until [`configure_default_spread`](Self::configure_default_spread)).
+    pub default_spread: DefaultSpread,
 }
 
 impl Inputs {
@@ -74,18 +80,33 @@ impl Inputs {
                     inputs
                         .pending_pods
                         .extend(pods_from_workload(&w).map_err(convert)?);
+                    inputs.add_selector(workload_selector(&w).map_err(convert)?);
                 }
                 "ReplicaSet" => {
                     let w: apps::ReplicaSet = doc.decode()?;
                     inputs
                         .pending_pods
                         .extend(pods_from_workload(&w).map_err(convert)?);
+                    inputs.add_selector(workload_selector(&w).map_err(convert)?);
                 }
                 "StatefulSet" => {
                     let w: apps::StatefulSet = doc.decode()?;
                     inputs
                         .pending_pods
                         .extend(pods_from_workload(&w).map_err(convert)?);
+                    inputs.add_selector(workload_selector(&w).map_err(convert)?);
+                }
+                // Counted as ignored too, unless default spread constraints read them.
+                // (A ReplicationController's pods are not expanded: it stays ignored.)
+                "Service" => {
+                    let svc: core::Service = doc.decode()?;
+                    inputs.add_selector(Some(service_selector(&svc)));
+                    *inputs.ignored.entry(kind.to_owned()).or_default() += 1;
+                }
+                "ReplicationController" => {
+                    let rc: core::ReplicationController = doc.decode()?;
+                    inputs.add_selector(Some(replication_controller_selector(&rc)));
+                    *inputs.ignored.entry(kind.to_owned()).or_default() += 1;
                 }
                 "Job" => {
                     let w: batch::Job = doc.decode()?;
@@ -171,6 +192,22 @@ impl Inputs {
         Ok(inputs)
     }
 
+    fn add_selector(&mut self, source: Option<crate::default_spread::SelectorSource>) {
+        if let Some(source) = source {
+            self.default_spread.insert(source);
+        }
+    }
+
+    /// Applies the default spread constraints of `config` to the pods the snapshot plans
+    /// (see [`crate::default_spread`]). With constraints, Services play a part and are no
+    /// longer counted as ignored.
+    pub fn configure_default_spread(&mut self, config: Option<&SchedulerConfig>) {
+        self.default_spread.configure(config);
+        if self.default_spread.is_active() {
+            self.ignored.remove("Service");
+        }
+    }
+
     /// Each NodePool's instance types: `instance_types` with the NodeOverlays applied (as
     /// Karpenter applies them with the NodeOverlay gate on), plus a warning for every overlay
     /// that is not applied and why (a conflict, or a failed validation).
@@ -250,6 +287,7 @@ impl Inputs {
             })
             .collect::<Result<Vec<model::NodePool>, _>>()?;
         let mut pending_pods = self.pending_pods.clone();
+        self.default_spread.apply(&mut pending_pods);
         pending_pods.extend(
             self.capacity_buffers
                 .iter()
@@ -515,5 +553,87 @@ spec: {podTemplateRef: {name: nowhere}, replicas: 1}
                 .capacity_buffers
                 .is_empty()
         );
+    }
+
+    const WEB: &str = "\
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - {name: c, resources: {requests: {cpu: 100m}}}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: batch, namespace: shop}
+spec:
+  parallelism: 2
+  template:
+    metadata: {labels: {app: batch}}
+    spec:
+      restartPolicy: Never
+      containers:
+      - {name: c, resources: {requests: {cpu: 100m}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec: {selector: {app: web}}
+";
+
+    /// The zones of the claims each app's pods are planned on.
+    fn zones_by_app(
+        config: Option<&str>,
+    ) -> (BTreeMap<String, Vec<String>>, BTreeMap<String, usize>) {
+        let base = BASE.split("---").next().unwrap();
+        let docs = parse_str(Path::new("t.yaml"), &format!("{base}{WEB}")).unwrap();
+        let mut inputs = Inputs::from_documents(&docs).unwrap();
+        let config = config.map(|c| {
+            crate::scheduler_config::parse_scheduler_config(c)
+                .unwrap()
+                .unwrap()
+        });
+        inputs.configure_default_spread(config.as_ref());
+        let snapshot = inputs.snapshot(&types()).unwrap();
+        let plan = solve(&snapshot, &SolveOptions::default());
+        let mut zones: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for claim in &plan.new_node_claims {
+            let zone = claim
+                .requirements
+                .get("topology.kubernetes.io/zone")
+                .map(|r| r.values().collect::<Vec<_>>().join("|"))
+                .unwrap_or_default();
+            for pod in &claim.pods {
+                let app = pod.name.split('-').next().unwrap().to_owned();
+                zones.entry(app).or_default().push(zone.clone());
+            }
+        }
+        for z in zones.values_mut() {
+            z.sort();
+            z.dedup();
+        }
+        (zones, inputs.ignored)
+    }
+
+    #[test]
+    fn scheduler_config_spreads_pods_a_workload_or_service_selects() {
+        let (zones, ignored) = zones_by_app(None);
+        assert_eq!(zones["web"].len(), 1, "packed together: {zones:?}");
+        assert_eq!(ignored.get("Service"), Some(&1));
+        let config = "podTopologySpread: {defaultConstraints: [{maxSkew: 1, \
+                      topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule}]}";
+        let (zones, ignored) = zones_by_app(Some(config));
+        assert_eq!(zones["web"].len(), 3, "one zone each: {zones:?}");
+        assert!(zones["web"].iter().all(|z| !z.contains('|')), "{zones:?}");
+        // Nothing selects the Job's pods (no Service, and a Job's selector does not
+        // count): they keep no constraint and share a node.
+        assert_eq!(zones["batch"].len(), 1, "{zones:?}");
+        assert_eq!(ignored.get("Service"), None, "the Service is read");
     }
 }

@@ -8,7 +8,8 @@
 //! # Contract
 //!
 //! [`ClusterState`] is a synchronous index of the objects Karpenter decides from: NodePools,
-//! NodeClaims, Nodes, Pods, DaemonSets, PodDisruptionBudgets and namespace labels. It is fed
+//! NodeClaims, Nodes, Pods, DaemonSets, PodDisruptionBudgets, namespace labels and (for
+//! default spread constraints) the selectors of Services and workload controllers. It is fed
 //! through [`ClusterState::apply`] / [`ClusterState::delete`] / [`ClusterState::reset`] —
 //! and, with the CapacityBuffer gate, the resolved CapacityBuffers
 //! ([`ClusterState::set_capacity_buffers`]) —
@@ -35,6 +36,7 @@ pub mod api_pacing;
 pub mod capacity_buffer;
 mod change_log;
 pub mod concurrency;
+pub mod default_spread;
 pub mod failure_streaks;
 pub mod feature_gates;
 pub mod feed;
@@ -57,6 +59,7 @@ pub mod registration;
 pub mod registration_health;
 pub mod repair;
 pub mod repair_policy;
+pub mod scheduler_config;
 pub mod shadow;
 pub mod static_capacity;
 pub mod termination;
@@ -271,6 +274,8 @@ pub enum Object {
     Pdb(Box<PdbRecord>),
     /// A Namespace and its labels.
     Namespace(String, Labels),
+    /// The selector of a Service or workload controller, for default spread constraints.
+    SelectorSource(Box<default_spread::SelectorSource>),
 }
 
 /// The key of an object in the index.
@@ -290,6 +295,8 @@ pub enum ObjectKey {
     Pdb(String, String),
     /// Namespace by name.
     Namespace(String),
+    /// A Service's or workload controller's selector by kind, namespace and name.
+    SelectorSource(default_spread::SourceKind, String, String),
 }
 
 /// Which nodes and pools a snapshot contains.
@@ -347,6 +354,8 @@ pub struct ClusterState {
     capacity_buffers: BTreeMap<capacity_buffer::BufferKey, capacity_buffer::ResolvedBuffer>,
     /// The generation of the latest change to the CapacityBuffers.
     buffers_changed_at: u64,
+    /// Default spread constraints (`--scheduler-config`) and the selectors they use.
+    default_spread: default_spread::DefaultSpread,
     generation: u64,
 }
 
@@ -433,6 +442,7 @@ impl ClusterState {
             Object::Namespace(name, labels) => {
                 self.namespaces.insert(name, labels);
             }
+            Object::SelectorSource(source) => self.default_spread.insert(*source),
         }
     }
 
@@ -480,6 +490,7 @@ impl ClusterState {
             }
             ObjectKey::Pdb(ns, n) => self.pdbs.remove(&(ns.clone(), n.clone())).is_some(),
             ObjectKey::Namespace(n) => self.namespaces.remove(n).is_some(),
+            ObjectKey::SelectorSource(kind, ns, n) => self.default_spread.remove(*kind, ns, n),
         };
         if existed {
             self.generation += 1;
@@ -549,10 +560,14 @@ impl ClusterState {
         }
     }
 
-    /// Forgets everything (a watch stream re-listing starts from here).
+    /// Forgets every object (a watch stream re-listing starts from here); the scheduler
+    /// configuration stays.
     pub fn reset(&mut self) {
         let generation = self.generation + 1;
+        let mut default_spread = std::mem::take(&mut self.default_spread);
+        default_spread.clear_sources();
         *self = Self::default();
+        self.default_spread = default_spread;
         self.generation = generation;
     }
 
@@ -590,6 +605,19 @@ impl ClusterState {
     /// Whether the CapacityBuffers changed after generation `after`.
     pub fn buffers_changed_after(&self, after: u64) -> bool {
         self.buffers_changed_at > after
+    }
+
+    /// Sets the scheduler configuration (`--scheduler-config`) whose default spread
+    /// constraints [`snapshot`](Self::snapshot) gives pods that declare none; `None` for
+    /// none. Bumps the generation.
+    pub fn set_scheduler_config(&mut self, config: Option<&scheduler_config::SchedulerConfig>) {
+        self.generation += 1;
+        self.default_spread.configure(config);
+    }
+
+    /// The default spread constraints and the selectors they are deduced from.
+    pub fn default_spread(&self) -> &default_spread::DefaultSpread {
+        &self.default_spread
     }
 
     /// Sets the instance types the provider offers `node_pool` (refreshed by the caller
@@ -680,13 +708,16 @@ impl ClusterState {
     /// upstream's provisioner, the caller plans them with the pending pods, so their new
     /// capacity launches while the old node is still draining.
     pub fn displaced_pods(&self) -> Vec<Pod> {
-        self.displaced()
+        let mut pods: Vec<Pod> = self
+            .displaced()
             .map(|p| {
                 let mut pod = p.pod.clone();
                 pod.node_name = None;
                 pod
             })
-            .collect()
+            .collect();
+        self.default_spread.apply(&mut pods);
+        pods
     }
 
     /// How many pods [`displaced_pods`](Self::displaced_pods) returns, without copying them.
@@ -791,7 +822,10 @@ impl ClusterState {
 
     /// The solver's view at `now`. Pending pods are every unbound non-daemon pod (and, for
     /// the provisioner, the CapacityBuffers' virtual pods after them); bound pods are those on
-    /// the included nodes.
+    /// the included nodes. With a scheduler configuration, pods that declare no spread
+    /// constraint carry the default ones (see [`default_spread`]): pending pods as the
+    /// kube-scheduler and the provisioner plan them, bound pods as a disruption simulation
+    /// moves them.
     pub fn snapshot(&self, now: Millis, scope: Scope) -> Snapshot {
         let mut nodes = Vec::new();
         for record in self.nodes.values() {
@@ -804,7 +838,7 @@ impl ClusterState {
             nodes.push(node);
         }
         let included: BTreeSet<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
-        let bound_pods = self
+        let mut bound_pods: Vec<Pod> = self
             .pods
             .values()
             .filter(|p| {
@@ -820,6 +854,8 @@ impl ClusterState {
             Scope::Provisioner => self.model_pools(),
         };
         let mut pending_pods: Vec<Pod> = self.pending_pods().map(|p| p.pod.clone()).collect();
+        self.default_spread
+            .apply(pending_pods.iter_mut().chain(bound_pods.iter_mut()));
         if scope == Scope::Provisioner {
             pending_pods.extend(self.virtual_pods().cloned());
         }

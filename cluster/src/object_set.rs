@@ -4,8 +4,8 @@
 
 use crate::ObjectKey;
 use crate::feed::{ApiObjects, Changes};
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ReplicationController, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use karpenter_cloudprovider::{NodeClaim, NodePool};
 use std::sync::Arc;
@@ -28,6 +28,14 @@ pub struct ObjectSet {
     pub pdbs: Vec<Arc<PodDisruptionBudget>>,
     /// Namespaces.
     pub namespaces: Vec<Arc<Namespace>>,
+    /// Services (selectors for default spread constraints).
+    pub services: Vec<Arc<Service>>,
+    /// ReplicaSets (selectors for default spread constraints).
+    pub replica_sets: Vec<Arc<ReplicaSet>>,
+    /// StatefulSets (selectors for default spread constraints).
+    pub stateful_sets: Vec<Arc<StatefulSet>>,
+    /// ReplicationControllers (selectors for default spread constraints).
+    pub replication_controllers: Vec<Arc<ReplicationController>>,
 }
 
 impl ObjectSet {
@@ -41,6 +49,10 @@ impl ObjectSet {
             daemon_sets: &self.daemon_sets,
             pdbs: &self.pdbs,
             namespaces: &self.namespaces,
+            services: &self.services,
+            replica_sets: &self.replica_sets,
+            stateful_sets: &self.stateful_sets,
+            replication_controllers: &self.replication_controllers,
         }
     }
 }

@@ -5,6 +5,7 @@
 
 use crate::capacity_buffer::{Referents, ResolvedBuffer, lookup, resolve};
 use crate::feed::{ApiObjects, Feed};
+use crate::scheduler_config::SchedulerConfig;
 use crate::{ClusterState, Scope};
 use karpenter_cloudprovider::ignored::{STATIC_CAPACITY_DEFAULT, node_pool_warnings};
 use karpenter_cloudprovider::overlay::overlay_instance_types;
@@ -15,8 +16,9 @@ use std::sync::Arc;
 
 /// The provisioner's snapshot of `objects` at `now_ms`, each NodePool offered
 /// `instance_types` with `overlays` applied, `buffers` (resolved against `referents`) as
-/// virtual pods, and warnings: objects the scheduling model could not represent, NodeOverlays
-/// applied or not, each buffer planned or why not, and NodePool fields not acted on.
+/// virtual pods, pods given `scheduler_config`'s default spread constraints, and warnings:
+/// objects the scheduling model could not represent, NodeOverlays applied or not, each buffer
+/// planned or why not, and NodePool fields not acted on.
 ///
 /// Overlays and buffers apply as with the NodeOverlay and CapacityBuffer gates on, and static
 /// pools keep Karpenter's default gate: a plan cannot see the controller's feature gates.
@@ -26,6 +28,7 @@ pub fn provisioner_snapshot(
     buffers: &[CapacityBuffer],
     referents: &dyn Referents,
     instance_types: &[Arc<InstanceType>],
+    scheduler_config: Option<&SchedulerConfig>,
     now_ms: i64,
 ) -> (Snapshot, Vec<String>) {
     let raw: BTreeMap<String, Vec<Arc<InstanceType>>> = objects
@@ -36,6 +39,7 @@ pub fn provisioner_snapshot(
     let pools: Vec<_> = objects.node_pools.iter().map(AsRef::as_ref).collect();
     let (types, evaluation) = overlay_instance_types(overlays, &pools, &raw);
     let mut state = ClusterState::new();
+    state.set_scheduler_config(scheduler_config);
     let synced = Feed::default().sync(&mut state, objects, &types, 1);
     let mut warnings: Vec<String> = synced
         .skipped
@@ -128,6 +132,7 @@ mod tests {
             &[],
             &none(),
             &types,
+            None,
             7_000,
         );
         assert_eq!(snapshot.now, 7_000);
@@ -154,8 +159,15 @@ mod tests {
         let types = [InstanceTypeBuilder::new("m5.large", 2, 8)
             .on_demand(0.1)
             .build()];
-        let (snapshot, warnings) =
-            provisioner_snapshot(&objects, &[overlay("c5.large")], &[], &none(), &types, 0);
+        let (snapshot, warnings) = provisioner_snapshot(
+            &objects,
+            &[overlay("c5.large")],
+            &[],
+            &none(),
+            &types,
+            None,
+            0,
+        );
         assert!(snapshot.pending_pods.is_empty());
         let price = snapshot.node_pools[0].instance_types[0].offerings[0].price;
         assert!((price - 0.1).abs() < 1e-9, "{price}");

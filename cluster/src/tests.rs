@@ -677,3 +677,74 @@ fn a_claim_whose_instance_is_shutting_down_keeps_asking_until_it_is_gone() {
         "gone: the finalizer was removed"
     );
 }
+
+/// `--scheduler-config` with a zone spread, and a Service selecting `app: web`.
+fn spread_index() -> ClusterState {
+    use crate::default_spread::{SelectorSource, SourceKind};
+    let mut s = ClusterState::new();
+    let config = crate::scheduler_config::parse_scheduler_config(
+        "podTopologySpread: {defaultConstraints: [{maxSkew: 1, \
+         topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule}]}",
+    )
+    .unwrap();
+    s.set_scheduler_config(config.as_ref());
+    s.apply(Object::SelectorSource(Box::new(SelectorSource {
+        kind: SourceKind::Service,
+        namespace: "default".into(),
+        name: "web".into(),
+        selector: Some(LabelSelector {
+            match_labels: [("app".to_owned(), "web".to_owned())].into(),
+            ..LabelSelector::default()
+        }),
+    })));
+    s
+}
+
+#[test]
+fn snapshots_carry_default_spreads_for_pods_that_declare_none() {
+    use crate::default_spread::SourceKind;
+    let mut s = spread_index();
+    s.apply(Object::Node(Box::new(node("n1", None))));
+    s.apply(Object::Pod(Box::new(pod("pending", None, None))));
+    s.apply(Object::Pod(Box::new(pod("bound", Some("n1"), Some(0)))));
+    let snap = s.snapshot(0, Scope::Provisioner);
+    for p in snap.pending_pods.iter().chain(&snap.bound_pods) {
+        let c = &p.topology_spread_constraints;
+        assert_eq!(c.len(), 1, "{}", p.name);
+        assert_eq!(c[0].topology_key, "topology.kubernetes.io/zone");
+        let selector = c[0].label_selector.as_ref().unwrap();
+        assert_eq!(selector.match_labels["app"], "web");
+    }
+    // The index keeps the pods as they are: only the copies carry the defaults.
+    assert!(
+        s.pods()
+            .values()
+            .all(|p| p.pod.topology_spread_constraints.is_empty())
+    );
+    // A deleting node's pods move with the defaults too.
+    let mut deleting = node("n1", None);
+    deleting.deleting = true;
+    s.apply(Object::Node(Box::new(deleting)));
+    assert_eq!(s.displaced_pods()[0].topology_spread_constraints.len(), 1);
+
+    // Without the Service, nothing selects the pods: no defaults.
+    let g = s.generation();
+    assert!(s.delete(&ObjectKey::SelectorSource(
+        SourceKind::Service,
+        "default".into(),
+        "web".into()
+    )));
+    assert!(s.generation() > g, "a selector change can change decisions");
+    let snap = s.snapshot(0, Scope::Provisioner);
+    assert!(snap.pending_pods[0].topology_spread_constraints.is_empty());
+
+    // A re-list forgets the selectors and keeps the configuration.
+    let mut s = spread_index();
+    s.reset();
+    assert!(s.default_spread().is_active());
+    s.apply(Object::Pod(Box::new(pod("pending", None, None))));
+    let snap = s.snapshot(0, Scope::Scheduler);
+    assert!(snap.pending_pods[0].topology_spread_constraints.is_empty());
+    s.set_scheduler_config(None);
+    assert!(!s.default_spread().is_active());
+}

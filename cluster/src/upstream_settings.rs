@@ -17,31 +17,19 @@ pub struct IgnoredSetting {
 
 /// Upstream's environment variables karpenter-rs has no equivalent for: name, the value that
 /// describes what karpenter-rs does, and what happens instead.
-const UNSUPPORTED_ENV: [(&str, &str, &str); 13] = [
-    (
-        "KARPENTER_SERVICE",
-        "",
-        "karpenter-rs runs no webhooks (validation is in the CRDs), so it needs no webhook Service",
-    ),
+const UNSUPPORTED_ENV: [(&str, &str, &str); 6] = [
     (
         "ENABLE_PROFILING",
         "false",
-        "karpenter-rs serves no profiling endpoints",
+        "karpenter-rs serves no /debug/pprof endpoints: they are Go's runtime profiles \
+         (goroutines, the GC heap, blocking), which a Rust binary does not have; profile its CPU \
+         with perf against the process",
     ),
     (
         "DISABLE_CONTROLLER_WARMUP",
         "false",
-        "karpenter-rs always warms up: every replica starts its watches before leader election",
-    ),
-    (
-        "DISABLE_CLUSTER_STATE_OBSERVABILITY",
-        "false",
-        "cluster-state metrics and events are always exported",
-    ),
-    (
-        "LOG_ERROR_OUTPUT_PATHS",
-        "stderr",
-        "errors are written with the other logs, to LOG_OUTPUT_PATHS",
+        "karpenter-rs always warms up: every replica starts its watches before leader election, \
+         so a standby takes over without listing the cluster",
     ),
     (
         "IGNORE_DRA_REQUESTS",
@@ -52,39 +40,21 @@ const UNSUPPORTED_ENV: [(&str, &str, &str); 13] = [
     (
         "MEMORY_LIMIT",
         "-1",
-        "a Go garbage-collector limit; a Rust binary has no such setting",
+        "upstream sets the Go garbage collector's soft limit (GOMEMLIMIT) to 90% of it; a Rust \
+         binary frees memory when it is dropped and has no collector to limit",
     ),
     (
         "CPU_REQUESTS",
         "1000",
-        "upstream scales its reconcile concurrency with it; karpenter-rs runs one reconciler",
+        "upstream runs its scheduling loop's fit checks on ceil(CPU_REQUESTS/1000) goroutines; \
+         karpenter-rs's solver is sequential for determinism and puts the plan's lower bound on \
+         a second thread when the process may use a second CPU (its cgroup quota allowing)",
     ),
     (
         "ENABLE_ZONAL_SHIFT",
         "false",
         "the AWS provider reads no ARC zonal shifts: launches and terminations do not avoid a \
          zonally shifted availability zone",
-    ),
-    (
-        "SCHEDULER_CONFIG",
-        "",
-        "the scheduling simulation applies no default pod topology spread constraints: a pod \
-         that declares none is planned without them, while the kube-scheduler may spread it",
-    ),
-    (
-        "AMI_REFRESH_INTERVAL",
-        "1m",
-        "the AWS provider resolves AMIs when an EC2NodeClass changes and every 60 s",
-    ),
-    (
-        "SUBNET_REFRESH_INTERVAL",
-        "1m",
-        "the AWS provider resolves subnets when an EC2NodeClass changes and every 60 s",
-    ),
-    (
-        "SECURITY_GROUP_REFRESH_INTERVAL",
-        "1m",
-        "the AWS provider resolves security groups when an EC2NodeClass changes and every 60 s",
     ),
 ];
 
@@ -115,12 +85,7 @@ const UNSUPPORTED_GATES: [(&str, &str); 3] = [
 ];
 
 /// The AWS provider's gates (`AWS_FEATURE_GATES`) karpenter-rs does not implement.
-const UNSUPPORTED_AWS_GATES: [(&str, &str); 4] = [
-    (
-        "NodeClassCEL",
-        "EC2NodeClass kubelet maxPods, kubeReserved and systemReserved are not evaluated as CEL \
-         expressions",
-    ),
+const UNSUPPORTED_AWS_GATES: [(&str, &str); 3] = [
     (
         "DRANVIDIAGPU",
         "instance types publish no NVIDIA GPU devices for dynamic resource allocation",
@@ -222,6 +187,7 @@ mod tests {
                 &[
                     ("ENABLE_PROFILING", "true"),
                     ("IGNORE_DRA_REQUESTS", "false"),
+                    // Read by nothing upstream either (the webhooks it named are gone).
                     ("KARPENTER_SERVICE", "karpenter"),
                     ("LOG_LEVEL", "debug"),
                     ("DISABLE_CONTROLLER_WARMUP", "true"),
@@ -230,7 +196,6 @@ mod tests {
                 "NodeRepair=true, CapacityBuffer=true"
             ),
             [
-                "KARPENTER_SERVICE=karpenter",
                 "ENABLE_PROFILING=true",
                 "DISABLE_CONTROLLER_WARMUP=true",
                 "IGNORE_DRA_REQUESTS=false",
@@ -260,8 +225,13 @@ mod tests {
         assert_eq!(
             run(
                 &[
+                    // Acted on by the AWS provider, so never named.
                     ("SECURITY_GROUP_REFRESH_INTERVAL", "5m"),
-                    ("AWS_FEATURE_GATES", "RebootForRepair=true, DRAEFA=false"),
+                    (
+                        "AWS_FEATURE_GATES",
+                        "RebootForRepair=true, DRAEFA=false, NodeClassCEL=true"
+                    ),
+                    // Acted on (karpenter_cluster::default_spread), so never named.
                     (
                         "SCHEDULER_CONFIG",
                         "podTopologySpread: {defaultConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}]}"
@@ -270,8 +240,6 @@ mod tests {
                 "TerminateFirstDrift=true,PodDeletionCostManagement=1"
             ),
             [
-                "SCHEDULER_CONFIG=podTopologySpread: {defaultConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}]}",
-                "SECURITY_GROUP_REFRESH_INTERVAL=5m",
                 "FEATURE_GATES TerminateFirstDrift=true",
                 "FEATURE_GATES PodDeletionCostManagement=1",
                 "AWS_FEATURE_GATES RebootForRepair=true",

@@ -8,6 +8,7 @@ use karpenter_cloudprovider::{CapacityBuffer, NodeOverlay};
 use karpenter_cluster::capacity_buffer::{ReferentMaps, namespaced_key};
 use karpenter_cluster::object_set::ObjectSet;
 use karpenter_cluster::plan_snapshot::provisioner_snapshot;
+use karpenter_cluster::scheduler_config::SchedulerConfig;
 use karpenter_scheduling::model::{InstanceType, Snapshot};
 use kube::Resource;
 use kube::api::{Api, ListParams};
@@ -68,11 +69,16 @@ async fn capacity_buffers(client: &kube::Client) -> Result<(Vec<CapacityBuffer>,
 /// The provisioner's snapshot of the cluster, each NodePool offered `instance_types` with the
 /// cluster's NodeOverlays applied and its CapacityBuffers as virtual pods, and warnings:
 /// objects the scheduling model could not represent, NodePool fields not acted on,
-/// NodeOverlays applied or not, and each buffer planned or why not.
+/// NodeOverlays applied or not, and each buffer planned or why not. With
+/// `scheduler_config`'s default spread constraints, Services, ReplicaSets, StatefulSets and
+/// ReplicationControllers are listed too, for the selectors they deduce.
 ///
 /// # Errors
 /// No cluster configuration, or a list request failed (for example forbidden).
-pub fn snapshot(instance_types: &[Arc<InstanceType>]) -> Result<(Snapshot, Vec<String>)> {
+pub fn snapshot(
+    instance_types: &[Arc<InstanceType>],
+    scheduler_config: Option<&SchedulerConfig>,
+) -> Result<(Snapshot, Vec<String>)> {
     crate::cli::install_crypto_provider();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -91,7 +97,14 @@ pub fn snapshot(instance_types: &[Arc<InstanceType>]) -> Result<(Snapshot, Vec<S
             daemon_sets: list(&client).await?,
             pdbs: list(&client).await?,
             namespaces: list(&client).await?,
+            ..ObjectSet::default()
         };
+        if scheduler_config.is_some_and(SchedulerConfig::is_active) {
+            objects.services = list(&client).await?;
+            objects.replica_sets = list(&client).await?;
+            objects.stateful_sets = list(&client).await?;
+            objects.replication_controllers = list(&client).await?;
+        }
         objects.node_claims.sort_by(|a, b| a.name().cmp(b.name()));
         let overlays = node_overlays(&client).await?;
         let (buffers, referents) = capacity_buffers(&client).await?;
@@ -102,6 +115,7 @@ pub fn snapshot(instance_types: &[Arc<InstanceType>]) -> Result<(Snapshot, Vec<S
             &buffers,
             &referents,
             instance_types,
+            scheduler_config,
             now,
         ))
     })

@@ -6,6 +6,7 @@ use anyhow::{Context, Result, bail};
 use karpenter_catalog::{Catalogue, CatalogueOptions, default_instance_types};
 use karpenter_cloudprovider::ignored::node_pool_warnings;
 use karpenter_cluster::inputs::Inputs;
+use karpenter_cluster::scheduler_config::parse_scheduler_config;
 use karpenter_scheduling::model::InstanceType;
 use karpenter_scheduling::solver::{MinValuesPolicy, PreferencePolicy};
 use karpenter_scheduling::{SolveOptions, solve};
@@ -20,7 +21,8 @@ use std::sync::Arc;
 pub struct PlanArgs {
     /// Manifest files or directories (YAML or JSON; multi-document and `kind: List` allowed):
     /// Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets, NodePools, NodeOverlays,
-    /// CapacityBuffers (with their PodTemplates), Namespaces.
+    /// CapacityBuffers (with their PodTemplates), Namespaces (and Services, with
+    /// `--scheduler-config`).
     #[arg(
         required_unless_present = "from_cluster",
         conflicts_with = "from_cluster"
@@ -59,6 +61,18 @@ pub struct PlanArgs {
     /// cheaper plans; 0 gives the greedy (Karpenter-equivalent) plan with no bound.
     #[arg(long, value_name = "UNITS")]
     pub optimizer_work: Option<u64>,
+    /// The kube-scheduler settings to mirror, as the controller's SCHEDULER_CONFIG: a YAML or
+    /// JSON document (Karpenter's `podTopologySpread: {defaultConstraints: [...]}` or a
+    /// KubeSchedulerConfiguration). Pods that declare no topology spread constraint get the
+    /// defaults, with the selector of the Services and workloads in the manifests (or the
+    /// cluster) that select them.
+    #[arg(
+        long,
+        env = "SCHEDULER_CONFIG",
+        default_value = "",
+        value_name = "DOCUMENT"
+    )]
+    pub scheduler_config: String,
 }
 
 /// Output formats.
@@ -111,9 +125,12 @@ pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
     // A JSON plan runs to megabytes, one write per line unbuffered.
     let mut out = std::io::BufWriter::new(out);
     let out: &mut dyn std::io::Write = &mut out;
+    let scheduler_config = parse_scheduler_config(&args.scheduler_config)
+        .context("--scheduler-config (SCHEDULER_CONFIG)")?;
     if args.from_cluster {
         let instance_types = load_catalogue(args.catalogue.as_deref())?;
-        let (snapshot, warnings) = crate::plan_cluster::snapshot(&instance_types)?;
+        let (snapshot, warnings) =
+            crate::plan_cluster::snapshot(&instance_types, scheduler_config.as_ref())?;
         warn(&warnings);
         let plan = solve(&snapshot, &solve_options(args));
         return write_plan(&plan, args, &[], out);
@@ -129,7 +146,8 @@ pub fn run(args: &PlanArgs, out: &mut dyn std::io::Write) -> Result<()> {
         (docs, catalogue)
     });
     let docs = docs?;
-    let inputs = Inputs::from_documents(&docs)?;
+    let mut inputs = Inputs::from_documents(&docs)?;
+    inputs.configure_default_spread(scheduler_config.as_ref());
     // The documents are decoded; their heap (several times the input's size) is what the
     // solver should allocate from next, rather than growing the process by page faults.
     drop(docs);

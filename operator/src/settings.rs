@@ -55,6 +55,11 @@ pub struct ControllerArgs {
     /// Where logs go: `stdout` or `stderr` (Karpenter's LOG_OUTPUT_PATHS; one path).
     #[arg(long, env = "LOG_OUTPUT_PATHS", default_value = "stdout")]
     pub log_output_paths: String,
+    /// Where a log line that cannot be written is reported (Karpenter's
+    /// LOG_ERROR_OUTPUT_PATHS, zap's ErrorOutputPaths): `stdout`, `stderr` or absolute file
+    /// paths, comma-separated.
+    #[arg(long, env = "LOG_ERROR_OUTPUT_PATHS", default_value = "stderr")]
+    pub log_error_output_paths: String,
     /// Port of `/metrics`.
     #[arg(long, env = "METRICS_PORT", default_value_t = 8080)]
     pub metrics_port: u16,
@@ -69,6 +74,11 @@ pub struct ControllerArgs {
     /// cloud. Needs only read access; implies no leader election.
     #[arg(long, env = "DRY_RUN", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub dry_run: bool,
+    /// Export no cluster-state observability: pod, node and NodePool gauges and the
+    /// NodeClaim, NodePool and Node status-condition metrics (as Karpenter's setting turns
+    /// off those controllers).
+    #[arg(long, env = "DISABLE_CLUSTER_STATE_OBSERVABILITY", default_value_t = false, action = clap::ArgAction::Set)]
+    pub disable_cluster_state_observability: bool,
     /// Namespace of the leader-election Lease; default: the pod's namespace
     /// (`SYSTEM_NAMESPACE`), else `kube-system`.
     #[arg(long, env = "LEADER_ELECTION_NAMESPACE", default_value = "")]
@@ -127,6 +137,31 @@ pub struct ControllerArgs {
     /// aws: ENIs reserved for other uses when computing max pods.
     #[arg(long, env = "RESERVED_ENIS", default_value_t = 0)]
     pub reserved_enis: u32,
+    /// The kube-scheduler settings the scheduling simulation mirrors, as a YAML or JSON
+    /// document (not a file name): Karpenter's `podTopologySpread: {defaultConstraints:
+    /// [...]}`, or a KubeSchedulerConfiguration whose default profile's PodTopologySpread
+    /// arguments are read. Pods that declare no topology spread constraint are planned with
+    /// the defaults, each with the selector of the Services and controller that select it.
+    #[arg(long, env = "SCHEDULER_CONFIG", default_value = "")]
+    pub scheduler_config: String,
+    /// aws: AWS feature gates, `Name=bool` comma-separated: `NodeClassCEL` lets kubelet
+    /// `maxPods`, `kubeReserved` and `systemReserved` be CEL expressions over the instance
+    /// type.
+    #[arg(
+        long,
+        env = "AWS_FEATURE_GATES",
+        default_value = "NodeClassCEL=false,DRANVIDIAGPU=false,DRAEFA=false,RebootForRepair=false"
+    )]
+    pub aws_feature_gates: String,
+    /// aws: how long resolved AMIs are reused before EC2 is asked again (Go duration).
+    #[arg(long, env = "AMI_REFRESH_INTERVAL", default_value = "1m")]
+    pub ami_refresh_interval: String,
+    /// aws: how long resolved subnets are reused (Go duration).
+    #[arg(long, env = "SUBNET_REFRESH_INTERVAL", default_value = "1m")]
+    pub subnet_refresh_interval: String,
+    /// aws: how long resolved security groups are reused (Go duration).
+    #[arg(long, env = "SECURITY_GROUP_REFRESH_INTERVAL", default_value = "1m")]
+    pub security_group_refresh_interval: String,
 }
 
 impl<'a> From<&'a ControllerArgs> for Flags<'a> {
@@ -144,10 +179,12 @@ impl<'a> From<&'a ControllerArgs> for Flags<'a> {
             log_level: &a.log_level,
             log_format: &a.log_format,
             log_output_paths: &a.log_output_paths,
+            log_error_output_paths: &a.log_error_output_paths,
             metrics_port: a.metrics_port,
             health_probe_port: a.health_probe_port,
             disable_leader_election: a.disable_leader_election,
             dry_run: a.dry_run,
+            disable_cluster_state_observability: a.disable_cluster_state_observability,
             leader_election_namespace: &a.leader_election_namespace,
             leader_election_name: &a.leader_election_name,
             kube_client_qps: a.kube_client_qps,
@@ -163,6 +200,11 @@ impl<'a> From<&'a ControllerArgs> for Flags<'a> {
             isolated_vpc: a.isolated_vpc,
             vm_memory_overhead_percent: a.vm_memory_overhead_percent,
             reserved_enis: a.reserved_enis,
+            scheduler_config: &a.scheduler_config,
+            aws_feature_gates: &a.aws_feature_gates,
+            ami_refresh_interval: &a.ami_refresh_interval,
+            subnet_refresh_interval: &a.subnet_refresh_interval,
+            security_group_refresh_interval: &a.security_group_refresh_interval,
         }
     }
 }

@@ -445,3 +445,48 @@ spec: {scalableRef: {kind: Deployment, name: nowhere}, replicas: 1}
         "{warnings}"
     );
 }
+
+#[test]
+fn scheduler_config_spreads_pods_that_declare_no_constraint() {
+    let zones = |extra: &[&str]| {
+        let mut args = vec!["plan", "examples/inflate", "-o", "json"];
+        args.extend_from_slice(extra);
+        let out = karpenter(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut zones: Vec<String> = plan["newNodeClaims"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let reqs = c["requirements"].as_array().unwrap();
+                reqs.iter()
+                    .find(|r| r["key"] == "topology.kubernetes.io/zone")
+                    .map(|r| r["values"].to_string())
+                    .unwrap_or_default()
+            })
+            .collect();
+        zones.sort();
+        zones.dedup();
+        zones
+    };
+    let config = "podTopologySpread:\n  defaultConstraints:\n  - maxSkew: 1\n    \
+                  topologyKey: topology.kubernetes.io/zone\n    whenUnsatisfiable: DoNotSchedule\n";
+    let spread = zones(&["--scheduler-config", config]);
+    assert!(spread.len() >= 3, "one claim per zone at least: {spread:?}");
+    assert!(zones(&[]).len() < spread.len());
+
+    let out = karpenter(&[
+        "plan",
+        "examples/inflate",
+        "--scheduler-config",
+        "podTopologySpread: {defaultConstraints: [{maxSkew: 1, topologyKey: zone}]}",
+    ]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("--scheduler-config (SCHEDULER_CONFIG)")
+            && err.contains("podTopologySpread.defaultConstraints[0].whenUnsatisfiable"),
+        "{err}"
+    );
+}

@@ -1,6 +1,7 @@
 //! Why a setting cannot be used.
 
 use karpenter_cluster::feature_gates::FeatureGateError;
+use karpenter_cluster::scheduler_config::SchedulerConfigError;
 
 /// A setting that cannot be used, naming the flag / variable and the offending text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,6 +53,9 @@ pub enum SettingsError {
         /// The provider.
         provider: &'static str,
     },
+    /// `SCHEDULER_CONFIG` is not a scheduler configuration the kube-scheduler would accept.
+    #[error("--scheduler-config (SCHEDULER_CONFIG): {0}")]
+    SchedulerConfig(#[from] SchedulerConfigError),
     /// A value outside its allowed set (log level, policies, provider …).
     #[error("--{flag} ({env}): invalid value {value:?}, expected one of {expected}")]
     Invalid {

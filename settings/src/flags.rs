@@ -29,6 +29,8 @@ pub struct Flags<'a> {
     pub log_format: &'a str,
     /// LOG_OUTPUT_PATHS.
     pub log_output_paths: &'a str,
+    /// LOG_ERROR_OUTPUT_PATHS.
+    pub log_error_output_paths: &'a str,
     /// METRICS_PORT.
     pub metrics_port: u16,
     /// HEALTH_PROBE_PORT.
@@ -37,6 +39,8 @@ pub struct Flags<'a> {
     pub disable_leader_election: bool,
     /// DRY_RUN.
     pub dry_run: bool,
+    /// DISABLE_CLUSTER_STATE_OBSERVABILITY.
+    pub disable_cluster_state_observability: bool,
     /// LEADER_ELECTION_NAMESPACE (empty: SYSTEM_NAMESPACE).
     pub leader_election_namespace: &'a str,
     /// LEADER_ELECTION_NAME.
@@ -67,4 +71,14 @@ pub struct Flags<'a> {
     pub vm_memory_overhead_percent: f64,
     /// RESERVED_ENIS.
     pub reserved_enis: u32,
+    /// SCHEDULER_CONFIG (a YAML or JSON document; empty: none).
+    pub scheduler_config: &'a str,
+    /// AWS_FEATURE_GATES.
+    pub aws_feature_gates: &'a str,
+    /// AMI_REFRESH_INTERVAL (Go duration).
+    pub ami_refresh_interval: &'a str,
+    /// SUBNET_REFRESH_INTERVAL (Go duration).
+    pub subnet_refresh_interval: &'a str,
+    /// SECURITY_GROUP_REFRESH_INTERVAL (Go duration).
+    pub security_group_refresh_interval: &'a str,
 }

@@ -15,20 +15,23 @@ mod values;
 
 pub use error::SettingsError;
 pub use flags::Flags;
-pub use karpenter_cluster::feature_gates::{FeatureGateError, FeatureGates};
+pub use karpenter_cluster::feature_gates::{FeatureGateError, FeatureGates, gate_map};
+pub use karpenter_cluster::scheduler_config::{SchedulerConfig, SchedulerConfigError};
 pub use values::{
-    LogFormat, LogLevel, LogOutput, ProviderKind, duration, min_values_policy, preference_policy,
+    ErrorOutput, LogFormat, LogLevel, LogOutput, ProviderKind, duration, min_values_policy,
+    preference_policy,
 };
 
 use karpenter_cloudprovider_fake::FakeReservation;
 use karpenter_cloudprovider_fake::launch_faults::LaunchFaults;
 use karpenter_cloudprovider_fake::reservations::parse_reservations;
+use karpenter_cluster::scheduler_config::parse_scheduler_config;
 use karpenter_disruption::RepackOptions;
 use karpenter_scheduling::solver::{MinValuesPolicy, PreferencePolicy};
 use std::time::Duration;
 
 /// Settings only the `aws` provider reads (Karpenter's AWS options).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AwsOptions {
     /// CLUSTER_ENDPOINT.
     pub cluster_endpoint: String,
@@ -42,6 +45,32 @@ pub struct AwsOptions {
     pub vm_memory_overhead_percent: f64,
     /// RESERVED_ENIS.
     pub reserved_enis: u32,
+    /// AWS_FEATURE_GATES `NodeClassCEL`: kubelet `maxPods`, `kubeReserved` and
+    /// `systemReserved` may be CEL expressions over the instance type.
+    pub node_class_cel: bool,
+    /// AMI_REFRESH_INTERVAL: how long resolved AMIs are reused.
+    pub ami_refresh_interval: Duration,
+    /// SUBNET_REFRESH_INTERVAL: how long resolved subnets are reused.
+    pub subnet_refresh_interval: Duration,
+    /// SECURITY_GROUP_REFRESH_INTERVAL: how long resolved security groups are reused.
+    pub security_group_refresh_interval: Duration,
+}
+
+impl Default for AwsOptions {
+    fn default() -> Self {
+        Self {
+            cluster_endpoint: String::new(),
+            cluster_ca_bundle: String::new(),
+            interruption_queue: String::new(),
+            isolated_vpc: false,
+            vm_memory_overhead_percent: 0.075,
+            reserved_enis: 0,
+            node_class_cel: false,
+            ami_refresh_interval: Duration::from_secs(60),
+            subnet_refresh_interval: Duration::from_secs(60),
+            security_group_refresh_interval: Duration::from_secs(60),
+        }
+    }
 }
 
 /// Validated settings.
@@ -72,6 +101,8 @@ pub struct Settings {
     pub log_format: LogFormat,
     /// LOG_OUTPUT_PATHS.
     pub log_output: LogOutput,
+    /// LOG_ERROR_OUTPUT_PATHS: where a log line that cannot be written is reported.
+    pub log_error_output: Vec<ErrorOutput>,
     /// METRICS_PORT.
     pub metrics_port: u16,
     /// HEALTH_PROBE_PORT.
@@ -80,6 +111,10 @@ pub struct Settings {
     pub disable_leader_election: bool,
     /// DRY_RUN: decide and report, write nothing.
     pub dry_run: bool,
+    /// DISABLE_CLUSTER_STATE_OBSERVABILITY: no pod, node and NodePool gauges and no status
+    /// condition metrics of NodeClaims, NodePools and Nodes (upstream's cluster-state
+    /// observability controllers), to spare a large cluster their cost.
+    pub disable_cluster_state_observability: bool,
     /// Namespace of the leader-election Lease (resolved default).
     pub leader_election_namespace: String,
     /// LEADER_ELECTION_NAME.
@@ -99,6 +134,9 @@ pub struct Settings {
     pub system_namespace: String,
     /// The `aws` provider's options.
     pub aws: AwsOptions,
+    /// SCHEDULER_CONFIG: the kube-scheduler settings the scheduling simulation mirrors
+    /// (default pod topology spread constraints); `None` when empty.
+    pub scheduler_config: Option<SchedulerConfig>,
 }
 
 impl Default for Settings {
@@ -117,10 +155,12 @@ impl Default for Settings {
             log_level: LogLevel::Info,
             log_format: LogFormat::Json,
             log_output: LogOutput::Stdout,
+            log_error_output: vec![ErrorOutput::Stderr],
             metrics_port: 8080,
             health_probe_port: 8081,
             disable_leader_election: false,
             dry_run: false,
+            disable_cluster_state_observability: false,
             leader_election_namespace: "kube-system".into(),
             leader_election_name: "karpenter-leader-election".into(),
             kube_client_qps: 200,
@@ -129,10 +169,8 @@ impl Default for Settings {
             min_values_policy: MinValuesPolicy::Strict,
             repack: Some(RepackOptions::default()),
             system_namespace: "kube-system".into(),
-            aws: AwsOptions {
-                vm_memory_overhead_percent: 0.075,
-                ..AwsOptions::default()
-            },
+            aws: AwsOptions::default(),
+            scheduler_config: None,
         }
     }
 }
@@ -140,7 +178,7 @@ impl Default for Settings {
 impl Settings {
     /// Validates the raw flags, checking them in a fixed order (provider, logging,
     /// policies, client rate, re-pack threshold, AWS options, durations, gates,
-    /// reservations) so the same bad
+    /// reservations, scheduler configuration) so the same bad
     /// input always names the same flag.
     ///
     /// # Errors
@@ -151,6 +189,7 @@ impl Settings {
         let log_level = LogLevel::parse(args.log_level)?;
         let log_format = LogFormat::parse(args.log_format)?;
         let log_output = LogOutput::parse(args.log_output_paths)?;
+        let log_error_output = ErrorOutput::parse_list(args.log_error_output_paths)?;
         let preference_policy = preference_policy(args.preference_policy)?;
         let min_values_policy = min_values_policy(args.min_values_policy)?;
         if args.kube_client_qps == 0 {
@@ -240,10 +279,12 @@ impl Settings {
             log_level,
             log_format,
             log_output,
+            log_error_output,
             metrics_port: args.metrics_port,
             health_probe_port: args.health_probe_port,
             disable_leader_election: args.disable_leader_election || args.dry_run,
             dry_run: args.dry_run,
+            disable_cluster_state_observability: args.disable_cluster_state_observability,
             leader_election_namespace: leader_election_namespace.to_owned(),
             leader_election_name: args.leader_election_name.to_owned(),
             kube_client_qps: args.kube_client_qps,
@@ -262,7 +303,33 @@ impl Settings {
                 isolated_vpc: args.isolated_vpc,
                 vm_memory_overhead_percent: args.vm_memory_overhead_percent,
                 reserved_enis: args.reserved_enis,
+                node_class_cel: gate_map(args.aws_feature_gates)
+                    .map_err(|e| SettingsError::Invalid {
+                        flag: "aws-feature-gates",
+                        env: "AWS_FEATURE_GATES",
+                        value: format!("{} ({e})", args.aws_feature_gates),
+                        expected: "Name=true|false, comma-separated",
+                    })?
+                    .get("NodeClassCEL")
+                    .copied()
+                    .unwrap_or(false),
+                ami_refresh_interval: duration(
+                    "ami-refresh-interval",
+                    "AMI_REFRESH_INTERVAL",
+                    args.ami_refresh_interval,
+                )?,
+                subnet_refresh_interval: duration(
+                    "subnet-refresh-interval",
+                    "SUBNET_REFRESH_INTERVAL",
+                    args.subnet_refresh_interval,
+                )?,
+                security_group_refresh_interval: duration(
+                    "security-group-refresh-interval",
+                    "SECURITY_GROUP_REFRESH_INTERVAL",
+                    args.security_group_refresh_interval,
+                )?,
             },
+            scheduler_config: parse_scheduler_config(args.scheduler_config)?,
         })
     }
 }

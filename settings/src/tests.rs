@@ -16,10 +16,12 @@ fn defaults() -> Flags<'static> {
         log_level: "info",
         log_format: "json",
         log_output_paths: "stdout",
+        log_error_output_paths: "stderr",
         metrics_port: 8080,
         health_probe_port: 8081,
         disable_leader_election: false,
         dry_run: false,
+        disable_cluster_state_observability: false,
         leader_election_namespace: "",
         leader_election_name: "karpenter-leader-election",
         kube_client_qps: 200,
@@ -35,6 +37,11 @@ fn defaults() -> Flags<'static> {
         isolated_vpc: false,
         vm_memory_overhead_percent: 0.075,
         reserved_enis: 0,
+        scheduler_config: "",
+        aws_feature_gates: "NodeClassCEL=false,DRANVIDIAGPU=false,DRAEFA=false,RebootForRepair=false",
+        ami_refresh_interval: "1m",
+        subnet_refresh_interval: "1m",
+        security_group_refresh_interval: "1m",
     }
 }
 
@@ -305,4 +312,93 @@ fn fake_launch_faults_are_parsed_and_refused_with_another_provider() {
         "--fake-launch-delay (FAKE_LAUNCH_DELAY) is only acted on by --cloud-provider fake"
     );
     assert!(Settings::from_args(aws("", "")).is_ok());
+}
+
+#[test]
+fn scheduler_config_is_parsed_or_names_the_flag_and_field() {
+    assert_eq!(
+        Settings::from_args(defaults()).unwrap().scheduler_config,
+        None
+    );
+    let flags = Flags {
+        scheduler_config: "podTopologySpread:\n  defaultConstraints:\n  - maxSkew: 1\n    \
+                           topologyKey: topology.kubernetes.io/zone\n    \
+                           whenUnsatisfiable: DoNotSchedule\n",
+        ..defaults()
+    };
+    let config = Settings::from_args(flags)
+        .unwrap()
+        .scheduler_config
+        .unwrap();
+    assert_eq!(config.default_constraints.len(), 1);
+    let flags = Flags {
+        scheduler_config: "podTopologySpread: {defaultConstraints: [{maxSkew: 0}]}",
+        ..defaults()
+    };
+    let e = Settings::from_args(flags).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "--scheduler-config (SCHEDULER_CONFIG): podTopologySpread.defaultConstraints[0].maxSkew: \
+         must be greater than 0"
+    );
+}
+
+#[test]
+fn aws_feature_gates_and_refresh_intervals() {
+    let s = Settings::from_args(defaults()).unwrap();
+    assert!(!s.aws.node_class_cel);
+    assert_eq!(
+        s.aws.ami_refresh_interval,
+        std::time::Duration::from_secs(60)
+    );
+    let s = Settings::from_args(Flags {
+        aws_feature_gates: "NodeClassCEL=true, RebootForRepair=false",
+        subnet_refresh_interval: "5m",
+        ..defaults()
+    })
+    .unwrap();
+    assert!(s.aws.node_class_cel);
+    assert_eq!(
+        s.aws.subnet_refresh_interval,
+        std::time::Duration::from_secs(300)
+    );
+    let e = Settings::from_args(Flags {
+        aws_feature_gates: "NodeClassCEL=maybe",
+        ..defaults()
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("AWS_FEATURE_GATES"), "{e}");
+    let e = Settings::from_args(Flags {
+        security_group_refresh_interval: "0s",
+        ..defaults()
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("SECURITY_GROUP_REFRESH_INTERVAL"), "{e}");
+}
+
+#[test]
+fn log_error_output_paths_are_read() {
+    let s = Settings::from_args(defaults()).unwrap();
+    assert_eq!(s.log_error_output, [ErrorOutput::Stderr]);
+    let s = Settings::from_args(Flags {
+        log_error_output_paths: "stdout, /var/log/karpenter-errors",
+        ..defaults()
+    })
+    .unwrap();
+    assert_eq!(
+        s.log_error_output,
+        [
+            ErrorOutput::Stdout,
+            ErrorOutput::File("/var/log/karpenter-errors".into())
+        ]
+    );
+    let e = Settings::from_args(Flags {
+        log_error_output_paths: "file:///tmp/x",
+        ..defaults()
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("LOG_ERROR_OUTPUT_PATHS"), "{e}");
 }

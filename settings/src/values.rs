@@ -152,6 +152,43 @@ impl LogOutput {
     }
 }
 
+/// Where a log line that cannot be written is reported (`LOG_ERROR_OUTPUT_PATHS`, zap's
+/// `ErrorOutputPaths`: the logger's own errors, not error-level logs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ErrorOutput {
+    /// Standard output.
+    Stdout,
+    /// Standard error (the default).
+    Stderr,
+    /// A file, appended to.
+    File(std::path::PathBuf),
+}
+
+impl ErrorOutput {
+    /// `--log-error-output-paths`: comma-separated `stdout`, `stderr` or absolute file
+    /// paths (zap's URL forms are not read); empty: none.
+    ///
+    /// # Errors
+    /// [`SettingsError::Invalid`] for a relative path or a URL.
+    pub fn parse_list(text: &str) -> Result<Vec<Self>, SettingsError> {
+        text.split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| match p {
+                "stdout" => Ok(Self::Stdout),
+                "stderr" => Ok(Self::Stderr),
+                path if path.starts_with('/') => Ok(Self::File(path.into())),
+                other => Err(invalid(
+                    "log-error-output-paths",
+                    "LOG_ERROR_OUTPUT_PATHS",
+                    other,
+                    "stdout, stderr or absolute file paths, comma-separated",
+                )),
+            })
+            .collect()
+    }
+}
+
 /// `--preference-policy`: `Respect` or `Ignore`, case-sensitive as in Karpenter.
 ///
 /// # Errors

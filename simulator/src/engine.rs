@@ -23,7 +23,8 @@ use k8s_openapi::api::{
 use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, NodePool, StatusConditions};
 use karpenter_cloudprovider::{CloudProvider, DriftReason, OfferingRef};
 use karpenter_cloudprovider_fake::{FakeCloudProvider, FakeReservation};
-use karpenter_cluster::api_objects::quantities;
+use karpenter_cluster::api_objects::{quantities, service_selector, workload_selector};
+use karpenter_cluster::default_spread::SourceKind;
 use karpenter_cluster::manifests::{Document, ManifestError};
 use karpenter_cluster::orchestration::Outcome;
 use karpenter_cluster::provisioner::{NameGenerator, time};
@@ -307,6 +308,9 @@ impl<'a> Engine<'a> {
             inputs_epoch: 0,
             log,
         };
+        engine
+            .state
+            .set_scheduler_config(engine.settings.scheduler_config.0.as_ref());
         for doc in &scenario.manifests {
             engine.ingest(doc)?;
         }
@@ -674,6 +678,7 @@ impl<'a> Engine<'a> {
                 let mut one = w.clone();
                 one.spec.replicas = Some(1);
                 let proto = first_pod(pods_from_workload(&one).map_err(convert)?);
+                self.add_selector(workload_selector(&w).map_err(convert)?);
                 self.add_workload(Kind::Deployment, Workload::new(proto, replicas));
             }
             "ReplicaSet" => {
@@ -682,6 +687,7 @@ impl<'a> Engine<'a> {
                 let mut one = w.clone();
                 one.spec.replicas = Some(1);
                 let proto = first_pod(pods_from_workload(&one).map_err(convert)?);
+                self.add_selector(workload_selector(&w).map_err(convert)?);
                 self.add_workload(Kind::ReplicaSet, Workload::new(proto, replicas));
             }
             "StatefulSet" => {
@@ -691,6 +697,7 @@ impl<'a> Engine<'a> {
                 let mut one = w.clone();
                 one.spec.replicas = Some(1);
                 let proto = first_pod(pods_from_workload(&one).map_err(convert)?);
+                self.add_selector(workload_selector(&w).map_err(convert)?);
                 // Kubernetes' default policy creates one pod at a time.
                 let ordered_ready = w.spec.pod_management_policy.as_deref() != Some("Parallel");
                 self.add_workload(
@@ -812,15 +819,32 @@ impl<'a> Engine<'a> {
                     kubelet: Kubelet::ready(),
                 })));
             }
-            other => {
-                *self
-                    .metrics
-                    .ignored_kinds
-                    .entry(other.to_owned())
-                    .or_default() += 1;
+            // Its selector deduces default spread constraints; without them it plays no
+            // part.
+            "Service" => {
+                let svc: core::Service = doc.decode()?;
+                self.add_selector(Some(service_selector(&svc)));
+                if !self.state.default_spread().is_active() {
+                    self.ignore_kind(&kind);
+                }
             }
+            other => self.ignore_kind(other),
         }
         Ok(())
+    }
+
+    fn ignore_kind(&mut self, kind: &str) {
+        *self
+            .metrics
+            .ignored_kinds
+            .entry(kind.to_owned())
+            .or_default() += 1;
+    }
+
+    fn add_selector(&mut self, source: Option<karpenter_cluster::default_spread::SelectorSource>) {
+        if let Some(source) = source {
+            self.state.apply(Object::SelectorSource(Box::new(source)));
+        }
     }
 
     fn catalogue_price(&self, node: &karpenter_scheduling::Node) -> f64 {
@@ -1081,6 +1105,13 @@ impl<'a> Engine<'a> {
             for k in owned {
                 self.delete_pod(k);
             }
+            if let Some(source) = SourceKind::of_owner(kind.as_str()) {
+                self.state.delete(&ObjectKey::SelectorSource(
+                    source,
+                    ns.clone(),
+                    r.name.clone(),
+                ));
+            }
             self.log(format!("deleted {} {ns}/{}", r.kind, r.name));
             return Ok(());
         }
@@ -1092,6 +1123,11 @@ impl<'a> Engine<'a> {
                 .state
                 .delete(&ObjectKey::Pdb(ns.clone(), r.name.clone())),
             "Namespace" => self.state.delete(&ObjectKey::Namespace(r.name.clone())),
+            "Service" => self.state.delete(&ObjectKey::SelectorSource(
+                SourceKind::Service,
+                ns.clone(),
+                r.name.clone(),
+            )),
             "DaemonSet" => {
                 let pods: Vec<PodKey> = self
                     .state

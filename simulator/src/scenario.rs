@@ -6,6 +6,7 @@ use crate::Files;
 use karpenter_cloudprovider::duration::parse_go_duration;
 use karpenter_cluster::manifests::{Document, ManifestError};
 use karpenter_cluster::provisioner::{DEFAULT_BATCH_IDLE_MS, DEFAULT_BATCH_MAX_MS};
+use karpenter_cluster::scheduler_config::{SchedulerConfig, parse_scheduler_config};
 use karpenter_scheduling::model::Millis;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
@@ -168,6 +169,10 @@ pub struct Settings {
     pub kube_controller_manager: ControllerManagerSettings,
     /// How fast the kube-scheduler marks pods unschedulable and binds them.
     pub kube_scheduler: SchedulerSettings,
+    /// Karpenter's SCHEDULER_CONFIG, inline (an object) or as the text of the document:
+    /// default topology spread constraints for pods that declare none, applied by the
+    /// simulated provisioner and kube-scheduler alike.
+    pub scheduler_config: SchedulerConfigSetting,
 }
 
 /// `spec.settings.kubeControllerManager`: the kube-controller-manager's flags that set how
@@ -293,6 +298,24 @@ impl Settings {
     }
 }
 
+/// `spec.settings.schedulerConfig`, parsed and validated as the controller's
+/// `--scheduler-config` (see [`karpenter_cluster::scheduler_config`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SchedulerConfigSetting(pub Option<SchedulerConfig>);
+
+impl<'de> Deserialize<'de> for SchedulerConfigSetting {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = match Value::deserialize(d)? {
+            Value::Null => return Ok(Self(None)),
+            Value::String(text) => text,
+            other => other.to_string(),
+        };
+        parse_scheduler_config(&text)
+            .map(Self)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
 /// One entry of `spec.settings.capacityReservations`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -342,6 +365,7 @@ impl Default for Settings {
             capacity_reservations: Vec::new(),
             kube_controller_manager: ControllerManagerSettings::default(),
             kube_scheduler: SchedulerSettings::default(),
+            scheduler_config: SchedulerConfigSetting::default(),
         }
     }
 }

@@ -33,7 +33,8 @@ use tokio::sync::{Notify, watch};
 
 /// Finalizer Karpenter puts on EC2NodeClasses: one is deleted only once no NodeClaim uses it.
 pub const NODE_CLASS_FINALIZER: &str = "karpenter.k8s.aws/termination";
-/// How often a NodeClass's subnets, security groups and AMIs are resolved again.
+/// How often capacity reservations are checked (upstream's capacity-type and expiration
+/// controllers run once a minute).
 pub const NODE_CLASS_RESYNC_MS: Millis = 60_000;
 /// The in-cluster CA a pod's service account trusts.
 const SERVICE_ACCOUNT_CA: &str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
@@ -76,6 +77,10 @@ pub fn aws_settings(
     s.reserved_enis = o.reserved_enis;
     s.pricing_api = !o.isolated_vpc;
     s.reserved_capacity = settings.feature_gates.reserved_capacity;
+    s.node_class_cel = o.node_class_cel;
+    s.subnet_ttl = o.subnet_refresh_interval;
+    s.security_group_ttl = o.security_group_refresh_interval;
+    s.ami_ttl = o.ami_refresh_interval;
     (s.isolated_vpc, s.manage_instance_profiles) = (o.isolated_vpc, !settings.dry_run);
     s
 }
@@ -197,10 +202,18 @@ impl AwsHooks {
         }
     }
 
+    /// How often a NodeClass is resolved again: its soonest refresh interval (subnets,
+    /// security groups, AMIs; each cached for its own).
+    fn refresh_ms(&self) -> Millis {
+        let s = self.provider.settings();
+        let soonest = s.subnet_ttl.min(s.security_group_ttl).min(s.ami_ttl);
+        Millis::try_from(soonest.as_millis()).unwrap_or(Millis::MAX)
+    }
+
     fn due(&self, nc: &EC2NodeClass, now: Millis) -> bool {
         let resolved = self.resolved.lock().unwrap_or_else(PoisonError::into_inner);
         resolved.get(nc.name()).is_none_or(|r| {
-            r.generation != nc.metadata.generation || now - r.at >= NODE_CLASS_RESYNC_MS
+            r.generation != nc.metadata.generation || now - r.at >= self.refresh_ms()
         })
     }
 
@@ -223,6 +236,34 @@ impl AwsHooks {
             && classify(&e) != ErrorClass::NotFound
         {
             tracing::warn!(ec2nodeclass = nc.name(), error = %e, "updating EC2NodeClass status failed");
+        }
+    }
+
+    /// Upstream's hash controller: NodeClaims of `nc` whose hash another hash version wrote
+    /// get the current version (and hash), rather than drifting on an incomparable hash.
+    async fn update_hash_versions(&self, ctx: &Ctx, nc: &EC2NodeClass) {
+        use karpenter_cloudprovider_aws::instance::hash_version_update;
+        for claim in ctx.stores.node_claims_sorted() {
+            if claim.spec.node_class_ref.kind != karpenter_cloudprovider_aws::nodeclass::KIND
+                || claim.spec.node_class_ref.name != nc.name()
+                || claim.metadata.deletion_timestamp.is_some()
+            {
+                continue;
+            }
+            let Some(annotations) = hash_version_update(&claim, nc) else {
+                continue;
+            };
+            let patch = serde_json::json!({ "metadata": { "annotations": annotations } });
+            ctx.limiter.acquire().await;
+            match api::merge_patch(&ctx.node_claims(), claim.name(), patch).await {
+                Ok(_) => {
+                    tracing::debug!(nodeclaim = claim.name(), "nodeclaim hash version updated")
+                }
+                Err(e) if classify(&e) == ErrorClass::NotFound => {}
+                Err(e) => {
+                    tracing::warn!(nodeclaim = claim.name(), error = %e, "updating the nodeclaim hash version failed")
+                }
+            }
         }
     }
 
@@ -349,6 +390,9 @@ impl ProviderHooks for AwsHooks {
                 .tell(ctx, nc.as_ref(), || nc.ignored_fields());
             if self.due(&nc, now) {
                 self.resolve(ctx, &nc, now).await;
+            }
+            if !dry_run {
+                self.update_hash_versions(ctx, &nc).await;
             }
         }
         if self.provider.settings().reserved_capacity {

@@ -17,6 +17,7 @@ use crate::settings::{ControllerArgs, ProviderKind, Settings};
 use anyhow::Context as _;
 use karpenter_cloudprovider::poll;
 use karpenter_cloudprovider::reserved::reserved_claims;
+use karpenter_cluster::default_spread;
 use karpenter_cluster::feed::{Feed, Synced};
 use karpenter_cluster::garbage;
 use karpenter_cluster::orchestration::Outcome;
@@ -293,9 +294,13 @@ impl Controller {
                 .pods
                 .get(&ObjectRef::new(&k.name).within(&k.namespace))
         };
-        self.pod_metrics.record(touched, full, pod, &state, now, m);
-        let node = |n: &str| stores.nodes.get(&ObjectRef::new(n));
-        m.record_status(touched, full, node, &state, now);
+        // Upstream's cluster-state observability controllers: pod metrics and the status
+        // conditions of NodeClaims, NodePools and Nodes.
+        if !self.ctx.settings.disable_cluster_state_observability {
+            self.pod_metrics.record(touched, full, pod, &state, now, m);
+            let node = |n: &str| stores.nodes.get(&ObjectRef::new(n));
+            m.record_status(touched, full, node, &state, now);
+        }
         let pools_changed = full
             || synced
                 .touched
@@ -700,7 +705,10 @@ impl Controller {
             return;
         }
         self.utilization_at = Some(now);
-        self.index_metrics.record_nodes(state, now, m);
+        // Upstream's node and NodePool metrics controllers.
+        if !self.ctx.settings.disable_cluster_state_observability {
+            self.index_metrics.record_nodes(state, now, m);
+        }
     }
 }
 
@@ -729,7 +737,9 @@ pub(super) fn fresh_core(ctx: &Ctx) -> (ClusterState, Reconciler) {
         ..ReconcilerSettings::default()
     };
     let names = NameGenerator::starting_at(name_seed());
-    (ClusterState::new(), Reconciler::new(settings, names))
+    let mut state = ClusterState::new();
+    state.set_scheduler_config(s.scheduler_config.as_ref());
+    (state, Reconciler::new(settings, names))
 }
 
 /// Where this process's NodeClaim names start: names must not repeat those of an earlier
@@ -781,7 +791,18 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
         health_port,
     ));
 
-    let (stores, writers) = state::stores(metrics.runtime.work_queue(STATE));
+    let spreads = settings.scheduler_config.as_ref();
+    if let Some(config) = spreads.filter(|c| c.is_active()) {
+        let constraints = default_spread::describe(&config.default_constraints);
+        tracing::info!(default_topology_spread_constraints = %constraints, "scheduler-config is set: applying these default topology spread constraints during scheduling to pods that declare none of their own");
+    }
+    if spreads.is_some_and(|c| c.system_defaulting) {
+        tracing::info!(
+            "scheduler-config: defaultingType System; the kube-scheduler's built-in soft spreads are not applied in scheduling simulations (as Karpenter's are not)"
+        );
+    }
+    let watch_selectors = spreads.is_some_and(|c| c.is_active());
+    let (stores, writers) = state::stores(metrics.runtime.work_queue(STATE), watch_selectors);
     let changed = Arc::new(Notify::new());
     if settings.feature_gates.capacity_buffer {
         capacity_buffer::check_served(&client).await?;

@@ -5,13 +5,14 @@
 
 use super::retry_log::{self, Routine as _};
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ReplicationController, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use karpenter_cloudprovider::{NodeClaim, NodePool};
 use karpenter_cluster::ObjectKey;
+use karpenter_cluster::default_spread::SourceKind;
 use karpenter_cluster::failure_streaks::FailureStreaks;
 use karpenter_cluster::feed::Lookup;
 use karpenter_cluster::object_set::{ChangeSet, ObjectSet};
@@ -46,9 +47,72 @@ pub struct Stores {
     pub volume_attachments: Store<VolumeAttachment>,
     /// Namespaces (labels for namespace selectors).
     pub namespaces: Store<Namespace>,
+    /// The selectors default spread constraints are deduced from: watched only with a
+    /// scheduler configuration (`--scheduler-config`), empty otherwise.
+    pub selector_sources: Option<SelectorStores>,
     /// The indexed objects the watches reported changed since the index was last fed, and
     /// whether a watch (re)listed (then deletions while it was away are invisible).
     pub dirty: WorkQueue<ObjectKey>,
+}
+
+/// The stores of the objects whose selectors default spread constraints are deduced from
+/// (the kube-scheduler's `DefaultSelector` reads the same four kinds). Their pod templates
+/// are dropped as they arrive: only `spec.selector` is read.
+#[derive(Clone)]
+pub struct SelectorStores {
+    /// Services.
+    pub services: Store<Service>,
+    /// ReplicaSets.
+    pub replica_sets: Store<ReplicaSet>,
+    /// StatefulSets.
+    pub stateful_sets: Store<StatefulSet>,
+    /// ReplicationControllers.
+    pub replication_controllers: Store<ReplicationController>,
+}
+
+/// Writer halves of [`SelectorStores`].
+pub struct SelectorWriters {
+    services: Writer<Service>,
+    replica_sets: Writer<ReplicaSet>,
+    stateful_sets: Writer<StatefulSet>,
+    replication_controllers: Writer<ReplicationController>,
+}
+
+impl SelectorStores {
+    fn new() -> (Self, SelectorWriters) {
+        let (services, services_w) = reflector::store();
+        let (replica_sets, rs_w) = reflector::store();
+        let (stateful_sets, ss_w) = reflector::store();
+        let (replication_controllers, rc_w) = reflector::store();
+        (
+            Self {
+                services,
+                replica_sets,
+                stateful_sets,
+                replication_controllers,
+            },
+            SelectorWriters {
+                services: services_w,
+                replica_sets: rs_w,
+                stateful_sets: ss_w,
+                replication_controllers: rc_w,
+            },
+        )
+    }
+
+    async fn wait_until_ready(&self) -> Result<(), reflector::store::WriterDropped> {
+        self.services.wait_until_ready().await?;
+        self.replica_sets.wait_until_ready().await?;
+        self.stateful_sets.wait_until_ready().await?;
+        self.replication_controllers.wait_until_ready().await
+    }
+
+    fn fill(&self, out: &mut ObjectSet) {
+        out.services = self.services.state();
+        out.replica_sets = self.replica_sets.state();
+        out.stateful_sets = self.stateful_sets.state();
+        out.replication_controllers = self.replication_controllers.state();
+    }
 }
 
 /// Writer halves, used by the watch tasks (and by tests to inject objects).
@@ -69,12 +133,16 @@ pub struct Writers {
     pub volume_attachments: Writer<VolumeAttachment>,
     /// Namespaces.
     pub namespaces: Writer<Namespace>,
+    /// The selector sources' writers, when they are watched.
+    pub selector_sources: Option<SelectorWriters>,
     /// Shared with [`Stores::dirty`].
     pub dirty: WorkQueue<ObjectKey>,
 }
 
-/// Empty stores and their writers, recording changes in `dirty`.
-pub fn stores(dirty: WorkQueue<ObjectKey>) -> (Stores, Writers) {
+/// Empty stores and their writers, recording changes in `dirty`; `selector_sources` adds
+/// the stores default spread constraints need.
+pub fn stores(dirty: WorkQueue<ObjectKey>, selector_sources: bool) -> (Stores, Writers) {
+    let (sources, sources_w) = selector_sources.then(SelectorStores::new).unzip();
     let (pods, pods_w) = reflector::store();
     let (nodes, nodes_w) = reflector::store();
     let (node_claims, node_claims_w) = reflector::store();
@@ -93,6 +161,7 @@ pub fn stores(dirty: WorkQueue<ObjectKey>) -> (Stores, Writers) {
             daemon_sets,
             volume_attachments,
             namespaces,
+            selector_sources: sources,
             dirty: dirty.clone(),
         },
         Writers {
@@ -104,6 +173,7 @@ pub fn stores(dirty: WorkQueue<ObjectKey>) -> (Stores, Writers) {
             daemon_sets: daemon_sets_w,
             volume_attachments: va_w,
             namespaces: ns_w,
+            selector_sources: sources_w,
             dirty,
         },
     )
@@ -122,6 +192,9 @@ impl Stores {
         self.pdbs.wait_until_ready().await?;
         self.daemon_sets.wait_until_ready().await?;
         self.volume_attachments.wait_until_ready().await?;
+        if let Some(sources) = &self.selector_sources {
+            sources.wait_until_ready().await?;
+        }
         self.namespaces.wait_until_ready().await
     }
 
@@ -205,6 +278,28 @@ impl Stores {
                 ObjectKey::Namespace(n) => {
                     found(&self.namespaces, n, None).map(|o| out.namespaces.push(o))
                 }
+                ObjectKey::SelectorSource(kind, ns, n) => {
+                    self.selector_sources.as_ref().and_then(|s| {
+                        let ns = Some(ns.as_str());
+                        match kind {
+                            SourceKind::Service => {
+                                found(&s.services, n, ns).map(|o| out.services.push(o))
+                            }
+                            SourceKind::ReplicaSet => {
+                                found(&s.replica_sets, n, ns).map(|o| out.replica_sets.push(o))
+                            }
+                            SourceKind::StatefulSet => {
+                                found(&s.stateful_sets, n, ns).map(|o| out.stateful_sets.push(o))
+                            }
+                            SourceKind::ReplicationController => {
+                                found(&s.replication_controllers, n, ns)
+                                    .map(|o| out.replication_controllers.push(o))
+                            }
+                            // Only the simulator and `plan` index Deployments.
+                            SourceKind::Deployment => None,
+                        }
+                    })
+                }
             };
             if present.is_none() {
                 out.deleted.push(key.clone());
@@ -226,7 +321,7 @@ impl Lookup for Stores {
 impl Stores {
     /// What the stores hold now (NodeClaims in name order).
     pub fn api_objects(&self) -> ObjectSet {
-        ObjectSet {
+        let mut out = ObjectSet {
             node_pools: self.node_pools.state(),
             node_claims: self.node_claims_sorted(),
             nodes: self.nodes.state(),
@@ -234,7 +329,12 @@ impl Stores {
             daemon_sets: self.daemon_sets.state(),
             pdbs: self.pdbs.state(),
             namespaces: self.namespaces.state(),
+            ..ObjectSet::default()
+        };
+        if let Some(sources) = &self.selector_sources {
+            sources.fill(&mut out);
         }
+        out
     }
 }
 
@@ -255,11 +355,50 @@ pub fn spawn_watchers(
         daemon_sets,
         volume_attachments,
         namespaces,
+        selector_sources,
         dirty,
     } = writers;
     let c = || client.clone();
     let d = || Some(dirty.clone());
-    vec![
+    let mut tasks = Vec::new();
+    if let Some(w) = selector_sources {
+        tasks.extend([
+            spawn_one(
+                Api::<Service>::all(c()),
+                w.services,
+                changed.clone(),
+                d(),
+                |s| key(SourceKind::Service, &s.metadata),
+            ),
+            spawn_one(
+                Api::<ReplicationController>::all(c()),
+                w.replication_controllers,
+                changed.clone(),
+                d(),
+                |rc| key(SourceKind::ReplicationController, &rc.metadata),
+            ),
+            spawn_stripped(
+                Api::<ReplicaSet>::all(c()),
+                w.replica_sets,
+                changed.clone(),
+                d(),
+                |rs| key(SourceKind::ReplicaSet, &rs.metadata),
+                |rs| rs.spec.template = None,
+            ),
+            spawn_stripped(
+                Api::<StatefulSet>::all(c()),
+                w.stateful_sets,
+                changed.clone(),
+                d(),
+                |ss| key(SourceKind::StatefulSet, &ss.metadata),
+                |ss| {
+                    ss.spec.template = Default::default();
+                    ss.spec.volume_claim_templates = None;
+                },
+            ),
+        ]);
+    }
+    tasks.extend([
         spawn_one(Api::<Pod>::all(c()), pods, changed.clone(), d(), |p| {
             ObjectKey::Pod(PodKey::new(namespace(&p.metadata), name(&p.metadata)))
         }),
@@ -304,7 +443,8 @@ pub fn spawn_watchers(
         spawn_one(Api::<Namespace>::all(c()), namespaces, changed, d(), |n| {
             ObjectKey::Namespace(name(&n.metadata))
         }),
-    ]
+    ]);
+    tasks
 }
 
 /// Spawns one watch feeding `writer`, notifying `changed` on every event and, with `dirty`,
@@ -320,9 +460,27 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
+    spawn_stripped(api, writer, changed, dirty, key_of, |_| {})
+}
+
+/// [`spawn_one`], with `strip` applied to each object before it is stored (to drop what is
+/// never read, such as a workload's pod template).
+pub(crate) fn spawn_stripped<K>(
+    api: Api<K>,
+    writer: Writer<K>,
+    changed: Arc<Notify>,
+    dirty: Option<WorkQueue<ObjectKey>>,
+    key_of: fn(&K) -> ObjectKey,
+    strip: fn(&mut K),
+) -> tokio::task::JoinHandle<()>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
     tokio::spawn(async move {
         let stream = watcher(api, watcher::Config::default())
             .default_backoff()
+            .modify(strip)
             .reflect(writer);
         futures::pin_mut!(stream);
         let kind = K::kind(&Default::default()).into_owned();
@@ -348,6 +506,10 @@ where
             changed.notify_waiters();
         }
     })
+}
+
+fn key(kind: SourceKind, m: &ObjectMeta) -> ObjectKey {
+    ObjectKey::SelectorSource(kind, namespace(m), name(m))
 }
 
 fn name(m: &ObjectMeta) -> String {

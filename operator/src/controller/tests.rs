@@ -747,7 +747,7 @@ async fn a_pod_that_fits_nowhere_gets_one_failed_scheduling_event_per_reason() {
 fn reported_keys_become_present_objects_or_deletions() {
     use karpenter_cluster::ObjectKey;
     let metrics = karpenter_metrics::Metrics::new();
-    let (stores, mut w) = super::state::stores(metrics.runtime.work_queue("state"));
+    let (stores, mut w) = super::state::stores(metrics.runtime.work_queue("state"), false);
     put(&mut w.node_claims, node_claim("kept"));
     for key in [
         ObjectKey::NodeClaim("kept".into()),
@@ -866,4 +866,33 @@ async fn balanced_moves_are_counted_scored_and_approvals_told() {
         told[0].2,
         "score 1.00 >= threshold 0.50 (k: 2, savings 10.0%, disruption 10.0%)"
     );
+}
+
+#[tokio::test]
+async fn cluster_state_observability_can_be_turned_off() {
+    for disabled in [false, true] {
+        let patched = (200, json(&node_claim("default-x")));
+        let (client, _api) = mock_client(move |req| match req.method.as_str() {
+            "PATCH" => patched.clone(),
+            _ => status(404, "NotFound"),
+        });
+        let provider = fake_provider(&client);
+        let (mut ctx, mut w, _events) = ctx(client, provider, 0);
+        ctx.settings.disable_cluster_state_observability = disabled;
+        let mut claim = node_claim("default-x");
+        claim.set_true("Launched", karpenter_cluster::provisioner::time(0));
+        put(&mut w.node_claims, claim);
+        let metrics = ctx.metrics.clone();
+        Controller::new(ctx).pass().await;
+        let text = metrics.encode();
+        let exported = text
+            .lines()
+            .any(|l| l.starts_with("operator_nodeclaim_status_condition_count{"));
+        assert_eq!(exported, !disabled, "disabled {disabled}:\n{text}");
+        // The controller's own families stay.
+        assert!(
+            text.contains("controller_runtime_reconcile_total"),
+            "{text}"
+        );
+    }
 }

@@ -23,6 +23,7 @@ mod provisioning;
 mod rbac;
 mod repack;
 mod resilience;
+mod scheduler_config;
 mod shadow;
 mod termination;
 mod validation;

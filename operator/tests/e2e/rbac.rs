@@ -51,6 +51,16 @@ pub async fn apply_chart_rbac(cluster: &harness::Cluster, set: &[&str]) -> (Stri
     (account.expect("the chart renders a ServiceAccount"), kinds)
 }
 
+/// The requests of `user` the API server forbade (audit log), as `verb URI`.
+pub fn forbidden_requests(cluster: &harness::Cluster, user: &str) -> Vec<String> {
+    cluster
+        .audit_events()
+        .into_iter()
+        .filter(|e| e["user"]["username"] == user && e["responseStatus"]["code"] == 403)
+        .map(|e| format!("{} {}", e["verb"], e["requestURI"]))
+        .collect()
+}
+
 #[tokio::test]
 async fn the_charts_rbac_is_enough_and_nothing_is_forbidden() {
     let Some(cluster) = harness::cluster("rbac").await else {
@@ -96,12 +106,7 @@ async fn the_charts_rbac_is_enough_and_nothing_is_forbidden() {
         "system:serviceaccount:{}:{account}",
         harness::SYSTEM_NAMESPACE
     );
-    let forbidden: Vec<String> = cluster
-        .audit_events()
-        .into_iter()
-        .filter(|e| e["user"]["username"] == user.as_str() && e["responseStatus"]["code"] == 403)
-        .map(|e| format!("{} {}", e["verb"], e["requestURI"]))
-        .collect();
+    let forbidden = forbidden_requests(&cluster, &user);
     assert!(forbidden.is_empty(), "forbidden requests: {forbidden:#?}");
     let requests = cluster
         .audit_events()

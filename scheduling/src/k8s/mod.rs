@@ -62,6 +62,7 @@ present_always!(
     k8s_openapi::api::apps::v1::ReplicaSetSpec,
     k8s_openapi::api::apps::v1::StatefulSetSpec,
     k8s_openapi::api::core::v1::PodTemplateSpec,
+    meta::LabelSelector,
 );
 
 /// A Kubernetes object that cannot be converted into the model.

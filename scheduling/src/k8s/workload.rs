@@ -1,8 +1,11 @@
 //! Pods a workload would create, for tools that plan before anything exists
 //! (`karpenter plan`, the simulator).
 
-use super::{ConversionError, Ctx, Present, labels, millis, namespaced, pod::convert_spec};
+use super::{
+    ConversionError, Ctx, Present, label_selector, labels, millis, namespaced, pod::convert_spec,
+};
 use crate::model::{self, OwnerRef};
+use crate::selector::LabelSelector;
 use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::batch::v1 as batch;
 use k8s_openapi::api::core::v1 as core;
@@ -56,6 +59,23 @@ impl Workload<'_> {
             Self::StatefulSet(_) => "StatefulSet",
             Self::Job(_) => "Job",
         }
+    }
+
+    /// `spec.selector` of a Deployment, ReplicaSet or StatefulSet (`None` when absent, and
+    /// always for a Job, whose selector the kube-scheduler never deduces spreads from).
+    ///
+    /// # Errors
+    /// A [`ConversionError`] naming the workload and `spec.selector` for an operator the
+    /// model does not know.
+    pub fn selector(&self) -> Result<Option<LabelSelector>, ConversionError> {
+        let selector = match self {
+            Self::Deployment(w) => w.spec.present().and_then(|s| s.selector.present()),
+            Self::ReplicaSet(w) => w.spec.present().and_then(|s| s.selector.present()),
+            Self::StatefulSet(w) => w.spec.present().and_then(|s| s.selector.present()),
+            Self::Job(_) => None,
+        };
+        let (ctx, _, _) = namespaced(self.kind(), self.metadata())?;
+        label_selector(&ctx, "spec.selector", selector)
     }
 
     fn metadata(&self) -> &meta::ObjectMeta {
