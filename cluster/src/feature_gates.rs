@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 #[error("{0}")]
 pub struct FeatureGateError(pub String);
 
-/// Feature gates Karpenter knows; unknown names are accepted and ignored, as upstream does.
+/// Feature gates Karpenter knows; unknown names are accepted and ignored, as upstream does
+/// (and named at start-up by [`crate::upstream_settings::ignored_settings`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FeatureGates {
     /// Consolidate spot nodes into cheaper spot nodes.

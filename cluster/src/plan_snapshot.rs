@@ -202,7 +202,7 @@ mod tests {
         });
         referents.insert_value("PodTemplate", &pt).unwrap();
         let (snapshot, warnings) =
-            provisioner_snapshot(&objects, &[], &[buffer], &referents, &types, 0);
+            provisioner_snapshot(&objects, &[], &[buffer], &referents, &types, None, 0);
         let names: Vec<&str> = snapshot
             .pending_pods
             .iter()

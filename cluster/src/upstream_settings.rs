@@ -120,25 +120,65 @@ pub fn ignored_settings(
             why,
         });
     }
-    enabled_gates(&mut out, "FEATURE_GATES", feature_gates, &UNSUPPORTED_GATES);
+    enabled_gates(
+        &mut out,
+        "FEATURE_GATES",
+        feature_gates,
+        &UNSUPPORTED_GATES,
+        &ACTED_ON_GATES,
+    );
     if let Some(aws) = env("AWS_FEATURE_GATES") {
-        enabled_gates(&mut out, "AWS_FEATURE_GATES", &aws, &UNSUPPORTED_AWS_GATES);
+        enabled_gates(
+            &mut out,
+            "AWS_FEATURE_GATES",
+            &aws,
+            &UNSUPPORTED_AWS_GATES,
+            &ACTED_ON_AWS_GATES,
+        );
     }
     out
 }
 
-/// Names every gate of `unsupported` that `gates` (`Name=bool,…`) turns on.
+/// The gates of `FEATURE_GATES` karpenter-rs acts on ([`crate::feature_gates::FeatureGates`]).
+const ACTED_ON_GATES: [&str; 6] = [
+    "SpotToSpotConsolidation",
+    "NodeRepair",
+    "ReservedCapacity",
+    "NodeOverlay",
+    "StaticCapacity",
+    "CapacityBuffer",
+];
+
+/// The gates of `AWS_FEATURE_GATES` karpenter-rs acts on.
+const ACTED_ON_AWS_GATES: [&str; 1] = ["NodeClassCEL"];
+
+/// Why a gate name neither Karpenter nor karpenter-rs knows is named: like upstream, the
+/// controller accepts it and does nothing, so a misspelt gate silently keeps its default.
+const UNKNOWN_GATE: &str = "not a feature gate of Karpenter v1.15 or karpenter-rs: ignored, as \
+     upstream ignores unknown gates (a misspelt gate keeps its default; check the name)";
+
+/// Names every gate of `unsupported` that `gates` (`Name=bool,…`) turns on, and every gate
+/// in neither `unsupported` nor `acted_on`, whatever its value.
 fn enabled_gates(
     out: &mut Vec<IgnoredSetting>,
     setting: &str,
     gates: &str,
     unsupported: &[(&str, &'static str)],
+    acted_on: &[&str],
 ) {
     for entry in gates.split(',') {
         let Some((gate, value)) = entry.split_once('=') else {
             continue;
         };
         let (gate, value) = (gate.trim(), value.trim());
+        if !acted_on.contains(&gate) && !unsupported.iter().any(|(g, _)| *g == gate) {
+            out.push(IgnoredSetting {
+                name: format!("{setting} {gate}"),
+                value: value.to_owned(),
+                why: UNKNOWN_GATE,
+            });
+            continue;
+        }
         let on = crate::feature_gates::parse_go_bool(value) == Some(true);
         if let Some((_, why)) = unsupported.iter().find(|(g, _)| *g == gate)
             && on
@@ -163,6 +203,24 @@ mod tests {
             .into_iter()
             .map(|s| format!("{}={}", s.name, s.value))
             .collect()
+    }
+
+    #[test]
+    fn unknown_gates_are_named_whatever_their_value() {
+        assert_eq!(
+            run(&[], "CapacityBuffers=true, NodeRepair=true,Hello=false"),
+            [
+                "FEATURE_GATES CapacityBuffers=true",
+                "FEATURE_GATES Hello=false"
+            ]
+        );
+        assert_eq!(
+            run(
+                &[("AWS_FEATURE_GATES", "NodeClassCel=true,NodeClassCEL=true")],
+                ""
+            ),
+            ["AWS_FEATURE_GATES NodeClassCel=true"]
+        );
     }
 
     #[test]

@@ -34,7 +34,10 @@ fn launched_zones(settings: Option<&str>) -> Vec<String> {
     let mut lines: Vec<LogLine> = Vec::new();
     run_scenario(
         &scenario,
-        RunOptions { optimizer: true },
+        RunOptions {
+            optimizer: true,
+            lower_bound: false,
+        },
         &Disk,
         &mut |l: &LogLine| lines.push(l.clone()),
         &mut |_| {},
