@@ -159,6 +159,11 @@ fn structural(schema: &Value, value: &Value, path: &str, errs: &mut Vec<String>)
         }
         return;
     }
+    // An untyped schema that preserves unknown fields (v1.15's open `spec.kubelet` map)
+    // accepts any value, as the API server does.
+    if schema.get("type").is_none() && schema["x-kubernetes-preserve-unknown-fields"] == true {
+        return;
+    }
     match schema["type"].as_str() {
         Some("object") => {
             let Some(map) = value.as_object() else {
