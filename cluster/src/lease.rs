@@ -108,8 +108,8 @@ pub enum Change {
     None,
     /// A candidate took the Lease: it may act from now on.
     Acquired,
-    /// The holder could not renew for the renew deadline and must stop acting; it stays a
-    /// candidate and may take the Lease again (at once if the record still names it).
+    /// The holder could not renew for the renew deadline and must stop acting (the
+    /// controller then exits and comes back as a candidate, as client-go's election does).
     SteppedDown,
 }
 
@@ -126,19 +126,6 @@ impl Standing {
     /// Whether this replica holds the Lease.
     pub fn leading(&self) -> bool {
         self.leading
-    }
-
-    /// When an attempt starting at `now` must be given up: for the holder, at its renew
-    /// deadline, so that a request the API server never answers cannot keep it acting past
-    /// the point where it must step down (client-go bounds its renewals the same way); for a
-    /// candidate, one renew deadline from `now`.
-    pub fn attempt_deadline(&self, now: Instant) -> Instant {
-        let deadline = Duration::from_secs(RENEW_DEADLINE_SECS);
-        if self.leading {
-            self.renewed + deadline
-        } else {
-            now + deadline
-        }
     }
 
     /// Records an attempt at `now` that did (`held`) or did not (another holder, a lost
@@ -262,27 +249,6 @@ mod tests {
         assert_eq!(standing.after_attempt(false, at(50)), Change::None);
         assert_eq!(standing.after_attempt(true, at(52)), Change::Acquired);
         assert!(standing.leading());
-    }
-
-    #[test]
-    fn a_holders_attempt_ends_at_its_renew_deadline() {
-        let t0 = Instant::now();
-        let at = |secs| t0 + Duration::from_secs(secs);
-        let mut standing = Standing::new(true, t0);
-        // However late an attempt starts, it may not outlast the last renewal by more than
-        // the renew deadline.
-        assert_eq!(standing.attempt_deadline(at(2)), at(RENEW_DEADLINE_SECS));
-        assert_eq!(standing.attempt_deadline(at(8)), at(RENEW_DEADLINE_SECS));
-        standing.after_attempt(true, at(4));
-        assert_eq!(
-            standing.attempt_deadline(at(6)),
-            at(4 + RENEW_DEADLINE_SECS)
-        );
-        let candidate = Standing::new(false, t0);
-        assert_eq!(
-            candidate.attempt_deadline(at(30)),
-            at(30 + RENEW_DEADLINE_SECS)
-        );
     }
 
     #[test]
