@@ -45,6 +45,9 @@ pub const INSTANCE_TYPES_TTL_MS: Millis = 60_000;
 pub const DRIFT_POLL_MS: Millis = 60_000;
 /// How often NodePool status is recomputed with no pool or claim changed.
 pub const NODEPOOL_STATUS_PERIOD_MS: Millis = 30_000;
+
+/// The retry log's name for the CapacityBuffer status writes.
+const CAPACITY_BUFFER_STATUS: &str = "capacitybuffer.status";
 /// The work name under which NodeOverlay status failures are logged.
 const NODE_OVERLAY_STATUS: &str = "nodeoverlay.status";
 /// How often node utilisation is recomputed.
@@ -348,23 +351,22 @@ impl Controller {
                 }
             }
         }
-        if let Some((_, reconciler)) = &self.core
-            && let Err(e) = capacity_buffer::write_status(
+        if let Some((_, reconciler)) = &self.core {
+            let written = capacity_buffer::write_status(
                 &self.ctx,
                 &mut self.buffers_told,
                 &self.resolved_buffers,
                 reconciler.capacity_buffer_placements(),
             )
-            .await
-        {
-            // A conflict is a buffer changed under the write: the next pass recomputes.
-            match &e {
-                super::ReconcileError::Api { source, .. }
-                    if super::api::classify(source) == super::api::ErrorClass::Conflict =>
-                {
-                    tracing::debug!(error = %e, "capacitybuffer status update conflicted");
+            .await;
+            // A conflict is a buffer changed under the write: the next pass recomputes, so
+            // the retry log keeps it at debug like every other retried write.
+            match written {
+                Ok(()) => self.retries.succeeded(CAPACITY_BUFFER_STATUS),
+                Err(e) => {
+                    let what = "capacitybuffer status update failed";
+                    self.retries.failed(CAPACITY_BUFFER_STATUS, &e, what);
                 }
-                _ => tracing::warn!(error = %e, "capacitybuffer status update failed"),
             }
         }
         if self.ctx.settings.provider == ProviderKind::Fake {
