@@ -31,12 +31,21 @@ fn read_only(req: Request<Body>) -> Result<Request<Body>, BoxError> {
 }
 
 /// A client from the usual configuration (in-cluster or KUBECONFIG) whose requests go
-/// through `metrics` and, when `dry_run`, can only read.
+/// through `metrics` and, when `dry_run`, can only read. A request is sent once: kube's
+/// own retry of 429, 503 and 504 answers is off.
 ///
 /// # Errors
 /// No configuration could be inferred.
 pub async fn client(dry_run: bool, metrics: KubeClientLayer) -> anyhow::Result<kube::Client> {
-    let builder = ClientBuilder::try_from(kube::Config::infer().await?)?.with_layer(&metrics);
+    let mut config = kube::Config::infer().await?;
+    // kube retries those answers inside the call, up to 15 times with a backoff growing to
+    // minutes, without a log line: through an etcd restart one call can hold the whole pass
+    // that long, and with it every other piece of work. (A CI run saw the controller silent
+    // for 150 s after an etcd restart, mid-create.) The
+    // controller retries failed work on its next pass instead (at debug while it is routine,
+    // see `retry_log`), and the Lease has its own retry period.
+    config.default_retry = false;
+    let builder = ClientBuilder::try_from(config)?.with_layer(&metrics);
     Ok(match dry_run {
         true => builder.with_layer(&FilterLayer::new(read_only)).build(),
         false => builder.build(),

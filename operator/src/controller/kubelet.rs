@@ -4,8 +4,14 @@
 //! Ready with a heartbeat (until the Node is gone, draining included), renews their Lease in
 //! `kube-node-lease`, moves pods bound to them to Running/Ready, and finishes deleting pods
 //! that were evicted or deleted from them once their grace period has passed.
+//!
+//! It runs as a task of its own ([`spawn`]), as a kubelet runs beside the control plane: a
+//! pass of the controller that waits on the API server (an etcd restart, throttling) must not
+//! stop the heartbeats, or the node lifecycle controller marks every Node unreachable and
+//! the pods on them not Ready.
 
 use super::api::{ErrorClass, classify};
+use super::retry_log::RetryLog;
 use super::{Ctx, ReconcileError};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
@@ -14,8 +20,45 @@ use karpenter_cloudprovider_fake::kubelet::{
 };
 use karpenter_cloudprovider_fake::node_instances::is_fake;
 use karpenter_cluster::pod_transitions::pod_running_ready;
+use karpenter_metrics::runtime::stage::FAKE_KUBELET;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{Notify, watch};
+
+/// The longest wait between two passes when no watch reports a change: well inside the
+/// heartbeat interval, and the longest a pod bound to a fake Node waits to run when its
+/// binding's event was missed.
+const PERIOD: Duration = Duration::from_secs(1);
+
+/// Plays the kubelet in the background until `stop` turns true (or its sender is gone): a
+/// pass at once, then whenever a watch reports a change (`changed`) and at least every
+/// [`PERIOD`]. Failed passes are logged through a [`RetryLog`] of its own and retried.
+pub fn spawn(
+    ctx: Ctx,
+    changed: Arc<Notify>,
+    mut stop: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let retries = RetryLog::default();
+        let rt = ctx.metrics.runtime.clone();
+        while !*stop.borrow() {
+            // Registered before the pass, so a change reported during it is not missed.
+            let notified = changed.notified();
+            match rt.try_run(FAKE_KUBELET, reconcile(&ctx)).await {
+                Ok(()) => retries.succeeded(FAKE_KUBELET),
+                Err(e) => retries.failed(FAKE_KUBELET, &e, "fake kubelet pass failed"),
+            }
+            retries.forget_stale();
+            tokio::select! {
+                () = notified => {}
+                () = tokio::time::sleep(PERIOD) => {}
+                r = stop.changed() => if r.is_err() { break },
+            }
+        }
+    })
+}
 
 /// One pass over the fake nodes and their pods.
 ///
@@ -56,7 +99,10 @@ pub async fn reconcile(ctx: &Ctx) -> Result<(), ReconcileError> {
                 let now_params = DeleteParams::default().grace_period(0);
                 let res = api.delete(&pod_name, &now_params).await;
                 ReconcileError::unless_gone(res, "removing deleted Pod", &pod_name)?;
-            } else if !pod_running_ready(&pod) && node.metadata.deletion_timestamp.is_none() {
+            } else if !pod_running_ready(&pod) {
+                // Draining Nodes included: a kubelet runs what is bound to it until the
+                // instance is gone, and a pod that never starts there would count against
+                // its PodDisruptionBudget and block the drain for good.
                 ctx.limiter.acquire().await;
                 // The controller records the startup duration when it sees the pod
                 // running, as it does for pods on real kubelets.

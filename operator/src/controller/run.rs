@@ -268,8 +268,8 @@ impl Controller {
     }
 
     /// One reconcile pass at the clock's `now`: rebuild the index, then lifecycle,
-    /// termination, provisioning, disruption, NodePool status, the fake kubelet and garbage
-    /// collection. Errors are logged and the affected objects retried on the next pass.
+    /// termination, provisioning, disruption, NodePool status and garbage collection (the
+    /// fake kubelet runs beside the passes, [`kubelet::spawn`]). Errors are logged and the affected objects retried on the next pass.
     pub async fn pass(&mut self) {
         let (now, rt) = (self.ctx.now_ms(), self.ctx.metrics.runtime.clone());
         if let Some(hooks) = &self.hooks {
@@ -326,7 +326,7 @@ impl Controller {
 
         rt.run(RECONCILER, self.reconcile(now)).await;
         if self.shadow.is_some() {
-            // Status, the fake kubelet and garbage collection all write.
+            // Status and garbage collection write.
             self.record_metrics(now);
             return;
         }
@@ -367,15 +367,6 @@ impl Controller {
                     let what = "capacitybuffer status update failed";
                     self.retries.failed(CAPACITY_BUFFER_STATUS, &e, what);
                 }
-            }
-        }
-        if self.ctx.settings.provider == ProviderKind::Fake {
-            let kubelet = kubelet::reconcile(&self.ctx);
-            match rt.try_run(FAKE_KUBELET, kubelet).await {
-                Ok(()) => self.retries.succeeded(FAKE_KUBELET),
-                Err(e) => self
-                    .retries
-                    .failed(FAKE_KUBELET, &e, "fake kubelet pass failed"),
             }
         }
         rt.run(GARBAGE_COLLECTION, self.garbage_collect(now)).await;
@@ -945,8 +936,11 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
                     "dry-run: the provider's background tasks (interruption queue) are not started"
                 );
             }
-            Some(hooks) => hooks.start_leader_tasks(&ctx, tasks_stopped),
+            Some(hooks) => hooks.start_leader_tasks(&ctx, tasks_stopped.clone()),
             None => {}
+        }
+        if settings.provider == ProviderKind::Fake && !settings.dry_run {
+            kubelet::spawn(ctx.clone(), changed.clone(), tasks_stopped);
         }
         stop_tasks
     })
