@@ -90,7 +90,7 @@ fn only_debug_raises_the_binarys_own_logs_above_its_dependencies() {
     );
     assert_eq!(
         LogLevel::Info.filter_directive(),
-        format!("info,{quiet_client}")
+        format!("info,{quiet_client},kube_client::client=error")
     );
     assert_eq!(
         LogLevel::Error.filter_directive(),

@@ -109,11 +109,14 @@ impl LogLevel {
     /// logs do not drown the controller's. The Kubernetes client's own per-request failure
     /// lines (ERROR for every refused connection or 5xx, retried or not) are off: the
     /// controller reports each failed call itself, at the level its retry warrants
-    /// (`RUST_LOG` can turn them back on).
+    /// (`RUST_LOG` can turn them back on). At `info` the client's warning that a watch
+    /// stream ended early ("eof in poll", one per watch when the API server restarts) is off
+    /// too: the watch resumes, and the controller logs any watch error at the level its
+    /// retry warrants; `debug` keeps it.
     pub fn filter_directive(self) -> &'static str {
         match self {
             Self::Debug => "info,karpenter=debug,kube_client::client::builder=off",
-            Self::Info => "info,kube_client::client::builder=off",
+            Self::Info => "info,kube_client::client::builder=off,kube_client::client=error",
             Self::Error => "error,kube_client::client::builder=off",
         }
     }
