@@ -257,6 +257,36 @@ fn report_writes_the_html_page_of_both_runs() {
     );
 }
 
+/// A single run computes the hourly lower bound only with `--lower-bound`: then the JSON
+/// report has it, the text report prints it and the HTML page draws it on the cost chart.
+#[test]
+fn a_single_run_computes_the_lower_bound_only_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("report.html");
+    let path = page.to_str().unwrap();
+    let line = r#"class="series line dotted" data-series="hourly lower bound""#;
+
+    let r = simulate("consolidation.yaml", &["--report", path]);
+    assert!(r.get("lowerBound").is_none(), "computed unasked: {r:#}");
+    assert!(!std::fs::read_to_string(&page).unwrap().contains(line));
+
+    let r = simulate("consolidation.yaml", &["--report", path, "--lower-bound"]);
+    assert!(n(&r, "/lowerBound/averagePerHour") > 0.0);
+    assert!(n(&r, "/lowerBound/plans") >= 1.0);
+    assert!(std::fs::read_to_string(&page).unwrap().contains(line));
+
+    let out = Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .arg("simulate")
+        .arg(example("consolidation.yaml"))
+        .args(["--quiet", "--lower-bound"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("hourly lower bound: $"), "{text}");
+    assert!(text.contains("cost / bound: karpenter-rs "), "{text}");
+}
+
 #[test]
 fn text_output_logs_decisions_with_virtual_time() {
     let out = Command::new(env!("CARGO_BIN_EXE_karpenter"))

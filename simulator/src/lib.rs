@@ -244,6 +244,14 @@ pub fn render(r: &Report) -> String {
             .collect();
         out.push_str(&format!("not simulated: {}\n", list.join(", ")));
     }
+    if let Some(bound) = &r.lower_bound {
+        let label = if r.optimizer {
+            "karpenter-rs"
+        } else {
+            "greedy first fit"
+        };
+        out.push_str(&bound_lines(bound, &[(label, r)]));
+    }
     out
 }
 
@@ -333,17 +341,16 @@ pub fn render_comparison(optimized: &Report, greedy: &Report) -> String {
         ));
     }
     if let Some(bound) = &optimized.lower_bound {
-        out.push_str(&bound_lines(bound, optimized, greedy));
+        out.push_str(&bound_lines(
+            bound,
+            &[("karpenter-rs", optimized), ("greedy first fit", greedy)],
+        ));
     }
     out
 }
 
-/// The hourly lower bound and each run's cost against it, as the comparison prints them.
-fn bound_lines(
-    bound: &lower_bound::LowerBoundReport,
-    optimized: &Report,
-    greedy: &Report,
-) -> String {
+/// The hourly lower bound and each run's cost against it, as the reports print them.
+fn bound_lines(bound: &lower_bound::LowerBoundReport, runs: &[(&str, &Report)]) -> String {
     let mut out = format!(
         "hourly lower bound: ${:.4}/h average, ${:.4} over the run ({} pod set(s) planned from scratch)\n",
         bound.average_per_hour, bound.total, bound.plans
@@ -361,11 +368,11 @@ fn bound_lines(
         ));
     }
     if bound.total > 0.0 {
-        out.push_str(&format!(
-            "cost / bound: karpenter-rs {:.3}x, greedy first fit {:.3}x\n",
-            optimized.cost.total / bound.total,
-            greedy.cost.total / bound.total
-        ));
+        let ratios: Vec<String> = runs
+            .iter()
+            .map(|(label, r)| format!("{label} {:.3}x", r.cost.total / bound.total))
+            .collect();
+        out.push_str(&format!("cost / bound: {}\n", ratios.join(", ")));
     }
     out
 }

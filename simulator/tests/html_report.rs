@@ -2,7 +2,9 @@
 //! daily-traffic scenario — one run, and `--compare`'s two — and must log nothing to its
 //! console (no script error, no fetch the page's Content-Security-Policy blocked), while the
 //! DOM it rendered holds every chart's SVG, series and legend, and the tables; a pointer moved
-//! over the cost chart shows each run's $/h at that time.
+//! over the cost chart shows each run's $/h at that time. A fleet of 50 instance types
+//! (`--compare`, two instance-type tables of 50 rows) shows its cost chart in the first
+//! screen of a laptop-sized window, its tables folded below the charts.
 //!
 //! Chromium is the one `KARPENTER_CHROMIUM` names; `scripts/test.sh` installs Debian's
 //! package and sets it. Without it the tests are skipped with a message, except under
@@ -18,6 +20,8 @@ use std::time::{Duration, Instant};
 
 /// How long Chromium may take to load a page and print its DOM.
 const DEADLINE: Duration = Duration::from_secs(120);
+/// The browser window, in CSS pixels: a 1280 × 720 laptop screen.
+const WINDOW: (u32, u32) = (1280, 720);
 
 /// The Chromium to run, or `None` (test skipped) when none is configured and this is not CI.
 fn chromium(test: &str) -> Option<PathBuf> {
@@ -81,6 +85,7 @@ fn open(chromium: &Path, html: &str) -> Rendered {
             "--host-resolver-rules=MAP * ~NOTFOUND",
             "--dump-dom",
         ])
+        .arg(format!("--window-size={},{}", WINDOW.0, WINDOW.1))
         .arg(format!(
             "--user-data-dir={}",
             dir.path().join("profile").display()
@@ -318,4 +323,210 @@ fn the_harness_catches_console_errors_exceptions_and_fetches() {
         let result = std::panic::catch_unwind(|| assert_charts(&rendered, &["karpenter-rs"]));
         assert!(result.is_err(), "{extra}: the page passed");
     }
+}
+
+/// A scenario whose fleet uses 50 instance types: one Deployment of one 1-cpu pod pinned to
+/// each type of ten families in five sizes, for 20 minutes, never consolidated (each pod
+/// needs its own type).
+fn fifty_types() -> Scenario {
+    struct Generated(String);
+    impl Files for Generated {
+        fn read_to_string(&self, _: &Path) -> std::io::Result<String> {
+            Ok(self.0.clone())
+        }
+    }
+    let families = [
+        "c5", "c5a", "c6a", "c6i", "m5", "m5a", "m6i", "r5", "r5a", "r6i",
+    ];
+    let sizes = ["large", "xlarge", "2xlarge", "4xlarge", "12xlarge"];
+    let mut yaml = String::from(
+        r#"apiVersion: karpenter-rs/v1alpha1
+kind: Scenario
+metadata:
+  name: fifty-types
+  description: one pod pinned to each of 50 instance types
+spec:
+  duration: 20m
+  manifests:
+    - apiVersion: karpenter.sh/v1
+      kind: NodePool
+      metadata: {name: default}
+      spec:
+        template:
+          spec:
+            requirements:
+              - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+            nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+        disruption: {consolidateAfter: Never}
+"#,
+    );
+    for family in families {
+        for size in sizes {
+            let name = format!("{family}-{size}");
+            yaml.push_str(&format!(
+                r#"    - apiVersion: apps/v1
+      kind: Deployment
+      metadata: {{name: {name}, namespace: default}}
+      spec:
+        replicas: 1
+        selector: {{matchLabels: {{app: {name}}}}}
+        template:
+          metadata: {{labels: {{app: {name}}}}}
+          spec:
+            nodeSelector: {{node.kubernetes.io/instance-type: {family}.{size}}}
+            containers:
+              - name: app
+                image: pause
+                resources: {{requests: {{cpu: "1"}}}}
+"#
+            ));
+        }
+    }
+    Scenario::load(Path::new("fifty-types.yaml"), &Generated(yaml)).expect("the scenario")
+}
+
+/// `page` with a script after its own that records, in `<body data-fold>`, the window's
+/// size and where the cost chart, its drawing and the first table start and end (CSS
+/// pixels from the top of the page, unscrolled).
+fn with_fold_probe(page: &str) -> String {
+    let probe = r#"<script>
+(function () {
+  function span(el) { var b = el.getBoundingClientRect(); return b.top + "," + b.bottom; }
+  document.body.setAttribute("data-fold", [
+    window.innerWidth + "," + window.innerHeight,
+    span(document.getElementById("chart-cost")),
+    span(document.getElementById("chart-cost-svg")),
+    span(document.querySelector("table"))
+  ].join(";"));
+}());
+</script></body>"#;
+    page.replace("</body>", probe)
+}
+
+/// What the fold probe recorded: the window and the spans, in its order.
+fn fold(dom: &str) -> Vec<(f64, f64)> {
+    let start = dom.find(r#"data-fold=""#).expect("the probe ran") + 11;
+    dom[start..start + dom[start..].find('"').expect("attribute ends")]
+        .split(';')
+        .map(|pair| {
+            let (a, b) = pair.split_once(',').expect("a pair");
+            (a.parse().expect("a number"), b.parse().expect("a number"))
+        })
+        .collect()
+}
+
+/// The cost chart of `rendered` is drawn whole in the first screen, and the tables start
+/// below it.
+fn assert_cost_chart_above_the_fold(rendered: &Rendered) {
+    let f = fold(&rendered.dom);
+    let [window, chart, svg, table] = f[..] else {
+        panic!("probe: {f:?}");
+    };
+    // The viewport: the window's width, its height less what the browser keeps (headless
+    // Chromium 1280 × 720 gives 1280 × 577).
+    assert_eq!(window.0, f64::from(WINDOW.0), "viewport {window:?}");
+    assert!(
+        window.1 > 400.0 && window.1 <= f64::from(WINDOW.1),
+        "viewport {window:?}"
+    );
+    assert!(
+        chart.0 >= 0.0 && chart.0 < window.1,
+        "the cost chart starts at {}px, below the first {}px screen",
+        chart.0,
+        window.1
+    );
+    assert!(
+        svg.1 <= window.1,
+        "the cost chart's drawing ends at {}px, below the first {}px screen",
+        svg.1,
+        window.1
+    );
+    assert!(
+        table.0 > chart.1,
+        "a table ({table:?}) above the cost chart"
+    );
+}
+
+#[test]
+fn a_fleet_of_50_instance_types_shows_its_cost_chart_in_the_first_screen() {
+    let Some(chromium) = chromium("a_fleet_of_50_instance_types_shows_its_cost_chart") else {
+        return;
+    };
+    let scenario = fifty_types();
+    let run = |optimizer| {
+        run_scenario(
+            &scenario,
+            RunOptions {
+                optimizer,
+                lower_bound: optimizer,
+            },
+            &Disk,
+            &mut |_| {},
+            &mut |_| {},
+        )
+        .expect("fifty-types runs")
+    };
+    let (optimized, greedy) = (run(true), run(false));
+    for r in [&optimized, &greedy] {
+        assert_eq!(
+            r.nodes.by_type.len(),
+            50,
+            "a fleet of 50 types: {:?} {:?}",
+            r.nodes
+                .by_type
+                .iter()
+                .map(|t| &t.instance_type)
+                .collect::<Vec<_>>(),
+            r.pods.never_scheduled
+        );
+    }
+    let page = render_html_comparison(&optimized, &greedy);
+    let rendered = open(&chromium, &with_fold_probe(&page));
+    assert!(
+        rendered.console.is_empty(),
+        "console messages:\n{}",
+        rendered.console.join("\n")
+    );
+    // Nothing is disrupted here; the other charts hold both runs.
+    for id in CHARTS.iter().filter(|id| **id != "disruptions") {
+        for run in ["karpenter-rs", "greedy first fit"] {
+            assert!(
+                figure(&rendered.dom, id).contains(&format!(r#"data-run="{run}""#)),
+                "{id}: no series of {run}"
+            );
+        }
+    }
+    assert_cost_chart_above_the_fold(&rendered);
+    // The bound's dotted line is drawn by the browser too.
+    assert!(
+        figure(&rendered.dom, "cost").contains(r#"class="series line dotted""#),
+        "no bound line"
+    );
+    // Each 50-row table shows its dearest rows and folds the rest, closed.
+    for run in 0..2 {
+        let more = format!(r#"<details class="more" id="more-instance-types-{run}">"#);
+        assert!(rendered.dom.contains(&more), "table {run} is not folded");
+    }
+
+    // The check fails on the page as it was before issue 42: the tables above the charts.
+    let charts_start = page.find(r#"<section id="charts">"#).expect("charts");
+    let tables_start = page.find(r#"<section id="summary">"#).expect("summary");
+    let tables_end = page.find("</main>").expect("main ends");
+    let tables_first = format!(
+        "{}{}{}{}",
+        &page[..charts_start],
+        &page[tables_start..tables_end],
+        &page[charts_start..tables_start],
+        &page[tables_end..]
+    );
+    let unfolded = tables_first
+        .replace("<details", "<div")
+        .replace("</details>", "</div>");
+    let rendered = open(&chromium, &with_fold_probe(&unfolded));
+    let result = std::panic::catch_unwind(|| assert_cost_chart_above_the_fold(&rendered));
+    assert!(
+        result.is_err(),
+        "the tables-first page passed: {:?}",
+        fold(&rendered.dom)
+    );
 }

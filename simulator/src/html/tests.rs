@@ -229,3 +229,125 @@ fn spans_read_as_words() {
     assert_eq!(span_words(3_600_000), "1-hour");
     assert_eq!(span_words(2 * 86_400_000), "2-day");
 }
+
+/// [`report`] with a fleet of `types` instance types, the dearest first, each with its own
+/// series on the instance-type chart.
+fn fleet(optimizer: bool, types: usize) -> Report {
+    let mut r = report(optimizer, 2);
+    let len = r.timeline.at_seconds.len();
+    r.timeline.nodes_by_instance_type.clear();
+    r.nodes.by_type = (0..types)
+        .map(|i| {
+            let name = format!("type-{i:02}");
+            r.timeline
+                .nodes_by_instance_type
+                .insert(name.clone(), vec![1; len]);
+            TypeRow {
+                instance_type: name,
+                capacity_type: "on-demand".into(),
+                launched: 1,
+                at_end: 1,
+                node_hours: 1.0,
+                // Types 0 to 3 carry 4 × 20 = 80 % of 100 $; the rest share 20 $.
+                cost: if i < 4 {
+                    20.0
+                } else {
+                    20.0 / (types - 4) as f64
+                },
+            }
+        })
+        .collect();
+    r
+}
+
+/// The hourly bound of [`report`]'s 20 minutes: 0.4 $/h.
+fn with_bound(mut r: Report) -> Report {
+    r.lower_bound = Some(crate::lower_bound::LowerBoundReport {
+        total: 0.4 / 3.0,
+        average_per_hour: 0.4,
+        hourly: vec![crate::lower_bound::HourBound {
+            start_seconds: 0.0,
+            end_seconds: 1200.0,
+            per_hour: 0.4,
+        }],
+        plans: 2,
+        ..Default::default()
+    });
+    r
+}
+
+#[test]
+fn the_charts_come_before_every_table() {
+    let page = render_html_comparison(&fleet(true, 50), &fleet(false, 50));
+    let first_chart = page
+        .find(r#"<figure class="chart" id="chart-cost""#)
+        .unwrap();
+    let last_chart = page.rfind("</figure>").unwrap();
+    let first_table = page.find("<table").unwrap();
+    assert!(first_chart < last_chart && last_chart < first_table);
+    // Only the header (title, description, what ran, the saving) is above the cost chart.
+    let header_end = page.find("</header>").unwrap();
+    assert!(header_end < first_chart);
+    assert!(!page[..first_chart].contains("<table"));
+}
+
+#[test]
+fn a_fleet_of_50_types_shows_the_rows_that_carry_most_of_the_cost() {
+    let page = render_html_comparison(&fleet(true, 50), &fleet(false, 50));
+    for run in 0..2 {
+        let id = format!(r#"<table id="table-instance-types-{run}">"#);
+        let table = &page[page.find(&id).unwrap()..];
+        let (shown, rest) = table.split_once("</table>").unwrap();
+        // The four dearest carry 80 %: the minimum of five rows is shown, dearest first.
+        assert_eq!(shown.matches("<tr><td>").count(), 5, "{shown}");
+        assert!(shown.find("type-00").unwrap() < shown.find("type-03").unwrap());
+        assert!(shown.contains("type-04") && !shown.contains("type-05"));
+        // The other 45 are one click away, no script needed.
+        let more = format!(r#"<details class="more" id="more-instance-types-{run}"><summary>"#);
+        assert!(rest.starts_with(&more), "{}", &rest[..200]);
+        let folded = &rest[..rest.find("</details>").unwrap()];
+        assert!(folded.contains(
+            "<summary>45 more instance type row(s): $19.5652, 19.6% of the cost</summary>"
+        ));
+        assert_eq!(folded.matches("<tr><td>").count(), 45);
+        assert!(folded.contains("type-05") && folded.contains("type-49"));
+    }
+    // The chart names the 8 biggest and sums the rest.
+    assert!(page.contains(r#"data-series="other (42 more)""#));
+}
+
+#[test]
+fn the_bound_is_drawn_on_the_cost_chart_only_when_it_was_computed() {
+    let dotted =
+        r#"<path class="series line dotted" data-series="hourly lower bound" data-run="reference""#;
+    for page in [
+        render_html(&with_bound(report(true, 2))),
+        render_html_comparison(&with_bound(report(true, 2)), &report(false, 3)),
+    ] {
+        let cost = figure_of(&page, "cost");
+        assert!(cost.contains(dotted), "{cost}");
+        assert!(cost.contains("</svg>hourly lower bound</li>"));
+        assert!(cost.contains("the dotted line is each hour&#39;s lower bound"));
+        // The line is at 0.4 $/h, drawn to the same scale as the runs.
+        assert!(
+            series_of(&page, "cost")
+                .iter()
+                .any(|(s, r)| s == "hourly lower bound" && r == "reference")
+        );
+        assert!(page.contains("hourly lower bound: $0.4000/h on average"));
+        // No other chart has it.
+        for id in CHARTS.iter().filter(|id| **id != "cost") {
+            assert!(!figure_of(&page, id).contains("lower bound"), "{id}");
+        }
+    }
+    for page in [
+        render_html(&report(true, 2)),
+        render_html_comparison(&report(true, 2), &report(false, 3)),
+    ] {
+        assert!(
+            !page.contains("lower bound"),
+            "a bound that was not computed"
+        );
+        assert!(!page.contains("series line dotted"));
+    }
+}
