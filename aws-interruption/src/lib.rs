@@ -17,18 +17,25 @@ pub mod instance_status;
 
 use std::time::SystemTime;
 
-/// What happened to an instance.
+/// What happened to an instance: the one interruption kind of karpenter-rs, also the
+/// interruption notice of `karpenter-disruption`'s `NodeInfo` (with feature `serde`, which
+/// still reads that crate's former spellings `ScheduledMaintenance`, `InstanceStopping` and
+/// `InstanceTerminating`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum InterruptionKind {
     /// EC2 will reclaim the spot instance in two minutes.
     SpotInterruption,
     /// EC2 recommends rebalancing away from the spot instance.
     RebalanceRecommendation,
     /// AWS Health scheduled maintenance affecting the instance.
+    #[cfg_attr(feature = "serde", serde(alias = "ScheduledMaintenance"))]
     ScheduledChange,
     /// The instance is stopping or stopped.
+    #[cfg_attr(feature = "serde", serde(alias = "InstanceStopping"))]
     InstanceStopped,
     /// The instance is shutting down or terminated.
+    #[cfg_attr(feature = "serde", serde(alias = "InstanceTerminating"))]
     InstanceTerminated,
     /// EC2 reclaims the capacity of the interruptible capacity reservation the instance
     /// runs in, in two minutes.

@@ -37,6 +37,7 @@ pub mod capacity_buffer;
 mod change_log;
 pub mod concurrency;
 pub mod default_spread;
+pub mod deletion;
 pub mod failure_streaks;
 pub mod feature_gates;
 pub mod feed;
@@ -64,6 +65,8 @@ pub mod shadow;
 pub mod static_capacity;
 pub mod termination;
 pub mod upstream_settings;
+
+pub use deletion::{DeletionCause, LifecycleTimeout};
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, NodePool};
@@ -1066,8 +1069,9 @@ pub enum Action {
     DeleteNodeClaim {
         /// NodeClaim name.
         node_claim: String,
-        /// Why, for logs and the report (`Underutilized`, `Expired`, `Interrupted` …).
-        reason: String,
+        /// Why: decides whether it is announced as a disruption, and its spelling is the
+        /// reason in logs, events and metrics.
+        cause: DeletionCause,
     },
     /// Evict a pod through the Eviction API (its PDB allowed it).
     EvictPod {

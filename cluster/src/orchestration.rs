@@ -114,7 +114,7 @@ impl Orchestrator {
                 .iter()
                 .map(|c| Action::DeleteNodeClaim {
                     node_claim: c.node_claim.clone(),
-                    reason: command.reason.as_str().to_owned(),
+                    cause: command.reason.into(),
                 })
                 .collect();
         }
@@ -263,7 +263,7 @@ impl Orchestrator {
                             },
                             None => Action::DeleteNodeClaim {
                                 node_claim: c.node_claim.clone(),
-                                reason: q.command.reason.as_str().to_owned(),
+                                cause: q.command.reason.into(),
                             },
                         });
                     }

@@ -8,6 +8,7 @@
 //! for both drivers, which carry the step out. Expiry is not decided here: it is a forceful
 //! command of `karpenter_disruption`, executed by the disruption loop.
 
+use crate::deletion::LifecycleTimeout;
 use crate::{Kubelet, NodeRecord};
 use k8s_openapi::api::core::v1::{Node, Taint as K8sTaint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -45,8 +46,8 @@ pub enum Step {
     },
     /// Give up on the claim (it is deleted, which terminates any instance).
     Delete {
-        /// CamelCase reason for the event.
-        reason: &'static str,
+        /// Which deadline passed.
+        timeout: LifecycleTimeout,
         /// Human-readable explanation.
         message: String,
     },
@@ -157,7 +158,7 @@ pub fn next_step(claim: &NodeClaim, node: Option<&NodeRecord>, now: Millis) -> S
             && claim.get_condition(ConditionType::Launched).is_some()
         {
             return Step::Delete {
-                reason: "LaunchTimeout",
+                timeout: LifecycleTimeout::Launch,
                 message: format!(
                     "NodeClaim {} did not launch within {} minutes",
                     claim.name(),
@@ -176,7 +177,7 @@ pub fn next_step(claim: &NodeClaim, node: Option<&NodeRecord>, now: Millis) -> S
         }
         if now >= registration_deadline(claim) {
             return Step::Delete {
-                reason: "RegistrationTimeout",
+                timeout: LifecycleTimeout::Registration,
                 message: format!(
                     "no node registered for NodeClaim {} within {} minutes",
                     claim.name(),
@@ -325,7 +326,7 @@ mod tests {
         assert!(matches!(
             next_step(&c, None, REGISTRATION_TIMEOUT_MS),
             Step::Delete {
-                reason: "RegistrationTimeout",
+                timeout: LifecycleTimeout::Registration,
                 ..
             }
         ));

@@ -12,6 +12,7 @@
 //!    instance is terminated and the Node and NodeClaim go away.
 
 use super::{Action, ClusterState, PodRecord};
+use crate::deletion::DeletionCause;
 use crate::reconciler::conditions::ConditionChange;
 use k8s_openapi::api::core::v1::{PersistentVolume, Pod as K8sPod, Taint as K8sTaint, Toleration};
 use karpenter_cloudprovider::NodeClaim;
@@ -190,10 +191,6 @@ pub fn instances_shutting_down(state: &ClusterState) -> bool {
     })
 }
 
-/// The reason of the [`Action::DeleteNodeClaim`] that follows a Node deleted out of band
-/// (not a disruption: nothing is counted or announced as one).
-pub const NODE_DELETED: &str = "NodeDeleted";
-
 /// How termination starts, for the deleting NodeClaims and Nodes only: a Node deleted out
 /// of band takes its NodeClaim with it; a deleting NodeClaim (with the termination
 /// finalizer) gets its Node deleted, so the drain below begins, or, with no Node left, its
@@ -211,7 +208,7 @@ pub fn start(state: &ClusterState) -> Vec<Action> {
         if !claim.is_deleting() {
             actions.push(Action::DeleteNodeClaim {
                 node_claim: claim.name().to_owned(),
-                reason: NODE_DELETED.to_owned(),
+                cause: DeletionCause::NodeDeleted,
             });
         }
     }

@@ -314,7 +314,7 @@ fn orchestration_forceful_acts_at_once_graceful_waits_for_validation() {
     let mut o = Orchestrator::new(15_000);
     let actions = o.submit(command(true, 0));
     assert!(
-        matches!(&actions[..], [Action::DeleteNodeClaim { reason, .. }] if reason == "Expired")
+        matches!(&actions[..], [Action::DeleteNodeClaim { cause, .. }] if cause.as_str() == "Expired")
     );
     assert!(!o.is_busy());
 
@@ -600,7 +600,7 @@ fn termination_starts_from_either_side_and_ends_at_the_instance() {
                 "{:?}",
                 Action::DeleteNodeClaim {
                     node_claim: "kept".into(),
-                    reason: termination::NODE_DELETED.into()
+                    cause: crate::DeletionCause::NodeDeleted
                 }
             ),
             format!(

@@ -99,27 +99,11 @@ impl PoolDisruption {
     }
 }
 
-/// An interruption notice for a node's instance (upstream's interruption controller).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum InterruptionKind {
-    /// Spot interruption warning (two minutes).
-    SpotInterruption,
-    /// Scheduled maintenance (AWS Health scheduled change).
-    ScheduledMaintenance,
-    /// The instance is stopping or stopped.
-    InstanceStopping,
-    /// The instance is shutting down or terminated.
-    InstanceTerminating,
-    /// A rebalance recommendation: upstream takes no action on it.
-    RebalanceRecommendation,
-}
-
-impl InterruptionKind {
-    /// Whether upstream cordons, drains and deletes the NodeClaim for this notice.
-    pub fn is_actionable(self) -> bool {
-        !matches!(self, Self::RebalanceRecommendation)
-    }
-}
+/// An interruption notice for a node's instance: the kind the interruption parser gives
+/// (upstream's interruption controller); one that
+/// [`triggers_replacement`](InterruptionKind::triggers_replacement) makes the node an
+/// `Interrupted` candidate.
+pub use karpenter_aws_interruption::InterruptionKind;
 
 /// Facts about one Karpenter-managed node (its NodeClaim) that the snapshot does not carry.
 /// A node of the snapshot without a `NodeInfo` is not managed by Karpenter and is never a
@@ -410,6 +394,30 @@ pub struct DisruptionInput {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kind's serialized names stay readable: the parser's spellings, and the ones this
+    /// crate's own kind had before it became the parser's.
+    #[test]
+    fn interruption_kinds_read_old_and_new_spellings() {
+        let read = |s: &str| serde_json::from_value::<InterruptionKind>(serde_json::json!(s));
+        for (old, new) in [
+            ("ScheduledMaintenance", InterruptionKind::ScheduledChange),
+            ("InstanceStopping", InterruptionKind::InstanceStopped),
+            ("InstanceTerminating", InterruptionKind::InstanceTerminated),
+            ("SpotInterruption", InterruptionKind::SpotInterruption),
+            (
+                "RebalanceRecommendation",
+                InterruptionKind::RebalanceRecommendation,
+            ),
+        ] {
+            assert_eq!(read(old).unwrap(), new, "{old}");
+            assert_eq!(
+                read(serde_json::to_value(new).unwrap().as_str().unwrap()).unwrap(),
+                new
+            );
+        }
+        assert!(read("Spot").is_err());
+    }
 
     #[test]
     fn pool_settings_from_the_api_object() {

@@ -448,7 +448,7 @@ fn forceful_commands(input: &DisruptionInput, now: Millis) -> Vec<Command> {
                 Reason::Expired,
                 "expireAfter has passed since the NodeClaim was created".to_owned(),
             )
-        } else if let Some(kind) = info.interruption.filter(|k| k.is_actionable()) {
+        } else if let Some(kind) = info.interruption.filter(|k| k.triggers_replacement()) {
             (
                 Reason::Interrupted,
                 format!("interruption notice: {kind:?}"),

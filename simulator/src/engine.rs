@@ -33,11 +33,11 @@ use karpenter_cluster::reconciler::{
     conditions,
 };
 use karpenter_cluster::{
-    Action, ClusterState, Kubelet, NodeRecord, Object, ObjectKey, PdbRecord, PodRecord, Scope,
-    termination,
+    Action, ClusterState, DeletionCause, Kubelet, NodeRecord, Object, ObjectKey, PdbRecord,
+    PodRecord, Scope, termination,
 };
 use karpenter_disruption::{
-    Command, ConsolidationMethod, Decision, DisruptionOptions, RepackOptions,
+    Command, ConsolidationMethod, Decision, DisruptionOptions, Reason, RepackOptions,
 };
 use karpenter_scheduling::k8s::{
     daemonset_from_k8s, node_from_k8s, pdb_from_k8s, pod_from_k8s, pod_from_pod_template,
@@ -1000,7 +1000,7 @@ impl<'a> Engine<'a> {
                     );
                     self.apply(Action::DeleteNodeClaim {
                         node_claim: claim,
-                        reason: "Interrupted".into(),
+                        cause: DeletionCause::Disruption(Reason::Interrupted),
                     });
                 }
             }
@@ -1160,7 +1160,7 @@ impl<'a> Engine<'a> {
                 for c in claims {
                     self.apply(Action::DeleteNodeClaim {
                         node_claim: c,
-                        reason: "NodePoolDeleted".into(),
+                        cause: DeletionCause::NodePoolDeleted,
                     });
                 }
                 found
@@ -1170,7 +1170,7 @@ impl<'a> Engine<'a> {
                     match rec.node_claim {
                         Some(c) => self.apply(Action::DeleteNodeClaim {
                             node_claim: c,
-                            reason: "NodeDeleted".into(),
+                            cause: DeletionCause::NodeDeleted,
                         }),
                         None => self.remove_node(&r.name),
                     }
@@ -1795,7 +1795,7 @@ impl<'a> Engine<'a> {
                 self.log(format!("node {node} is unhealthy ({condition}); repairing"));
                 self.apply(Action::DeleteNodeClaim {
                     node_claim,
-                    reason: "Unhealthy".into(),
+                    cause: DeletionCause::Disruption(Reason::Unhealthy),
                 });
             }
             Action::DeleteNode { node } => {
@@ -1804,7 +1804,7 @@ impl<'a> Engine<'a> {
                     self.state.apply(Object::Node(Box::new(record)));
                 }
             }
-            Action::DeleteNodeClaim { node_claim, reason } => {
+            Action::DeleteNodeClaim { node_claim, cause } => {
                 let Some(mut claim) = self.state.node_claims().get(&node_claim).cloned() else {
                     return;
                 };
@@ -1824,10 +1824,17 @@ impl<'a> Engine<'a> {
                     record.deleting = true;
                     self.state.apply(Object::Node(Box::new(record)));
                 }
-                if reason == "Interrupted" || reason.ends_with("Deleted") {
-                    self.metrics.disrupted(&reason, 1, now);
+                // Deletions no disruption command counted: a command's deletions are
+                // counted when it is decided.
+                if matches!(
+                    cause,
+                    DeletionCause::Disruption(Reason::Interrupted)
+                        | DeletionCause::NodeDeleted
+                        | DeletionCause::NodePoolDeleted
+                ) {
+                    self.metrics.disrupted(cause.as_str(), 1, now);
                 }
-                self.log(format!("deleting nodeclaim {node_claim} (reason {reason})"));
+                self.log(format!("deleting nodeclaim {node_claim} (reason {cause})"));
             }
             Action::EvictPod { pod, node } => {
                 if self.delete_pod(pod.clone()) {

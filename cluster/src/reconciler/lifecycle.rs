@@ -5,6 +5,7 @@
 //! `NodeRegistrationHealthy` ([`crate::registration_health`]).
 
 use super::{Event, Reconciler, Tick};
+use crate::deletion::DeletionCause;
 use crate::registration::{self, Step};
 use crate::registration_health::Outcome;
 use crate::{Action, ClusterState};
@@ -33,7 +34,7 @@ impl Reconciler {
                     Action::RegisterNode { node_claim, node }
                 }
                 Step::Initialize { node } => Action::InitializeNode { node_claim, node },
-                Step::Delete { reason, message } => {
+                Step::Delete { timeout, message } => {
                     let launch_failure = claim
                         .condition(ConditionType::Launched.as_str())
                         .filter(|c| c.status != karpenter_cloudprovider::v1::ConditionStatus::True)
@@ -41,12 +42,12 @@ impl Reconciler {
                     self.count_outcome(index, claim, Outcome::Failed { launch_failure });
                     tick.events.push(Event::LifecycleTimeout {
                         node_claim: node_claim.clone(),
-                        reason,
+                        reason: timeout.event_reason(),
                         message,
                     });
                     Action::DeleteNodeClaim {
                         node_claim,
-                        reason: metric_reason(reason).to_owned(),
+                        cause: DeletionCause::LifecycleTimeout(timeout),
                     }
                 }
             };
@@ -89,15 +90,5 @@ impl Reconciler {
         if owned && self.outcomes_counted.insert(claim.name().to_owned()) {
             self.registration_health.record(uid, &outcome);
         }
-    }
-}
-
-/// Upstream's `reason` label on `karpenter_nodeclaims_disrupted_total` for a claim given up
-/// by lifecycle (the event reason is CamelCase, the metric's snake case).
-fn metric_reason(reason: &str) -> &str {
-    match reason {
-        "LaunchTimeout" => "launch_timeout",
-        "RegistrationTimeout" => "registration_timeout",
-        other => other,
     }
 }

@@ -41,7 +41,7 @@ mod static_pools;
 
 pub use event::{Event, PlanSummary, StaticChange};
 pub use repair::BLOCKED_REPORT_INTERVAL_MS;
-pub use static_pools::{OVERPROVISIONED, STATIC_OBSERVE_MS};
+pub use static_pools::STATIC_OBSERVE_MS;
 
 use super::provisioner::{Batcher, NameGenerator, ProvisionQueue};
 use super::{Action, ClusterState, termination};

@@ -2,6 +2,7 @@
 //! (upstream's `static.provisioning` and `static.deprovisioning` controllers).
 
 use super::{Event, Reconciler, StaticChange, Tick};
+use crate::deletion::DeletionCause;
 use crate::provisioner::static_node_claim;
 use crate::static_capacity::{Scale, node_limit, scale, scale_down_choice, static_claim_counts};
 use crate::{Action, ClusterState};
@@ -13,9 +14,6 @@ use std::collections::BTreeSet;
 /// index shows it: long enough for a watch to deliver it, short enough that a request which
 /// failed is soon decided again.
 pub const STATIC_OBSERVE_MS: Millis = 30_000;
-
-/// The deletion reason static scale-down gives its NodeClaims (upstream's `overprovisioned`).
-pub const OVERPROVISIONED: &str = "Overprovisioned";
 
 impl Reconciler {
     /// Creates or deletes NodeClaims so that every valid static pool not being deleted has
@@ -111,7 +109,7 @@ impl Reconciler {
                     for c in &chosen {
                         tick.actions.push(Action::DeleteNodeClaim {
                             node_claim: c.clone(),
-                            reason: OVERPROVISIONED.to_owned(),
+                            cause: DeletionCause::Overprovisioned,
                         });
                         self.static_deletions
                             .insert(c.clone(), now + STATIC_OBSERVE_MS);

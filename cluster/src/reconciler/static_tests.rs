@@ -1,7 +1,7 @@
 //! Static NodePools through the reconciler: the StaticCapacity gate, scale up and down,
 //! `limits.nodes`, the choice of claims to remove, and static pools taking no pending pods.
 
-use super::static_pools::{OVERPROVISIONED, STATIC_OBSERVE_MS};
+use super::static_pools::STATIC_OBSERVE_MS;
 use super::*;
 use crate::provisioner::time;
 use crate::{Kubelet, NodeRecord, Object, PodRecord};
@@ -88,8 +88,8 @@ fn deleted(t: &Tick) -> Vec<String> {
     t.actions
         .iter()
         .filter_map(|a| match a {
-            Action::DeleteNodeClaim { node_claim, reason } => {
-                assert_eq!(reason, OVERPROVISIONED);
+            Action::DeleteNodeClaim { node_claim, cause } => {
+                assert_eq!(*cause, crate::DeletionCause::Overprovisioned);
                 Some(node_claim.clone())
             }
             _ => None,
@@ -418,7 +418,7 @@ fn a_drifted_static_node_is_replaced_from_the_template_before_it_goes() {
     let done = tick_drifted(&mut r, &s, &drift, 3_000);
     assert!(done.actions.iter().any(|a| matches!(
         a,
-        Action::DeleteNodeClaim { node_claim, reason } if node_claim == "a" && reason == "Drifted"
+        Action::DeleteNodeClaim { node_claim, cause } if node_claim == "a" && cause.as_str() == "Drifted"
     )), "{:?}", done.actions);
     assert!(static_events(&done).is_empty());
 }

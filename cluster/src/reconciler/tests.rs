@@ -524,7 +524,7 @@ fn a_claim_whose_node_never_joins_is_given_up_with_upstreams_reason() {
     assert!(lifecycle_actions(&tick(&mut r, &s, 0, REGISTRATION_TIMEOUT_MS - 1)).is_empty());
     let t = tick(&mut r, &s, 0, REGISTRATION_TIMEOUT_MS);
     assert!(
-        matches!(&lifecycle_actions(&t)[..], [Action::DeleteNodeClaim { reason, .. }] if reason == "registration_timeout")
+        matches!(&lifecycle_actions(&t)[..], [Action::DeleteNodeClaim { cause, .. }] if cause.as_str() == "registration_timeout")
     );
     // The terminator takes the deletion up within a second, not at the next unrelated timer.
     assert!(

@@ -11,11 +11,10 @@ use super::api::{ErrorClass, classify, merge_patch, set_finalizers};
 use super::{Ctx, ReconcileError, lifecycle, repair};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume};
 use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, StatusConditions, labels as v1labels};
-use karpenter_cluster::Action;
 use karpenter_cluster::provisioner;
-use karpenter_cluster::reconciler::OVERPROVISIONED;
 use karpenter_cluster::reconciler::conditions;
-use karpenter_cluster::termination::{self, NODE_DELETED};
+use karpenter_cluster::termination;
+use karpenter_cluster::{Action, DeletionCause};
 use karpenter_metrics::{CreatedLabels, DisruptedLabels};
 use karpenter_scheduling::model::PodKey;
 use kube::api::{DeleteParams, EvictParams, PostParams};
@@ -204,19 +203,33 @@ pub async fn execute(ctx: &Ctx, action: &Action) -> Result<Executed, ReconcileEr
             let res = ctx.nodes().delete(node, &DeleteParams::default()).await;
             done(ReconcileError::unless_gone(res, "deleting Node", node))
         }
-        Action::DeleteNodeClaim { node_claim, reason } if reason == NODE_DELETED => {
+        Action::DeleteNodeClaim {
+            node_claim,
+            cause: DeletionCause::NodeDeleted,
+        } => {
             tracing::info!(nodeclaim = %node_claim, "node is being deleted: deleting its nodeclaim");
             delete_node_claim(ctx, node_claim).await?;
             Ok(Executed::Done)
         }
         // A static pool's scale-down is the user's decision, not a disruption: upstream
         // deletes the claim without a disruption event or metric.
-        Action::DeleteNodeClaim { node_claim, reason } if reason == OVERPROVISIONED => {
+        Action::DeleteNodeClaim {
+            node_claim,
+            cause: DeletionCause::Overprovisioned,
+        } => {
             tracing::info!(nodeclaim = %node_claim, "deleting nodeclaim: static nodepool over its replicas");
             delete_node_claim(ctx, node_claim).await?;
             Ok(Executed::Done)
         }
-        Action::DeleteNodeClaim { node_claim, reason } => {
+        // Any other deletion someone else decided (none reaches the operator today: a
+        // deleted NodePool's claims go with the API server's garbage collector).
+        Action::DeleteNodeClaim { node_claim, cause } if !cause.is_disruption() => {
+            tracing::info!(nodeclaim = %node_claim, %cause, "deleting nodeclaim");
+            delete_node_claim(ctx, node_claim).await?;
+            Ok(Executed::Done)
+        }
+        Action::DeleteNodeClaim { node_claim, cause } => {
+            let reason = cause.as_str();
             if let Some(claim) = claim_of(ctx, node_claim) {
                 if claim.is_deleting() {
                     return Ok(Executed::Done);
@@ -277,8 +290,8 @@ pub async fn execute(ctx: &Ctx, action: &Action) -> Result<Executed, ReconcileEr
     }
 }
 
-/// Records the disruption of `claim` for `reason` (a disruption reason as the API spells
-/// it, or a metric reason): `karpenter_nodeclaims_disrupted_total` with the pool's
+/// Records the disruption of `claim` for `reason` ([`DeletionCause::as_str`]: a disruption
+/// reason as the API spells it, or a metric reason): `karpenter_nodeclaims_disrupted_total` with the pool's
 /// consolidation policy for a consolidation, and the reschedulable pods on its node in
 /// `karpenter_pods_disruption_initiated_total` where upstream counts them.
 fn record_disrupted(ctx: &Ctx, claim: &NodeClaim, reason: &str) {

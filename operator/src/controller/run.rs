@@ -651,7 +651,7 @@ impl Controller {
             }
             let delete = Action::DeleteNodeClaim {
                 node_claim: name.clone(),
-                reason: "garbage_collected".into(),
+                cause: karpenter_cluster::DeletionCause::GarbageCollected,
             };
             if let Err(e) = exec::execute(&self.ctx, &delete).await {
                 failed = true;

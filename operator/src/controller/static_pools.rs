@@ -144,7 +144,7 @@ mod tests {
         );
         let delete = Action::DeleteNodeClaim {
             node_claim: "fixed-abcde".into(),
-            reason: karpenter_cluster::reconciler::OVERPROVISIONED.into(),
+            cause: karpenter_cluster::DeletionCause::Overprovisioned,
         };
         super::super::exec::execute(&ctx, &delete).await.unwrap();
         assert!(
