@@ -38,6 +38,7 @@ pub const PATCHED_PATHS: &[&str] = &[
     "spec.metadataOptions.httpProtocolIPv6",
     "spec.metadataOptions.httpPutResponseHopLimit",
     "spec.metadataOptions.httpTokens",
+    "spec.cpuOptions.nestedVirtualization",
 ];
 
 fn patch(s: &mut Value) {
@@ -191,6 +192,11 @@ fn patch(s: &mut Value) {
         s,
         "spec.metadataOptions.httpTokens",
         json!({ "enum": ["required", "optional"] }),
+    );
+    set(
+        s,
+        "spec.cpuOptions.nestedVirtualization",
+        json!({ "enum": ["enabled", "disabled"] }),
     );
 }
 

@@ -611,7 +611,19 @@ impl AwsCloudProvider {
                     .enabled(nc.enclaves_enabled())
                     .build(),
             )
-            .set_block_device_mappings(Some(self.block_device_mappings(nc)));
+            .set_block_device_mappings(Some(self.block_device_mappings(nc)))
+            // Written only when set, as upstream writes it.
+            .set_cpu_options(
+                nc.spec
+                    .cpu_options
+                    .as_ref()
+                    .and_then(|c| c.nested_virtualization.as_deref())
+                    .map(|nv| {
+                        aws_sdk_ec2::types::LaunchTemplateCpuOptionsRequest::builder()
+                            .nested_virtualization(nv.into())
+                            .build()
+                    }),
+            );
         let (reservation_spec, market) = target.options();
         data = data
             .set_capacity_reservation_specification(reservation_spec)
