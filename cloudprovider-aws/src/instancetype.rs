@@ -287,6 +287,9 @@ struct Described<'a> {
     on_demand: &'a crate::pricing::OnDemandPrices,
     /// The class's required features: a type must be in every set.
     required: &'a [&'a BTreeSet<String>],
+    /// Only Nitro types (connection tracking needs them: upstream's
+    /// connectionTrackingCompatibility).
+    nitro_only: bool,
 }
 
 /// How many built catalogues are kept (one per distinct NodeClass shape in use).
@@ -308,6 +311,7 @@ impl InstanceTypeProvider {
             offered,
             on_demand,
             required,
+            nitro_only,
         } = *ec2;
         let mut catalogue = Catalogue {
             region: self.settings.region.clone(),
@@ -325,6 +329,9 @@ impl InstanceTypeProvider {
             // Only the types that support every feature the class turns on (upstream's
             // compatibility checks: Nitro Enclaves, nested virtualization).
             if required.iter().any(|set| !set.contains(&entry.name)) {
+                continue;
+            }
+            if nitro_only && entry.hypervisor.as_deref() != Some("nitro") {
                 continue;
             }
             match on_demand.get(&entry.name) {
@@ -523,8 +530,9 @@ impl InstanceTypeProvider {
         if nested {
             required.push(&capable.nested_virtualization);
         }
+        let nitro_only = node_class.spec.connection_tracking.is_some();
         let kubelet = format!(
-            "{}|{}|{}|{}",
+            "{}|{}|{}|{}|{}",
             node_class
                 .spec
                 .kubelet
@@ -532,7 +540,8 @@ impl InstanceTypeProvider {
                 .map_or_else(|| "null".to_owned(), |k| k.canonical_json()),
             self.settings.node_class_cel,
             enclaves,
-            nested
+            nested,
+            nitro_only
         );
         let (seq, now) = (self.unavailable.seq_num(), self.clock.now());
         let fresh = |(s, sp, at, _): &&(u64, crate::pricing::SpotPrices, SystemTime, _)| {
@@ -570,6 +579,7 @@ impl InstanceTypeProvider {
                     offered: &offered,
                     on_demand: &on_demand,
                     required: &required,
+                    nitro_only,
                 };
                 let types =
                     self.build(node_class, &described, &subnet_zones, &options, &resolver)?;

@@ -189,6 +189,18 @@ pub struct EC2NodeClassSpec {
         skip_serializing_if = "Option::is_none"
     )]
     pub cpu_options: Option<CpuOptions>,
+    /// IPv4 prefixes (/28) assigned to the primary network interface at launch (≥ 0). Not
+    /// hashed (upstream's `hash:"ignore"`): a change gives new launch templates, not drift.
+    #[serde(
+        default,
+        rename = "ipPrefixCount",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub ip_prefix_count: Option<i32>,
+    /// Idle connection tracking timeouts on the network interfaces in the launch template.
+    /// Set, only Nitro instance types are offered. Hashed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_tracking: Option<ConnectionTracking>,
     /// Upstream fields karpenter-rs carries without acting on them.
     #[serde(flatten, default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(skip)]
@@ -281,6 +293,21 @@ pub struct CpuOptions {
     /// "nested-virtualization" in ProcessorInfo.SupportedFeatures are offered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nested_virtualization: Option<String>,
+}
+
+/// `spec.connectionTracking`: idle timeouts in seconds; unset ones keep EC2's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionTracking {
+    /// Idle established TCP connections, 60–432000 seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_established_timeout: Option<i32>,
+    /// Idle UDP flows that saw more than one request-response, 60–180 seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_stream_timeout: Option<i32>,
+    /// Idle UDP flows seen in one direction or one request-response, 30–60 seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_timeout: Option<i32>,
 }
 
 /// A block device mapping.
@@ -1014,7 +1041,61 @@ fn validate_spec(spec: &EC2NodeClassSpec, errs: &mut Vec<ValidationError>) {
             "supported values: \"enabled\", \"disabled\"",
         );
     }
+    if spec.ip_prefix_count.is_some_and(|n| n < 0) {
+        err(
+            errs,
+            "spec.ipPrefixCount",
+            Invalid,
+            "should be greater than or equal to 0",
+        );
+    }
+    if let Some(ct) = &spec.connection_tracking {
+        let p = "spec.connectionTracking";
+        if ct.tcp_established_timeout.is_none()
+            && ct.udp_stream_timeout.is_none()
+            && ct.udp_timeout.is_none()
+        {
+            err(
+                errs,
+                p,
+                Invalid,
+                "at least one of tcpEstablishedTimeout, udpStreamTimeout, or udpTimeout must be set",
+            );
+        }
+        for (field, value, range) in [
+            (
+                "tcpEstablishedTimeout",
+                ct.tcp_established_timeout,
+                CT_TCP_ESTABLISHED,
+            ),
+            ("udpStreamTimeout", ct.udp_stream_timeout, CT_UDP_STREAM),
+            ("udpTimeout", ct.udp_timeout, CT_UDP),
+        ] {
+            match value {
+                Some(v) if v < range.0 => err(
+                    errs,
+                    format!("{p}.{field}"),
+                    Invalid,
+                    &format!("should be greater than or equal to {}", range.0),
+                ),
+                Some(v) if v > range.1 => err(
+                    errs,
+                    format!("{p}.{field}"),
+                    Invalid,
+                    &format!("should be less than or equal to {}", range.1),
+                ),
+                _ => {}
+            }
+        }
+    }
 }
+
+/// `spec.connectionTracking` bounds (seconds), as upstream's CRD sets them.
+pub const CT_TCP_ESTABLISHED: (i32, i32) = (60, 432_000);
+/// See [`CT_TCP_ESTABLISHED`].
+pub const CT_UDP_STREAM: (i32, i32) = (60, 180);
+/// See [`CT_TCP_ESTABLISHED`].
+pub const CT_UDP: (i32, i32) = (30, 60);
 
 /// Parses one EC2NodeClass from YAML (or JSON), applying the CRD defaults.
 pub fn from_yaml(text: &str) -> Result<EC2NodeClass, serde_saphyr::Error> {
@@ -1236,6 +1317,46 @@ spec:
                 },
                 "spec.cpuOptions.nestedVirtualization",
             ),
+            (
+                "negative ipPrefixCount",
+                |s| s.ip_prefix_count = Some(-1),
+                "spec.ipPrefixCount",
+            ),
+            (
+                "empty connectionTracking",
+                |s| s.connection_tracking = Some(ConnectionTracking::default()),
+                "at least one of tcpEstablishedTimeout, udpStreamTimeout, or udpTimeout",
+            ),
+            (
+                "tcp timeout too short",
+                |s| {
+                    s.connection_tracking = Some(ConnectionTracking {
+                        tcp_established_timeout: Some(59),
+                        ..Default::default()
+                    })
+                },
+                "spec.connectionTracking.tcpEstablishedTimeout: Invalid value: should be greater than or equal to 60",
+            ),
+            (
+                "udp stream timeout too long",
+                |s| {
+                    s.connection_tracking = Some(ConnectionTracking {
+                        udp_stream_timeout: Some(181),
+                        ..Default::default()
+                    })
+                },
+                "spec.connectionTracking.udpStreamTimeout: Invalid value: should be less than or equal to 180",
+            ),
+            (
+                "udp timeout too short",
+                |s| {
+                    s.connection_tracking = Some(ConnectionTracking {
+                        udp_timeout: Some(29),
+                        ..Default::default()
+                    })
+                },
+                "spec.connectionTracking.udpTimeout: Invalid value: should be greater than or equal to 30",
+            ),
         ];
         for (name, mutate, want) in cases {
             let mut nc = base();
@@ -1269,6 +1390,28 @@ spec:
         let v = serde_json::to_value(&nc).expect("serialises");
         assert_eq!(v["spec"]["ipPrefixCount"], 2);
         assert_eq!(v["spec"]["cpuOptions"]["nestedVirtualization"], "enabled");
+    }
+
+    #[test]
+    fn ip_prefix_count_is_not_hashed_connection_tracking_is() {
+        let nc: EC2NodeClass = from_yaml(
+            "metadata: {name: x}\nspec:\n  ipPrefixCount: 2\n  connectionTracking: {udpTimeout: 30}\n",
+        )
+        .expect("parses");
+        assert!(nc.spec.other.is_empty(), "{:?}", nc.spec.other);
+        assert_eq!(nc.spec.ip_prefix_count, Some(2));
+        let mut prefixes = base();
+        prefixes.spec.ip_prefix_count = Some(4);
+        prefixes.validate().expect("valid");
+        assert_eq!(base().hash(), prefixes.hash());
+        let mut tracked = base();
+        tracked.spec.connection_tracking = Some(ConnectionTracking {
+            tcp_established_timeout: Some(432_000),
+            udp_stream_timeout: Some(60),
+            udp_timeout: Some(60),
+        });
+        tracked.validate().expect("valid");
+        assert_ne!(base().hash(), tracked.hash());
     }
 
     #[test]

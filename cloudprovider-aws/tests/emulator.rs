@@ -479,6 +479,73 @@ async fn nested_virtualization_narrows_types_and_reaches_the_launch_template() {
     assert!(data.iter().all(|d| d.cpu_options().is_none()), "{data:?}");
 }
 
+/// `spec.ipPrefixCount` and `spec.connectionTracking` (Karpenter v1.15): the primary
+/// interface of the launch template carries the prefixes, the timeouts and the security
+/// groups; connection tracking offers only Nitro types.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefixes_and_connection_tracking_reach_the_primary_interface() {
+    let Some(ep) = endpoint("prefixes") else {
+        return;
+    };
+    let f = fixture(&ep, "prefixes").await;
+    let provider = ready_with(&f, |nc| {
+        nc.spec.ip_prefix_count = Some(3);
+        nc.spec.connection_tracking = Some(
+            serde_json::from_value(
+                serde_json::json!({"tcpEstablishedTimeout": 120, "udpTimeout": 40}),
+            )
+            .expect("connection tracking"),
+        );
+    })
+    .await;
+    let nc = provider.node_class("default").expect("stored");
+    let kept = provider
+        .node_class_instance_types(&nc)
+        .await
+        .expect("instance types");
+    // moto (like EC2) describes m4 on Xen and m5 on Nitro.
+    assert!(kept.iter().any(|t| t.name == "m5.large"));
+    assert!(!kept.iter().any(|t| t.name == "m4.large"));
+    let c = claim(
+        "general-prefixes",
+        serde_json::json!([
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "m4.large"]},
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+        ]),
+    );
+    let launched = provider.create(&c).await.expect("create");
+    assert_eq!(
+        launched.label("node.kubernetes.io/instance-type"),
+        Some("m5.large")
+    );
+    let data = template_data(&f).await;
+    assert!(!data.is_empty());
+    let groups: Vec<String> = nc
+        .status_or_default()
+        .security_groups
+        .iter()
+        .map(|g| g.id.clone())
+        .collect();
+    for d in &data {
+        assert!(d.security_group_ids().is_empty(), "{d:?}");
+        let [eni] = d.network_interfaces() else {
+            panic!("one interface: {d:?}");
+        };
+        assert_eq!(eni.device_index(), Some(0));
+        assert_eq!(eni.ipv4_prefix_count(), Some(3));
+        assert_eq!(eni.groups(), groups.as_slice());
+        let ct = eni.connection_tracking_specification().expect("tracking");
+        assert_eq!(
+            (
+                ct.tcp_established_timeout(),
+                ct.udp_stream_timeout(),
+                ct.udp_timeout()
+            ),
+            (Some(120), None, Some(40))
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instance_types_come_from_describe_instance_types() {
     let Some(ep) = endpoint("instance_types") else {
