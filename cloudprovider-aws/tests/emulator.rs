@@ -420,6 +420,39 @@ async fn ready_with(f: &Fixture, change: impl FnOnce(&mut EC2NodeClass)) -> AwsC
     ready_class(provider, &nc).await
 }
 
+/// The types `provider` offers for its class, then one on-demand claim `name` launched
+/// with the choice of `types`, and the launch template data EC2 stored for it.
+async fn offered_and_launched(
+    f: &Fixture,
+    provider: &AwsCloudProvider,
+    name: &str,
+    types: &[&str],
+) -> (
+    Vec<String>,
+    NodeClaim,
+    Vec<aws_sdk_ec2::types::ResponseLaunchTemplateData>,
+) {
+    let nc = provider.node_class("default").expect("stored");
+    let offered = provider
+        .node_class_instance_types(&nc)
+        .await
+        .expect("instance types")
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    let c = claim(
+        name,
+        serde_json::json!([
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types},
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+        ]),
+    );
+    let launched = provider.create(&c).await.expect("create");
+    let data = template_data(f).await;
+    assert!(!data.is_empty());
+    (offered, launched, data)
+}
+
 /// `spec.cpuOptions.nestedVirtualization` (Karpenter v1.15): enabled, only the types EC2
 /// describes with the `nested-virtualization` processor feature are offered, and the launch
 /// template asks for it.
@@ -436,29 +469,16 @@ async fn nested_virtualization_narrows_types_and_reaches_the_launch_template() {
         );
     })
     .await;
-    let nc = provider.node_class("default").expect("stored");
-    let kept = provider
-        .node_class_instance_types(&nc)
-        .await
-        .expect("instance types");
+    let (kept, launched, data) =
+        offered_and_launched(&f, &provider, "general-nested", &["c7i.large", "m5.large"]).await;
     // moto (like EC2) describes the 7th/8th-generation Intel types with the feature, and
     // m5 without it.
-    assert!(kept.iter().any(|t| t.name == "c7i.large"), "{}", kept.len());
-    assert!(!kept.iter().any(|t| t.name == "m5.large"));
-    let c = claim(
-        "general-nested",
-        serde_json::json!([
-            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c7i.large", "m5.large"]},
-            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
-        ]),
-    );
-    let launched = provider.create(&c).await.expect("create");
+    assert!(kept.iter().any(|t| t == "c7i.large"), "{}", kept.len());
+    assert!(!kept.iter().any(|t| t == "m5.large"));
     assert_eq!(
         launched.label("node.kubernetes.io/instance-type"),
         Some("c7i.large")
     );
-    let data = template_data(&f).await;
-    assert!(!data.is_empty());
     for d in &data {
         let nv = d.cpu_options().and_then(|c| c.nested_virtualization());
         assert_eq!(nv.map(|v| v.as_str()), Some("enabled"), "{d:?}");
@@ -466,16 +486,7 @@ async fn nested_virtualization_narrows_types_and_reaches_the_launch_template() {
     // Without cpuOptions the template carries none (upstream leaves CpuOptions out).
     let g = fixture(&ep, "cpuoptsoff").await;
     let plain = ready_provider(&g, g.clients.clone()).await;
-    let c = claim(
-        "general-plain",
-        serde_json::json!([
-            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},
-            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
-        ]),
-    );
-    plain.create(&c).await.expect("create");
-    let data = template_data(&g).await;
-    assert!(!data.is_empty());
+    let (_, _, data) = offered_and_launched(&g, &plain, "general-plain", &["m5.large"]).await;
     assert!(data.iter().all(|d| d.cpu_options().is_none()), "{data:?}");
 }
 
@@ -498,28 +509,16 @@ async fn prefixes_and_connection_tracking_reach_the_primary_interface() {
         );
     })
     .await;
-    let nc = provider.node_class("default").expect("stored");
-    let kept = provider
-        .node_class_instance_types(&nc)
-        .await
-        .expect("instance types");
+    let (kept, launched, data) =
+        offered_and_launched(&f, &provider, "general-prefixes", &["m5.large", "m4.large"]).await;
     // moto (like EC2) describes m4 on Xen and m5 on Nitro.
-    assert!(kept.iter().any(|t| t.name == "m5.large"));
-    assert!(!kept.iter().any(|t| t.name == "m4.large"));
-    let c = claim(
-        "general-prefixes",
-        serde_json::json!([
-            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "m4.large"]},
-            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
-        ]),
-    );
-    let launched = provider.create(&c).await.expect("create");
+    assert!(kept.iter().any(|t| t == "m5.large"));
+    assert!(!kept.iter().any(|t| t == "m4.large"));
     assert_eq!(
         launched.label("node.kubernetes.io/instance-type"),
         Some("m5.large")
     );
-    let data = template_data(&f).await;
-    assert!(!data.is_empty());
+    let nc = provider.node_class("default").expect("stored");
     let groups: Vec<String> = nc
         .status_or_default()
         .security_groups
