@@ -4,7 +4,7 @@
 //! Karpenter's CRD enforces. [`crate::nodeclass::EC2NodeClass::validate`] implements the same
 //! rules in Rust for callers without an API server.
 
-use crate::nodeclass::EC2NodeClass;
+use crate::nodeclass::{CT_TCP_ESTABLISHED, CT_UDP, CT_UDP_STREAM, EC2NodeClass};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use karpenter_cloudprovider::crd::{remove, rule, set, with_schema};
 use kube_core::CustomResourceExt;
@@ -38,6 +38,12 @@ pub const PATCHED_PATHS: &[&str] = &[
     "spec.metadataOptions.httpProtocolIPv6",
     "spec.metadataOptions.httpPutResponseHopLimit",
     "spec.metadataOptions.httpTokens",
+    "spec.cpuOptions.nestedVirtualization",
+    "spec.ipPrefixCount",
+    "spec.connectionTracking",
+    "spec.connectionTracking.tcpEstablishedTimeout",
+    "spec.connectionTracking.udpStreamTimeout",
+    "spec.connectionTracking.udpTimeout",
 ];
 
 fn patch(s: &mut Value) {
@@ -192,6 +198,30 @@ fn patch(s: &mut Value) {
         "spec.metadataOptions.httpTokens",
         json!({ "enum": ["required", "optional"] }),
     );
+    set(
+        s,
+        "spec.cpuOptions.nestedVirtualization",
+        json!({ "enum": ["enabled", "disabled"] }),
+    );
+    set(s, "spec.ipPrefixCount", json!({ "minimum": 0 }));
+    set(
+        s,
+        "spec.connectionTracking",
+        json!({ "x-kubernetes-validations": [
+            rule("has(self.tcpEstablishedTimeout) || has(self.udpStreamTimeout) || has(self.udpTimeout)", "at least one of tcpEstablishedTimeout, udpStreamTimeout, or udpTimeout must be set"),
+        ]}),
+    );
+    for (field, (min, max)) in [
+        ("tcpEstablishedTimeout", CT_TCP_ESTABLISHED),
+        ("udpStreamTimeout", CT_UDP_STREAM),
+        ("udpTimeout", CT_UDP),
+    ] {
+        set(
+            s,
+            &format!("spec.connectionTracking.{field}"),
+            json!({ "minimum": min, "maximum": max }),
+        );
+    }
 }
 
 /// The EC2NodeClass CRD with upstream's validation.

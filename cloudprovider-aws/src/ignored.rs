@@ -67,15 +67,27 @@ mod tests {
     }
 
     #[test]
-    fn fields_carried_without_a_model_are_named() {
+    fn fields_carried_without_a_model_are_named_the_v1_15_ones_acted_on_are_not() {
         let nc = class(serde_json::json!({
             "instanceProfile": "p",
             "amiSelectorTerms": [{"id": "ami-0123456789abcdef0"}],
             "amiFamily": "AL2023",
             "subnetSelectorTerms": [{"id": "subnet-0123"}],
             "securityGroupSelectorTerms": [{"id": "sg-0123"}],
+            "cpuOptions": {"nestedVirtualization": "enabled"},
+            "ipPrefixCount": 2,
+            "connectionTracking": {"udpTimeout": 30},
+            "placementGroupSelector": {"name": "pg"},
+            "networkInterfaces": [{"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}],
             "ipPrefixDelegation": true,
         }));
-        assert_eq!(paths(&nc), ["spec.ipPrefixDelegation"]);
+        assert_eq!(
+            paths(&nc),
+            [
+                "spec.ipPrefixDelegation",
+                "spec.networkInterfaces",
+                "spec.placementGroupSelector"
+            ]
+        );
     }
 }

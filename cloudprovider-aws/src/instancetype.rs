@@ -13,7 +13,7 @@ use crate::kubelet_resolve::{KubeletResolver, TypeKubelet};
 use crate::nodeclass::EC2NodeClass;
 use crate::pricing::PricingProvider;
 use crate::settings::AwsSettings;
-use aws_sdk_ec2::types::{InstanceTypeInfo, LocationType};
+use aws_sdk_ec2::types::{InstanceTypeInfo, LocationType, SupportedAdditionalProcessorFeature};
 use karpenter_catalog::allocatable::DEFAULT_ROOT_VOLUME_BYTES;
 use karpenter_catalog::{Catalogue, CatalogueEntry, CatalogueOptions, GpuInfo};
 use karpenter_scheduling::labels;
@@ -215,11 +215,21 @@ pub struct InstanceTypeProvider {
     pricing: Arc<PricingProvider>,
     unavailable: Arc<UnavailableOfferings>,
     infos: TtlCache<(), Arc<Vec<CatalogueEntry>>>,
-    /// The types that support Nitro Enclaves, from the same answers as `infos`.
-    enclave_capable: TtlCache<(), Arc<BTreeSet<String>>>,
+    /// The types that support optional features, from the same answers as `infos`.
+    capable: TtlCache<(), Arc<FeatureSupport>>,
     offerings: TtlCache<(), Arc<BTreeMap<String, BTreeSet<String>>>>,
     built: std::sync::Mutex<Vec<Built>>,
     clock: Arc<dyn Clock>,
+}
+
+/// The types EC2 describes as supporting each optional feature a class can require.
+#[derive(Debug, Default)]
+struct FeatureSupport {
+    /// `NitroEnclavesSupport: supported` (upstream's nitroEnclavesCompatibility).
+    enclaves: BTreeSet<String>,
+    /// `nested-virtualization` in `ProcessorInfo.SupportedFeatures` (upstream's
+    /// nestedVirtualizationCompatibility).
+    nested_virtualization: BTreeSet<String>,
 }
 
 /// A NodeClass's catalogue built from one generation of EC2's answers: rebuilding it
@@ -232,8 +242,8 @@ struct Built {
     on_demand: crate::pricing::OnDemandPrices,
     zones: BTreeSet<String>,
     options: karpenter_catalog::CatalogueOptions,
-    /// The class's kubelet configuration, CEL gate and enclaves: its expressions make
-    /// values differ from type to type beyond `options`, and enclaves narrow the types.
+    /// The class's kubelet configuration, CEL gate and required features: its expressions
+    /// make values differ from type to type beyond `options`, and features narrow the types.
     kubelet: String,
     types: Vec<Arc<InstanceType>>,
     /// `types` with spot prices and unavailable offerings applied: for this unavailable
@@ -275,8 +285,11 @@ struct Described<'a> {
     entries: &'a [CatalogueEntry],
     offered: &'a BTreeMap<String, BTreeSet<String>>,
     on_demand: &'a crate::pricing::OnDemandPrices,
-    /// The types that support Nitro Enclaves, when the class enables them.
-    enclave_capable: Option<&'a BTreeSet<String>>,
+    /// The class's required features: a type must be in every set.
+    required: &'a [&'a BTreeSet<String>],
+    /// Only Nitro types (connection tracking needs them: upstream's
+    /// connectionTrackingCompatibility).
+    nitro_only: bool,
 }
 
 /// How many built catalogues are kept (one per distinct NodeClass shape in use).
@@ -297,7 +310,8 @@ impl InstanceTypeProvider {
             entries,
             offered,
             on_demand,
-            enclave_capable,
+            required,
+            nitro_only,
         } = *ec2;
         let mut catalogue = Catalogue {
             region: self.settings.region.clone(),
@@ -312,9 +326,12 @@ impl InstanceTypeProvider {
             if entry.zones.is_empty() {
                 continue;
             }
-            // With enclaves on, only the types that support them (upstream's
-            // nitroEnclavesCompatibility).
-            if enclave_capable.is_some_and(|set| !set.contains(&entry.name)) {
+            // Only the types that support every feature the class turns on (upstream's
+            // compatibility checks: Nitro Enclaves, nested virtualization).
+            if required.iter().any(|set| !set.contains(&entry.name)) {
+                continue;
+            }
+            if nitro_only && entry.hypervisor.as_deref() != Some("nitro") {
                 continue;
             }
             match on_demand.get(&entry.name) {
@@ -371,7 +388,7 @@ impl InstanceTypeProvider {
             pricing,
             unavailable,
             infos: TtlCache::new(clock.clone(), ttl),
-            enclave_capable: TtlCache::new(clock.clone(), ttl),
+            capable: TtlCache::new(clock.clone(), ttl),
             offerings: TtlCache::new(clock.clone(), ttl),
             clock,
             built: std::sync::Mutex::new(Vec::new()),
@@ -384,7 +401,7 @@ impl InstanceTypeProvider {
             return Ok(hit);
         }
         let mut entries = Vec::new();
-        let mut enclaves = BTreeSet::new();
+        let mut capable = FeatureSupport::default();
         let mut token = None;
         loop {
             let page = self
@@ -395,10 +412,23 @@ impl InstanceTypeProvider {
                 .await
                 .map_err(|e| AwsError::api("DescribeInstanceTypes", e))?;
             entries.extend(page.instance_types().iter().filter_map(entry_from_info));
-            enclaves.extend(page.instance_types().iter().filter_map(|i| {
-                let supported = i.nitro_enclaves_support()?.as_str() == "supported";
-                supported.then(|| i.instance_type().map(|t| t.as_str().to_owned()))?
-            }));
+            for info in page.instance_types() {
+                let Some(name) = info.instance_type().map(|t| t.as_str()) else {
+                    continue;
+                };
+                if info
+                    .nitro_enclaves_support()
+                    .is_some_and(|s| s.as_str() == "supported")
+                {
+                    capable.enclaves.insert(name.to_owned());
+                }
+                if info.processor_info().is_some_and(|p| {
+                    p.supported_features()
+                        .contains(&SupportedAdditionalProcessorFeature::NestedVirtualization)
+                }) {
+                    capable.nested_virtualization.insert(name.to_owned());
+                }
+            }
             token = page
                 .next_token()
                 .filter(|t| !t.is_empty())
@@ -411,18 +441,18 @@ impl InstanceTypeProvider {
         entries.dedup_by(|a, b| a.name == b.name);
         let entries = Arc::new(entries);
         self.infos.insert((), entries.clone());
-        self.enclave_capable.insert((), Arc::new(enclaves));
+        self.capable.insert((), Arc::new(capable));
         Ok(entries)
     }
 
-    /// The types that support Nitro Enclaves, as EC2 last described them.
-    async fn enclave_capable(&self) -> Result<Arc<BTreeSet<String>>, AwsError> {
-        if let Some(hit) = self.enclave_capable.get(&()) {
+    /// The types that support each optional feature, as EC2 last described them.
+    async fn capable(&self) -> Result<Arc<FeatureSupport>, AwsError> {
+        if let Some(hit) = self.capable.get(&()) {
             return Ok(hit);
         }
         self.infos.clear();
         self.entries().await?;
-        Ok(self.enclave_capable.get(&()).unwrap_or_default())
+        Ok(self.capable.get(&()).unwrap_or_default())
     }
 
     /// The zones offering each type (all pages), cached.
@@ -485,19 +515,33 @@ impl InstanceTypeProvider {
         };
         let options = catalogue_options(node_class, &self.settings)?;
         let resolver = kubelet_resolver(node_class, &self.settings)?;
-        let enclaves = match node_class.enclaves_enabled() {
-            true => Some(self.enclave_capable().await?),
-            false => None,
+        let (enclaves, nested) = (
+            node_class.enclaves_enabled(),
+            node_class.nested_virtualization_enabled(),
+        );
+        let capable = match enclaves || nested {
+            true => self.capable().await?,
+            false => Arc::default(),
         };
+        let mut required = Vec::new();
+        if enclaves {
+            required.push(&capable.enclaves);
+        }
+        if nested {
+            required.push(&capable.nested_virtualization);
+        }
+        let nitro_only = node_class.spec.connection_tracking.is_some();
         let kubelet = format!(
-            "{}|{}|{}",
+            "{}|{}|{}|{}|{}",
             node_class
                 .spec
                 .kubelet
                 .as_ref()
                 .map_or_else(|| "null".to_owned(), |k| k.canonical_json()),
             self.settings.node_class_cel,
-            enclaves.is_some()
+            enclaves,
+            nested,
+            nitro_only
         );
         let (seq, now) = (self.unavailable.seq_num(), self.clock.now());
         let fresh = |(s, sp, at, _): &&(u64, crate::pricing::SpotPrices, SystemTime, _)| {
@@ -534,7 +578,8 @@ impl InstanceTypeProvider {
                     entries: &entries,
                     offered: &offered,
                     on_demand: &on_demand,
-                    enclave_capable: enclaves.as_deref(),
+                    required: &required,
+                    nitro_only,
                 };
                 let types =
                     self.build(node_class, &described, &subnet_zones, &options, &resolver)?;

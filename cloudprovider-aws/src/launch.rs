@@ -469,10 +469,12 @@ pub fn launch_template_name(
     instance_profile: &str,
     target: &TemplateTarget<'_>,
 ) -> String {
+    // ipPrefixCount is outside the drift hash but inside the template.
     let text = format!(
-        "{cluster_name}|{}|{}|{image_id}|{user_data}|{}|{instance_profile}{}",
+        "{cluster_name}|{}|{}|{:?}|{image_id}|{user_data}|{}|{instance_profile}{}",
         node_class.name(),
         node_class.hash(),
+        node_class.spec.ip_prefix_count,
         security_groups.join(","),
         target.name_key()
     );
@@ -1022,8 +1024,12 @@ mod tests {
             launch_template_name("demo", &nc, "ami-2", "ud", &["sg-1".into()], "p", &OPEN)
         );
         nc.spec.detailed_monitoring = Some(true);
+        let b = launch_template_name("demo", &nc, "ami-1", "ud", &["sg-1".into()], "p", &OPEN);
+        assert_ne!(a, b);
+        // ipPrefixCount is not in the drift hash, but the template must change with it.
+        nc.spec.ip_prefix_count = Some(2);
         assert_ne!(
-            a,
+            b,
             launch_template_name("demo", &nc, "ami-1", "ud", &["sg-1".into()], "p", &OPEN)
         );
     }

@@ -180,6 +180,27 @@ pub struct EC2NodeClassSpec {
     /// are offered, and instances launch with enclaves on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enclave_options: Option<EnclaveOptions>,
+    /// CPU options (Karpenter v1.15): `nestedVirtualization: enabled` offers only the types
+    /// EC2 describes as supporting nested virtualization; when set (either value) it is
+    /// written to the launch template.
+    #[serde(
+        default,
+        rename = "cpuOptions",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cpu_options: Option<CpuOptions>,
+    /// IPv4 prefixes (/28) assigned to the primary network interface at launch (≥ 0). Not
+    /// hashed (upstream's `hash:"ignore"`): a change gives new launch templates, not drift.
+    #[serde(
+        default,
+        rename = "ipPrefixCount",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub ip_prefix_count: Option<i32>,
+    /// Idle connection tracking timeouts on the network interfaces in the launch template.
+    /// Set, only Nitro instance types are offered. Hashed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_tracking: Option<ConnectionTracking>,
     /// Upstream fields karpenter-rs carries without acting on them.
     #[serde(flatten, default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(skip)]
@@ -261,6 +282,32 @@ pub struct AmiSelectorTerm {
 pub struct EnclaveOptions {
     /// Whether instances are enabled for AWS Nitro Enclaves.
     pub enabled: bool,
+}
+
+/// `spec.cpuOptions`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CpuOptions {
+    /// NestedVirtualization enables or disables nested virtualization on the instance
+    /// (`enabled` or `disabled`). When enabled, only instance types reporting
+    /// "nested-virtualization" in ProcessorInfo.SupportedFeatures are offered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nested_virtualization: Option<String>,
+}
+
+/// `spec.connectionTracking`: idle timeouts in seconds; unset ones keep EC2's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionTracking {
+    /// Idle established TCP connections, 60–432000 seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_established_timeout: Option<i32>,
+    /// Idle UDP flows that saw more than one request-response, 60–180 seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_stream_timeout: Option<i32>,
+    /// Idle UDP flows seen in one direction or one request-response, 30–60 seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_timeout: Option<i32>,
 }
 
 /// A block device mapping.
@@ -532,6 +579,16 @@ impl EC2NodeClass {
             .enclave_options
             .as_ref()
             .is_some_and(|e| e.enabled)
+    }
+
+    /// Whether instances launch with nested virtualization
+    /// (`spec.cpuOptions.nestedVirtualization: enabled`), which narrows the instance types.
+    pub fn nested_virtualization_enabled(&self) -> bool {
+        self.spec
+            .cpu_options
+            .as_ref()
+            .and_then(|c| c.nested_virtualization.as_deref())
+            == Some("enabled")
     }
 
     /// The resolved status (default when absent).
@@ -971,7 +1028,74 @@ fn validate_spec(spec: &EC2NodeClassSpec, errs: &mut Vec<ValidationError>) {
             "must be required or optional",
         );
     }
+    if let Some(nv) = spec
+        .cpu_options
+        .as_ref()
+        .and_then(|c| c.nested_virtualization.as_deref())
+        && !["enabled", "disabled"].contains(&nv)
+    {
+        err(
+            errs,
+            "spec.cpuOptions.nestedVirtualization",
+            NotSupported,
+            "supported values: \"enabled\", \"disabled\"",
+        );
+    }
+    if spec.ip_prefix_count.is_some_and(|n| n < 0) {
+        err(
+            errs,
+            "spec.ipPrefixCount",
+            Invalid,
+            "should be greater than or equal to 0",
+        );
+    }
+    if let Some(ct) = &spec.connection_tracking {
+        let p = "spec.connectionTracking";
+        if ct.tcp_established_timeout.is_none()
+            && ct.udp_stream_timeout.is_none()
+            && ct.udp_timeout.is_none()
+        {
+            err(
+                errs,
+                p,
+                Invalid,
+                "at least one of tcpEstablishedTimeout, udpStreamTimeout, or udpTimeout must be set",
+            );
+        }
+        for (field, value, range) in [
+            (
+                "tcpEstablishedTimeout",
+                ct.tcp_established_timeout,
+                CT_TCP_ESTABLISHED,
+            ),
+            ("udpStreamTimeout", ct.udp_stream_timeout, CT_UDP_STREAM),
+            ("udpTimeout", ct.udp_timeout, CT_UDP),
+        ] {
+            match value {
+                Some(v) if v < range.0 => err(
+                    errs,
+                    format!("{p}.{field}"),
+                    Invalid,
+                    &format!("should be greater than or equal to {}", range.0),
+                ),
+                Some(v) if v > range.1 => err(
+                    errs,
+                    format!("{p}.{field}"),
+                    Invalid,
+                    &format!("should be less than or equal to {}", range.1),
+                ),
+                _ => {}
+            }
+        }
+    }
 }
+
+/// `spec.connectionTracking` bounds (seconds), as upstream's CRD sets them.
+pub const CT_TCP_ESTABLISHED: (i32, i32) = (60, 432_000);
+/// See [`CT_TCP_ESTABLISHED`].
+pub const CT_UDP_STREAM: (i32, i32) = (60, 180);
+/// See [`CT_TCP_ESTABLISHED`].
+pub const CT_UDP: (i32, i32) = (30, 60);
 
 /// Parses one EC2NodeClass from YAML (or JSON), applying the CRD defaults.
 pub fn from_yaml(text: &str) -> Result<EC2NodeClass, serde_saphyr::Error> {
@@ -1184,6 +1308,55 @@ spec:
                 },
                 "snapshotID or volumeSize",
             ),
+            (
+                "nested virtualization not enabled or disabled",
+                |s| {
+                    s.cpu_options = Some(CpuOptions {
+                        nested_virtualization: Some("on".into()),
+                    })
+                },
+                "spec.cpuOptions.nestedVirtualization",
+            ),
+            (
+                "negative ipPrefixCount",
+                |s| s.ip_prefix_count = Some(-1),
+                "spec.ipPrefixCount",
+            ),
+            (
+                "empty connectionTracking",
+                |s| s.connection_tracking = Some(ConnectionTracking::default()),
+                "at least one of tcpEstablishedTimeout, udpStreamTimeout, or udpTimeout",
+            ),
+            (
+                "tcp timeout too short",
+                |s| {
+                    s.connection_tracking = Some(ConnectionTracking {
+                        tcp_established_timeout: Some(59),
+                        ..Default::default()
+                    })
+                },
+                "spec.connectionTracking.tcpEstablishedTimeout: Invalid value: should be greater than or equal to 60",
+            ),
+            (
+                "udp stream timeout too long",
+                |s| {
+                    s.connection_tracking = Some(ConnectionTracking {
+                        udp_stream_timeout: Some(181),
+                        ..Default::default()
+                    })
+                },
+                "spec.connectionTracking.udpStreamTimeout: Invalid value: should be less than or equal to 180",
+            ),
+            (
+                "udp timeout too short",
+                |s| {
+                    s.connection_tracking = Some(ConnectionTracking {
+                        udp_timeout: Some(29),
+                        ..Default::default()
+                    })
+                },
+                "spec.connectionTracking.udpTimeout: Invalid value: should be greater than or equal to 30",
+            ),
         ];
         for (name, mutate, want) in cases {
             let mut nc = base();
@@ -1217,6 +1390,49 @@ spec:
         let v = serde_json::to_value(&nc).expect("serialises");
         assert_eq!(v["spec"]["ipPrefixCount"], 2);
         assert_eq!(v["spec"]["cpuOptions"]["nestedVirtualization"], "enabled");
+    }
+
+    #[test]
+    fn ip_prefix_count_is_not_hashed_connection_tracking_is() {
+        let nc: EC2NodeClass = from_yaml(
+            "metadata: {name: x}\nspec:\n  ipPrefixCount: 2\n  connectionTracking: {udpTimeout: 30}\n",
+        )
+        .expect("parses");
+        assert!(nc.spec.other.is_empty(), "{:?}", nc.spec.other);
+        assert_eq!(nc.spec.ip_prefix_count, Some(2));
+        let mut prefixes = base();
+        prefixes.spec.ip_prefix_count = Some(4);
+        prefixes.validate().expect("valid");
+        assert_eq!(base().hash(), prefixes.hash());
+        let mut tracked = base();
+        tracked.spec.connection_tracking = Some(ConnectionTracking {
+            tcp_established_timeout: Some(432_000),
+            udp_stream_timeout: Some(60),
+            udp_timeout: Some(60),
+        });
+        tracked.validate().expect("valid");
+        assert_ne!(base().hash(), tracked.hash());
+    }
+
+    #[test]
+    fn cpu_options_are_typed_validated_and_hashed() {
+        let mut nc: EC2NodeClass = from_yaml(
+            "metadata: {name: x}\nspec:\n  cpuOptions: {nestedVirtualization: enabled}\n",
+        )
+        .expect("parses");
+        assert!(nc.spec.other.is_empty(), "{:?}", nc.spec.other);
+        assert!(nc.nested_virtualization_enabled());
+        nc.spec.cpu_options = Some(CpuOptions {
+            nested_virtualization: Some("disabled".into()),
+        });
+        assert!(!nc.nested_virtualization_enabled());
+        let mut enabled = base();
+        enabled.spec.cpu_options = Some(CpuOptions {
+            nested_virtualization: Some("enabled".into()),
+        });
+        enabled.validate().expect("valid");
+        // Upstream hashes cpuOptions: changing it drifts nodes.
+        assert_ne!(base().hash(), enabled.hash());
     }
 
     #[test]

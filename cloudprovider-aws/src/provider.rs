@@ -611,24 +611,46 @@ impl AwsCloudProvider {
                     .enabled(nc.enclaves_enabled())
                     .build(),
             )
-            .set_block_device_mappings(Some(self.block_device_mappings(nc)));
+            .set_block_device_mappings(Some(self.block_device_mappings(nc)))
+            // Written only when set, as upstream writes it.
+            .set_cpu_options(
+                nc.spec
+                    .cpu_options
+                    .as_ref()
+                    .and_then(|c| c.nested_virtualization.as_deref())
+                    .map(|nv| {
+                        aws_sdk_ec2::types::LaunchTemplateCpuOptionsRequest::builder()
+                            .nested_virtualization(nv.into())
+                            .build()
+                    }),
+            );
         let (reservation_spec, market) = target.options();
         data = data
             .set_capacity_reservation_specification(reservation_spec)
             .set_instance_market_options(market);
-        match nc.spec.associate_public_ip_address {
-            // Security groups move onto the interface when one is specified; the subnet
-            // still comes from each fleet override.
-            Some(public) => {
-                data = data.network_interfaces(
-                    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
-                        .device_index(0)
-                        .associate_public_ip_address(public)
-                        .set_groups(Some(sgs))
-                        .build(),
-                )
-            }
-            None => data = data.set_security_group_ids(Some(sgs)),
+        let tracking = nc.spec.connection_tracking.as_ref().map(|c| {
+            aws_sdk_ec2::types::ConnectionTrackingSpecificationRequest::builder()
+                .set_tcp_established_timeout(c.tcp_established_timeout)
+                .set_udp_stream_timeout(c.udp_stream_timeout)
+                .set_udp_timeout(c.udp_timeout)
+                .build()
+        });
+        let public = nc.spec.associate_public_ip_address;
+        let prefixes = nc.spec.ip_prefix_count;
+        if public.is_some() || prefixes.is_some() || tracking.is_some() {
+            // Security groups move onto the primary interface when one is specified (as
+            // upstream writes it); the subnet still comes from each fleet override.
+            data = data.network_interfaces(
+                LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
+                    .device_index(0)
+                    .set_associate_public_ip_address(public)
+                    .set_ipv4_prefix_count(prefixes)
+                    .set_connection_tracking_specification(tracking)
+                    .set_groups(Some(sgs))
+                    .build(),
+            );
+        } else {
+            data = data.set_security_group_ids(Some(sgs));
         }
         data.build()
     }

@@ -177,6 +177,11 @@ fn managed_profile(cluster: &str, role: &str) -> String {
 
 /// How many launch templates the provider created for the fixture's cluster.
 async fn launch_templates(f: &Fixture) -> usize {
+    cluster_templates(f).await.len()
+}
+
+/// The launch templates the provider created for the fixture's cluster.
+async fn cluster_templates(f: &Fixture) -> Vec<aws_sdk_ec2::types::LaunchTemplate> {
     f.clients
         .ec2
         .describe_launch_templates()
@@ -190,7 +195,7 @@ async fn launch_templates(f: &Fixture) -> usize {
         .await
         .expect("DescribeLaunchTemplates")
         .launch_templates()
-        .len()
+        .to_vec()
 }
 
 fn node_class(cluster: &str) -> EC2NodeClass {
@@ -236,7 +241,12 @@ async fn ready_provider(f: &Fixture, clients: AwsClients) -> AwsCloudProvider {
 
 /// `provider` with the fixture's node class reconciled and applied.
 async fn ready(f: &Fixture, provider: AwsCloudProvider) -> AwsCloudProvider {
-    let nc = provider.reconcile_node_class(&node_class(&f.cluster)).await;
+    ready_class(provider, &node_class(&f.cluster)).await
+}
+
+/// `provider` with `nc` reconciled and applied.
+async fn ready_class(provider: AwsCloudProvider, nc: &EC2NodeClass) -> AwsCloudProvider {
+    let nc = provider.reconcile_node_class(nc).await;
     assert!(nc.is_true("Ready"), "node class not ready: {:?}", nc.status);
     provider.apply_node_class(nc);
     provider
@@ -375,6 +385,164 @@ async fn enclaves_keep_only_the_types_that_support_them() {
     assert!(all.iter().any(|t| t.name == "m5.large"));
     assert!(!kept.iter().any(|t| t.name == "m5.large"));
     assert!(kept.iter().any(|t| t.name == "m5.xlarge"));
+}
+
+/// The latest launch template data of every template the provider created for the
+/// fixture's cluster, as EC2 (moto) stored it.
+async fn template_data(f: &Fixture) -> Vec<aws_sdk_ec2::types::ResponseLaunchTemplateData> {
+    let mut data = Vec::new();
+    for t in cluster_templates(f).await {
+        let versions = f
+            .clients
+            .ec2
+            .describe_launch_template_versions()
+            .launch_template_name(t.launch_template_name().expect("template name"))
+            .versions("$Latest")
+            .send()
+            .await
+            .expect("DescribeLaunchTemplateVersions");
+        data.extend(
+            versions
+                .launch_template_versions()
+                .iter()
+                .filter_map(|v| v.launch_template_data().cloned()),
+        );
+    }
+    data
+}
+
+/// A provider whose stored class is the fixture's, changed by `change`.
+async fn ready_with(f: &Fixture, change: impl FnOnce(&mut EC2NodeClass)) -> AwsCloudProvider {
+    let mut nc = node_class(&f.cluster);
+    change(&mut nc);
+    nc.validate().expect("valid class");
+    let provider = AwsCloudProvider::new(f.clients.clone(), f.settings.clone());
+    ready_class(provider, &nc).await
+}
+
+/// The types `provider` offers for its class, then one on-demand claim `name` launched
+/// with the choice of `types`, and the launch template data EC2 stored for it.
+async fn offered_and_launched(
+    f: &Fixture,
+    provider: &AwsCloudProvider,
+    name: &str,
+    types: &[&str],
+) -> (
+    Vec<String>,
+    NodeClaim,
+    Vec<aws_sdk_ec2::types::ResponseLaunchTemplateData>,
+) {
+    let nc = provider.node_class("default").expect("stored");
+    let offered = provider
+        .node_class_instance_types(&nc)
+        .await
+        .expect("instance types")
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    let c = claim(
+        name,
+        serde_json::json!([
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types},
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+        ]),
+    );
+    let launched = provider.create(&c).await.expect("create");
+    let data = template_data(f).await;
+    assert!(!data.is_empty());
+    (offered, launched, data)
+}
+
+/// `spec.cpuOptions.nestedVirtualization` (Karpenter v1.15): enabled, only the types EC2
+/// describes with the `nested-virtualization` processor feature are offered, and the launch
+/// template asks for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_virtualization_narrows_types_and_reaches_the_launch_template() {
+    let Some(ep) = endpoint("cpu_options") else {
+        return;
+    };
+    let f = fixture(&ep, "cpuopts").await;
+    let provider = ready_with(&f, |nc| {
+        nc.spec.cpu_options = Some(
+            serde_json::from_value(serde_json::json!({"nestedVirtualization": "enabled"}))
+                .expect("cpu options"),
+        );
+    })
+    .await;
+    let (kept, launched, data) =
+        offered_and_launched(&f, &provider, "general-nested", &["c7i.large", "m5.large"]).await;
+    // moto (like EC2) describes the 7th/8th-generation Intel types with the feature, and
+    // m5 without it.
+    assert!(kept.iter().any(|t| t == "c7i.large"), "{}", kept.len());
+    assert!(!kept.iter().any(|t| t == "m5.large"));
+    assert_eq!(
+        launched.label("node.kubernetes.io/instance-type"),
+        Some("c7i.large")
+    );
+    for d in &data {
+        let nv = d.cpu_options().and_then(|c| c.nested_virtualization());
+        assert_eq!(nv.map(|v| v.as_str()), Some("enabled"), "{d:?}");
+    }
+    // Without cpuOptions the template carries none (upstream leaves CpuOptions out).
+    let g = fixture(&ep, "cpuoptsoff").await;
+    let plain = ready_provider(&g, g.clients.clone()).await;
+    let (_, _, data) = offered_and_launched(&g, &plain, "general-plain", &["m5.large"]).await;
+    assert!(data.iter().all(|d| d.cpu_options().is_none()), "{data:?}");
+}
+
+/// `spec.ipPrefixCount` and `spec.connectionTracking` (Karpenter v1.15): the primary
+/// interface of the launch template carries the prefixes, the timeouts and the security
+/// groups; connection tracking offers only Nitro types.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefixes_and_connection_tracking_reach_the_primary_interface() {
+    let Some(ep) = endpoint("prefixes") else {
+        return;
+    };
+    let f = fixture(&ep, "prefixes").await;
+    let provider = ready_with(&f, |nc| {
+        nc.spec.ip_prefix_count = Some(3);
+        nc.spec.connection_tracking = Some(
+            serde_json::from_value(
+                serde_json::json!({"tcpEstablishedTimeout": 120, "udpTimeout": 40}),
+            )
+            .expect("connection tracking"),
+        );
+    })
+    .await;
+    let (kept, launched, data) =
+        offered_and_launched(&f, &provider, "general-prefixes", &["m5.large", "m4.large"]).await;
+    // moto (like EC2) describes m4 on Xen and m5 on Nitro.
+    assert!(kept.iter().any(|t| t == "m5.large"));
+    assert!(!kept.iter().any(|t| t == "m4.large"));
+    assert_eq!(
+        launched.label("node.kubernetes.io/instance-type"),
+        Some("m5.large")
+    );
+    let nc = provider.node_class("default").expect("stored");
+    let groups: Vec<String> = nc
+        .status_or_default()
+        .security_groups
+        .iter()
+        .map(|g| g.id.clone())
+        .collect();
+    for d in &data {
+        assert!(d.security_group_ids().is_empty(), "{d:?}");
+        let [eni] = d.network_interfaces() else {
+            panic!("one interface: {d:?}");
+        };
+        assert_eq!(eni.device_index(), Some(0));
+        assert_eq!(eni.ipv4_prefix_count(), Some(3));
+        assert_eq!(eni.groups(), groups.as_slice());
+        let ct = eni.connection_tracking_specification().expect("tracking");
+        assert_eq!(
+            (
+                ct.tcp_established_timeout(),
+                ct.udp_stream_timeout(),
+                ct.udp_timeout()
+            ),
+            (Some(120), None, Some(40))
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -535,38 +703,12 @@ async fn launch_tag_get_list_drift_gc_and_delete() {
         launched.annotation("karpenter.k8s.aws/instance-profile-name"),
         Some(profile.as_str())
     );
-    let templates = f
-        .clients
-        .ec2
-        .describe_launch_templates()
-        .filters(
-            Filter::builder()
-                .name("tag:karpenter.k8s.aws/cluster")
-                .values(&f.cluster)
-                .build(),
-        )
-        .send()
+    let template_profiles: Vec<String> = template_data(&f)
         .await
-        .expect("DescribeLaunchTemplates");
-    let mut template_profiles = Vec::new();
-    for t in templates.launch_templates() {
-        let versions = f
-            .clients
-            .ec2
-            .describe_launch_template_versions()
-            .launch_template_name(t.launch_template_name().expect("template name"))
-            .versions("$Latest")
-            .send()
-            .await
-            .expect("DescribeLaunchTemplateVersions");
-        template_profiles.extend(
-            versions
-                .launch_template_versions()
-                .iter()
-                .filter_map(|v| v.launch_template_data()?.iam_instance_profile()?.name())
-                .map(str::to_string),
-        );
-    }
+        .iter()
+        .filter_map(|d| d.iam_instance_profile()?.name())
+        .map(str::to_string)
+        .collect();
     assert_eq!(template_profiles, vec![profile]);
 
     // get and list.
