@@ -940,20 +940,7 @@ fn repack_hosts(
     }
     let requests: Vec<Resources> = pods.iter().map(|&p| pod_requests(&s.pods[p])).collect();
 
-    // Identical pods form a class, in first-seen order.
-    let mut class_of: HashMap<Vec<i64>, usize> = HashMap::new();
-    let mut classes: Vec<Class> = Vec::new();
-    let mut members: Vec<Vec<usize>> = Vec::new();
-    for (n, r) in requests.iter().enumerate() {
-        let v = dims.vector(r);
-        let c = *class_of.entry(v.clone()).or_insert_with(|| {
-            classes.push(Class { req: v, count: 0 });
-            members.push(Vec::new());
-            classes.len() - 1
-        });
-        classes[c].count += 1;
-        members[c].push(n);
-    }
+    let (classes, members) = classes_of(requests.iter().map(|r| dims.vector(r)));
     if !budget.spend((pods.len() * dims.len()) as u64) {
         return none;
     }
@@ -1040,6 +1027,24 @@ fn repack_hosts(
         proven_optimal,
         shrunk,
     }
+}
+
+/// Identical request vectors form a class, in first-seen order: the classes, and per
+/// class the indices (in `vectors`) of its members.
+fn classes_of(vectors: impl Iterator<Item = Vec<i64>>) -> (Vec<Class>, Vec<Vec<usize>>) {
+    let mut class_of: HashMap<Vec<i64>, usize> = HashMap::new();
+    let mut classes: Vec<Class> = Vec::new();
+    let mut members: Vec<Vec<usize>> = Vec::new();
+    for (n, v) in vectors.enumerate() {
+        let c = *class_of.entry(v.clone()).or_insert_with(|| {
+            classes.push(Class { req: v, count: 0 });
+            members.push(Vec::new());
+            classes.len() - 1
+        });
+        classes[c].count += 1;
+        members[c].push(n);
+    }
+    (classes, members)
 }
 
 /// The cheapest packing of `classes` (vectors of `dims` dimensions, `pods` pods in all, which the greedy pass put on

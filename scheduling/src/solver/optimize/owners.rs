@@ -10,13 +10,11 @@
 //! any failure keeps the greedy claims. [`super::repack`] keeps the cheaper of this and
 //! the group with its owners pinned ([`pinned`]).
 
-use std::collections::HashMap;
-
 use super::budget::Budget;
-use super::pack::{BinType, Class};
+use super::pack::BinType;
 use super::{
-    Group, Repacked, candidate_types, claim_options, greedy_cost, group_types, new_claim,
-    pack_classes, pod_requests, price_epsilon,
+    Group, Repacked, candidate_types, claim_options, classes_of, greedy_cost, group_types,
+    new_claim, pack_classes, pod_requests, price_epsilon,
 };
 use crate::model::Pod;
 use crate::resources::Resources;
@@ -99,23 +97,14 @@ pub(super) fn repack(
         })
         .collect();
     let width = dims.len() + caps.len();
-    let mut class_of: HashMap<Vec<i64>, usize> = HashMap::new();
-    let mut classes: Vec<Class> = Vec::new();
-    let mut members: Vec<Vec<usize>> = Vec::new();
-    for (n, r) in requests.iter().enumerate() {
+    let (classes, members) = classes_of(requests.iter().enumerate().map(|(n, r)| {
         let mut v = dims.vector(r);
         v.resize(width, 0);
         for &d in &uses[n] {
             v[dims.len() + d] = 1;
         }
-        let c = *class_of.entry(v.clone()).or_insert_with(|| {
-            classes.push(Class { req: v, count: 0 });
-            members.push(Vec::new());
-            classes.len() - 1
-        });
-        classes[c].count += 1;
-        members[c].push(n);
-    }
+        v
+    }));
     if !budget.spend((pods.len() * width) as u64) {
         return none;
     }
