@@ -98,8 +98,8 @@ const SMALL_GROUP_PODS: usize = 150;
 /// The share of the work left that merging one group's nodes may use.
 const MERGE_SHARE: f64 = 0.1;
 
-/// Share of a group's budget the joint packing of its owners (see [`owners`]) may spend;
-/// the packing with the owners kept in place gets the rest.
+/// Share of what a group's budget has left, once the packing with its owners kept in
+/// place is done, that the joint packing of its owners (see [`owners`]) may spend.
 const JOINT_SHARE: f64 = 0.5;
 
 /// Settings of the packing optimiser (a field of [`crate::SolveOptions`]).
@@ -778,14 +778,15 @@ fn repack(
     next_host: &mut u32,
 ) -> Repacked {
     if !g.owners.is_empty() {
-        // The owners re-packed with the rest, or kept where they are with the group's
-        // claims that hold them as hosts: the cheaper is kept.
+        // The owners kept where they are, with the group's claims that hold them as
+        // hosts, get the group's budget first, exactly as without joint re-packing; the
+        // owners re-packed with the rest get a share of what that leaves. The cheaper wins.
+        let mut pinned = owners::pinned(s, g);
+        let kept = repack(s, &mut pinned, target, budget, next_host);
         let mut joint_next = *next_host;
         let mut part = budget.portion(JOINT_SHARE);
         let joint = owners::repack(s, g, target, &mut part, &mut joint_next);
         budget.absorb(&part);
-        let mut pinned = owners::pinned(s, g);
-        let kept = repack(s, &mut pinned, target, budget, next_host);
         let (j, k) = (net_price(s, g, &joint), net_price(s, &pinned, &kept));
         if joint.claims.is_some() && j < k - price_epsilon(k) {
             *next_host = joint_next;
