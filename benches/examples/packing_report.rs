@@ -19,7 +19,9 @@
 //! worst gap to the lower bound, how many plans met their own bound (proven optimal) and the
 //! slowest solve, which shows the table's single seed is not a lucky draw. With
 //! `KARPENTER_BENCH_REPAIR_OWNERS=1` the optimiser re-pairs hostname-spread owners
-//! (`OptimizerOptions::repair_spread_owners`). `KARPENTER_BENCH_WORK=N` sets the optimiser's
+//! (`OptimizerOptions::repair_spread_owners`); with `KARPENTER_BENCH_REPACK_OWNERS=0` it
+//! keeps hostname-constrained owners on their greedy nodes instead of re-packing them with
+//! the rest (`OptimizerOptions::repack_owners`). `KARPENTER_BENCH_WORK=N` sets the optimiser's
 //! work budget (`OptimizerOptions::max_work`) instead of the default. With
 //! `KARPENTER_BENCH_PROVE_BOUND=1` the lower bound is taken to the optimum of its
 //! configuration LP (`OptimizerOptions::prove_bound`): minutes per case, same plans.
@@ -40,6 +42,9 @@ fn main() {
     let mut options = SolveOptions::default();
     options.optimizer.repair_spread_owners =
         std::env::var_os("KARPENTER_BENCH_REPAIR_OWNERS").is_some_and(|v| v == "1");
+    if let Some(v) = std::env::var_os("KARPENTER_BENCH_REPACK_OWNERS") {
+        options.optimizer.repack_owners = v != "0";
+    }
     options.optimizer.prove_bound =
         std::env::var_os("KARPENTER_BENCH_PROVE_BOUND").is_some_and(|v| v == "1");
     if let Some(work) = std::env::var("KARPENTER_BENCH_WORK")

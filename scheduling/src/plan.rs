@@ -121,7 +121,9 @@ pub struct OptimizerStats {
     pub groups_proven_optimal: usize,
     /// Pods now on claims the optimiser chose.
     pub pods_repacked: usize,
-    /// Pods on new claims that it left where the greedy put them (not interchangeable).
+    /// Pods on new claims that it left where the greedy put them (not interchangeable),
+    /// counting owners of hostname-keyed constraints it may re-pack jointly
+    /// (`OptimizerOptions::repack_owners`), whose constraints the bound leaves out too.
     pub pods_fixed: usize,
     /// Of `pods_fixed`, those whose only per-node constraint is a required hostname
     /// anti-affinity among themselves (one pod per node), which [`Plan::lower_bound`]

@@ -941,7 +941,20 @@ impl Topology {
     /// Conservative otherwise: a group that merely selects the pod counts, whatever its node
     /// filter says.
     pub(crate) fn movable(&self, p: usize, pod: &Pod, reqs: &Requirements) -> bool {
-        self.held_only_by(p, pod, reqs, |_| false)
+        self.held_only_by(p, pod, reqs, |_| false, false)
+    }
+
+    /// Whether pending pod `p` may move to any new node with requirements `reqs` whose
+    /// final content keeps every hostname-keyed constraint of every pod on it (see
+    /// [`Self::owner_caps`]): besides what [`Self::movable`] allows, the groups it owns and
+    /// its own required anti-affinity may be keyed on the hostname, as long as none is a
+    /// pod affinity (its owner may need a partner that stays elsewhere). A hostname-keyed
+    /// spread or anti-affinity only bounds which pods share its owner's node (the
+    /// hostname's minimum count is always 0, and a new node's hostname is its own), so on
+    /// a new node it is kept exactly when that node's final content keeps it.
+    pub(crate) fn kept_on_hostname_only(&self, p: usize, pod: &Pod, reqs: &Requirements) -> bool {
+        let apart = |g: &TopologyGroup| g.id.key == HOSTNAME && g.id.kind != Kind::Affinity;
+        self.held_only_by(p, pod, reqs, apart, true)
     }
 
     /// Records, once the greedy pass is over, which groups still bind the pods they count
@@ -974,15 +987,17 @@ impl Topology {
     }
 
     /// Whether every group pod `p` owns is keyed on a label `reqs` pins to one value or
-    /// is one `owned_ok` accepts, and every group that could count it is pinned so too or
-    /// a hostname spread or anti-affinity of another pod or has no say in where `p` goes
-    /// (see [`Self::movable`] and [`Self::binds`]).
+    /// is one `owned_ok` accepts, its required anti-affinity is pinned so too (or, with
+    /// `inverse_on_hostname`, keyed on the hostname), and every group that could count it
+    /// is pinned or a hostname spread or anti-affinity of another pod or has no say in
+    /// where `p` goes (see [`Self::movable`] and [`Self::binds`]).
     fn held_only_by(
         &self,
         p: usize,
         pod: &Pod,
         reqs: &Requirements,
         owned_ok: impl Fn(&TopologyGroup) -> bool,
+        inverse_on_hostname: bool,
     ) -> bool {
         let pinned = |key: &str| key != HOSTNAME && reqs.get(key).and_then(finite_single).is_some();
         let leaves_harmlessly =
@@ -990,16 +1005,15 @@ impl Topology {
         self.owned[p].iter().all(|&g| {
             let g = &self.groups[g];
             pinned(&g.id.key) || owned_ok(g)
-        }) && self.inverse_owned[p]
+        }) && self.inverse_owned[p].iter().all(|&g| {
+            let key = &self.inverse[g].id.key;
+            pinned(key) || (inverse_on_hostname && key == HOSTNAME)
+        }) && self.groups.iter().enumerate().all(|(i, g)| {
+            pinned(&g.id.key) || leaves_harmlessly(g) || !self.binds(i, p) || !g.selects(pod)
+        }) && self
+            .inverse
             .iter()
-            .all(|&g| pinned(&self.inverse[g].id.key))
-            && self.groups.iter().enumerate().all(|(i, g)| {
-                pinned(&g.id.key) || leaves_harmlessly(g) || !self.binds(i, p) || !g.selects(pod)
-            })
-            && self
-                .inverse
-                .iter()
-                .all(|g| pinned(&g.id.key) || leaves_harmlessly(g) || !g.selects(pod))
+            .all(|g| pinned(&g.id.key) || leaves_harmlessly(g) || !g.selects(pod))
     }
 
     /// The limits the pending pods `present`, all on one new node, put on pods joining that
@@ -1018,9 +1032,74 @@ impl Topology {
         caps
     }
 
+    /// The hostname-keyed spreads and anti-affinities the pending pods `pods` own, as
+    /// per-node capacities a packing can check like resources: per such group, at most
+    /// its maxSkew (a spread) or 1 (an anti-affinity, required or preferred, and the
+    /// inverse of a required one) of the pods that own it or that it selects share a new
+    /// node. Returns each dimension's capacity and, per pod of `pods`, the dimensions it
+    /// takes one unit of. A node within every capacity keeps every cap
+    /// [`Self::host_caps`] computes for it (the count includes the owner, so a spread's
+    /// room k − 1 − others and an anti-affinity's room −others stay non-negative); it is
+    /// stricter only where an owner is not selected by its own group.
+    pub(crate) fn apart_dims(&self, pods: &[(usize, &Pod)]) -> (Vec<i64>, Vec<Vec<usize>>) {
+        let mut keys: BTreeMap<(usize, bool), usize> = BTreeMap::new();
+        let mut caps: Vec<i64> = Vec::new();
+        let mut uses: Vec<Vec<usize>> = vec![Vec::new(); pods.len()];
+        let mut dim = |key: (usize, bool), cap: i64| {
+            *keys.entry(key).or_insert_with(|| {
+                caps.push(cap);
+                caps.len() - 1
+            })
+        };
+        let mut found: Vec<((usize, bool), i64)> = Vec::new();
+        for &(q, _) in pods {
+            for &g in &self.owned[q] {
+                let group = &self.groups[g];
+                if group.id.key != HOSTNAME {
+                    continue;
+                }
+                match group.id.kind {
+                    Kind::Affinity => {}
+                    Kind::AntiAffinity => found.push(((g, false), 1)),
+                    Kind::Spread => found.push(((g, false), i64::from(group.id.max_skew))),
+                }
+            }
+            for &g in &self.inverse_owned[q] {
+                if self.inverse[g].id.key == HOSTNAME {
+                    found.push(((g, true), 1));
+                }
+            }
+        }
+        found.sort_unstable();
+        found.dedup();
+        for &(key, cap) in &found {
+            dim(key, cap);
+        }
+        for (n, &(q, pod)) in pods.iter().enumerate() {
+            for &(key, _) in &found {
+                let (g, inverse) = key;
+                let owns = if inverse {
+                    self.inverse_owned[q].contains(&g)
+                } else {
+                    self.owned[q].contains(&g)
+                };
+                let group = if inverse {
+                    &self.inverse[g]
+                } else {
+                    &self.groups[g]
+                };
+                if owns || group.selects(pod) {
+                    uses[n].push(keys[&key]);
+                }
+            }
+        }
+        (caps, uses)
+    }
+
     /// The [`HostCap`]s pod `q` (`owner`) owns on a new node holding `present` (which may
     /// include `q` itself; it is never counted beside itself), as [`Self::host_caps`]
-    /// computes them. A cap with a negative room is one the node's content already breaks.
+    /// computes them. A cap with a negative room is one the node's content already breaks
+    /// (for an anti-affinity: a pod it selects is there).
     pub(crate) fn owner_caps(
         &self,
         q: usize,
@@ -1033,17 +1112,18 @@ impl Topology {
             if group.id.key != HOSTNAME {
                 continue;
             }
+            let beside = || {
+                let n = present
+                    .iter()
+                    .filter(|&&(o, pod)| o != q && group.selects(pod))
+                    .count();
+                i64::try_from(n).unwrap_or(i64::MAX)
+            };
             let room = match group.id.kind {
                 Kind::Affinity => continue,
-                Kind::AntiAffinity => 0,
+                Kind::AntiAffinity => -beside(),
                 Kind::Spread => {
-                    let beside = present
-                        .iter()
-                        .filter(|&&(o, pod)| o != q && group.selects(pod))
-                        .count();
-                    i64::from(group.id.max_skew)
-                        - i64::from(group.selects(owner))
-                        - i64::try_from(beside).unwrap_or(i64::MAX)
+                    i64::from(group.id.max_skew) - i64::from(group.selects(owner)) - beside()
                 }
             };
             caps.push(HostCap {
@@ -1053,11 +1133,16 @@ impl Topology {
             });
         }
         for &g in &self.inverse_owned[q] {
-            if self.inverse[g].id.key == HOSTNAME {
+            let group = &self.inverse[g];
+            if group.id.key == HOSTNAME {
+                let beside = present
+                    .iter()
+                    .filter(|&&(o, pod)| o != q && group.selects(pod))
+                    .count();
                 caps.push(HostCap {
                     group: g,
                     inverse: true,
-                    room: 0,
+                    room: -i64::try_from(beside).unwrap_or(i64::MAX),
                 });
             }
         }
@@ -1076,7 +1161,7 @@ impl Topology {
     pub(crate) fn spread_owner_only(&self, p: usize, pod: &Pod, reqs: &Requirements) -> bool {
         let host_spread = |g: &TopologyGroup| g.id.key == HOSTNAME && g.id.kind == Kind::Spread;
         self.owned[p].iter().any(|&g| host_spread(&self.groups[g]))
-            && self.held_only_by(p, pod, reqs, host_spread)
+            && self.held_only_by(p, pod, reqs, host_spread, false)
     }
 
     /// Whether every group that selects `pod` (its own, other pods', and the inverse groups

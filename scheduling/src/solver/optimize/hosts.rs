@@ -25,9 +25,9 @@
 use super::bound::{self, BoundClass, BoundColumn};
 use super::budget::Budget;
 use super::pack::BinType;
-use super::{Candidate, Dims, Group, claim_options, claim_price, pod_requests, price_epsilon};
-use crate::labels::HOSTNAME;
-use crate::requirements::{Operator, Requirement};
+use super::{
+    Candidate, Dims, Group, claim_options, claim_price, new_claim, pod_requests, price_epsilon,
+};
 use crate::resources::Resources;
 use crate::solver::Scheduler;
 use crate::solver::arith;
@@ -358,15 +358,7 @@ pub(super) fn fill_hosts(
             .fold(f64::INFINITY, f64::min);
         let Some(c) = host.claim else {
             saving -= after;
-            *next_host += 1;
-            let hostname = format!("hostname-optimized-{:04}", *next_host);
-            let mut reqs = g.reqs.clone();
-            if let Ok(r) = Requirement::new(HOSTNAME, Operator::In, [hostname.as_str()]) {
-                reqs.add(r);
-            }
-            added.push(Claim::planned(
-                g.template, t, hostname, reqs, options, content, load,
-            ));
+            added.push(new_claim(g, t, next_host, options, content, load));
             continue;
         };
         let claim = &s.claims[c];

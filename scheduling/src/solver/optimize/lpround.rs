@@ -77,6 +77,7 @@ pub(crate) fn lp_round(inst: &Instance<'_>, budget: &mut Budget<'_>) -> Option<P
         .iter()
         .map(|&t| types[t].cap.iter().map(|&c| c.max(0) as f64).collect())
         .collect();
+    let units = pack::unit_dims(types, dims);
     let items: Vec<BoundItem> = classes
         .iter()
         .map(|c| BoundItem {
@@ -85,7 +86,7 @@ pub(crate) fn lp_round(inst: &Instance<'_>, budget: &mut Budget<'_>) -> Option<P
             columns: (0..kept.len())
                 .filter(|&j| pack::fits(&c.req, &types[kept[j]].cap))
                 .collect(),
-            apart: None,
+            apart: units.iter().copied().find(|&d| c.req[d] == 1),
         })
         .collect();
     if items

@@ -45,6 +45,7 @@ mod limits;
 mod lp;
 mod lpround;
 mod master;
+mod owners;
 mod pack;
 
 use super::Scheduler;
@@ -97,6 +98,10 @@ const SMALL_GROUP_PODS: usize = 150;
 /// The share of the work left that merging one group's nodes may use.
 const MERGE_SHARE: f64 = 0.1;
 
+/// Share of what a group's budget has left, once the packing with its owners kept in
+/// place is done, that the joint packing of its owners (see [`owners`]) may spend.
+const JOINT_SHARE: f64 = 0.5;
+
 /// Settings of the packing optimiser (a field of [`crate::SolveOptions`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -121,6 +126,12 @@ pub struct OptimizerOptions {
     /// docs/benchmarks.md), so it is off until it is never worse. Plans stay valid and never
     /// dearer than the greedy plan either way.
     pub repair_spread_owners: bool,
+    /// Whether pods that only hostname-keyed constraints keep on their node (owners of a
+    /// hostname anti-affinity or spread, and the pods such an anti-affinity keeps apart)
+    /// are re-packed together with the pods around them (default true): every node's
+    /// final content then keeps every such constraint of every pod on it. When false
+    /// they stay on the nodes the greedy pass gave them and only the other pods move.
+    pub repack_owners: bool,
     /// Whether the plan's lower bound is taken to the optimum of its configuration LP
     /// (default false): every pod whole on one node, at most one pod per node of each set
     /// kept apart by hostname anti-affinity, column generation until no node pattern is
@@ -138,6 +149,7 @@ impl Default for OptimizerOptions {
             enabled: true,
             max_work: 150_000_000,
             repair_spread_owners: false,
+            repack_owners: true,
             prove_bound: false,
         }
     }
@@ -245,7 +257,15 @@ struct Group {
     /// The pods of its claims (whole or partial) that own hostname spreads and may move
     /// only to hosts, sorted (see `Topology::spread_owner_only`).
     movers: Vec<usize>,
+    /// The pods of its whole claims that only hostname-keyed constraints keep on their
+    /// node, sorted: the group is re-packed with them (see [`owners`]).
+    owners: Vec<usize>,
 }
+
+/// One claim's split (see [`optimize`]): the claim, its group's requirements, the pods
+/// that may move, the owners only hostname-keyed constraints keep and the spread owners
+/// to re-pair.
+type ClaimSplit = (usize, Requirements, Vec<usize>, Vec<usize>, Vec<usize>);
 
 /// An instance type a group may use.
 struct Candidate {
@@ -321,6 +341,7 @@ pub(crate) fn optimize(
                     claims: Vec::new(),
                     partial: Vec::new(),
                     movers: Vec::new(),
+                    owners: Vec::new(),
                 });
                 free_sources.push(std::collections::BTreeSet::new());
                 groups.len() - 1
@@ -341,6 +362,9 @@ pub(crate) fn optimize(
     // The other claims' interchangeable groups, in order of their first claim.
     let modeled = global::modeled_apart(s.pods);
     let mut index: HashMap<(usize, Requirements), usize> = HashMap::new();
+    // Per claim: its group's requirements, the pods that may move, the owners only
+    // hostname-keyed constraints keep (see [`owners`]) and the spread owners to re-pair.
+    let mut sorted: Vec<ClaimSplit> = Vec::new();
     for (c, claim) in s.claims.iter().enumerate() {
         if free_claims.binary_search(&c).is_ok() {
             continue;
@@ -353,6 +377,7 @@ pub(crate) fn optimize(
         // Owners of hostname spreads that nothing else keeps may leave too, but only for
         // hosts whose content keeps their spreads (see [`hosts`]).
         let mut movers: Vec<usize> = Vec::new();
+        let mut owners: Vec<usize> = Vec::new();
         let movable: Vec<usize> = claim
             .pods
             .iter()
@@ -366,6 +391,9 @@ pub(crate) fn optimize(
                 if s.topology.movable(p, pod, &reqs) {
                     return true;
                 }
+                if options.repack_owners && s.topology.kept_on_hostname_only(p, pod, &reqs) {
+                    owners.push(p);
+                }
                 if options.repair_spread_owners && s.topology.spread_owner_only(p, pod, &reqs) {
                     movers.push(p);
                     return true;
@@ -373,9 +401,39 @@ pub(crate) fn optimize(
                 false
             })
             .collect();
-        stats.pods_fixed += claim.pods.len() - movable.len();
-        // `movable` keeps the claim's order, so the fixed pods are the ones it skips.
-        let mut kept = movable.iter().peekable();
+        sorted.push((c, reqs, movable, owners, movers));
+    }
+    // A group whose claims hold nothing but movable pods and owners re-packs them all
+    // together; one with a claim some other pod pins keeps its owners where they are.
+    let pinning: std::collections::HashSet<(usize, &Requirements)> = sorted
+        .iter()
+        .filter(|(c, _, movable, owners, movers)| {
+            let n = s.claims[*c].pods.len();
+            !movable.is_empty()
+                && movable.len() < n
+                && movable.len() - movers.len() + owners.len() < n
+        })
+        .map(|(c, reqs, ..)| (s.claims[*c].template, reqs))
+        .collect();
+    for (c, reqs, mut movable, mut owners, mut movers) in sorted.iter().cloned() {
+        let claim = &s.claims[c];
+        let key = (claim.template, reqs);
+        // The stats (and the bound's gap and the work split they set) count owners as
+        // fixed either way: the bound models none of their hostname-keyed constraints.
+        let in_place = movable.clone();
+        if !owners.is_empty() {
+            if movable.len() - movers.len() + owners.len() == claim.pods.len()
+                && !pinning.contains(&(key.0, &key.1))
+            {
+                movable.clone_from(&claim.pods);
+                movers.clear();
+            } else {
+                owners.clear();
+            }
+        }
+        stats.pods_fixed += claim.pods.len() - in_place.len();
+        // `in_place` keeps the claim's order, so the fixed pods are the ones it skips.
+        let mut kept = in_place.iter().peekable();
         for &p in &claim.pods {
             if kept.next_if_eq(&&p).is_none()
                 && modeled[p]
@@ -387,7 +445,6 @@ pub(crate) fn optimize(
         if movable.is_empty() {
             continue;
         }
-        let key = (claim.template, reqs);
         let g = *index.entry(key.clone()).or_insert_with(|| {
             groups.push(Group {
                 template: key.0,
@@ -397,10 +454,12 @@ pub(crate) fn optimize(
                 claims: Vec::new(),
                 partial: Vec::new(),
                 movers: Vec::new(),
+                owners: Vec::new(),
             });
             groups.len() - 1
         });
         groups[g].movers.extend(movers);
+        groups[g].owners.extend(owners);
         if movable.len() == claim.pods.len() {
             groups[g].greedy_nodes += 1;
             groups[g].claims.push(c);
@@ -410,6 +469,7 @@ pub(crate) fn optimize(
     }
     for g in &mut groups {
         g.movers.sort_unstable();
+        g.owners.sort_unstable();
     }
     stats.groups = groups.len();
 
@@ -486,7 +546,7 @@ pub(crate) fn optimize(
     let (part_exhausted, bound) =
         global::alongside(bound_input, greedy_price, bound_left, deadline, || {
             let mut part_exhausted = false;
-            for (g, &n) in groups.iter().zip(&group_pods) {
+            for (g, &n) in groups.iter_mut().zip(&group_pods) {
                 if budget.exhausted() {
                     replaced.push(None);
                     shrunk.push(Vec::new());
@@ -712,11 +772,29 @@ struct Repacked {
 /// greedy price of the group's whole claims, plus what the hosts save.
 fn repack(
     s: &Scheduler<'_>,
-    g: &Group,
+    g: &mut Group,
     target: Option<f64>,
     budget: &mut Budget<'_>,
     next_host: &mut u32,
 ) -> Repacked {
+    if !g.owners.is_empty() {
+        // The owners kept where they are, with the group's claims that hold them as
+        // hosts, get the group's budget first, exactly as without joint re-packing; the
+        // owners re-packed with the rest get a share of what that leaves. The cheaper wins.
+        let mut pinned = owners::pinned(s, g);
+        let kept = repack(s, &mut pinned, target, budget, next_host);
+        let mut joint_next = *next_host;
+        let mut part = budget.portion(JOINT_SHARE);
+        let joint = owners::repack(s, g, target, &mut part, &mut joint_next);
+        budget.absorb(&part);
+        let (j, k) = (net_price(s, g, &joint), net_price(s, &pinned, &kept));
+        if joint.claims.is_some() && j < k - price_epsilon(k) {
+            *next_host = joint_next;
+            return joint;
+        }
+        *g = pinned;
+        return kept;
+    }
     let grown = repack_hosts(s, g, target, budget, next_host, true);
     let pods = g
         .claims
@@ -828,29 +906,7 @@ fn repack_hosts(
         .chain(g.partial.iter().flat_map(|(c, _)| &s.claims[*c].pods))
         .map(|&p| pod_requests(&s.pods[p]))
         .collect();
-    let dims = Dims::new(
-        everything.iter().chain(
-            candidates
-                .iter()
-                .map(|c| &t.groups[t.group_of[c.it as usize]].overhead),
-        ),
-    );
-    let types: Vec<BinType> = candidates
-        .iter()
-        .map(|c| {
-            let i = c.it as usize;
-            let alloc = dims.vector(&t.allocs[i]);
-            let over = dims.vector(&t.groups[t.group_of[i]].overhead);
-            BinType {
-                cap: alloc.iter().zip(&over).map(|(a, o)| a - o).collect(),
-                price: c.price,
-            }
-        })
-        .collect();
-    let mut price_of = vec![f64::INFINITY; t.its.len()];
-    for c in &candidates {
-        price_of[c.it as usize] = c.price;
-    }
+    let (dims, types, price_of) = group_types(t, &candidates, &everything);
     let Some(hosts::Filled {
         shrunk,
         added,
@@ -885,94 +941,22 @@ fn repack_hosts(
     }
     let requests: Vec<Resources> = pods.iter().map(|&p| pod_requests(&s.pods[p])).collect();
 
-    // Identical pods form a class, in first-seen order.
-    let mut class_of: HashMap<Vec<i64>, usize> = HashMap::new();
-    let mut classes: Vec<Class> = Vec::new();
-    let mut members: Vec<Vec<usize>> = Vec::new();
-    for (n, r) in requests.iter().enumerate() {
-        let v = dims.vector(r);
-        let c = *class_of.entry(v.clone()).or_insert_with(|| {
-            classes.push(Class { req: v, count: 0 });
-            members.push(Vec::new());
-            classes.len() - 1
-        });
-        classes[c].count += 1;
-        members[c].push(n);
-    }
+    let (classes, members) = classes_of(requests.iter().map(|r| dims.vector(r)));
     if !budget.spend((pods.len() * dims.len()) as u64) {
         return none;
     }
 
     // What the packing must beat: the whole claims' price, less what shrinking saves.
     let greedy = target.unwrap_or_else(|| greedy_cost(s, g)) + saving;
-    let (weights, fluid) = weights(&dims, &classes, &types, greedy, budget);
-    let values = values(&classes, &weights);
-    let inst = Instance {
-        types: &types,
-        classes: &classes,
-        weights: &weights,
-        values: &values,
-    };
-    let (packing, proven_optimal) = if pods.len() <= pack::EXACT_MAX_PODS {
-        let e = pack::exact(&inst, greedy - price_epsilon(greedy), budget);
-        (e.packing, e.finished)
-    } else {
-        // With few nodes the price turns on fragmentation: choosing the node types first
-        // (covers of the total demand) and filling them second finds what committing to
-        // one pattern at a time misses, and it often proves its packing optimal, which
-        // makes the costlier packers below pointless.
-        let covered = if g.greedy_nodes <= cover::MAX_NODES {
-            let mut part = budget.portion(COVER_SHARE);
-            let c = cover::cover_pack(&inst, fluid.as_deref(), greedy, &mut part);
-            budget.absorb(&part);
-            c
-        } else {
-            None
-        };
-        if let Some(c) = covered.as_ref().filter(|c| c.optimal) {
-            (Some(c.clone()), true)
-        } else {
-            // Two packers, the cheapest of all kept: the LP rounding is near-optimal for
-            // large batches of small pods, the heuristic is cheap and better on a handful
-            // of big ones. The heuristic goes first, with a share of its own, so a budget
-            // too small for the rounding still improves the plan. When the rounding ran
-            // first, 40 million units on 1,000 pods of the AWS catalogue gave back the
-            // greedy plan, 30 times the price. With several free groups it matters twice:
-            // one that finds no packing keeps every free claim.
-            let mut part = budget.portion(HEURISTIC_SHARE);
-            let heuristic = pack::heuristic(&inst, &mut part);
-            budget.absorb(&part);
-            let rounded = lpround::lp_round(&inst, budget);
-            let best = [heuristic, rounded, covered]
-                .into_iter()
-                .flatten()
-                .reduce(|a, b| {
-                    if b.cost < a.cost - price_epsilon(a.cost) {
-                        b
-                    } else {
-                        a
-                    }
-                });
-            (best, false)
-        }
-    };
-    // Fewer nodes at no extra price: whichever packer won, merge what one node can hold.
-    let packing = packing.map(|mut p| {
-        let mut part = budget.portion(MERGE_SHARE);
-        let bins = lpround::undominated(&inst, &mut part).map(|kept| {
-            let prices = pack::PriceOrder::among(&types, kept);
-            pack::merge(&classes, &prices, dims.len(), &p.bins, &mut part)
-        });
-        budget.absorb(&part);
-        if let Some(bins) = bins {
-            let cost = pack::cost_of(&types, &bins);
-            if cost <= p.cost * (1.0 + 1e-12) {
-                p.bins = bins;
-                p.cost = cost;
-            }
-        }
-        p
-    });
+    let (packing, proven_optimal) = pack_classes(
+        dims.len(),
+        &classes,
+        &types,
+        pods.len(),
+        g.greedy_nodes,
+        greedy,
+        budget,
+    );
     // A proof that nothing beats the greedy claims holds only when no claim was shrunk:
     // otherwise it was against a target that assumed the shrinking.
     let proven_optimal = proven_optimal && shrunk.is_empty() && added.is_empty();
@@ -1021,17 +1005,10 @@ fn repack_hosts(
                 .iter()
                 .map(|&i| price_of[i as usize])
                 .fold(f64::INFINITY, f64::min);
-            *next_host += 1;
-            let hostname = format!("hostname-optimized-{:04}", *next_host);
-            let mut claim_reqs = reqs.clone();
-            if let Ok(r) = Requirement::new(HOSTNAME, Operator::In, [hostname.as_str()]) {
-                claim_reqs.add(r);
-            }
-            claims.push(Claim::planned(
-                g.template,
+            claims.push(new_claim(
+                g,
                 t,
-                hostname,
-                claim_reqs,
+                next_host,
                 opts.clone(),
                 content.clone(),
                 sum,
@@ -1051,6 +1028,162 @@ fn repack_hosts(
         proven_optimal,
         shrunk,
     }
+}
+
+/// Identical request vectors form a class, in first-seen order: the classes, and per
+/// class the indices (in `vectors`) of its members.
+fn classes_of(vectors: impl Iterator<Item = Vec<i64>>) -> (Vec<Class>, Vec<Vec<usize>>) {
+    let mut class_of: HashMap<Vec<i64>, usize> = HashMap::new();
+    let mut classes: Vec<Class> = Vec::new();
+    let mut members: Vec<Vec<usize>> = Vec::new();
+    for (n, v) in vectors.enumerate() {
+        let c = *class_of.entry(v.clone()).or_insert_with(|| {
+            classes.push(Class { req: v, count: 0 });
+            members.push(Vec::new());
+            classes.len() - 1
+        });
+        classes[c].count += 1;
+        members[c].push(n);
+    }
+    (classes, members)
+}
+
+/// The cheapest packing of `classes` (vectors of `dims` dimensions, `pods` pods in all, which the greedy pass put on
+/// `greedy_nodes` nodes) onto `types` that the packers find within the budget, below
+/// `greedy` for the exact search, with nodes merged wherever one holds two for no more
+/// money; and whether it is proven optimal (the exact search or the cover finished).
+fn pack_classes(
+    dims: usize,
+    classes: &[Class],
+    types: &[BinType],
+    pods: usize,
+    greedy_nodes: usize,
+    greedy: f64,
+    budget: &mut Budget<'_>,
+) -> (Option<pack::Packing>, bool) {
+    let (weights, fluid) = weights(dims, classes, types, greedy, budget);
+    let values = values(classes, &weights);
+    let inst = Instance {
+        types,
+        classes,
+        weights: &weights,
+        values: &values,
+    };
+    let (packing, proven_optimal) = if pods <= pack::EXACT_MAX_PODS {
+        let e = pack::exact(&inst, greedy - price_epsilon(greedy), budget);
+        (e.packing, e.finished)
+    } else {
+        // With few nodes the price turns on fragmentation: choosing the node types first
+        // (covers of the total demand) and filling them second finds what committing to
+        // one pattern at a time misses, and it often proves its packing optimal, which
+        // makes the costlier packers below pointless.
+        let covered = if greedy_nodes <= cover::MAX_NODES {
+            let mut part = budget.portion(COVER_SHARE);
+            let c = cover::cover_pack(&inst, fluid.as_deref(), greedy, &mut part);
+            budget.absorb(&part);
+            c
+        } else {
+            None
+        };
+        if let Some(c) = covered.as_ref().filter(|c| c.optimal) {
+            (Some(c.clone()), true)
+        } else {
+            // Two packers, the cheapest of all kept: the LP rounding is near-optimal for
+            // large batches of small pods, the heuristic is cheap and better on a handful
+            // of big ones. The heuristic goes first, with a share of its own, so a budget
+            // too small for the rounding still improves the plan. When the rounding ran
+            // first, 40 million units on 1,000 pods of the AWS catalogue gave back the
+            // greedy plan, 30 times the price. With several free groups it matters twice:
+            // one that finds no packing keeps every free claim.
+            let mut part = budget.portion(HEURISTIC_SHARE);
+            let heuristic = pack::heuristic(&inst, &mut part);
+            budget.absorb(&part);
+            let rounded = lpround::lp_round(&inst, budget);
+            let best = [heuristic, rounded, covered]
+                .into_iter()
+                .flatten()
+                .reduce(|a, b| {
+                    if b.cost < a.cost - price_epsilon(a.cost) {
+                        b
+                    } else {
+                        a
+                    }
+                });
+            (best, false)
+        }
+    };
+    // Fewer nodes at no extra price: whichever packer won, merge what one node can hold.
+    let packing = packing.map(|mut p| {
+        let mut part = budget.portion(MERGE_SHARE);
+        let bins = lpround::undominated(&inst, &mut part).map(|kept| {
+            let prices = pack::PriceOrder::among(types, kept);
+            pack::merge(classes, &prices, dims, &p.bins, &mut part)
+        });
+        budget.absorb(&part);
+        if let Some(bins) = bins {
+            let cost = pack::cost_of(types, &bins);
+            if cost <= p.cost * (1.0 + 1e-12) {
+                p.bins = bins;
+                p.cost = cost;
+            }
+        }
+        p
+    });
+    (packing, proven_optimal)
+}
+
+/// The group's resource dimensions (every resource `requests` or a candidate's DaemonSets
+/// ask for), each candidate as a bin type (its allocatable less its DaemonSet overhead, at
+/// its price), and the price of each of the template's instance types (infinite for those
+/// that are not candidates).
+fn group_types(
+    t: &Template<'_>,
+    candidates: &[Candidate],
+    requests: &[Resources],
+) -> (Dims, Vec<BinType>, Vec<f64>) {
+    let dims = Dims::new(
+        requests.iter().chain(
+            candidates
+                .iter()
+                .map(|c| &t.groups[t.group_of[c.it as usize]].overhead),
+        ),
+    );
+    let types: Vec<BinType> = candidates
+        .iter()
+        .map(|c| {
+            let i = c.it as usize;
+            let alloc = dims.vector(&t.allocs[i]);
+            let over = dims.vector(&t.groups[t.group_of[i]].overhead);
+            BinType {
+                cap: alloc.iter().zip(&over).map(|(a, o)| a - o).collect(),
+                price: c.price,
+            }
+        })
+        .collect();
+    let mut price_of = vec![f64::INFINITY; t.its.len()];
+    for c in candidates {
+        price_of[c.it as usize] = c.price;
+    }
+    (dims, types, price_of)
+}
+
+/// A new claim of group `g` (template `t`) holding `content`, whose requests sum to
+/// `load`, with `options` already checked; its hostname is the next optimised one.
+fn new_claim(
+    g: &Group,
+    t: &Template<'_>,
+    next_host: &mut u32,
+    options: Vec<u32>,
+    content: Vec<usize>,
+    load: Resources,
+) -> Claim {
+    *next_host += 1;
+    let hostname = format!("hostname-optimized-{:04}", *next_host);
+    let mut reqs = g.reqs.clone();
+    if let Ok(r) = Requirement::new(HOSTNAME, Operator::In, [hostname.as_str()]) {
+        reqs.add(r);
+    }
+    Claim::planned(g.template, t, hostname, reqs, options, content, load)
 }
 
 /// Every candidate that holds `load` (the claim's requests as a vector over the group's
@@ -1087,13 +1220,12 @@ fn claim_options(
 /// returns the dual prices alone, which are feasible for every type (`Σ_d p_d · cap_td ≤
 /// price_t`), when the LP was solved.
 fn weights(
-    dims: &Dims,
+    n: usize,
     classes: &[Class],
     types: &[BinType],
     greedy: f64,
     budget: &mut Budget<'_>,
 ) -> (Vec<f64>, Option<Vec<f64>>) {
-    let n = dims.len();
     let mut demand = vec![0.0f64; n];
     for c in classes {
         for (d, &r) in demand.iter_mut().zip(&c.req) {

@@ -222,6 +222,16 @@ pub(crate) fn merge(
     merged
 }
 
+/// The dimensions in which every type holds exactly one unit: pods asking one unit of such
+/// a dimension are kept apart (no node holds two of them), which the pricing knapsacks
+/// search as one choice per dimension ([`super::bound::BoundItem::apart`]) rather than
+/// one level per request class.
+pub(crate) fn unit_dims(types: &[BinType], dims: usize) -> Vec<usize> {
+    (0..dims)
+        .filter(|&d| !types.is_empty() && types.iter().all(|t| t.cap[d] == 1))
+        .collect()
+}
+
 pub(crate) fn fits(load: &[i64], cap: &[i64]) -> bool {
     load.iter().zip(cap).all(|(l, c)| l <= c)
 }
