@@ -981,16 +981,14 @@ fn repack_hosts(
         let mut content: Vec<usize> = Vec::new();
         let mut options: Option<(Vec<u32>, Resources)> = None;
         for _ in 0..bin.copies {
-            content.clear();
-            let mut sum = Resources::default();
-            for &(c, k) in &bin.items {
-                for _ in 0..k {
-                    let n = members[c][next_member[c]];
-                    next_member[c] += 1;
-                    arith::add_into(&mut sum, &requests[n]);
-                    content.push(pods[n]);
-                }
-            }
+            let sum = take_copy(
+                &bin.items,
+                &members,
+                &mut next_member,
+                &requests,
+                &pods,
+                &mut content,
+            );
             if options.as_ref().is_none_or(|(_, r)| *r != sum) {
                 let load = dims.vector(&sum);
                 let Some(o) = claim_options(s, t, &candidates, &types, reqs, &load) else {
@@ -1028,6 +1026,30 @@ fn repack_hosts(
         proven_optimal,
         shrunk,
     }
+}
+
+/// Fills `content` with the next copy of a bin holding `items` (class, count): each class's
+/// pods taken in order from `members` (`next_member` advances past them), as indices into
+/// `pods`. Returns their summed requests.
+fn take_copy(
+    items: &[(usize, u32)],
+    members: &[Vec<usize>],
+    next_member: &mut [usize],
+    requests: &[Resources],
+    pods: &[usize],
+    content: &mut Vec<usize>,
+) -> Resources {
+    content.clear();
+    let mut sum = Resources::default();
+    for &(c, k) in items {
+        for _ in 0..k {
+            let n = members[c][next_member[c]];
+            next_member[c] += 1;
+            arith::add_into(&mut sum, &requests[n]);
+            content.push(pods[n]);
+        }
+    }
+    sum
 }
 
 /// Identical request vectors form a class, in first-seen order: the classes, and per

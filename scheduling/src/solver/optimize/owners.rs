@@ -14,12 +14,11 @@ use super::budget::Budget;
 use super::pack::BinType;
 use super::{
     Group, Repacked, candidate_types, claim_options, classes_of, greedy_cost, group_types,
-    new_claim, pack_classes, pod_requests, price_epsilon,
+    new_claim, pack_classes, pod_requests, price_epsilon, take_copy,
 };
 use crate::model::Pod;
 use crate::resources::Resources;
 use crate::solver::Scheduler;
-use crate::solver::arith;
 
 /// The group with its owners kept where the greedy pass put them: each whole claim that
 /// holds an owner becomes a host (a partial claim) whose other pods may move.
@@ -132,16 +131,15 @@ pub(super) fn repack(
     let mut total = 0.0;
     for bin in &packing.bins {
         for _ in 0..bin.copies {
-            let mut content: Vec<usize> = Vec::new();
-            let mut sum = Resources::default();
-            for &(c, k) in &bin.items {
-                for _ in 0..k {
-                    let n = members[c][next_member[c]];
-                    next_member[c] += 1;
-                    arith::add_into(&mut sum, &requests[n]);
-                    content.push(pods[n]);
-                }
-            }
+            let mut content = Vec::new();
+            let sum = take_copy(
+                &bin.items,
+                &members,
+                &mut next_member,
+                &requests,
+                &pods,
+                &mut content,
+            );
             let on_node: Vec<(usize, &Pod)> = content.iter().map(|&p| (p, &s.pods[p])).collect();
             if s.topology.host_caps(&on_node).iter().any(|c| c.room < 0) {
                 return none;
