@@ -82,10 +82,6 @@ fn main() {
         policies.iter().map(move |&policy| (case, policy))
     });
     for (case, policy) in runs {
-        let name = format!("{}/{}", case.group(), case.pods);
-        if !selected(&name, &filter) {
-            continue;
-        }
         let (group, options, greedy_only) = if policy == PreferencePolicy::Ignore {
             let ignoring = |o: &SolveOptions| SolveOptions {
                 preference_policy: policy,
@@ -103,7 +99,11 @@ fn main() {
                 greedy_only.clone(),
             )
         };
+        // Filtered on the row's own name, so `(ignore)` selects the second rows.
         let name = format!("{group}/{}", case.pods);
+        if !selected(&name, &filter) {
+            continue;
+        }
         let snapshot = case.snapshot(DEFAULT_SEED);
         let (plan, secs) = best_of(repeat, || solve(&snapshot, &options));
         let summary = PlanSummary::new(&snapshot, &plan);
