@@ -13,6 +13,7 @@
 
 use crate::nodeclass::{EVICTION_SIGNALS, RESERVED_RESOURCES};
 use karpenter_cloudprovider::duration::parse_go_duration;
+use karpenter_cloudprovider::v1::kubelet::MANAGED_KUBELET_FIELDS;
 use karpenter_scheduling::quantity::Quantity;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -80,22 +81,6 @@ pub struct ParsedKubelet {
     /// `cpuCFSQuota`.
     pub cpu_cfs_quota: Option<bool>,
 }
-
-/// The keys [`ParsedKubelet`] reads: what Karpenter itself applies at bootstrap.
-pub const MANAGED_FIELDS: [&str; 12] = [
-    "clusterDNS",
-    "maxPods",
-    "podsPerCore",
-    "systemReserved",
-    "kubeReserved",
-    "evictionHard",
-    "evictionSoft",
-    "evictionSoftGracePeriod",
-    "evictionMaxPodGracePeriod",
-    "imageGCHighThresholdPercent",
-    "imageGCLowThresholdPercent",
-    "cpuCFSQuota",
-];
 
 impl ParsedKubelet {
     /// Every expression, with its field (`maxPods`, `kubeReserved[cpu]`).
@@ -363,7 +348,7 @@ impl KubeletConfiguration {
     pub fn unmanaged_fields(&self) -> Vec<String> {
         self.0
             .keys()
-            .filter(|k| !MANAGED_FIELDS.contains(&k.as_str()))
+            .filter(|k| !MANAGED_KUBELET_FIELDS.contains(&k.as_str()))
             .cloned()
             .collect()
     }

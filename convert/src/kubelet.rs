@@ -10,23 +10,8 @@ use crate::fields::{Fields, put};
 use crate::nodeclass;
 use crate::report::{Reporter, compact, join};
 use crate::state::{Out, State};
+use karpenter_cloudprovider::v1::kubelet::MANAGED_KUBELET_FIELDS;
 use serde_json::{Map, Value};
-
-/// The kubelet fields of v1beta1 and v1 (v1alpha5 had these plus `containerRuntime`).
-const FIELDS: [&str; 12] = [
-    "clusterDNS",
-    "maxPods",
-    "podsPerCore",
-    "systemReserved",
-    "kubeReserved",
-    "evictionHard",
-    "evictionSoft",
-    "evictionSoftGracePeriod",
-    "evictionMaxPodGracePeriod",
-    "imageGCHighThresholdPercent",
-    "imageGCLowThresholdPercent",
-    "cpuCFSQuota",
-];
 
 /// The kubelet settings at `path` with the fields v1 keeps; `containerRuntime` (v1alpha5) is
 /// dropped, silently lossless for containerd, the only runtime EKS 1.24+ runs. `None` when
@@ -34,7 +19,8 @@ const FIELDS: [&str; 12] = [
 pub(crate) fn settings(value: Value, path: &str, report: &mut Reporter<'_>) -> Option<Value> {
     let mut f = Fields::of(value, path, report);
     let mut out = Map::new();
-    for key in FIELDS {
+    // v1alpha5 had these plus `containerRuntime`.
+    for key in MANAGED_KUBELET_FIELDS {
         put(&mut out, key, f.take(key));
     }
     if let Some(runtime) = f.take("containerRuntime") {

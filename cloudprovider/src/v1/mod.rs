@@ -2,6 +2,7 @@
 //! defines them, so existing manifests deserialise unchanged.
 
 pub mod common;
+pub mod kubelet;
 pub mod labels;
 pub mod nodeclaim;
 pub mod nodepool;
