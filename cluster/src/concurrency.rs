@@ -1,9 +1,14 @@
-//! Which of a pass's actions may run at the same time. Launches and instance terminations
-//! wait on the cloud provider (whose batchers merge concurrent calls, and wait for more
-//! for a short window), so running them one after another would make each wait alone and
-//! nothing would ever batch. They touch only their own NodeClaim, so they run together;
-//! everything else runs one at a time in the reconciler's order, and no two actions on the
-//! same object ever run out of their order.
+//! Which of a pass's actions may run at the same time.
+//!
+//! Launches and instance terminations wait on the cloud provider (whose batchers merge
+//! concurrent calls, and wait for more for a short window), so running them one after
+//! another would make each wait alone and nothing would ever batch. A NodeClaim's lifecycle
+//! writes (its finalizer, registration, initialization, conditions and pod-event stamp) are
+//! one or two API requests each about that claim and its own Node; at a thousand nodes a
+//! pass has hundreds of them, and one request after another they held a pass for tens of
+//! seconds. All of these run together. Everything else (taints, drains, deletions, repair)
+//! runs one at a time in the reconciler's order, and no two actions on the same object ever
+//! run out of their order.
 
 use crate::{Action, ObjectKey};
 use std::collections::BTreeSet;
@@ -21,14 +26,29 @@ pub enum Step {
     Together(Vec<usize>),
 }
 
-/// Whether `action` waits on the provider and touches nothing but its own NodeClaim.
+/// Whether `action` touches nothing but its own NodeClaim (and, for registration and
+/// initialization, that claim's Node), so it may run beside others of its kind.
 pub fn runs_concurrently(action: &Action) -> bool {
     matches!(
         action,
         Action::LaunchNodeClaim { .. }
             | Action::LaunchInstance { .. }
             | Action::TerminateInstance { .. }
+            | Action::AddTerminationFinalizer { .. }
+            | Action::RegisterNode { .. }
+            | Action::InitializeNode { .. }
+            | Action::SetClaimConditions { .. }
+            | Action::StampPodEvent { .. }
     )
+}
+
+/// Every object `action` writes: its own, and the Node of a registration or initialization.
+fn touched(action: &Action) -> Vec<ObjectKey> {
+    let mut out = vec![action.object()];
+    if let Action::RegisterNode { node, .. } | Action::InitializeNode { node, .. } = action {
+        out.push(ObjectKey::Node(node.clone()));
+    }
+    out
 }
 
 /// The steps that carry out `actions`. The other actions run one at a time in their order;
@@ -46,12 +66,12 @@ pub fn steps(actions: &[Action]) -> Vec<Step> {
         }
     };
     for (i, action) in actions.iter().enumerate() {
-        let object = action.object();
-        if objects.contains(&object) {
+        let keys = touched(action);
+        if keys.iter().any(|k| objects.contains(k)) {
             flush(&mut out, &mut group, &mut objects);
         }
         if runs_concurrently(action) {
-            objects.insert(object);
+            objects.extend(keys);
             group.push(i);
         } else {
             out.push(Step::One(i));
@@ -95,13 +115,13 @@ mod tests {
         ];
         assert_eq!(
             steps(&actions),
-            vec![Step::One(1), Step::One(3), Step::Together(vec![0, 2, 4])]
+            vec![Step::One(3), Step::Together(vec![0, 1, 2, 4])]
         );
     }
 
     #[test]
     fn an_objects_actions_keep_their_order() {
-        // The finalizer of `a` must not run before `a`'s launch, nor `a`'s second
+        // The finalizer of `a` must not run before `a`'s launch, nor `c`'s second
         // termination together with its first.
         let actions = [
             launch("a"),
@@ -114,16 +134,36 @@ mod tests {
             steps(&actions),
             vec![
                 Step::Together(vec![0, 1]),
-                Step::One(2),
-                Step::Together(vec![3]),
+                Step::Together(vec![2, 3]),
                 Step::Together(vec![4]),
             ]
         );
     }
 
     #[test]
+    fn a_nodes_lifecycle_writes_keep_their_order_with_its_taints() {
+        let init = |c: &str, n: &str| Action::InitializeNode {
+            node_claim: c.into(),
+            node: n.into(),
+        };
+        // Initialization writes the Node too: a taint of that Node waits for it, and one
+        // before it runs first; another node's taint does not wait.
+        let actions = [init("a", "n"), taint("m"), taint("n"), init("b", "o")];
+        assert_eq!(
+            steps(&actions),
+            vec![
+                Step::One(1),
+                Step::Together(vec![0]),
+                Step::One(2),
+                Step::Together(vec![3]),
+            ]
+        );
+    }
+
+    #[test]
     fn sequential_actions_keep_the_reconcilers_order() {
-        let actions = [finalizer("a"), taint("n"), finalizer("b")];
+        let untaint = |n: &str| Action::UntaintDisrupted { node: n.into() };
+        let actions = [taint("n"), untaint("m"), taint("o")];
         assert_eq!(
             steps(&actions),
             vec![Step::One(0), Step::One(1), Step::One(2)]
