@@ -86,12 +86,44 @@ pub struct Audit {
     pub times: BTreeMap<String, Vec<i64>>,
 }
 
-/// Reads the audit log at `path`, attributing each request to the actor whose user name it
-/// carries (`actors`: actor → user name) and to the window `[start, end)` (ms) it arrived in.
-/// A request is counted once: at `ResponseComplete`, or at `ResponseStarted` for a watch.
+/// The files of the audit log at `path`, oldest first: the kube-apiserver rotates the log at
+/// `--audit-log-maxsize` (100 MB by default) into `<stem>-<timestamp>.<ext>` beside it, so a
+/// large run's early requests are only in those.
+fn log_files(path: &std::path::Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let dir = path.parent().unwrap_or_else(|| std::path::Path::new("."));
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default();
+    let ext = path
+        .extension()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default();
+    let prefix = format!("{stem}-");
+    let suffix = format!(".{ext}");
+    let mut rotated = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let p = entry?.path();
+        let name = p.file_name().and_then(|s| s.to_str()).unwrap_or_default();
+        if name.starts_with(&prefix) && name.ends_with(&suffix) {
+            rotated.push(p);
+        }
+    }
+    // The timestamps in the names are fixed-width, so name order is time order.
+    rotated.sort();
+    if path.exists() {
+        rotated.push(path.to_path_buf());
+    }
+    Ok(rotated)
+}
+
+/// Reads the audit log at `path` and its rotated backups, attributing each request to the
+/// actor whose user name it carries (`actors`: actor → user name) and to the window
+/// `[start, end)` (ms) it arrived in. A request is counted once: at `ResponseComplete`, or at
+/// `ResponseStarted` for a watch.
 ///
 /// # Errors
-/// The file cannot be read.
+/// A file cannot be read, or there is none.
 pub fn read(
     path: &std::path::Path,
     actors: &BTreeMap<String, String>,
@@ -105,8 +137,21 @@ pub fn read(
         counts: vec![BTreeMap::new(); windows.len() + 1],
         times: BTreeMap::new(),
     };
-    let file = std::fs::File::open(path)?;
-    for line in std::io::BufReader::new(file).lines() {
+    let files = log_files(path)?;
+    if files.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("no audit log at {}", path.display()),
+        ));
+    }
+    let lines = files
+        .iter()
+        .map(|f| std::fs::File::open(f).map(|file| std::io::BufReader::new(file).lines()));
+    for line in lines
+        .collect::<std::io::Result<Vec<_>>>()?
+        .into_iter()
+        .flatten()
+    {
         let line = line?;
         // Cheap filter before parsing: most lines are the control plane's own components.
         if !by_user.keys().any(|u| line.contains(u)) {
@@ -269,7 +314,14 @@ mod tests {
                 "",
             ),
         ];
-        std::fs::write(&path, lines.join("\n")).expect("write");
+        // The first two lines went to a backup the kube-apiserver rotated away.
+        std::fs::write(
+            dir.path().join("audit-2026-01-01T00-00-01.000.log"),
+            lines[..2].join("\n"),
+        )
+        .expect("write backup");
+        std::fs::write(&path, lines[2..].join("\n")).expect("write");
+        std::fs::write(dir.path().join("audit-policy.yaml"), "rules: []").expect("write");
         let start = "2026-01-01T00:00:00Z"
             .parse::<jiff::Timestamp>()
             .expect("ts")
