@@ -1795,7 +1795,7 @@ impl<'a> Engine<'a> {
                 self.log(format!("node {node} is unhealthy ({condition}); repairing"));
                 self.apply(Action::DeleteNodeClaim {
                     node_claim,
-                    cause: DeletionCause::Disruption(Reason::Unhealthy),
+                    cause: DeletionCause::Disruption(Reason::UNHEALTHY),
                 });
             }
             Action::DeleteNode { node } => {
