@@ -3,7 +3,7 @@
 //! launched again, rather than deleting it and planning its pods anew.
 
 use karpenter_simulator::{Files, LogLine, RunOptions, Scenario, run_scenario};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 struct Disk;
 
@@ -13,8 +13,9 @@ impl Files for Disk {
     }
 }
 
-/// The quickstart scenario with `event` added before the scale-up; its log.
-fn run_quickstart_with(event: &str) -> Vec<String> {
+/// The quickstart scenario with `event` added before the scale-up, written to a temporary
+/// directory (kept alive by the returned guard).
+fn quickstart_with(event: &str) -> (tempfile::TempDir, PathBuf) {
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/quickstart.yaml");
     let text = std::fs::read_to_string(&example)
         .unwrap()
@@ -26,6 +27,12 @@ fn run_quickstart_with(event: &str) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.yaml");
     std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+/// The log of the quickstart scenario with `event` added.
+fn run_quickstart_with(event: &str) -> Vec<String> {
+    let (_dir, path) = quickstart_with(event);
     let scenario = Scenario::load(&path, &Disk).unwrap();
     let mut lines = Vec::new();
     run_scenario(
@@ -61,14 +68,7 @@ fn a_non_capacity_launch_error_is_retried_on_the_same_claim() {
 
 #[test]
 fn fail_launches_needs_a_positive_count() {
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/quickstart.yaml");
-    let text = std::fs::read_to_string(&example).unwrap().replace(
-        "  timeline:\n",
-        "  timeline:\n    - at: 10s\n      failLaunches: {count: 0}\n",
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.yaml");
-    std::fs::write(&path, text).unwrap();
+    let (_dir, path) = quickstart_with("    - at: 10s\n      failLaunches: {count: 0}\n");
     let err = Scenario::load(&path, &Disk).unwrap_err().to_string();
     assert!(err.contains("failLaunches.count"), "{err}");
 }
