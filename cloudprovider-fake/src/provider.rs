@@ -56,6 +56,8 @@ struct State {
     /// Drift by NodeClaim name or provider ID.
     drift: BTreeMap<String, DriftReason>,
     node_class_not_ready: Option<String>,
+    /// The next launches that fail with a `Create` error: how many, and its reason.
+    failing_launches: (u32, String),
     calls: Vec<ProviderCall>,
     /// Capacity reservations by id.
     reservations: BTreeMap<String, FakeReservation>,
@@ -277,6 +279,13 @@ impl FakeCloudProvider {
     /// With `Some(reason)`, every `create` fails with `NodeClassNotReady`; `None` restores.
     pub fn set_node_class_not_ready(&self, reason: Option<String>) {
         self.state().node_class_not_ready = reason;
+    }
+
+    /// The next `count` launches fail with a [`CloudProviderError::Create`] of `reason`
+    /// (neither capacity nor NodeClass: a launch the controller retries), as an EC2 API
+    /// error such as `RequestLimitExceeded` would. Replaces any count still pending.
+    pub fn fail_launches(&self, count: u32, reason: impl Into<String>) {
+        self.state().failing_launches = (count, reason.into());
     }
 
     /// Every call so far, in order.
@@ -503,6 +512,16 @@ impl CloudProvider for FakeCloudProvider {
             return Err(CloudProviderError::NodeClassNotReady {
                 name: node_claim.spec.node_class_ref.name.clone(),
                 reason: reason.clone(),
+            });
+        }
+        if state.failing_launches.0 > 0 {
+            state.failing_launches.0 -= 1;
+            return Err(CloudProviderError::Create {
+                reason: state.failing_launches.1.clone(),
+                message: format!(
+                    "launching NodeClaim {:?} failed (injected fault)",
+                    node_claim.name()
+                ),
             });
         }
         let reqs = claim_requirements(node_claim)?;

@@ -105,7 +105,7 @@ mod tests {
     fn spellings_are_upstreams() {
         let cases = [
             (
-                DeletionCause::Disruption(Reason::Underutilized),
+                DeletionCause::Disruption(Reason::UNDERUTILIZED),
                 "Underutilized",
             ),
             (

@@ -45,6 +45,7 @@ pub mod feed;
 pub mod fuzzing;
 pub mod garbage;
 pub mod inputs;
+pub mod launch_failure;
 pub mod lease;
 pub mod manifests;
 pub mod node_class;

@@ -157,7 +157,7 @@ mod tests {
     fn a_command_is_new_once_while_passes_repeat_it_and_savings_follow_the_last_pass() {
         let mut s = Shadow::default();
         let command = Command {
-            reason: Reason::Empty,
+            reason: Reason::EMPTY,
             decision: Decision::Delete,
             candidates: vec![CandidateRef {
                 node: "n1".into(),

@@ -289,7 +289,7 @@ fn command(forceful: bool, created_at: Millis) -> Command {
         reason: if forceful {
             Reason::Expired
         } else {
-            Reason::Empty
+            Reason::EMPTY
         },
         decision: Decision::Delete,
         candidates: vec![CandidateRef {
@@ -357,7 +357,7 @@ fn orchestration_forceful_acts_at_once_graceful_waits_for_validation() {
 fn drift_is_validated_at_once_and_consolidation_after_the_delay() {
     let mut o = Orchestrator::new(15_000);
     let mut drifted = command(false, 1_000);
-    drifted.reason = Reason::Drifted;
+    drifted.reason = Reason::DRIFTED;
     assert!(o.submit(drifted).is_empty());
     assert_eq!(o.next_due(), Some(1_000));
     let s = ClusterState::new();
@@ -382,7 +382,7 @@ fn drift_is_validated_at_once_and_consolidation_after_the_delay() {
     assert!(matches!(&outcomes[..], [Outcome::Invalidated { .. }]));
 
     let mut underused = command(false, 1_000);
-    underused.reason = Reason::Underutilized;
+    underused.reason = Reason::UNDERUTILIZED;
     assert!(o.submit(underused).is_empty());
     assert_eq!(o.next_due(), Some(16_000));
 }

@@ -7,7 +7,6 @@
 //! subtracted. A budget that cannot be evaluated (bad `nodes`, bad cron, a duration without a
 //! schedule) fails closed and allows nothing.
 
-use crate::command::Reason;
 use chrono::{DateTime, Utc};
 use croner::parser::{CronParser, Seconds, Year};
 use karpenter_cloudprovider::v1::{Budget, BudgetNodes, DisruptionReason};
@@ -88,18 +87,6 @@ pub fn budget_allows(budget: &Budget, num_nodes: u64, now: Millis) -> Result<u64
     let nodes: BudgetNodes = BudgetNodes::parse(&budget.nodes)
         .ok_or_else(|| BudgetError::Nodes(budget.nodes.clone()))?;
     Ok(nodes.allowed(num_nodes))
-}
-
-/// The budget reason a disruption reason is limited by; forceful reasons (expiry,
-/// interruption) have none.
-pub fn budget_reason(reason: Reason) -> Option<DisruptionReason> {
-    match reason {
-        Reason::Empty => Some(DisruptionReason::Empty),
-        Reason::Drifted => Some(DisruptionReason::Drifted),
-        Reason::Underutilized => Some(DisruptionReason::Underutilized),
-        Reason::Unhealthy => Some(DisruptionReason::Unhealthy),
-        Reason::Expired | Reason::Interrupted => None,
-    }
 }
 
 /// The most restrictive active budget of `budgets` for `reason` over a pool of `num_nodes`

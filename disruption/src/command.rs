@@ -6,51 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// Why nodes are disrupted (upstream's disruption reasons plus the forceful ones).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum Reason {
-    /// Only DaemonSet pods run on the node.
-    Empty,
-    /// The node no longer matches its NodePool, or the provider says it drifted.
-    Drifted,
-    /// Its pods fit elsewhere, or on one cheaper node.
-    Underutilized,
-    /// `expireAfter` has passed since the NodeClaim was created.
-    Expired,
-    /// The cloud provider announced the instance's interruption.
-    Interrupted,
-    /// A node condition matched a repair policy past its toleration (node repair as a
-    /// disruption method, Karpenter v1.15).
-    Unhealthy,
-}
-
-impl Reason {
-    /// Whether commands for this reason wait for the validation delay and are re-checked
-    /// against a later cluster state before they act. Upstream validates emptiness and
-    /// consolidation this way; drift has no validator and acts at once (expiry and
-    /// interruption are forceful).
-    pub fn waits_for_validation(self) -> bool {
-        matches!(self, Self::Empty | Self::Underutilized)
-    }
-
-    /// The API / metrics spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Empty => "Empty",
-            Self::Drifted => "Drifted",
-            Self::Underutilized => "Underutilized",
-            Self::Expired => "Expired",
-            Self::Interrupted => "Interrupted",
-            Self::Unhealthy => "Unhealthy",
-        }
-    }
-}
-
-impl fmt::Display for Reason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use crate::reason::Reason;
 
 /// What a command does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -127,7 +83,7 @@ impl Command {
     /// static drift, forceful commands).
     pub fn consolidation_type(&self) -> &'static str {
         match (self.reason, self.consolidation) {
-            (Reason::Empty, _) => "empty",
+            (Reason::EMPTY, _) => "empty",
             (_, Some(method)) => method.as_str(),
             _ => "",
         }
@@ -551,7 +507,7 @@ mod tests {
             Hold::NotEvaluated,
             Hold::ConsolidateAfter { remaining_ms: 5 },
             Hold::PreemptedByEarlierMethod {
-                reason: Reason::Empty,
+                reason: Reason::EMPTY,
             },
             Hold::Deleting,
             Hold::StaticNodePool,

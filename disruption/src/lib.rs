@@ -71,7 +71,7 @@
 //! let result = compute_pass(&input, now);
 //! assert_eq!(result.commands.len(), 1);
 //! let cmd = &result.commands[0];
-//! assert_eq!((cmd.reason, cmd.decision), (Reason::Empty, Decision::Delete));
+//! assert_eq!((cmd.reason, cmd.decision), (Reason::EMPTY, Decision::Delete));
 //! assert_eq!(cmd.candidates[0].node_claim, "default-x7k2p");
 //! assert_eq!(result.explanations[0].node, "ip-10-0-9-9");
 //! assert_eq!(result.explanations[0].holds, [Hold::NotManaged]);
@@ -94,6 +94,7 @@ pub mod eviction;
 pub mod hold_events;
 pub mod input;
 mod pass;
+pub mod reason;
 mod repack;
 mod repair;
 mod simulate;
@@ -103,7 +104,7 @@ pub mod validate;
 pub use balanced::{ConsolidationMethod, PoolScore, PoolTotals, ScoreResult, ScoredMove};
 pub use command::{
     CandidateRef, Command, Decision, Hold, MethodEvaluation, NodeExplanation, PassResult,
-    PoolBudget, Reason, RepairRef,
+    PoolBudget, RepairRef,
 };
 pub use eviction::eviction_order;
 pub use input::{
@@ -111,4 +112,5 @@ pub use input::{
     RepairNeed,
 };
 pub use pass::{compute_commands, compute_pass, compute_pass_cached, compute_pass_timed};
+pub use reason::{Reason, UnknownReason};
 pub use validate::{ValidationFailure, validate};

@@ -8,10 +8,11 @@ use crate::budget::{BudgetMapping, PoolCounts};
 use crate::candidate::{self, Candidate, PdbLedger, is_reschedulable, pods_by_node};
 use crate::command::{
     CandidateRef, Command, Decision, Hold, MethodEvaluation, NodeExplanation, PassResult,
-    PoolBudget, Reason,
+    PoolBudget,
 };
 use crate::consolidation::{self, Catalog, Proposal};
 use crate::input::DisruptionInput;
+use crate::reason::Reason;
 use crate::repack;
 use crate::repair;
 use crate::simulate::Simulator;
@@ -64,7 +65,7 @@ pub fn compute_commands(input: &DisruptionInput, now: Millis) -> Vec<Command> {
 /// let [cmd] = result.commands.as_slice() else {
 ///     panic!("one command expected")
 /// };
-/// assert_eq!((cmd.reason, cmd.decision), (Reason::Empty, Decision::Delete));
+/// assert_eq!((cmd.reason, cmd.decision), (Reason::EMPTY, Decision::Delete));
 /// assert_eq!(cmd.node_names(), ["empty"]);
 /// assert!(cmd.replacements.is_empty());
 /// assert!((cmd.savings - c.input.cluster.nodes[0].price).abs() < 1e-9);
@@ -73,9 +74,9 @@ pub fn compute_commands(input: &DisruptionInput, now: Millis) -> Vec<Command> {
 /// let idle = result.explanations.iter().find(|e| e.node == "idle").unwrap();
 /// assert_eq!(
 ///     idle.holds,
-///     [Hold::PreemptedByEarlierMethod { reason: Reason::Empty }]
+///     [Hold::PreemptedByEarlierMethod { reason: Reason::EMPTY }]
 /// );
-/// assert_eq!(result.eligible[&Reason::Underutilized], 2);
+/// assert_eq!(result.eligible[&Reason::UNDERUTILIZED], 2);
 /// ```
 pub fn compute_pass(input: &DisruptionInput, now: Millis) -> PassResult {
     compute_pass_cached(input, now, &mut SolveCache::new())
@@ -139,29 +140,29 @@ pub fn compute_pass_timed(
         if input.options.node_repair {
             // Fixing a fault outranks any discretionary rebalance.
             let repaired = ctx.repair(cands, &eval.repair_only);
-            timer.lap(Reason::Unhealthy, "");
+            timer.lap(Reason::UNHEALTHY, "");
             if let Some(cmd) = repaired {
                 break 'methods vec![cmd];
             }
         }
         let empty = ctx.emptiness(cands);
-        timer.lap(Reason::Empty, "empty");
+        timer.lap(Reason::EMPTY, "empty");
         if let Some(cmd) = empty {
             break 'methods vec![cmd];
         }
         let replaced = ctx.static_drift(cands);
-        timer.lap(Reason::Drifted, "");
+        timer.lap(Reason::DRIFTED, "");
         if !replaced.is_empty() {
             break 'methods replaced;
         }
         let drift = ctx.drift(cands);
-        timer.lap(Reason::Drifted, "");
+        timer.lap(Reason::DRIFTED, "");
         if let Some(cmd) = drift {
             break 'methods vec![cmd];
         }
         let multi = ctx.multi_node(cands);
         timer.lap(
-            Reason::Underutilized,
+            Reason::UNDERUTILIZED,
             ConsolidationMethod::MultiNode.as_str(),
         );
         if let Some(cmd) = multi {
@@ -169,7 +170,7 @@ pub fn compute_pass_timed(
         }
         let single = ctx.single_node(cands);
         timer.lap(
-            Reason::Underutilized,
+            Reason::UNDERUTILIZED,
             ConsolidationMethod::SingleNode.as_str(),
         );
         if let Some(cmd) = single {
@@ -179,7 +180,7 @@ pub fn compute_pass_timed(
             break 'methods Vec::new();
         }
         let repack = ctx.repack(cands);
-        timer.lap(Reason::Underutilized, ConsolidationMethod::Repack.as_str());
+        timer.lap(Reason::UNDERUTILIZED, ConsolidationMethod::Repack.as_str());
         repack.into_iter().collect()
     };
 
@@ -316,16 +317,16 @@ fn eligible_counts(input: &DisruptionInput, cands: &[Candidate]) -> BTreeMap<Rea
         })
         .count();
     let mut out = BTreeMap::from([
-        (Reason::Empty, empty),
-        (Reason::Drifted, drifted),
-        (Reason::Underutilized, underutilized),
+        (Reason::EMPTY, empty),
+        (Reason::DRIFTED, drifted),
+        (Reason::UNDERUTILIZED, underutilized),
     ]);
     if input.options.node_repair {
         let unhealthy = cands
             .iter()
             .filter(|c| input.nodes.get(&c.node).is_some_and(|i| i.repair.is_some()))
             .count();
-        out.insert(Reason::Unhealthy, unhealthy);
+        out.insert(Reason::UNHEALTHY, unhealthy);
     }
     out
 }
@@ -647,7 +648,7 @@ impl<'a> Ctx<'a> {
             // neither needs nor takes budget.
             let initialized = self.input.nodes.get(&c.node).is_some_and(|i| i.initialized);
             if initialized && budget.remaining(&c.node_pool) == 0 {
-                let reason = Reason::Unhealthy;
+                let reason = Reason::UNHEALTHY;
                 self.note(&c.node, Hold::Budget { reason });
                 continue;
             }
@@ -711,7 +712,7 @@ impl<'a> Ctx<'a> {
                 self.note(
                     &c.node,
                     Hold::Budget {
-                        reason: Reason::Empty,
+                        reason: Reason::EMPTY,
                     },
                 );
                 continue;
@@ -728,7 +729,7 @@ impl<'a> Ctx<'a> {
         }
         let savings = picked.iter().map(|c| c.price).sum();
         Some(build_command(
-            Reason::Empty,
+            Reason::EMPTY,
             &picked,
             Vec::new(),
             savings,
@@ -777,7 +778,7 @@ impl<'a> Ctx<'a> {
             for (i, c) in drifted.into_iter().enumerate() {
                 if i < room {
                     let mut cmd = build_command(
-                        Reason::Drifted,
+                        Reason::DRIFTED,
                         &[c],
                         vec![template_claim(pool)],
                         0.0,
@@ -795,7 +796,7 @@ impl<'a> Ctx<'a> {
                     self.note(
                         &c.node,
                         Hold::Budget {
-                            reason: Reason::Drifted,
+                            reason: Reason::DRIFTED,
                         },
                     );
                 } else {
@@ -827,7 +828,7 @@ impl<'a> Ctx<'a> {
                 self.note(
                     &c.node,
                     Hold::Budget {
-                        reason: Reason::Drifted,
+                        reason: Reason::DRIFTED,
                     },
                 );
                 continue;
@@ -844,7 +845,7 @@ impl<'a> Ctx<'a> {
             }
             let cost: f64 = outcome.claims.iter().map(|r| r.price).sum();
             let savings = c.price - cost;
-            let mut cmd = build_command(Reason::Drifted, &[c], outcome.claims, savings, self.now);
+            let mut cmd = build_command(Reason::DRIFTED, &[c], outcome.claims, savings, self.now);
             cmd.explanation = format!(
                 "{} — drift: {}",
                 cmd.explanation,
@@ -891,7 +892,7 @@ impl<'a> Ctx<'a> {
                 self.note(
                     &c.node,
                     Hold::Budget {
-                        reason: Reason::Underutilized,
+                        reason: Reason::UNDERUTILIZED,
                     },
                 );
                 continue;
@@ -1006,7 +1007,7 @@ impl<'a> Ctx<'a> {
         self.scored_moves.push(scored);
         let replacements: Vec<NewNodeClaim> = proposal.replacement.into_iter().collect();
         let mut cmd = build_command(
-            Reason::Underutilized,
+            Reason::UNDERUTILIZED,
             &set,
             replacements,
             proposal.savings,
@@ -1044,7 +1045,7 @@ impl<'a> Ctx<'a> {
                 self.note(
                     &c.node,
                     Hold::Budget {
-                        reason: Reason::Underutilized,
+                        reason: Reason::UNDERUTILIZED,
                     },
                 );
                 continue;
@@ -1088,7 +1089,7 @@ impl<'a> Ctx<'a> {
                     }
                     let replacements: Vec<NewNodeClaim> = p.replacement.into_iter().collect();
                     let mut cmd = build_command(
-                        Reason::Underutilized,
+                        Reason::UNDERUTILIZED,
                         &[c],
                         replacements,
                         p.savings,
@@ -1179,7 +1180,7 @@ impl<'a> Ctx<'a> {
         let (set, proposal) = search.found?;
         let source: f64 = set.iter().map(|c| c.price).sum();
         let mut cmd = build_command(
-            Reason::Underutilized,
+            Reason::UNDERUTILIZED,
             &set,
             proposal.replacements,
             proposal.savings,

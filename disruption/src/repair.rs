@@ -13,9 +13,10 @@
 //! - repair stops in a pool where more than 20 % (rounded up) of the nodes are unhealthy.
 
 use crate::candidate::Candidate;
-use crate::command::{Command, Hold, Reason, RepairRef};
+use crate::command::{Command, Hold, RepairRef};
 use crate::input::DisruptionInput;
 use crate::pass::build_command;
+use crate::reason::Reason;
 use karpenter_scheduling::model::Millis;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -102,7 +103,7 @@ pub(crate) fn command(
     let info = &input.nodes[&c.node];
     let need = info.repair.clone().unwrap_or_default();
     let cost: f64 = replacements.iter().map(|r| r.price).sum();
-    let mut cmd = build_command(Reason::Unhealthy, &[c], replacements, c.price - cost, now);
+    let mut cmd = build_command(Reason::UNHEALTHY, &[c], replacements, c.price - cost, now);
     cmd.explanation = format!(
         "{} — unhealthy: {}{}",
         cmd.explanation,

@@ -5,12 +5,13 @@
 
 use crate::balanced::ConsolidationMethod;
 use crate::candidate::{self, Candidate, PdbLedger};
-use crate::command::{Command, Hold, Reason};
+use crate::command::{Command, Hold};
 use crate::consolidation::Catalog;
 use crate::input::DisruptionInput;
 use crate::pass::{forceful_nodes, mapping, pool_counts};
+use crate::reason::Reason;
 use crate::simulate::Simulator;
-use karpenter_cloudprovider::v1::ConsolidationPolicy;
+use karpenter_cloudprovider::v1::{ConsolidationPolicy, DisruptionReason};
 use karpenter_scheduling::model::{Millis, NodeState};
 use karpenter_scheduling::solver::SolveCache;
 use std::collections::BTreeSet;
@@ -106,7 +107,7 @@ pub fn validate(
         }
         return Ok(());
     }
-    if cmd.reason == Reason::Unhealthy {
+    if cmd.reason == Reason::UNHEALTHY {
         // Upstream validates no repair; the node must still exist and still need it.
         for c in &cmd.candidates {
             alive(fresh, &c.node)?;
@@ -153,7 +154,7 @@ pub fn validate(
         }
         current.push(c);
     }
-    let Some(reason) = crate::budget::budget_reason(cmd.reason) else {
+    let Some(reason) = cmd.reason.budget_reason() else {
         return Ok(());
     };
     let counts = pool_counts(fresh, &gone);
@@ -176,7 +177,7 @@ pub fn validate(
     }
     // Emptiness moves no pod; static drift launches its template replacement whatever the
     // pods need, as upstream's does, so neither simulates.
-    if cmd.reason == Reason::Empty || current.iter().all(|c| c.static_pool) {
+    if cmd.reason == Reason::EMPTY || current.iter().all(|c| c.static_pool) {
         return Ok(());
     }
     let mut cache = SolveCache::new();
@@ -200,7 +201,7 @@ pub fn validate(
     }
     // The same simulation that computed the command: drift launches its replacements as
     // planned, consolidation decides on Karpenter's greedy scheduling.
-    let outcome = if cmd.reason == Reason::Drifted {
+    let outcome = if cmd.reason == Reason::DRIFTED {
         sim.simulate(&current)
     } else {
         sim.simulate_consolidation(&current)
@@ -211,7 +212,7 @@ pub fn validate(
             detail: f.to_string(),
         });
     }
-    if cmd.reason == Reason::Drifted {
+    if cmd.reason == Reason::DRIFTED {
         return Ok(());
     }
     let changed = |detail: &str| ValidationFailure::Scheduling {
@@ -277,11 +278,11 @@ fn alive(fresh: &DisruptionInput, node: &str) -> Result<(), ValidationFailure> {
 
 fn still_qualifies(reason: Reason, c: &Candidate, fresh: &DisruptionInput) -> Result<(), Hold> {
     // Of the graceful methods only drift touches static pools (static drift).
-    if c.static_pool && reason != Reason::Drifted {
+    if c.static_pool && reason != Reason::DRIFTED {
         return Err(Hold::StaticNodePool);
     }
     match reason {
-        Reason::Drifted => {
+        Reason::Budgeted(DisruptionReason::Drifted) => {
             if c.drift.is_none() {
                 return Err(Hold::NothingToDo);
             }
@@ -290,12 +291,12 @@ fn still_qualifies(reason: Reason, c: &Candidate, fresh: &DisruptionInput) -> Re
                 _ => Ok(()),
             }
         }
-        Reason::Empty | Reason::Underutilized => {
+        Reason::Budgeted(DisruptionReason::Empty | DisruptionReason::Underutilized) => {
             if let Some(h) = &c.pod_block {
                 return Err(h.clone());
             }
             c.consolidatable.clone()?;
-            if reason == Reason::Empty {
+            if reason == Reason::EMPTY {
                 return if c.is_empty() {
                     Ok(())
                 } else if c.holds_only_buffer_pods() {
@@ -322,6 +323,8 @@ fn still_qualifies(reason: Reason, c: &Candidate, fresh: &DisruptionInput) -> Re
             }
             Ok(())
         }
-        Reason::Expired | Reason::Interrupted | Reason::Unhealthy => Ok(()),
+        Reason::Expired | Reason::Interrupted | Reason::Budgeted(DisruptionReason::Unhealthy) => {
+            Ok(())
+        }
     }
 }

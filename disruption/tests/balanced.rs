@@ -70,7 +70,7 @@ fn a_replace_saving_too_little_for_its_disruption_is_rejected_only_when_balanced
     let cmd = single_command(&r);
     assert_eq!(
         (cmd.reason, cmd.decision, cmd.node_names()),
-        (Reason::Underutilized, Decision::Replace, vec!["a"])
+        (Reason::UNDERUTILIZED, Decision::Replace, vec!["a"])
     );
     assert!((cmd.savings - 0.2).abs() < EPS);
     let [mv] = moves_of(&r, ConsolidationMethod::SingleNode)[..] else {
@@ -264,7 +264,7 @@ fn empty_nodes_of_balanced_pools_are_deleted_without_scoring() {
     let cmd = single_command(&r);
     assert_eq!(
         (cmd.reason, cmd.node_names()),
-        (Reason::Empty, vec!["idle"])
+        (Reason::EMPTY, vec!["idle"])
     );
     assert!(r.scored_moves.is_empty());
 }

@@ -3,7 +3,7 @@
 //! passes are deterministic.
 
 use karpenter_cloudprovider::v1::{Budget, ConsolidationPolicy, DisruptionReason};
-use karpenter_disruption::budget::{allowed_disruptions, budget_reason};
+use karpenter_disruption::budget::allowed_disruptions;
 use karpenter_disruption::candidate::{do_not_disrupt_active, is_reschedulable};
 use karpenter_disruption::{
     Command, ConsolidationMethod, Decision, PassResult, Reason, compute_pass, validate,
@@ -54,7 +54,7 @@ fn check_reschedulable(w: &Cluster, cmd: &Command) -> Result<(), TestCaseError> 
     let keys: BTreeSet<_> = moving.iter().map(|p| p.key()).collect();
     snap.pending_pods.extend(moving);
     let mut options = SolveOptions::default();
-    options.optimizer.enabled = cmd.reason != Reason::Underutilized;
+    options.optimizer.enabled = cmd.reason != Reason::UNDERUTILIZED;
     let plan = solve(&snap, &options);
     prop_assert!(
         plan.unschedulable.iter().all(|u| !keys.contains(&u.pod)),
@@ -68,7 +68,7 @@ fn check_reschedulable(w: &Cluster, cmd: &Command) -> Result<(), TestCaseError> 
         .filter(|c| c.pods.iter().any(|k| keys.contains(k)))
         .count();
     // A re-pack's replacements are the optimiser's packing, which the greedy may not match.
-    if cmd.reason == Reason::Underutilized && cmd.consolidation != Some(ConsolidationMethod::Repack)
+    if cmd.reason == Reason::UNDERUTILIZED && cmd.consolidation != Some(ConsolidationMethod::Repack)
     {
         prop_assert!(new_claims <= cmd.replacements.len(), "{}", cmd.explanation);
     }
@@ -102,7 +102,7 @@ fn check_pass(w: &Cluster, r: &PassResult) -> Result<(), TestCaseError> {
             }
         }
         // Budgets.
-        let reason: DisruptionReason = budget_reason(cmd.reason).expect("graceful");
+        let reason: DisruptionReason = cmd.reason.budget_reason().expect("graceful");
         let allowed = allowed_disruptions(
             &input.node_pools[POOL].budgets,
             managed_initialized,
@@ -118,7 +118,7 @@ fn check_pass(w: &Cluster, r: &PassResult) -> Result<(), TestCaseError> {
         // PDBs: together within the budget, or a single node using it.
         prop_assert_eq!(exceeded_pdb(input, w.now, cmd), None, "{}", cmd.explanation);
         // Replacements strictly cheaper for consolidation.
-        if cmd.reason == Reason::Underutilized {
+        if cmd.reason == Reason::UNDERUTILIZED {
             prop_assert!(cmd.savings > 0.0);
             if cmd.decision == Decision::Replace {
                 // Karpenter's methods launch one node; a re-pack may launch several (its own
@@ -130,7 +130,7 @@ fn check_pass(w: &Cluster, r: &PassResult) -> Result<(), TestCaseError> {
                 prop_assert!(dearest < cmd.source_price(), "{}", cmd.explanation);
             }
         }
-        if cmd.reason == Reason::Empty {
+        if cmd.reason == Reason::EMPTY {
             prop_assert!(cmd.candidates.iter().all(|c| c.pods.is_empty()));
         }
         check_reschedulable(w, cmd)?;
@@ -181,7 +181,7 @@ proptest! {
             prop_assert_eq!(m.approved, scores.iter().flatten().all(|s| s.score() >= 0.5));
         }
         // Every consolidation command is a move the pool approved.
-        for cmd in a.commands.iter().filter(|c| c.reason == Reason::Underutilized) {
+        for cmd in a.commands.iter().filter(|c| c.reason == Reason::UNDERUTILIZED) {
             let names = cmd.node_names();
             prop_assert!(a.scored_moves.iter().any(|m| m.approved
                 && m.candidates.iter().map(|c| c.node.as_str()).eq(names.iter().copied())));

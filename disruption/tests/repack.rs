@@ -68,7 +68,7 @@ fn karpenters_methods_leave_the_fragmented_nodes_and_repack_replaces_them() {
     let [cmd] = r.commands.as_slice() else {
         panic!("one command expected: {:#?}", r.commands)
     };
-    assert_eq!(cmd.reason, Reason::Underutilized);
+    assert_eq!(cmd.reason, Reason::UNDERUTILIZED);
     assert_eq!(cmd.decision, Decision::Replace);
     assert_eq!(cmd.consolidation, Some(ConsolidationMethod::Repack));
     assert_eq!(cmd.consolidation_type(), "repack");

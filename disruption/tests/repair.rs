@@ -45,7 +45,7 @@ fn repair_comes_before_emptiness_and_launches_a_replacement_first() {
     let r = compute_pass(&w.input, w.now);
     assert_eq!(r.commands.len(), 1, "{:#?}", r.commands);
     let cmd = &r.commands[0];
-    assert_eq!(cmd.reason, Reason::Unhealthy);
+    assert_eq!(cmd.reason, Reason::UNHEALTHY);
     assert_eq!(cmd.node_names(), ["sick"]);
     // Its pod fits on `idle`: nothing to launch.
     assert_eq!(cmd.decision, Decision::Delete);
@@ -56,10 +56,10 @@ fn repair_comes_before_emptiness_and_launches_a_replacement_first() {
     assert_eq!(
         holds(&r, "idle"),
         [Hold::PreemptedByEarlierMethod {
-            reason: Reason::Unhealthy
+            reason: Reason::UNHEALTHY
         }]
     );
-    assert_eq!(r.eligible[&Reason::Unhealthy], 1);
+    assert_eq!(r.eligible[&Reason::UNHEALTHY], 1);
     // Where the pod fits nowhere else, its replacement is launched first.
     let mut full = cluster(0.0);
     full.pod("idle", "hog", 7000);
@@ -68,7 +68,7 @@ fn repair_comes_before_emptiness_and_launches_a_replacement_first() {
     let cmd = &r.commands[0];
     assert_eq!(
         (cmd.reason, cmd.decision),
-        (Reason::Unhealthy, Decision::Replace)
+        (Reason::UNHEALTHY, Decision::Replace)
     );
     assert_eq!(cmd.replacements.len(), 1);
     // Without the method, emptiness acts as before.
@@ -76,7 +76,7 @@ fn repair_comes_before_emptiness_and_launches_a_replacement_first() {
     off.input.options.node_repair = false;
     assert_eq!(
         compute_pass(&off.input, off.now).commands[0].reason,
-        Reason::Empty
+        Reason::EMPTY
     );
 }
 
@@ -87,9 +87,9 @@ fn the_unhealthy_budget_paces_repair() {
     only_drift.reasons = vec![DisruptionReason::Unhealthy];
     w.settings("default").budgets = vec![only_drift];
     let r = compute_pass(&w.input, w.now);
-    assert!(r.commands.iter().all(|c| c.reason != Reason::Unhealthy));
+    assert!(r.commands.iter().all(|c| c.reason != Reason::UNHEALTHY));
     assert!(holds(&r, "sick").contains(&Hold::Budget {
-        reason: Reason::Unhealthy
+        reason: Reason::UNHEALTHY
     }));
     assert!(
         r.budgets
@@ -113,7 +113,7 @@ fn the_highest_score_repairs_first_and_the_claims_bound_can_be_shorter() {
     let cmd = r
         .commands
         .iter()
-        .find(|c| c.reason == Reason::Unhealthy)
+        .find(|c| c.reason == Reason::UNHEALTHY)
         .unwrap();
     assert_eq!(cmd.node_names(), ["well"]);
     // No policy bound: the claim's own stands, nothing is stamped.
@@ -125,7 +125,7 @@ fn repair_stops_where_more_than_a_fifth_of_the_pool_is_unhealthy() {
     let mut w = cluster(0.0);
     w.info("well").unhealthy = true;
     let r = compute_pass(&w.input, w.now);
-    assert!(r.commands.iter().all(|c| c.reason != Reason::Unhealthy));
+    assert!(r.commands.iter().all(|c| c.reason != Reason::UNHEALTHY));
     let h = holds(&r, "sick");
     assert!(h.contains(&Hold::RepairBreaker {
         node_pool: "default".into()
@@ -148,7 +148,7 @@ fn do_not_disrupt_does_not_stop_repair_but_do_not_repair_does() {
     assert_eq!(r.commands[0].node_names(), ["sick"]);
     w.info("sick").do_not_repair = true;
     let r = compute_pass(&w.input, w.now);
-    assert!(r.commands.iter().all(|c| c.reason != Reason::Unhealthy));
+    assert!(r.commands.iter().all(|c| c.reason != Reason::UNHEALTHY));
     assert!(holds(&r, "sick").contains(&Hold::DoNotRepair));
 }
 
@@ -164,7 +164,7 @@ fn blocking_pods_need_a_drain_bound() {
     // Neither the policy nor the claim does: blocked, and told.
     w.info("sick").repair = Some(need(0.0, None));
     let r = compute_pass(&w.input, w.now);
-    assert!(r.commands.iter().all(|c| c.reason != Reason::Unhealthy));
+    assert!(r.commands.iter().all(|c| c.reason != Reason::UNHEALTHY));
     let h = holds(&r, "sick");
     assert!(h.contains(&Hold::RepairNeedsDrainBound));
     assert_eq!(
@@ -184,7 +184,7 @@ fn a_node_that_never_initialized_is_repaired_without_budget() {
     let cmd = r
         .commands
         .iter()
-        .find(|c| c.reason == Reason::Unhealthy)
+        .find(|c| c.reason == Reason::UNHEALTHY)
         .unwrap();
     assert_eq!(cmd.node_names(), ["sick"]);
 }

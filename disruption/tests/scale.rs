@@ -14,7 +14,7 @@ fn half_empty_cluster_consolidates_many_nodes_at_once() {
     let r = compute_pass(&input, 1);
     assert!(r.simulations <= input.options.max_simulations);
     let cmd = r.commands.first().expect("a consolidation");
-    assert_eq!(cmd.reason, Reason::Underutilized);
+    assert_eq!(cmd.reason, Reason::UNDERUTILIZED);
     // Nodes run at 2.1 of 3.9 cpu: roughly every other node can go.
     assert!(cmd.candidates.len() >= 10, "{}", cmd.explanation);
     assert!(cmd.savings > 0.0);
@@ -37,5 +37,5 @@ fn thousand_nodes_consolidate() {
         cmd.candidates.len(),
         cmd.explanation.chars().take(120).collect::<String>()
     );
-    assert_eq!(cmd.reason, Reason::Underutilized);
+    assert_eq!(cmd.reason, Reason::UNDERUTILIZED);
 }

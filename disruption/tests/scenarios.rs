@@ -36,7 +36,7 @@ fn empty_nodes_are_deleted_and_busy_ones_explained() {
     w.pod("busy", "app", 1500);
     let r = compute_pass(&w.input, w.now);
     let cmd = only_command(&r);
-    assert_eq!(cmd.reason, Reason::Empty);
+    assert_eq!(cmd.reason, Reason::EMPTY);
     assert_eq!(cmd.decision, Decision::Delete);
     assert_eq!(cmd.consolidation_type(), "empty");
     // Highest savings first.
@@ -46,16 +46,16 @@ fn empty_nodes_are_deleted_and_busy_ones_explained() {
     assert_eq!(
         holds(&r, "busy"),
         [Hold::PreemptedByEarlierMethod {
-            reason: Reason::Empty
+            reason: Reason::EMPTY
         }]
     );
     // Every method reports what it could act on, even those that never ran.
     assert_eq!(
         r.eligible,
         [
-            (Reason::Empty, 2),
-            (Reason::Drifted, 0),
-            (Reason::Underutilized, 1)
+            (Reason::EMPTY, 2),
+            (Reason::DRIFTED, 0),
+            (Reason::UNDERUTILIZED, 1)
         ]
         .into()
     );
@@ -113,7 +113,7 @@ fn budgets_cap_count_round_percentages_up_and_count_disrupting_nodes() {
             assert!(
                 r.explanations.iter().any(|e| e.holds
                     == [Hold::Budget {
-                        reason: Reason::Empty
+                        reason: Reason::EMPTY
                     }]),
                 "{nodes}: {r:#?}"
             );
@@ -175,7 +175,7 @@ fn scheduled_budget_blocks_only_inside_its_window_and_only_its_reason() {
     w.pod("n", "app", 100);
     let r = compute_commands(&w.input, w.now);
     assert_eq!(r.len(), 1);
-    assert_eq!(r[0].reason, Reason::Drifted);
+    assert_eq!(r[0].reason, Reason::DRIFTED);
 }
 
 #[test]
@@ -207,8 +207,8 @@ fn do_not_disrupt_on_node_or_pod_blocks_graceful_disruption() {
         holds(&r, "timed")[0],
         Hold::DoNotDisruptPod { .. }
     ));
-    assert_eq!(r.eligible[&Reason::Empty], 0);
-    assert_eq!(r.eligible[&Reason::Underutilized], 0);
+    assert_eq!(r.eligible[&Reason::EMPTY], 0);
+    assert_eq!(r.eligible[&Reason::UNDERUTILIZED], 0);
     // Once the duration has elapsed the pod no longer protects its node.
     let later = w.now + HOUR;
     let cmds = compute_commands(&w.input, later);
@@ -294,7 +294,7 @@ fn single_node_delete_when_pods_fit_elsewhere() {
         .insert(DO_NOT_DISRUPT.into(), "true".into());
     let r = compute_pass(&w.input, w.now);
     let cmd = only_command(&r);
-    assert_eq!(cmd.reason, Reason::Underutilized);
+    assert_eq!(cmd.reason, Reason::UNDERUTILIZED);
     assert_eq!(cmd.decision, Decision::Delete);
     assert_eq!(cmd.node_names(), ["light"]);
     assert!((cmd.savings - 0.4).abs() < 1e-9);
@@ -428,7 +428,7 @@ fn when_empty_policy_leaves_underutilized_nodes() {
     let r = compute_pass(&w.input, w.now);
     assert!(r.commands.is_empty());
     assert_eq!(holds(&r, "xl"), [Hold::WhenEmptyPolicy]);
-    assert_eq!(r.eligible[&Reason::Underutilized], 0);
+    assert_eq!(r.eligible[&Reason::UNDERUTILIZED], 0);
 }
 
 #[test]
@@ -456,7 +456,7 @@ fn multi_node_consolidation_merges_and_goes_beyond_prefix_search() {
         .insert(HOSTNAME.into(), "c".into());
     let r = compute_pass(&w.input, w.now);
     let cmd = only_command(&r);
-    assert_eq!(cmd.reason, Reason::Underutilized);
+    assert_eq!(cmd.reason, Reason::UNDERUTILIZED);
     assert_eq!(cmd.decision, Decision::Delete);
     assert_eq!(cmd.node_names(), ["a", "b", "d"]);
     assert!((cmd.savings - 1.2).abs() < 1e-9);
@@ -532,7 +532,7 @@ fn drift_by_hash_requirements_or_provider_replaces_first() {
         assert_eq!(drifted.get(&claim).map(String::as_str), Some(why));
         let r = compute_pass(&w.input, w.now);
         let cmd = only_command(&r);
-        assert_eq!(cmd.reason, Reason::Drifted, "{why}");
+        assert_eq!(cmd.reason, Reason::DRIFTED, "{why}");
         assert_eq!(cmd.decision, Decision::Replace, "{why}");
         assert_eq!(cmd.replacements.len(), 1);
         assert!(cmd.explanation.contains(why), "{}", cmd.explanation);
@@ -593,7 +593,7 @@ fn drift_with_termination_grace_period_ignores_pod_blocks() {
     w.info("n").termination_grace_period = Some(HOUR);
     let cmds = compute_commands(&w.input, w.now);
     assert_eq!(cmds.len(), 1);
-    assert_eq!(cmds[0].reason, Reason::Drifted);
+    assert_eq!(cmds[0].reason, Reason::DRIFTED);
 }
 
 #[test]
@@ -604,16 +604,16 @@ fn methods_run_in_karpenter_order() {
     w.info("drifted").provider_drift = Some("AMIDrift".into());
     w.node("empty", "small");
     let r = compute_pass(&w.input, w.now);
-    assert_eq!(only_command(&r).reason, Reason::Empty);
+    assert_eq!(only_command(&r).reason, Reason::EMPTY);
     assert_eq!(
         holds(&r, "drifted"),
         [Hold::PreemptedByEarlierMethod {
-            reason: Reason::Empty
+            reason: Reason::EMPTY
         }]
     );
     w.input.cluster.nodes.retain(|n| n.name != "empty");
     let r = compute_pass(&w.input, w.now);
-    assert_eq!(only_command(&r).reason, Reason::Drifted);
+    assert_eq!(only_command(&r).reason, Reason::DRIFTED);
 }
 
 #[test]
@@ -660,7 +660,7 @@ fn expiry_and_interruption_are_forceful() {
     assert_eq!(
         holds(&r, "young"),
         [Hold::Budget {
-            reason: Reason::Underutilized
+            reason: Reason::UNDERUTILIZED
         }]
     );
 }
@@ -749,7 +749,7 @@ fn validation_after_the_delay_rechecks_everything() {
     assert_eq!(validate(cmd, &w.input, later), Ok(()));
     // Drift has no validation delay (upstream's drift method has no validator).
     let mut drift = cmd.clone();
-    drift.reason = Reason::Drifted;
+    drift.reason = Reason::DRIFTED;
     assert!(!matches!(
         validate(&drift, &w.input, w.now + 1_000),
         Err(ValidationFailure::TooEarly { .. })
@@ -907,7 +907,7 @@ fn moved_pods_do_not_land_on_a_destination_under_consolidate_after() {
     let later = w.now + 30_000;
     let r = compute_pass(&w.input, later);
     let cmd = only_command(&r);
-    assert_eq!(cmd.reason, Reason::Underutilized);
+    assert_eq!(cmd.reason, Reason::UNDERUTILIZED);
     assert_eq!(cmd.decision, Decision::Delete);
     assert_eq!(cmd.node_names(), ["n1"]);
 }
@@ -940,7 +940,7 @@ fn drift_still_moves_pods_onto_a_destination_under_consolidate_after() {
     w.info("n1").provider_drift = Some("Test".into());
     let r = compute_pass(&w.input, w.now);
     let cmd = only_command(&r);
-    assert_eq!(cmd.reason, Reason::Drifted);
+    assert_eq!(cmd.reason, Reason::DRIFTED);
     assert_eq!(cmd.node_names(), ["n1"]);
     // c fits on n0: no replacement.
     assert!(cmd.replacements.is_empty(), "{:#?}", cmd.replacements);
@@ -988,7 +988,7 @@ fn a_timed_pass_reports_each_method_it_ran_until_one_decides() {
     };
     let mut empty = Cluster::new();
     empty.node("empty", "large");
-    assert_eq!(runs(&empty), [(Reason::Empty, "empty".into(), 1.0)]);
+    assert_eq!(runs(&empty), [(Reason::EMPTY, "empty".into(), 1.0)]);
 
     let mut w = Cluster::new();
     w.node("full", "large");
@@ -1000,11 +1000,11 @@ fn a_timed_pass_reports_each_method_it_ran_until_one_decides() {
     assert_eq!(
         labels,
         [
-            (Reason::Empty, "empty"),
-            (Reason::Drifted, ""),
-            (Reason::Drifted, ""),
-            (Reason::Underutilized, "multi"),
-            (Reason::Underutilized, "single"),
+            (Reason::EMPTY, "empty"),
+            (Reason::DRIFTED, ""),
+            (Reason::DRIFTED, ""),
+            (Reason::UNDERUTILIZED, "multi"),
+            (Reason::UNDERUTILIZED, "single"),
         ],
         "static drift and drift are both drift methods, as upstream labels them"
     );
@@ -1025,7 +1025,7 @@ fn a_node_holding_a_buffers_room_is_not_empty() {
     let mut w = Cluster::new();
     w.node("spare", "large");
     let r = compute_pass(&w.input, w.now);
-    assert_eq!(only_command(&r).reason, Reason::Empty);
+    assert_eq!(only_command(&r).reason, Reason::EMPTY);
 
     w.buffer_pod("headroom", 1, 6000, Some("spare"));
     let r = compute_pass(&w.input, w.now);
@@ -1050,7 +1050,7 @@ fn a_node_holding_a_buffers_room_is_not_empty() {
     let cmd = only_command(&r);
     assert_eq!(
         (cmd.reason, cmd.node_names()),
-        (Reason::Empty, vec!["spare"])
+        (Reason::EMPTY, vec!["spare"])
     );
 }
 

@@ -47,7 +47,7 @@ fn drifted_static_nodes_are_replaced_from_the_template_and_empty_ones_kept() {
     for (cmd, node) in r.commands.iter().zip(["a", "b"]) {
         assert_eq!(
             (cmd.reason, cmd.decision),
-            (Reason::Drifted, Decision::Replace)
+            (Reason::DRIFTED, Decision::Replace)
         );
         assert_eq!(cmd.node_names(), [node]);
         let [replacement] = cmd.replacements.as_slice() else {
@@ -72,7 +72,7 @@ fn the_drifted_budget_paces_static_drift() {
     assert_eq!(
         r.holds("b").unwrap(),
         [Hold::Budget {
-            reason: Reason::Drifted
+            reason: Reason::DRIFTED
         }]
     );
 }
@@ -136,7 +136,7 @@ fn a_dynamic_pool_is_not_affected() {
     let r = compute_pass(&w.input, w.now);
     // Emptiness first, as for any dynamic pool.
     assert_eq!(r.commands.len(), 1, "{:#?}", r.commands);
-    assert_eq!(r.commands[0].reason, Reason::Empty);
+    assert_eq!(r.commands[0].reason, Reason::EMPTY);
 }
 
 #[test]

@@ -108,7 +108,7 @@ mod tests {
             pods: Vec::new(),
         };
         let command = Command {
-            reason: Reason::Underutilized,
+            reason: Reason::UNDERUTILIZED,
             decision: Decision::Replace,
             candidates: vec![candidate("first"), candidate("second")],
             replacements: Vec::new(),

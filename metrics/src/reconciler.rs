@@ -237,15 +237,15 @@ mod tests {
             "only the latest simulation's zones"
         );
         let mut result = PassResult::default();
-        result.eligible.insert(Reason::Underutilized, 4);
+        result.eligible.insert(Reason::UNDERUTILIZED, 4);
         result.evaluations = vec![
             karpenter_disruption::MethodEvaluation {
-                reason: Reason::Empty,
+                reason: Reason::EMPTY,
                 consolidation_type: "empty".into(),
                 seconds: 0.5,
             },
             karpenter_disruption::MethodEvaluation {
-                reason: Reason::Drifted,
+                reason: Reason::DRIFTED,
                 consolidation_type: String::new(),
                 seconds: 1.0,
             },
@@ -265,7 +265,7 @@ mod tests {
             seconds: 1.5,
         });
         m.observe(&Event::DisruptionDecided(Box::new(Command {
-            reason: Reason::Empty,
+            reason: Reason::EMPTY,
             decision: Decision::Delete,
             candidates: ["a", "b"]
                 .map(|n| karpenter_disruption::CandidateRef {
@@ -363,14 +363,14 @@ mod tests {
                 reason: "a pod was nominated".into(),
             })
         };
-        m.observe(&invalid(command(Reason::Underutilized, multi, &["a", "b"])));
-        m.observe(&invalid(command(Reason::Drifted, None, &["c"])));
+        m.observe(&invalid(command(Reason::UNDERUTILIZED, multi, &["a", "b"])));
+        m.observe(&invalid(command(Reason::DRIFTED, None, &["c"])));
         m.observe(&Event::Disruption(Outcome::Abandoned {
-            command: command(Reason::Underutilized, multi, &["a"]),
+            command: command(Reason::UNDERUTILIZED, multi, &["a"]),
             node_claim: "replacement".into(),
         }));
         m.observe(&Event::Disruption(Outcome::Completed(command(
-            Reason::Underutilized,
+            Reason::UNDERUTILIZED,
             multi,
             &["a"],
         ))));

@@ -233,7 +233,7 @@ fn fill(m: &Metrics) {
         disrupting: 0,
     });
     let command = karpenter_disruption::Command {
-        reason: karpenter_disruption::Reason::Underutilized,
+        reason: karpenter_disruption::Reason::UNDERUTILIZED,
         decision: karpenter_disruption::Decision::Replace,
         candidates: Vec::new(),
         replacements: Vec::new(),

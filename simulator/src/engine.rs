@@ -20,11 +20,16 @@ use crate::workloads::{Kind, Workload, WorkloadKey, Workloads};
 use k8s_openapi::api::{
     apps::v1 as apps, batch::v1 as batch, core::v1 as core, policy::v1 as policy,
 };
-use karpenter_cloudprovider::v1::{ConditionType, NodeClaim, NodePool, StatusConditions};
+use karpenter_cloudprovider::v1::{
+    ConditionStatus, ConditionType, NodeClaim, NodePool, StatusConditions,
+};
 use karpenter_cloudprovider::{CloudProvider, DriftReason, OfferingRef};
 use karpenter_cloudprovider_fake::{FakeCloudProvider, FakeReservation};
 use karpenter_cluster::api_objects::{quantities, service_selector, workload_selector};
 use karpenter_cluster::default_spread::SourceKind;
+use karpenter_cluster::launch_failure::{
+    AfterLaunchFailure, LaunchErrorKind, after_launch_failure,
+};
 use karpenter_cluster::manifests::{Document, ManifestError};
 use karpenter_cluster::orchestration::Outcome;
 use karpenter_cluster::provisioner::{NameGenerator, time};
@@ -477,6 +482,14 @@ impl<'a> Engine<'a> {
         // The controller passes at least once a second; pods bound or removed since the last
         // tick have their NodeClaims stamped by then.
         if self.reconciler.has_pod_events(&self.state) {
+            candidates.push(now + POD_EVENT_PASS_MS);
+        }
+        // The controller launches a claim whose launch failed again on its next pass.
+        if self
+            .state
+            .maturing_claims()
+            .any(|(c, _)| !c.is_deleting() && !c.is(ConditionType::Launched))
+        {
             candidates.push(now + POD_EVENT_PASS_MS);
         }
         // The kube-scheduler retries pods it could not place when the cluster changed.
@@ -1034,6 +1047,17 @@ impl<'a> Engine<'a> {
                     o.capacity_type.as_deref().unwrap_or("any capacity type"),
                 ));
                 self.provider.insufficient_capacity(refs);
+            }
+            Event::FailLaunches(f) => {
+                let reason = f
+                    .reason
+                    .clone()
+                    .unwrap_or_else(|| karpenter_cluster::launch_failure::LAUNCH_FAILED.into());
+                self.log(format!(
+                    "provider fails the next {} launch(es) ({reason})",
+                    f.count
+                ));
+                self.provider.fail_launches(f.count, reason);
             }
             Event::RestoreCapacity => {
                 self.provider.clear_insufficient_capacity();
@@ -1795,7 +1819,7 @@ impl<'a> Engine<'a> {
                 self.log(format!("node {node} is unhealthy ({condition}); repairing"));
                 self.apply(Action::DeleteNodeClaim {
                     node_claim,
-                    cause: DeletionCause::Disruption(Reason::Unhealthy),
+                    cause: DeletionCause::Disruption(Reason::UNHEALTHY),
                 });
             }
             Action::DeleteNode { node } => {
@@ -1938,8 +1962,9 @@ impl<'a> Engine<'a> {
     }
 
     /// Launches `claim`'s instance through the fake provider and indexes the claim and its
-    /// in-flight node. A failure re-plans the pods; a claim already indexed (a retried
-    /// launch) is deleted, as the controller does for capacity errors.
+    /// in-flight node. A failure is handled as the controller handles it
+    /// ([`after_launch_failure`]): no capacity or a NodeClass not ready deletes the claim
+    /// and re-plans its pods, any other error keeps it for another launch.
     fn launch_instance(&mut self, claim: NodeClaim) {
         let name = claim.name().to_owned();
         let pool = claim.node_pool().unwrap_or_default().to_owned();
@@ -2015,11 +2040,29 @@ impl<'a> Engine<'a> {
             Err(e) => {
                 self.metrics.launch_failures += 1;
                 self.log(format!("failed launching nodeclaim {name}: {e}"));
-                self.state.delete(&ObjectKey::NodeClaim(name.clone()));
-                self.state.delete(&ObjectKey::Node(name));
-                // The offerings tried are now known unavailable; re-plan the pods.
-                self.facts_version += 1;
-                self.reconciler.replan(self.now);
+                match after_launch_failure(&LaunchErrorKind::of(&e)) {
+                    AfterLaunchFailure::DeleteClaim(_) => {
+                        self.state.delete(&ObjectKey::NodeClaim(name.clone()));
+                        self.state.delete(&ObjectKey::Node(name));
+                        // After no capacity the offerings tried are known unavailable;
+                        // either way the pods are planned again.
+                        self.facts_version += 1;
+                        self.reconciler.replan(self.now);
+                    }
+                    AfterLaunchFailure::Retry { condition_reason } => {
+                        // The claim stays, `Launched=Unknown`; lifecycle launches it again
+                        // on a later pass until the launch timeout gives it up.
+                        let mut claim = claim;
+                        claim.set_condition(
+                            ConditionType::Launched.as_str(),
+                            ConditionStatus::Unknown,
+                            &condition_reason,
+                            &e.to_string(),
+                            time(self.now),
+                        );
+                        self.state.apply(Object::NodeClaim(Box::new(claim)));
+                    }
+                }
             }
         }
     }

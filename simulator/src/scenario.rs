@@ -408,6 +408,22 @@ pub struct Event {
     /// Restore capacity for every offering (and forget learnt unavailability).
     #[serde(default)]
     pub restore_capacity: Option<Empty>,
+    /// Make the next launches fail with an error that is neither capacity nor NodeClass
+    /// (an EC2 API error): the controller keeps such a claim and launches it again.
+    #[serde(default)]
+    pub fail_launches: Option<FailLaunches>,
+}
+
+/// `failLaunches`: the next `count` launches fail with `reason`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FailLaunches {
+    /// How many launches fail (positive).
+    pub count: u32,
+    /// The provider's reason, set on the claim's `Launched` condition (default
+    /// `LaunchFailed`).
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 /// `{}`.
@@ -535,6 +551,8 @@ pub enum Action {
     InsufficientCapacity(Offerings),
     /// Capacity back.
     RestoreCapacity,
+    /// Failing launches.
+    FailLaunches(FailLaunches),
 }
 
 /// A timeline entry resolved to an absolute time.
@@ -730,6 +748,14 @@ impl Scenario {
             }
             if e.restore_capacity.is_some() {
                 actions.push(Action::RestoreCapacity);
+            }
+            if let Some(x) = &e.fail_launches {
+                if x.count == 0 {
+                    return Err(doc
+                        .invalid(format!("{field}.failLaunches.count"), "must be positive")
+                        .into());
+                }
+                actions.push(Action::FailLaunches(x.clone()));
             }
             if actions.len() > 1 {
                 return Err(doc

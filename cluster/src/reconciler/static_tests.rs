@@ -380,7 +380,7 @@ fn a_drifted_static_node_is_replaced_from_the_template_before_it_goes() {
             _ => None,
         })
         .expect("a static drift command");
-    assert_eq!(command.reason, karpenter_disruption::Reason::Drifted);
+    assert_eq!(command.reason, karpenter_disruption::Reason::DRIFTED);
     assert_eq!(command.node_names(), ["a"]);
 
     // Drift needs no validation delay: the node is tainted and its replacement launched,

@@ -1216,7 +1216,7 @@ fn node_repair_as_a_disruption_method_bounds_the_drain_and_leaves_the_legacy_pat
     let [cmd] = decided.as_slice() else {
         panic!("{:?}", t.events)
     };
-    assert_eq!(cmd.reason, karpenter_disruption::Reason::Unhealthy);
+    assert_eq!(cmd.reason, karpenter_disruption::Reason::UNHEALTHY);
     assert_eq!(cmd.node_names(), ["a"]);
     let mut repaired = Vec::new();
     for now in [30 * MIN + 1_000, 30 * MIN + 2_000, 30 * MIN + 3_000] {

@@ -294,7 +294,7 @@ pub async fn execute(ctx: &Ctx, action: &Action) -> Result<Executed, ReconcileEr
 /// reason as the API spells it, or a metric reason): `karpenter_nodeclaims_disrupted_total` with the pool's
 /// consolidation policy for a consolidation, and the reschedulable pods on its node in
 /// `karpenter_pods_disruption_initiated_total` where upstream counts them.
-fn record_disrupted(ctx: &Ctx, claim: &NodeClaim, reason: &str) {
+pub(super) fn record_disrupted(ctx: &Ctx, claim: &NodeClaim, reason: &str) {
     let reason = reason.to_lowercase();
     let mut labels = DisruptedLabels::for_claim(reason.as_str(), claim);
     if matches!(reason.as_str(), "empty" | "underutilized")

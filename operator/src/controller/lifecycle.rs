@@ -6,9 +6,12 @@
 use super::api::{merge_patch, set_finalizers};
 use super::exec::{Executed, claim_of, node_of};
 use super::{Ctx, ReconcileError};
-use karpenter_cloudprovider::CloudProviderError;
 use karpenter_cloudprovider::v1::{
-    ConditionType, NodeClaim, NodeClaimStatus, StatusConditions, labels as v1labels,
+    ConditionStatus, ConditionType, NodeClaim, NodeClaimStatus, StatusConditions,
+    labels as v1labels,
+};
+use karpenter_cluster::launch_failure::{
+    AfterLaunchFailure, LaunchErrorKind, after_launch_failure,
 };
 use karpenter_cluster::registration::{INITIALIZED_LABEL, registered_node_patch};
 
@@ -58,11 +61,12 @@ pub async fn add_finalizer(ctx: &Ctx, name: &str) -> Result<(), ReconcileError> 
     Ok(())
 }
 
-/// Launches NodeClaim `name`'s instance through the provider;
-/// [`Executed::NoCapacity`] when there was none (the claim is then deleted).
+/// Launches NodeClaim `name`'s instance through the provider. A failure is handled as
+/// [`after_launch_failure`] decides: [`Executed::NoCapacity`] when there was no capacity
+/// and [`Executed::Done`] when the NodeClass was not ready (the claim is deleted in both).
 ///
 /// # Errors
-/// API or provider failures other than capacity.
+/// API failures, and provider failures that are retried (`Launched=Unknown` is set first).
 pub async fn launch_instance(ctx: &Ctx, name: &str) -> Result<Executed, ReconcileError> {
     match claim_of(ctx, name) {
         Some(claim) => launch(ctx, &claim).await,
@@ -170,37 +174,50 @@ async fn launch(ctx: &Ctx, claim: &NodeClaim) -> Result<Executed, ReconcileError
             Ok(Executed::Done)
         }
         Err(e) => {
-            let (reason, delete) = match &e {
-                CloudProviderError::InsufficientCapacity { .. } => ("InsufficientCapacity", true),
-                CloudProviderError::NodeClassNotReady { .. } => ("NodeClassNotReady", false),
-                CloudProviderError::Create { .. } => ("LaunchFailed", false),
-                _ => ("LaunchFailed", false),
-            };
-            let updated = with_condition(claim, |c| {
-                c.set_false(
-                    ConditionType::Launched.as_str(),
-                    reason,
-                    &e.to_string(),
-                    ctx.now_time(),
-                );
-            });
-            if updated.status != claim.status {
-                patch_claim_status(ctx, &updated).await?;
+            let step = after_launch_failure(&LaunchErrorKind::of(&e));
+            ctx.events.warning(
+                claim,
+                step.event_reason(),
+                format!("launching NodeClaim failed: {e}"),
+            );
+            match step {
+                AfterLaunchFailure::DeleteClaim(cause) => {
+                    // The pods are planned again; after no capacity, with the offerings
+                    // tried reported unavailable.
+                    tracing::info!(
+                        nodeclaim = claim.name(),
+                        reason = cause.event_reason(),
+                        error = %e,
+                        "launch failed; deleting nodeclaim"
+                    );
+                    super::exec::delete_node_claim(ctx, claim.name()).await?;
+                    super::exec::record_disrupted(ctx, claim, cause.metric_reason());
+                    Ok(if cause.offerings_changed() {
+                        Executed::NoCapacity
+                    } else {
+                        Executed::Done
+                    })
+                }
+                AfterLaunchFailure::Retry { condition_reason } => {
+                    let updated = with_condition(claim, |c| {
+                        c.set_condition(
+                            ConditionType::Launched.as_str(),
+                            ConditionStatus::Unknown,
+                            &condition_reason,
+                            &e.to_string(),
+                            ctx.now_time(),
+                        );
+                    });
+                    if updated.status != claim.status {
+                        patch_claim_status(ctx, &updated).await?;
+                    }
+                    Err(ReconcileError::Provider {
+                        what: "creating instance",
+                        object: claim.name().to_owned(),
+                        source: e,
+                    })
+                }
             }
-            ctx.events
-                .warning(claim, reason, format!("launching NodeClaim failed: {e}"));
-            if delete {
-                // Upstream deletes the claim so the pods are planned again with the
-                // offering marked unavailable.
-                tracing::info!(nodeclaim = claim.name(), error = %e, "no capacity for nodeclaim; deleting it");
-                super::exec::delete_node_claim(ctx, claim.name()).await?;
-                return Ok(Executed::NoCapacity);
-            }
-            Err(ReconcileError::Provider {
-                what: "creating instance",
-                object: claim.name().to_owned(),
-                source: e,
-            })
         }
     }
 }

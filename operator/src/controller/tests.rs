@@ -272,21 +272,55 @@ async fn insufficient_capacity_deletes_the_claim() {
         "the caller learns that offerings changed"
     );
     let reqs = api.requests();
-    assert!(reqs.iter().any(|r| {
-        r.method == "PATCH"
-            && r.body["status"]["conditions"].as_array().is_some_and(|cs| {
-                cs.iter().any(|c| {
-                    c["type"] == "Launched"
-                        && c["status"] == "False"
-                        && c["reason"] == "InsufficientCapacity"
-                })
-            })
-    }));
+    // As upstream: the claim is deleted, no Launched condition is written first.
+    assert!(!reqs.iter().any(|r| r.method == "PATCH"), "{reqs:?}");
     assert!(
         reqs.iter()
             .any(|r| r.method == "DELETE" && r.uri.contains("/nodeclaims/default-ice"))
     );
     assert_eq!(events.try_recv().unwrap().reason, "InsufficientCapacity");
+    let text = ctx.metrics.encode();
+    assert!(
+        // `mature` launched it once already: one count per failed launch.
+        text.contains(r#"karpenter_nodeclaims_disrupted_total{reason="insufficient_capacity",nodepool="default",capacity_type="",consolidation_policy="",termination_mode="graceful"} 2"#),
+        "{text}"
+    );
+}
+
+/// A launch error that is neither capacity nor NodeClass keeps the claim: `Launched=Unknown`
+/// with the provider's reason, and an error so the launch is retried (upstream's policy).
+#[tokio::test]
+async fn other_launch_errors_keep_the_claim_for_a_retry() {
+    let mut c = node_claim("default-bad");
+    c.spec.resources.requests.insert(
+        "cpu".into(),
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity("lots".into()),
+    );
+    let (client, api) = mock_client(move |req| match req.method.as_str() {
+        "GET" => status(404, "NotFound"),
+        "PATCH" => (200, json(&node_claim("default-bad"))),
+        _ => status(500, "unexpected"),
+    });
+    let provider = fake_provider(&client);
+    let (ctx, mut w, mut events) = ctx(client, provider, 0);
+    put(&mut w.node_claims, c.clone());
+    let launch = Action::LaunchInstance {
+        node_claim: "default-bad".into(),
+    };
+    assert!(exec::execute(&ctx, &launch).await.is_err(), "retried");
+    let reqs = api.requests();
+    assert!(!reqs.iter().any(|r| r.method == "DELETE"), "{reqs:?}");
+    assert!(reqs.iter().any(|r| {
+        r.method == "PATCH"
+            && r.body["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c["type"] == "Launched"
+                        && c["status"] == "Unknown"
+                        && c["reason"] == "InvalidResourceRequests"
+                })
+            })
+    }));
+    assert_eq!(events.try_recv().unwrap().reason, "InvalidResourceRequests");
 }
 
 #[tokio::test]
