@@ -503,3 +503,54 @@ fn a_proven_bound_keeps_each_pod_whole_and_the_pods_kept_apart_on_nodes_of_their
         "bound {high} above the plan's {price}"
     );
 }
+
+#[test]
+fn re_packing_owners_jointly_takes_no_work_from_the_other_groups() {
+    // Replicas kept apart by hostname anti-affinity, web pods beside them and a second
+    // pool's pods: the groups without owners (and the owners' group, counted without its
+    // owners) are given exactly the work they get with the owners kept in place; the joint
+    // packing of the owners draws on a budget of its own.
+    let mut team = pool("team");
+    team.labels = [("team".to_owned(), "a".to_owned())].into();
+    team.instance_types = benchmark_instance_types();
+    let mut default = pool("default");
+    default.instance_types = benchmark_instance_types();
+    let mut pods: Vec<_> = (0..6)
+        .map(|i| {
+            let mut p = labeled(pod(&format!("db-{i}"), 3000, 6 * GI), &[("app", "db")]);
+            p.affinity.pod_anti_affinity.required = vec![term(HOSTNAME, &[("app", "db")])];
+            p
+        })
+        .collect();
+    pods.extend((0..60).map(|i| {
+        pod(
+            &format!("web-{i}"),
+            [100, 250, 500, 1000][i % 4],
+            [256, 512, 1024, 2048, 300][i % 5] * MI,
+        )
+    }));
+    pods.extend((0..40).map(|i| {
+        let mut p = pod(
+            &format!("team-{i}"),
+            [200, 700, 1500][i % 3],
+            [1, 3, 5][i % 3] * GI,
+        );
+        p.node_selector = [("team".to_owned(), "a".to_owned())].into();
+        p
+    }));
+    let s = snapshot(pods, vec![default, team]);
+    let shares = |plan: &Plan| -> Vec<(usize, u64)> {
+        let stats = plan.optimizer.as_ref().unwrap();
+        stats
+            .group_work
+            .iter()
+            .filter(|w| w.pods > 0)
+            .map(|w| (w.pods, w.allowed))
+            .collect()
+    };
+    let joint = solve(&s, &SolveOptions::default());
+    let kept = solve(&s, &owners_kept());
+    assert!(shares(&kept).len() >= 2, "{:?}", shares(&kept));
+    assert_eq!(shares(&joint), shares(&kept));
+    assert!(joint.total_price <= kept.total_price + 1e-9);
+}

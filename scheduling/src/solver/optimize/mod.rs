@@ -98,8 +98,10 @@ const SMALL_GROUP_PODS: usize = 150;
 /// The share of the work left that merging one group's nodes may use.
 const MERGE_SHARE: f64 = 0.1;
 
-/// Share of what a group's budget has left, once the packing with its owners kept in
-/// place is done, that the joint packing of its owners (see [`owners`]) may spend.
+/// Work per pod of a group re-packed with its owners (see [`owners`]), as a fraction of the
+/// re-packing's per-pod allowance. The joint packing draws on a pool of its own, so the
+/// packing with the owners kept in place, and every later group, get exactly the work they
+/// get with `repack_owners` off.
 const JOINT_SHARE: f64 = 0.5;
 
 /// Settings of the packing optimiser (a field of [`crate::SolveOptions`]).
@@ -527,6 +529,8 @@ pub(crate) fn optimize(
     // and 20,000 pods, 0.03 % and 0.3 % dearer) and cost the most time: on 1,000 pods of
     // Karpenter's diverse mix the last small groups took 16 ms instead of 6 for the same
     // plan (docs/benchmarks.md).
+    // A group with owners is counted without them: its share is what the packing with the
+    // owners kept in place moves, and the joint packing's work comes from `joint_budget`.
     let group_pods: Vec<usize> = groups
         .iter()
         .map(|g| {
@@ -536,17 +540,41 @@ pub(crate) fn optimize(
                 .sum::<usize>()
                 + g.partial.iter().map(|(_, m)| m.len()).sum::<usize>()
                 + g.free.len()
+                - g.owners.len()
         })
         .collect();
     let mut pods_left: usize = group_pods.iter().sum();
     let mut group_work: Vec<GroupWork> = Vec::with_capacity(groups.len());
     let all_pods = pods_left.max(1) as f64;
     let whole = budget.left() as f64;
+    let joint_pods: Vec<usize> = groups
+        .iter()
+        .zip(&group_pods)
+        .map(|(g, &n)| {
+            if g.owners.is_empty() {
+                0
+            } else {
+                n + g.owners.len()
+            }
+        })
+        .collect();
+    let mut joint_left: usize = joint_pods.iter().sum();
+    let joint_all = joint_left.max(1) as f64;
+    let mut joint_budget = Budget::new(
+        ((joint_left as u64).saturating_mul(per_pod) as f64 * JOINT_SHARE) as u64,
+        deadline,
+    );
+    let joint_whole = joint_budget.left() as f64;
     let bound_left = bound_units.saturating_sub(bound_budget.spent());
     let (part_exhausted, bound) =
         global::alongside(bound_input, greedy_price, bound_left, deadline, || {
             let mut part_exhausted = false;
-            for (g, &n) in groups.iter_mut().zip(&group_pods) {
+            for ((g, &n), &jn) in groups.iter_mut().zip(&group_pods).zip(&joint_pods) {
+                let mut joint = joint_budget.portion_capped(
+                    jn as f64 / joint_left.max(1) as f64,
+                    joint_whole * jn as f64 / joint_all,
+                );
+                joint_left -= jn;
                 if budget.exhausted() {
                     replaced.push(None);
                     shrunk.push(Vec::new());
@@ -566,7 +594,8 @@ pub(crate) fn optimize(
                 // A free group beats no claim of its own: all free groups together must beat the
                 // free claims' price (checked below), which bounds what any one of them may cost.
                 let target = (!g.free.is_empty()).then_some(free_greedy);
-                let outcome = repack(s, g, target, &mut part, &mut next_host);
+                let outcome = repack(s, g, target, &mut part, &mut joint, &mut next_host);
+                joint_budget.absorb(&joint);
                 group_work.push(GroupWork {
                     pods: n,
                     allowed,
@@ -649,10 +678,14 @@ pub(crate) fn optimize(
     stats.group_work = group_work;
     stats.work = budget
         .spent()
+        .saturating_add(joint_budget.spent())
         .saturating_add(bound_budget.spent())
         .saturating_add(bound.spent);
-    stats.budget_exhausted =
-        budget.exhausted() || part_exhausted || bound_budget.exhausted() || bound.exhausted;
+    stats.budget_exhausted = budget.exhausted()
+        || joint_budget.exhausted()
+        || part_exhausted
+        || bound_budget.exhausted()
+        || bound.exhausted;
     if stats.groups_improved == 0 && narrowed.is_empty() {
         return Optimized {
             claims: None,
@@ -769,24 +802,24 @@ struct Repacked {
 /// each keeps its hostname, requirements and pinned pods, and the group's movable pods fill
 /// the room beside them before the rest is packed onto new nodes. The packing then has to
 /// beat `target` (a free group's share of the free claims, see [`is_free`]) or else the
-/// greedy price of the group's whole claims, plus what the hosts save.
+/// greedy price of the group's whole claims, plus what the hosts save. A group with owners
+/// is also re-packed whole on `joint` (see [`owners`]), and the cheaper kept.
 fn repack(
     s: &Scheduler<'_>,
     g: &mut Group,
     target: Option<f64>,
     budget: &mut Budget<'_>,
+    joint: &mut Budget<'_>,
     next_host: &mut u32,
 ) -> Repacked {
     if !g.owners.is_empty() {
         // The owners kept where they are, with the group's claims that hold them as
-        // hosts, get the group's budget first, exactly as without joint re-packing; the
-        // owners re-packed with the rest get a share of what that leaves. The cheaper wins.
+        // hosts, get the group's budget, exactly as without joint re-packing; the owners
+        // re-packed with the rest get a budget of their own. The cheaper wins.
         let mut pinned = owners::pinned(s, g);
-        let kept = repack(s, &mut pinned, target, budget, next_host);
+        let kept = repack(s, &mut pinned, target, budget, joint, next_host);
         let mut joint_next = *next_host;
-        let mut part = budget.portion(JOINT_SHARE);
-        let joint = owners::repack(s, g, target, &mut part, &mut joint_next);
-        budget.absorb(&part);
+        let joint = owners::repack(s, g, target, joint, &mut joint_next);
         let (j, k) = (net_price(s, g, &joint), net_price(s, &pinned, &kept));
         if joint.claims.is_some() && j < k - price_epsilon(k) {
             *next_host = joint_next;

@@ -21,7 +21,9 @@ use crate::resources::Resources;
 use crate::solver::Scheduler;
 
 /// The group with its owners kept where the greedy pass put them: each whole claim that
-/// holds an owner becomes a host (a partial claim) whose other pods may move.
+/// holds an owner and other pods becomes a host (a partial claim) whose other pods may
+/// move; a claim of owners alone is left out, exactly as with `repack_owners` off, so this
+/// packing is the one the group gets without joint re-packing.
 pub(super) fn pinned(s: &Scheduler<'_>, g: &Group) -> Group {
     let mut claims = Vec::new();
     let mut partial = Vec::new();
@@ -33,7 +35,9 @@ pub(super) fn pinned(s: &Scheduler<'_>, g: &Group) -> Group {
                 .copied()
                 .filter(|p| g.owners.binary_search(p).is_err())
                 .collect();
-            partial.push((c, movable));
+            if !movable.is_empty() {
+                partial.push((c, movable));
+            }
         } else {
             claims.push(c);
         }
