@@ -361,6 +361,7 @@ mod tests {
             reservation: None,
         };
         let it = InstanceType {
+            devices: Vec::new(),
             name: "m5.large".into(),
             requirements: Default::default(),
             capacity: Resources::default(),
