@@ -82,20 +82,29 @@ mod tests {
     #[test]
     fn gpu_types_publish_one_device_per_gpu() {
         let types = with_gpu_devices(default_instance_types().to_vec());
-        let p3 = types.iter().find(|t| t.name == "p3.8xlarge").unwrap();
-        assert_eq!(p3.devices.len(), 4);
-        let d = &p3.devices[3];
-        assert_eq!(d.driver, GPU_DRIVER);
-        assert_eq!(d.name, "gpu-3");
-        assert_eq!(
-            d.attribute(GPU_DRIVER, "model"),
-            Some(&DeviceAttribute::String("v100".into()))
-        );
-        assert_eq!(
-            d.attribute(GPU_DRIVER, "memory"),
-            Some(&DeviceAttribute::Int(16384))
-        );
-        let m5 = types.iter().find(|t| t.name == "m5.large").unwrap();
-        assert!(m5.devices.is_empty());
+        let mut gpu_types = 0;
+        for it in &types {
+            let count: usize = single_label(it, AWS_INSTANCE_GPU_COUNT)
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(0);
+            assert_eq!(it.devices.len(), count, "{}", it.name);
+            if count == 0 {
+                continue;
+            }
+            gpu_types += 1;
+            let d = it.devices.last().unwrap();
+            assert_eq!(d.driver, GPU_DRIVER);
+            assert_eq!(d.name, format!("gpu-{}", count - 1));
+            let model = single_label(it, AWS_INSTANCE_GPU_NAME).unwrap();
+            assert_eq!(
+                d.attribute(GPU_DRIVER, "model"),
+                Some(&DeviceAttribute::String(model.into()))
+            );
+            assert!(matches!(
+                d.attribute(GPU_DRIVER, "memory"),
+                Some(DeviceAttribute::Int(m)) if *m > 0
+            ));
+        }
+        assert!(gpu_types > 0, "the catalogue has GPU types");
     }
 }
