@@ -387,6 +387,7 @@ fn build(
 
     let requirements = requirements(entry, region, &offerings, neuron.map(|(name, _)| name))?;
     Ok(Some(InstanceType {
+        devices: Vec::new(),
         name: entry.name.clone(),
         requirements,
         capacity,

@@ -11,6 +11,7 @@
 //!   ([`FakeCloudProvider::new`]), with failure injection and a call log.
 //! - [`node_instances`]: fake instances kept as Node objects (the operator's
 //!   `--cloud-provider fake` on a real cluster), and their conversions from and to NodeClaims.
+//! - [`devices`]: the DRA devices GPU types publish (driver `gpu.fake.karpenter.sh`).
 //! - [`kubelet`]: what those instances' kubelet would post (Ready, Lease, running pods).
 //! - [`launch_faults`]: offerings that fail with insufficient capacity and slow launches
 //!   (`--fake-insufficient-capacity`, `--fake-launch-delay`).
@@ -21,6 +22,7 @@
 //! [`karpenter_catalog`].
 #![forbid(unsafe_code)]
 
+pub mod devices;
 pub mod kubelet;
 pub mod launch_faults;
 pub mod node_instances;

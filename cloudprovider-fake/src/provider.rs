@@ -109,10 +109,10 @@ impl Default for FakeCloudProvider {
 
 impl FakeCloudProvider {
     /// A provider over `instance_types` (the catalogue `instance_types` returns and `create`
-    /// chooses from).
+    /// chooses from); GPU types publish their DRA devices ([`crate::devices`]).
     pub fn new(instance_types: Vec<Arc<InstanceType>>) -> Self {
         Self {
-            instance_types,
+            instance_types: crate::devices::with_gpu_devices(instance_types),
             filter_by_node_pool: false,
             launch_latency: Duration::ZERO,
             launch_faults: LaunchFaults::default(),

@@ -282,6 +282,8 @@ pub fn in_flight_record(claim: &NodeClaim) -> NodeRecord {
                 .map_or(0, |t| t.0.as_millisecond()),
             // Set only inside a consolidation simulation, from the claim's window.
             under_consolidate_after: false,
+            // In-flight claims have no ResourceSlices; devices are not tracked here yet.
+            devices: Vec::new(),
         },
         node_claim: Some(claim.name().to_owned()),
         startup_taints: Vec::new(),
@@ -348,6 +350,7 @@ mod tests {
             price: 0.0,
             created_at: 0,
             under_consolidate_after: false,
+            devices: Vec::new(),
         }
     }
 
@@ -361,6 +364,7 @@ mod tests {
             reservation: None,
         };
         let it = InstanceType {
+            devices: Vec::new(),
             name: "m5.large".into(),
             requirements: Default::default(),
             capacity: Resources::default(),

@@ -159,6 +159,7 @@ fn instance_types() -> Vec<Arc<InstanceType>> {
             })
             .collect();
         Arc::new(InstanceType {
+            devices: Vec::new(),
             name: name.to_owned(),
             requirements,
             capacity: Resources::parse(&[("cpu", cpu), ("memory", memory), ("pods", "29")])

@@ -503,6 +503,7 @@ mod tests {
         NodePool {
             name: "p".into(),
             instance_types: vec![Arc::new(InstanceType {
+                devices: Vec::new(),
                 name: "four-cores".into(),
                 requirements: Requirements::new(),
                 capacity: Resources {

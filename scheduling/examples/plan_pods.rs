@@ -63,6 +63,7 @@ fn instance_type(
         })
         .collect();
     Ok(Arc::new(InstanceType {
+        devices: Vec::new(),
         name: name.to_string(),
         requirements,
         capacity: Resources::parse(&[("cpu", cpu), ("memory", memory), ("pods", "58")])?,

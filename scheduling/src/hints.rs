@@ -275,6 +275,7 @@ mod tests {
             requirements.add(Requirement::new(k, Operator::In, [v.to_owned()]).unwrap());
         }
         Arc::new(InstanceType {
+            devices: Vec::new(),
             name: name.to_owned(),
             requirements,
             capacity: Resources::default(),

@@ -26,6 +26,7 @@
 //! labels.add(Requirement::new(ZONE, Operator::In, ["us-east-1a"])?);
 //! labels.add(Requirement::new(CAPACITY_TYPE, Operator::In, ["on-demand"])?);
 //! let m5_large = Arc::new(InstanceType {
+//!     devices: Vec::new(),
 //!     name: "m5.large".into(),
 //!     requirements: labels,
 //!     capacity: Resources::parse(&[("cpu", "2"), ("memory", "8Gi"), ("pods", "29")])?,
@@ -75,6 +76,7 @@
 //! `karpenter-testing` has builders that make such inputs shorter in tests.
 #![forbid(unsafe_code)]
 
+pub mod devices;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod hints;

@@ -284,6 +284,11 @@ pub struct Pod {
     /// marked. Only the disruption crate's simulation sets it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub moved_by_consolidation: bool,
+    /// The ResourceClaims whose devices it needs; empty unless DRA requests are simulated
+    /// (`--ignore-dra-requests=false`). A node takes the pod only when its devices serve these
+    /// and the claims of the node's other pods at once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_claims: Vec<crate::devices::DeviceClaim>,
 }
 
 impl Pod {
@@ -351,6 +356,11 @@ pub struct Node {
     /// crate's consolidation simulation sets it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub under_consolidate_after: bool,
+    /// The DRA devices it publishes (its ResourceSlices), or for an in-flight NodeClaim the
+    /// devices its instance type will publish. Only pods with
+    /// [`Pod::device_claims`] look at them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<crate::devices::Device>,
 }
 
 impl Node {
@@ -462,6 +472,10 @@ pub struct InstanceType {
     pub overhead: Overhead,
     /// Offerings.
     pub offerings: Vec<Offering>,
+    /// The DRA devices its nodes publish once their drivers run (Karpenter's
+    /// `DynamicResources` ResourceSlice templates).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<crate::devices::Device>,
 }
 
 impl InstanceType {

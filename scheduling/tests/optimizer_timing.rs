@@ -113,6 +113,7 @@ fn aws_types(path: &std::path::Path) -> Option<Vec<Arc<InstanceType>>> {
         };
         let zone_refs: Vec<&str> = zones.iter().map(String::as_str).collect();
         out.push(Arc::new(InstanceType {
+            devices: Vec::new(),
             name: name.to_string(),
             requirements: reqs(&[
                 nsr(INSTANCE_TYPE, Operator::In, &[name]),

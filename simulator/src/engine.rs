@@ -2004,6 +2004,8 @@ impl<'a> Engine<'a> {
                     price,
                     created_at: self.now,
                     under_consolidate_after: false,
+                    // Until its driver publishes ResourceSlices, the type's device templates.
+                    devices: it.as_ref().map(|i| i.devices.clone()).unwrap_or_default(),
                 };
                 let reservation = self.provider.reservation_of(&provider_id);
                 self.log(format!(

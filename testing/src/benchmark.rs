@@ -78,6 +78,7 @@ fn synthetic(
     });
     r.add(req(LABEL_INTEGER, Operator::In, &[&cpu_value.to_string()]));
     InstanceType {
+        devices: Vec::new(),
         name,
         requirements: r,
         capacity: Resources {

@@ -134,6 +134,7 @@ impl InstanceTypeBuilder {
         let zones: Vec<&str> = self.zones.iter().map(String::as_str).collect();
         let capacity_types: Vec<&str> = priced.iter().map(|&(ct, _)| ct).collect();
         Arc::new(InstanceType {
+            devices: Vec::new(),
             requirements: reqs(&[
                 nsr(INSTANCE_TYPE, Operator::In, &[&self.name]),
                 nsr(ZONE, Operator::In, &zones),

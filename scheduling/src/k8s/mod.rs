@@ -9,6 +9,7 @@
 //! one of k8s-openapi's `v1_*` features.
 
 mod daemonset;
+mod dra;
 mod node;
 mod pdb;
 mod pod;
@@ -16,6 +17,7 @@ mod volume;
 mod workload;
 
 pub use daemonset::daemonset_from_k8s;
+pub use dra::{DraObjects, device_claims_from_k8s};
 pub use node::{EPHEMERAL_TAINT_KEY_PREFIXES, ephemeral_taints, is_ephemeral_taint, node_from_k8s};
 pub use pdb::pdb_from_k8s;
 pub use pod::pod_from_k8s;
@@ -62,6 +64,9 @@ present_always!(
     k8s_openapi::api::apps::v1::ReplicaSetSpec,
     k8s_openapi::api::apps::v1::StatefulSetSpec,
     k8s_openapi::api::core::v1::PodTemplateSpec,
+    k8s_openapi::api::resource::v1::DeviceClassSpec,
+    k8s_openapi::api::resource::v1::ResourceClaimSpec,
+    k8s_openapi::api::resource::v1::ResourceClaimTemplateSpec,
     meta::LabelSelector,
 );
 

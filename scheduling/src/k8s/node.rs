@@ -124,6 +124,8 @@ pub fn node_from_k8s(
     };
 
     Ok(model::Node {
+        // Filled from the node's ResourceSlices by whoever tracks them.
+        devices: Vec::new(),
         name,
         node_pool,
         annotations: super::labels(node.metadata.annotations.as_ref()),

@@ -218,6 +218,7 @@ mod tests {
     fn a_pool_entry_is_reused_only_while_its_inputs_are_the_same() {
         let it = |name: &str| {
             Arc::new(InstanceType {
+                devices: Vec::new(),
                 name: name.into(),
                 requirements: Requirements::new(),
                 capacity: crate::Resources::default(),

@@ -2,6 +2,7 @@
 //! allocatable after bound pods and the DaemonSets that would still run there, their labels
 //! as requirements, taints and bound host ports.
 
+use crate::devices::{CompiledClaim, allocate, compile_claims};
 use crate::labels::HOSTNAME;
 use crate::model::{Node, NodeState, Pod};
 use crate::requirements::Requirements;
@@ -31,6 +32,9 @@ pub(crate) struct ExistingNode<'a> {
     pub ports: HostPortUsage,
     /// Pods placed by this solve.
     pub pods: Vec<usize>,
+    /// The ResourceClaims of its bound and placed pods, whose devices are taken; `None` when
+    /// a bound pod's claim cannot be simulated, so no device is known to be free.
+    pub claims: Option<Vec<CompiledClaim>>,
 }
 
 /// The node's hostname label, or its name.
@@ -51,7 +55,13 @@ impl<'a> ExistingNode<'a> {
         let mut remaining = node.allocatable.clone();
         let mut ports = HostPortUsage::default();
         let mut running_daemons = Resources::default();
+        let mut claims = Some(Vec::new());
         for pod in bound {
+            match (compile_claims(&pod.device_claims), &mut claims) {
+                (Ok(c), Some(all)) => all.extend(c),
+                (Err(_), _) => claims = None,
+                (Ok(_), None) => {}
+            }
             let mut r = pod.requests.clone();
             r.pods = 1;
             arith::sub_from(&mut remaining, &r);
@@ -76,6 +86,7 @@ impl<'a> ExistingNode<'a> {
             remaining,
             ports,
             pods: Vec::new(),
+            claims,
         }
     }
 
@@ -103,6 +114,7 @@ impl<'a> ExistingNode<'a> {
             || self.ports.conflict(&pod.host_ports).is_some()
             || !arith::fits(&data.requests, &self.remaining)
             || !compatible_ok(&self.reqs, &data.requirements, false)
+            || !self.devices_serve(data)
         {
             return None;
         }
@@ -131,6 +143,16 @@ impl<'a> ExistingNode<'a> {
         })
     }
 
+    /// Whether the node's devices serve the pod's claims on top of those already there.
+    fn devices_serve(&self, data: &PodData) -> bool {
+        if data.devices.is_empty() {
+            return true;
+        }
+        self.claims.as_ref().is_some_and(|taken| {
+            allocate(&self.node.devices, taken.iter().chain(&data.devices)).is_ok()
+        })
+    }
+
     /// `ExistingNode.Add`, with what [`ExistingNode::can_add`] said.
     pub(crate) fn add(
         &mut self,
@@ -147,6 +169,9 @@ impl<'a> ExistingNode<'a> {
         }
         topology.record(p, pod, &self.node.taints, &self.reqs, false);
         self.ports.add(&pod.host_ports);
+        if let Some(claims) = &mut self.claims {
+            claims.extend(data.devices.iter().cloned());
+        }
     }
 }
 

@@ -128,6 +128,7 @@ mod tests {
                     offerings.push(offering("spot", price / 3.0));
                 }
                 InstanceType {
+                    devices: Vec::new(),
                     name,
                     requirements,
                     capacity: Default::default(),

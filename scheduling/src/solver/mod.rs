@@ -1124,6 +1124,11 @@ impl<'a> Scheduler<'a> {
             self.options.min_values_policy,
             explain,
         )?;
+        let options = if data.devices.is_empty() {
+            options
+        } else {
+            self.device_options(claim, data, options, explain)?
+        };
         let reqs = match reqs {
             Cow::Owned(r) => Some(r),
             Cow::Borrowed(_) => None,
@@ -1133,6 +1138,45 @@ impl<'a> Scheduler<'a> {
             options,
             reserved: Default::default(),
         })
+    }
+
+    /// The options whose devices serve the claims of the claim's pods and of the new pod
+    /// at once (Karpenter's DRA allocation against the instance types' device templates).
+    fn device_options(
+        &self,
+        claim: &Claim,
+        data: &PodData,
+        options: Vec<u32>,
+        explain: bool,
+    ) -> Result<Vec<u32>, String> {
+        let t = &self.templates[claim.template];
+        let placed = claim
+            .pods
+            .iter()
+            .filter_map(|&q| self.base[q].as_ref().ok())
+            .flat_map(|d| &d.devices);
+        let mut first_err = None;
+        let kept: Vec<u32> = options
+            .into_iter()
+            .filter(|&i| {
+                let devices = &t.its[i as usize].devices;
+                match crate::devices::allocate(devices, placed.clone().chain(&data.devices)) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        if explain && first_err.is_none() {
+                            first_err = Some(e);
+                        }
+                        false
+                    }
+                }
+            })
+            .collect();
+        if kept.is_empty() {
+            return Err(first_err
+                .map(|e| format!("allocating dynamic resources, no instance type can serve {e}"))
+                .unwrap_or_default());
+        }
+        Ok(kept)
     }
 
     fn commit(&mut self, c: usize, p: usize, data: &PodData, update: ClaimUpdate) {

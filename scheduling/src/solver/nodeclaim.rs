@@ -1021,6 +1021,7 @@ mod tests {
 
     fn instance_type(name: &str, offerings: Vec<Offering>) -> Arc<InstanceType> {
         Arc::new(InstanceType {
+            devices: Vec::new(),
             name: name.to_string(),
             requirements: Requirements::new(),
             capacity: Resources {

@@ -1,6 +1,7 @@
 //! Per-pod data computed once per (relaxed) pod: requests, requirements and the strict
 //! (preference-free) requirements, volume requirements and host ports — Karpenter's `PodData`.
 
+use crate::devices::{CompiledClaim, compile_claims};
 use crate::model::{NodeSelectorTerm, Pod};
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
@@ -20,6 +21,8 @@ pub(crate) struct PodData {
     pub volume: Requirements,
     /// Whether PreferNoSchedule taints are tolerated.
     pub tolerate_pns: bool,
+    /// The pod's ResourceClaims, compiled (empty unless DRA requests are simulated).
+    pub devices: Vec<CompiledClaim>,
 }
 
 fn add_term(reqs: &mut Requirements, term: &NodeSelectorTerm) -> Result<(), String> {
@@ -54,12 +57,14 @@ impl PodData {
             .map_err(|err| format!("invalid volume requirement: {err}"))?;
         let mut requests = pod.requests.clone();
         requests.pods = 1;
+        let devices = compile_claims(&pod.device_claims)?;
         Ok(PodData {
             requests,
             requirements,
             strict,
             volume,
             tolerate_pns: r.tolerates_prefer_no_schedule(),
+            devices,
         })
     }
 }

@@ -134,6 +134,7 @@ pub(super) fn modeled_apart(pods: &[Pod]) -> Vec<bool> {
         .map(|pod| {
             let a = &pod.affinity;
             pod.host_ports.is_empty()
+                && pod.device_claims.is_empty()
                 && pod.topology_spread_constraints.is_empty()
                 && a.pod_affinity.required.is_empty()
                 && a.pod_affinity.preferred.is_empty()

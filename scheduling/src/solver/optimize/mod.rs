@@ -387,7 +387,7 @@ pub(crate) fn optimize(
             .filter(|_| !reserved)
             .filter(|&p| {
                 let pod = &s.pods[p];
-                if !pod.host_ports.is_empty() {
+                if !pod.host_ports.is_empty() || !pod.device_claims.is_empty() {
                     return false;
                 }
                 if s.topology.movable(p, pod, &reqs) {
@@ -741,6 +741,7 @@ pub(crate) fn optimize(
 fn is_free(s: &Scheduler<'_>, p: usize) -> bool {
     let pod = &s.pods[p];
     pod.host_ports.is_empty()
+        && pod.device_claims.is_empty()
         && pod.volume_requirements.is_empty()
         && pod.affinity.node_affinity.required.is_empty()
         && !s.prefers_node[p]
