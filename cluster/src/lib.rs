@@ -236,9 +236,13 @@ impl PodRecord {
 
     /// Upstream's `IsWaitingEviction`: the pod still holds its node's termination at `now`,
     /// because it has not been evicted yet, or it is terminating within its grace period
-    /// (plus [`STUCK_TERMINATING_MS`]). Mirror pods never hold it.
+    /// (plus [`STUCK_TERMINATING_MS`]). Mirror pods and pods tolerating
+    /// `karpenter.sh/disrupted:NoSchedule` (upstream's `IsDrainable`) never hold it.
     pub fn is_waiting_eviction(&self, now: Millis) -> bool {
-        if self.pod.owner.as_ref().is_some_and(|o| o.kind == "Node") {
+        let disrupted = disrupted_taint();
+        if self.pod.owner.as_ref().is_some_and(|o| o.kind == "Node")
+            || self.pod.tolerations.iter().any(|t| t.tolerates(&disrupted))
+        {
             return false;
         }
         if !self.pod.terminating {

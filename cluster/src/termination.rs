@@ -22,6 +22,7 @@ use karpenter_cloudprovider::v1::{ConditionStatus, ConditionType, StatusConditio
 use karpenter_disruption::candidate::do_not_disrupt_active;
 use karpenter_disruption::eviction_order;
 use karpenter_scheduling::model::{Millis, PodKey};
+use karpenter_scheduling::taints::Taint;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// How often a node being drained is reconciled (eviction retries).
@@ -230,13 +231,20 @@ pub fn start(state: &ClusterState) -> Vec<Action> {
     actions
 }
 
-/// Whether node `name` is drained at `now`: every pod left is terminating, and none is
-/// still within its grace period (those hold the instance until they are gone or stuck, as
-/// upstream's drain waits).
+/// Whether node `name` is drained at `now`: every pod left that Karpenter drains is
+/// terminating, and none is still within its grace period (those hold the instance until
+/// they are gone or stuck, as upstream's drain waits).
 pub fn drained(state: &ClusterState, name: &str, now: Millis) -> bool {
-    state
-        .pods_on(name)
-        .all(|p| p.pod.terminating && !p.is_waiting_eviction(now))
+    state.pods_on(name).all(|p| !p.is_waiting_eviction(now))
+}
+
+/// Upstream's `IsDrainable` on the solver's pod (terminating pods are left out apart): a pod
+/// that tolerates `karpenter.sh/disrupted:NoSchedule` (a DaemonSet's tolerating everything,
+/// typically) would only come back to the node, and a mirror pod cannot be deleted through
+/// the API, so neither is evicted nor holds the node's termination; they go with the node.
+fn awaits_eviction(pod: &karpenter_scheduling::model::Pod, disrupted: &Taint) -> bool {
+    !pod.tolerations.iter().any(|t| t.tolerates(disrupted))
+        && pod.owner.as_ref().is_none_or(|o| o.kind != "Node")
 }
 
 /// One reconcile of every terminating node at `now`: the actions, and whether any node is
@@ -250,6 +258,7 @@ pub fn step(state: &ClusterState, now: Millis) -> (Vec<Action>, bool) {
     // PDB allowances are shared by every node drained in this reconcile.
     let mut allowed: BTreeMap<String, i32> = BTreeMap::new();
     let budgets = state.pdb_budgets(now);
+    let disrupted = crate::disrupted_taint();
     for budget in &budgets {
         allowed.insert(budget.key(), budget.disruptions_allowed);
     }
@@ -262,7 +271,10 @@ pub fn step(state: &ClusterState, now: Millis) -> (Vec<Action>, bool) {
             .as_ref()
             .and_then(|c| state.node_claims().get(c));
         let grace_over = claim.is_some_and(|c| deadline_passed(c, now));
-        let pods: Vec<&PodRecord> = state.pods_on(name).filter(|p| !p.pod.terminating).collect();
+        let pods: Vec<&PodRecord> = state
+            .pods_on(name)
+            .filter(|p| !p.pod.terminating && awaits_eviction(&p.pod, &disrupted))
+            .collect();
         if pods.is_empty() {
             if !drained(state, name, now) {
                 draining = true;

@@ -207,6 +207,34 @@ fn draining(grace: Option<&str>) -> ClusterState {
     s
 }
 
+/// Upstream's `IsDrainable`: a pod tolerating `karpenter.sh/disrupted:NoSchedule` (here a
+/// DaemonSet pod tolerating everything) is not evicted and does not hold the termination.
+#[test]
+fn pods_tolerating_the_disrupted_taint_are_not_evicted() {
+    let mut s = draining(None);
+    s.delete(&ObjectKey::Pod(PodKey::new("default", "a")));
+    s.delete(&ObjectKey::Pod(PodKey::new("default", "b")));
+    let mut agent = s
+        .pods_on("n")
+        .find(|p| p.pod.name == "agent")
+        .cloned()
+        .unwrap();
+    agent
+        .pod
+        .tolerations
+        .push(karpenter_scheduling::taints::Toleration {
+            operator: karpenter_scheduling::taints::TolerationOperator::Exists,
+            ..Default::default()
+        });
+    s.apply(Object::Pod(Box::new(agent)));
+    let (actions, draining_now) = termination::step(&s, 3_000);
+    assert!(!draining_now, "{actions:?}");
+    assert!(
+        matches!(&actions[..], [Action::TerminateInstance { node_claim }] if node_claim == "n"),
+        "{actions:?}"
+    );
+}
+
 #[test]
 fn termination_evicts_through_pdbs_in_waves_then_terminates() {
     let s = draining(None);
