@@ -176,13 +176,6 @@ pub enum Hold {
         /// Milliseconds left.
         remaining_ms: Millis,
     },
-    /// Launched too recently to be replaced (re-pack's
-    /// [`RepackOptions::min_replace_age_ms`](crate::RepackOptions::min_replace_age_ms));
-    /// deleting it stays allowed.
-    TooYoungToReplace {
-        /// Milliseconds left.
-        remaining_ms: Millis,
-    },
     /// The pool's budget for the reason is used up.
     Budget {
         /// The reason whose budget is exhausted.
@@ -337,11 +330,6 @@ impl fmt::Display for Hold {
             Self::ConsolidateAfter { remaining_ms } => write!(
                 f,
                 "consolidateAfter not reached ({}s left)",
-                (remaining_ms + 999) / 1000
-            ),
-            Self::TooYoungToReplace { remaining_ms } => write!(
-                f,
-                "node launched too recently to be replaced ({}s left); it may still be deleted",
                 (remaining_ms + 999) / 1000
             ),
             Self::Budget { reason } => write!(

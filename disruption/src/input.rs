@@ -41,9 +41,6 @@ pub const DEFAULT_PRICE_IMPROVEMENT_THRESHOLD: f64 = 0.1;
 /// Default [`RepackOptions::max_nodes`]: as many as upstream's multi-node batch.
 pub const DEFAULT_REPACK_MAX_NODES: usize = 100;
 
-/// Default [`RepackOptions::min_replace_age_ms`]: ten minutes.
-pub const DEFAULT_MIN_REPLACE_AGE_MS: Millis = 600_000;
-
 /// Default [`RepackOptions::max_simulations`].
 pub const DEFAULT_REPACK_SIMULATIONS: usize = 12;
 
@@ -295,14 +292,6 @@ pub struct RepackOptions {
     /// Scheduling simulations one pass may spend on re-packing, beside
     /// [`DisruptionOptions::max_simulations`].
     pub max_simulations: usize,
-    /// How long after its NodeClaim was created a node must have run before a
-    /// consolidation may *replace* it (single-node, multi-node or re-pack); deleting it, its
-    /// pods fitting elsewhere, stays allowed. A node launched minutes ago was sized for its
-    /// pods then: replacing it at once evicts them again for a saving the next scale-up
-    /// tends to undo (the over-a-day benchmark's replacements re-packed two minutes after
-    /// they launched). Only with re-pack on: `--compare`'s Karpenter-equivalent keeps
-    /// Karpenter's rules.
-    pub min_replace_age_ms: Millis,
 }
 
 impl Default for RepackOptions {
@@ -311,7 +300,6 @@ impl Default for RepackOptions {
             price_improvement_threshold: DEFAULT_PRICE_IMPROVEMENT_THRESHOLD,
             max_nodes: DEFAULT_REPACK_MAX_NODES,
             max_simulations: DEFAULT_REPACK_SIMULATIONS,
-            min_replace_age_ms: DEFAULT_MIN_REPLACE_AGE_MS,
         }
     }
 }

@@ -600,27 +600,6 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// How long `c` must still run before a consolidation may replace it, when re-pack is
-    /// on and it launched less than [`crate::RepackOptions::min_replace_age_ms`] ago.
-    fn replace_wait(&self, c: &Candidate) -> Option<Millis> {
-        let min = self.input.options.repack.as_ref()?.min_replace_age_ms;
-        let age = self.now.saturating_sub(c.created_at);
-        (age < min).then(|| min - age)
-    }
-
-    /// Whether a move replacing `cands` must wait for one of them to age; each such node is
-    /// explained.
-    fn too_young_to_replace(&mut self, cands: &[&Candidate]) -> bool {
-        let mut young = false;
-        for c in cands {
-            if let Some(remaining_ms) = self.replace_wait(c) {
-                self.note(&c.node, Hold::TooYoungToReplace { remaining_ms });
-                young = true;
-            }
-        }
-        young
-    }
-
     /// How the pool(s) of `cands` judge consolidating them as `p` proposes.
     fn judge(&self, method: ConsolidationMethod, cands: &[&Candidate], p: &Proposal) -> ScoredMove {
         let decision = if p.replacement.is_some() {
@@ -960,9 +939,6 @@ impl<'a> Ctx<'a> {
                     self.timeouts.push(ConsolidationMethod::MultiNode);
                     break;
                 }
-                Some(Ok(p)) if p.replacement.is_some() && self.too_young_to_replace(prefix) => {
-                    hi = mid - 1;
-                }
                 Some(Ok(p)) => {
                     let scored = self.judge(ConsolidationMethod::MultiNode, prefix, &p);
                     if scored.approved {
@@ -1010,10 +986,7 @@ impl<'a> Ctx<'a> {
                 self.input.options.spot_to_spot_consolidation,
                 &self.catalog,
             ) {
-                Some(Ok(p))
-                    if p.savings > proposal.savings
-                        && !(p.replacement.is_some() && self.too_young_to_replace(&set)) =>
-                {
+                Some(Ok(p)) if p.savings > proposal.savings => {
                     let s = self.judge(ConsolidationMethod::MultiNode, &set, &p);
                     s.approved.then_some((p, s))
                 }
@@ -1101,7 +1074,6 @@ impl<'a> Ctx<'a> {
                     return None;
                 }
                 Some(Err(h)) => self.note(&c.node, h),
-                Some(Ok(p)) if p.replacement.is_some() && self.too_young_to_replace(&[c]) => {}
                 Some(Ok(p)) => {
                     let scored = self.judge(ConsolidationMethod::SingleNode, &[c], &p);
                     let approved = scored.approved;
@@ -1140,10 +1112,7 @@ impl<'a> Ctx<'a> {
             return None;
         }
         let threshold = opts.price_improvement_threshold;
-        let mut ordered = self.consolidation_candidates(cands);
-        // A re-pack replaces every node it takes (the nodes whose pods all fit elsewhere
-        // Karpenter's methods delete already).
-        ordered.retain(|c| !self.too_young_to_replace(&[*c]));
+        let ordered = self.consolidation_candidates(cands);
         let ranked = repack::rank(
             ordered,
             threshold,

@@ -401,34 +401,3 @@ fn nodes_packed_as_cheaply_as_their_pool_allows_cost_no_simulation() {
     assert_eq!(with.simulations, without.simulations);
     assert!(with.scored_moves.is_empty());
 }
-
-/// A node launched less than `min_replace_age_ms` ago is not replaced (re-pack, or
-/// Karpenter's replace moves when re-pack is on): re-packing replacements minutes after
-/// they launched was most of the over-a-day benchmark's churn.
-#[test]
-fn nodes_launched_recently_are_not_replaced() {
-    let mut w = fragmented(3, "on-demand");
-    w.info("big-1").created_at = w.now - 60_000;
-    let r = compute_pass(&w.input, w.now);
-    assert_eq!(r.commands[0].node_names(), ["big-0", "big-2"]);
-    assert!(
-        r.holds("big-1")
-            .unwrap()
-            .contains(&Hold::TooYoungToReplace {
-                remaining_ms: 540_000
-            }),
-        "{:?}",
-        r.holds("big-1")
-    );
-    // Old enough, or the wait set to zero: all three are re-packed.
-    w.input.options.repack = Some(RepackOptions {
-        min_replace_age_ms: 0,
-        ..RepackOptions::default()
-    });
-    let r = compute_pass(&w.input, w.now);
-    assert_eq!(r.commands[0].node_names(), ["big-0", "big-1", "big-2"]);
-    w.input.options.repack = Some(RepackOptions::default());
-    w.info("big-1").created_at = w.now - 600_000;
-    let r = compute_pass(&w.input, w.now);
-    assert_eq!(r.commands[0].node_names(), ["big-0", "big-1", "big-2"]);
-}
