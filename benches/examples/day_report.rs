@@ -7,7 +7,9 @@
 //!
 //! `cargo run --release -p karpenter-benches --example day_report [-- FILTER]`: only shapes
 //! whose file name contains FILTER run. `KARPENTER_DAY_SCENARIOS=DIR` reads the shapes from
-//! another directory.
+//! another directory. `KARPENTER_DAY_LOG=DIR` writes each run's simulator log to
+//! `DIR/<shape>-rs.log` and `DIR/<shape>-keq.log` (which method evicted how many pods, and
+//! when: for churn analysis).
 //!
 //! Targets, per shape:
 //! - **saving**: the average $/h at least 20 % below the Karpenter-equivalent's, or, where the
@@ -48,17 +50,29 @@ impl Row {
 }
 
 fn run(scenario: &Scenario, optimizer: bool) -> Report {
-    run_scenario(
+    let mut lines = String::new();
+    let logging = std::env::var_os("KARPENTER_DAY_LOG");
+    let report = run_scenario(
         scenario,
         RunOptions {
             optimizer,
             lower_bound: optimizer,
         },
         &Disk,
-        &mut |_| {},
+        &mut |l| {
+            if logging.is_some() {
+                lines.push_str(&format!("{:>9.1} {}\n", l.at as f64 / 1000.0, l.message));
+            }
+        },
         &mut |_| {},
     )
-    .unwrap_or_else(|e| panic!("{}: {e}", scenario.name))
+    .unwrap_or_else(|e| panic!("{}: {e}", scenario.name));
+    if let Some(dir) = logging {
+        let which = if optimizer { "rs" } else { "keq" };
+        let path = Path::new(&dir).join(format!("{}-{which}.log", scenario.name));
+        std::fs::write(&path, lines).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+    report
 }
 
 fn tick(ok: bool) -> &'static str {
