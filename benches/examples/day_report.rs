@@ -20,17 +20,9 @@
 //! - **evictions**: at most 1.5 × the Karpenter-equivalent's.
 #![forbid(unsafe_code)]
 
-use karpenter_simulator::{Files, Report, RunOptions, Scenario, run_scenario};
+use karpenter_simulator::{Disk, Report, RunOptions, Scenario, run_scenario};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-
-struct Disk;
-
-impl Files for Disk {
-    fn read_to_string(&self, path: &Path) -> std::io::Result<String> {
-        std::fs::read_to_string(path)
-    }
-}
 
 /// One shape's two runs.
 struct Row {

@@ -126,6 +126,19 @@ pub struct RunOptions {
     pub lower_bound: bool,
 }
 
+impl RunOptions {
+    /// The optimiser on, no hourly lower bound: what `karpenter simulate` runs by default.
+    pub const OPTIMIZED: Self = Self {
+        optimizer: true,
+        lower_bound: false,
+    };
+    /// The Karpenter-equivalent greedy first fit, no hourly lower bound.
+    pub const GREEDY: Self = Self {
+        optimizer: false,
+        lower_bound: false,
+    };
+}
+
 /// The pods the workloads want at an instant, as [`BoundRecorder`] tells sets apart: the
 /// manifests' epoch (bumped whenever objects are applied or deleted), each workload's
 /// wanted count and the bare pods.

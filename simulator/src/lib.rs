@@ -65,6 +65,55 @@ pub trait Files {
     }
 }
 
+/// The local disk as [`Files`]: every path is read as it is, and a `{file: path}` reference
+/// names one file (`karpenter simulate` also accepts directories; it brings its own reader).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Disk;
+
+impl Files for Disk {
+    fn read_to_string(&self, path: &Path) -> std::io::Result<String> {
+        std::fs::read_to_string(path)
+    }
+}
+
+/// A finished run: its report and every decision it logged, in order.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// The report [`run_scenario`] returns.
+    pub report: Report,
+    /// The decision log, as [`run_scenario`] sends it line by line.
+    pub log: Vec<LogLine>,
+}
+
+impl Run {
+    /// The log's messages without their times.
+    pub fn messages(&self) -> Vec<String> {
+        self.log.iter().map(|l| l.message.clone()).collect()
+    }
+}
+
+/// Runs `scenario` to its end as [`run_scenario`] does, keeping the decision log instead of
+/// streaming it (for tests and tools that read the log afterwards).
+///
+/// # Errors
+///
+/// As [`run_scenario`].
+pub fn run_collected(
+    scenario: &Scenario,
+    options: RunOptions,
+    files: &dyn Files,
+) -> Result<Run, SimulationError> {
+    let mut log = Vec::new();
+    let report = run_scenario(
+        scenario,
+        options,
+        files,
+        &mut |l: &LogLine| log.push(l.clone()),
+        &mut |_| {},
+    )?;
+    Ok(Run { report, log })
+}
+
 /// The documents of the one file at `path`, read through `files`; a read error becomes
 /// [`ManifestError::Io`] naming `path`.
 fn manifest_file<F: Files + ?Sized>(

@@ -4,19 +4,10 @@
 //! same scenarios through the `karpenter simulate` binary.
 
 use karpenter_simulator::{
-    Files, LogLine, Report, RunOptions, Scenario, render, render_comparison, run_scenario,
+    Disk, Files, LogLine, Report, RunOptions, Scenario, render, render_comparison, run_scenario,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-/// Reads the scenario's files from disk (the library itself reads nothing).
-struct Disk;
-
-impl Files for Disk {
-    fn read_to_string(&self, path: &Path) -> std::io::Result<String> {
-        std::fs::read_to_string(path)
-    }
-}
 
 fn example(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

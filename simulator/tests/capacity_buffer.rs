@@ -4,16 +4,8 @@
 //! released when it is deleted; a `scalableRef` buffer follows its workload's scaling; with
 //! the gate off the buffer is named as ignored and the burst waits for nodes.
 
-use karpenter_simulator::{Files, LogLine, Report, RunOptions, Scenario, run_scenario};
-use std::path::{Path, PathBuf};
-
-struct Disk;
-
-impl Files for Disk {
-    fn read_to_string(&self, path: &Path) -> std::io::Result<String> {
-        std::fs::read_to_string(path)
-    }
-}
+use karpenter_simulator::{Disk, LogLine, Report, Run, RunOptions, Scenario, run_collected};
+use std::path::PathBuf;
 
 fn example() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/capacity-buffer.yaml")
@@ -24,18 +16,8 @@ fn run_text(text: &str) -> Result<(Report, Vec<LogLine>), String> {
     let path = dir.path().join("s.yaml");
     std::fs::write(&path, text).unwrap();
     let scenario = Scenario::load(&path, &Disk).map_err(|e| e.to_string())?;
-    let mut lines = Vec::new();
-    let report = run_scenario(
-        &scenario,
-        RunOptions {
-            optimizer: true,
-            lower_bound: false,
-        },
-        &Disk,
-        &mut |l: &LogLine| lines.push(l.clone()),
-        &mut |_| {},
-    )
-    .map_err(|e| e.to_string())?;
+    let Run { report, log: lines } =
+        run_collected(&scenario, RunOptions::OPTIMIZED, &Disk).map_err(|e| e.to_string())?;
     if std::env::var_os("SHOW_LOG").is_some() {
         for l in &lines {
             eprintln!("{:>6} {}", l.at / 1000, l.message);

@@ -2,17 +2,9 @@
 //! topology spread constraint are planned with the default ones, each with the selector of
 //! the Service and workload that select it, by the simulated provisioner and kube-scheduler.
 
-use karpenter_simulator::{Files, LogLine, RunOptions, Scenario, run_scenario};
+use karpenter_simulator::{Disk, RunOptions, Scenario, run_collected};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-
-struct Disk;
-
-impl Files for Disk {
-    fn read_to_string(&self, path: &Path) -> std::io::Result<String> {
-        std::fs::read_to_string(path)
-    }
-}
 
 fn example() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/default-spread.yaml")
@@ -31,18 +23,9 @@ fn launched_zones(settings: Option<&str>) -> Vec<String> {
     let path = dir.path().join("s.yaml");
     std::fs::write(&path, text).unwrap();
     let scenario = Scenario::load(&path, &Disk).unwrap();
-    let mut lines: Vec<LogLine> = Vec::new();
-    run_scenario(
-        &scenario,
-        RunOptions {
-            optimizer: true,
-            lower_bound: false,
-        },
-        &Disk,
-        &mut |l: &LogLine| lines.push(l.clone()),
-        &mut |_| {},
-    )
-    .unwrap();
+    let lines = run_collected(&scenario, RunOptions::OPTIMIZED, &Disk)
+        .unwrap()
+        .log;
     let zones: Vec<String> = lines
         .iter()
         .filter(|l| l.message.starts_with("launched nodeclaim"))

@@ -11,7 +11,8 @@
 //! `CI=true`, where they fail: CI cannot pass without a browser having opened the page.
 
 use karpenter_simulator::{
-    CHARTS, Files, Report, RunOptions, Scenario, render_html, render_html_comparison, run_scenario,
+    CHARTS, Disk, Files, Report, RunOptions, Scenario, render_html, render_html_comparison,
+    run_scenario,
 };
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -118,14 +119,6 @@ fn open(chromium: &Path, html: &str) -> Rendered {
         .map(str::to_owned)
         .collect();
     Rendered { dom, console }
-}
-
-struct Disk;
-
-impl Files for Disk {
-    fn read_to_string(&self, path: &Path) -> std::io::Result<String> {
-        std::fs::read_to_string(path)
-    }
 }
 
 /// The daily-traffic scenario's reports: with the optimiser, then as greedy first fit.

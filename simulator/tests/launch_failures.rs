@@ -2,16 +2,8 @@
 //! neither insufficient capacity nor a NodeClass not ready keeps the NodeClaim, which is
 //! launched again, rather than deleting it and planning its pods anew.
 
-use karpenter_simulator::{Files, LogLine, RunOptions, Scenario, run_scenario};
+use karpenter_simulator::{Disk, RunOptions, Scenario, run_collected};
 use std::path::{Path, PathBuf};
-
-struct Disk;
-
-impl Files for Disk {
-    fn read_to_string(&self, path: &Path) -> std::io::Result<String> {
-        std::fs::read_to_string(path)
-    }
-}
 
 /// The quickstart scenario with `event` added before the scale-up, written to a temporary
 /// directory (kept alive by the returned guard).
@@ -34,19 +26,9 @@ fn quickstart_with(event: &str) -> (tempfile::TempDir, PathBuf) {
 fn run_quickstart_with(event: &str) -> Vec<String> {
     let (_dir, path) = quickstart_with(event);
     let scenario = Scenario::load(&path, &Disk).unwrap();
-    let mut lines = Vec::new();
-    run_scenario(
-        &scenario,
-        RunOptions {
-            optimizer: true,
-            lower_bound: false,
-        },
-        &Disk,
-        &mut |l: &LogLine| lines.push(l.message.clone()),
-        &mut |_| {},
-    )
-    .unwrap();
-    lines
+    run_collected(&scenario, RunOptions::OPTIMIZED, &Disk)
+        .unwrap()
+        .messages()
 }
 
 fn count(lines: &[String], prefix: &str) -> usize {

@@ -1,16 +1,8 @@
 //! `examples/node-overlay.yaml`: NodeOverlays change what the simulation launches, and only
 //! with the NodeOverlay feature gate on.
 
-use karpenter_simulator::{Files, LogLine, Report, RunOptions, Scenario, run_scenario};
+use karpenter_simulator::{Disk, Files, Report, RunOptions, Scenario, run_collected};
 use std::path::{Path, PathBuf};
-
-struct Disk;
-
-impl Files for Disk {
-    fn read_to_string(&self, path: &Path) -> std::io::Result<String> {
-        std::fs::read_to_string(path)
-    }
-}
 
 fn example_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/node-overlay.yaml")
@@ -21,19 +13,9 @@ fn scenario() -> Scenario {
 }
 
 fn run(scenario: &Scenario) -> (Report, Vec<String>) {
-    let mut lines = Vec::new();
-    let report = run_scenario(
-        scenario,
-        RunOptions {
-            optimizer: true,
-            lower_bound: false,
-        },
-        &Disk,
-        &mut |l: &LogLine| lines.push(l.message.clone()),
-        &mut |_| {},
-    )
-    .expect("scenario runs");
-    (report, lines)
+    let run = run_collected(scenario, RunOptions::OPTIMIZED, &Disk).expect("scenario runs");
+    let lines = run.messages();
+    (run.report, lines)
 }
 
 #[test]
@@ -83,18 +65,8 @@ fn deleting_an_overlay_restores_the_instance_types_and_reports_conflicts() {
         text: conflicting,
     };
     let s2 = Scenario::load(&virtual_path, &files).expect("scenario loads");
-    let mut lines = Vec::new();
-    let report = run_scenario(
-        &s2,
-        RunOptions {
-            optimizer: true,
-            lower_bound: false,
-        },
-        &files,
-        &mut |l: &LogLine| lines.push(l.message.clone()),
-        &mut |_| {},
-    )
-    .expect("scenario runs");
+    let run = run_collected(&s2, RunOptions::OPTIMIZED, &files).expect("scenario runs");
+    let (report, lines) = (&run.report, run.messages());
     let joined = lines.join("\n");
     assert!(
         joined.contains(

@@ -2,16 +2,8 @@
 //! beyond its count; the rest falls back to on-demand; consolidation keeps the reserved
 //! nodes; with the ReservedCapacity gate off the reservation is not used.
 
-use karpenter_simulator::{Files, LogLine, Report, RunOptions, Scenario, run_scenario};
-use std::path::{Path, PathBuf};
-
-struct Disk;
-
-impl Files for Disk {
-    fn read_to_string(&self, path: &Path) -> std::io::Result<String> {
-        std::fs::read_to_string(path)
-    }
-}
+use karpenter_simulator::{Disk, Report, RunOptions, Scenario, run_collected};
+use std::path::PathBuf;
 
 fn scenario() -> Scenario {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/reserved-capacity.yaml");
@@ -19,18 +11,14 @@ fn scenario() -> Scenario {
 }
 
 fn run(scenario: &Scenario, optimizer: bool) -> (Report, Vec<String>) {
-    let mut lines = Vec::new();
-    let report = run_scenario(
-        scenario,
-        RunOptions {
-            optimizer,
-            lower_bound: false,
-        },
-        &Disk,
-        &mut |l: &LogLine| lines.push(l.message.clone()),
-        &mut |_| {},
-    )
-    .expect("scenario runs");
+    let options = if optimizer {
+        RunOptions::OPTIMIZED
+    } else {
+        RunOptions::GREEDY
+    };
+    let run = run_collected(scenario, options, &Disk).expect("scenario runs");
+    let lines = run.messages();
+    let report = run.report;
     (report, lines)
 }
 
@@ -113,18 +101,9 @@ fn with_the_gate_off_the_reservation_is_not_used() {
 fn a_reservation_of_an_unknown_instance_type_is_an_error_naming_the_field() {
     let mut bad = scenario();
     bad.settings.capacity_reservations[0].instance_type = "m5.nonexistent".into();
-    let err = run_scenario(
-        &bad,
-        RunOptions {
-            optimizer: true,
-            lower_bound: false,
-        },
-        &Disk,
-        &mut |_: &LogLine| {},
-        &mut |_| {},
-    )
-    .unwrap_err()
-    .to_string();
+    let err = run_collected(&bad, RunOptions::OPTIMIZED, &Disk)
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("spec.settings.capacityReservations[0]") && err.contains("instanceType"),
         "{err}"

@@ -5,16 +5,7 @@
 //! default) it gets no nodes, still takes no pods, and `spec.replicas` is named in the decision
 //! log as a field not acted on.
 
-use karpenter_simulator::{Files, LogLine, RunOptions, Scenario, run_scenario};
-use std::path::Path;
-
-struct Disk;
-
-impl Files for Disk {
-    fn read_to_string(&self, path: &Path) -> std::io::Result<String> {
-        std::fs::read_to_string(path)
-    }
-}
+use karpenter_simulator::{Disk, RunOptions, Scenario, run_collected};
 
 const SCENARIO: &str = r#"
 apiVersion: karpenter-rs/v1alpha1
@@ -73,19 +64,9 @@ fn run(text: &str) -> Vec<String> {
     let path = dir.path().join("s.yaml");
     std::fs::write(&path, text).unwrap();
     let scenario = Scenario::load(&path, &Disk).unwrap();
-    let mut lines: Vec<LogLine> = Vec::new();
-    run_scenario(
-        &scenario,
-        RunOptions {
-            optimizer: true,
-            lower_bound: false,
-        },
-        &Disk,
-        &mut |l: &LogLine| lines.push(l.clone()),
-        &mut |_| {},
-    )
-    .unwrap();
-    lines.into_iter().map(|l| l.message).collect()
+    run_collected(&scenario, RunOptions::OPTIMIZED, &Disk)
+        .unwrap()
+        .messages()
 }
 
 fn with<'a>(lines: &'a [String], needle: &str) -> Vec<&'a String> {
