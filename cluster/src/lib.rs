@@ -1096,6 +1096,9 @@ pub enum Action {
     TerminateInstance {
         /// NodeClaim name.
         node_claim: String,
+        /// The claim's Node as the index knows it, whose finalizer this removes (`None`:
+        /// the claim has no Node in the index).
+        node: Option<String>,
     },
     /// Write these conditions on the NodeClaim
     /// ([`reconciler::conditions::apply`]).
@@ -1137,7 +1140,7 @@ impl Action {
             | Self::InitializeNode { node_claim, .. }
             | Self::RepairNodeClaim { node_claim, .. }
             | Self::DeleteNodeClaim { node_claim, .. }
-            | Self::TerminateInstance { node_claim }
+            | Self::TerminateInstance { node_claim, .. }
             | Self::SetClaimConditions { node_claim, .. }
             | Self::StampPodEvent { node_claim, .. } => ObjectKey::NodeClaim(node_claim.clone()),
             Self::TaintDisrupted { node }

@@ -225,6 +225,7 @@ pub fn start(state: &ClusterState) -> Vec<Action> {
             Some(_) => {}
             None => actions.push(Action::TerminateInstance {
                 node_claim: claim.name().to_owned(),
+                node: None,
             }),
         }
     }
@@ -283,6 +284,7 @@ pub fn step(state: &ClusterState, now: Millis) -> (Vec<Action>, bool) {
             if let Some(claim) = &record.node_claim {
                 actions.push(Action::TerminateInstance {
                     node_claim: claim.clone(),
+                    node: Some(name.clone()),
                 });
             }
             continue;

@@ -230,7 +230,7 @@ fn pods_tolerating_the_disrupted_taint_are_not_evicted() {
     let (actions, draining_now) = termination::step(&s, 3_000);
     assert!(!draining_now, "{actions:?}");
     assert!(
-        matches!(&actions[..], [Action::TerminateInstance { node_claim }] if node_claim == "n"),
+        matches!(&actions[..], [Action::TerminateInstance { node_claim, .. }] if node_claim == "n"),
         "{actions:?}"
     );
 }
@@ -259,7 +259,7 @@ fn termination_evicts_through_pdbs_in_waves_then_terminates() {
     let (actions, draining_now) = termination::step(&s, 4_000);
     assert!(!draining_now);
     assert!(
-        matches!(&actions[..], [Action::TerminateInstance { node_claim }] if node_claim == "n")
+        matches!(&actions[..], [Action::TerminateInstance { node_claim, .. }] if node_claim == "n")
     );
 }
 
@@ -634,7 +634,8 @@ fn termination_starts_from_either_side_and_ends_at_the_instance() {
             format!(
                 "{:?}",
                 Action::TerminateInstance {
-                    node_claim: "nodeless".into()
+                    node_claim: "nodeless".into(),
+                    node: None,
                 }
             ),
             format!(
@@ -694,9 +695,9 @@ fn a_claim_whose_instance_is_shutting_down_keeps_asking_until_it_is_gone() {
     assert!(termination::instances_shutting_down(&s));
     // With no Node left, every pass asks the provider again to terminate the instance.
     assert!(
-        termination::start(&s)
-            .iter()
-            .any(|a| matches!(a, Action::TerminateInstance { node_claim } if node_claim == "n"))
+        termination::start(&s).iter().any(
+            |a| matches!(a, Action::TerminateInstance { node_claim, .. } if node_claim == "n")
+        )
     );
     c.metadata.finalizers = None;
     s.apply(Object::NodeClaim(Box::new(c)));

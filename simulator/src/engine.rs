@@ -1697,7 +1697,11 @@ impl<'a> Engine<'a> {
                 self.metrics.evictions += 1;
                 self.delete_pod(p);
             }
-            self.apply(Action::TerminateInstance { node_claim: claim });
+            let node = Some(node);
+            self.apply(Action::TerminateInstance {
+                node_claim: claim,
+                node,
+            });
         }
     }
 
@@ -1908,7 +1912,7 @@ impl<'a> Engine<'a> {
                     .last_pod_event_time = Some(time(at));
                 self.state.apply(Object::NodeClaim(Box::new(claim)));
             }
-            Action::TerminateInstance { node_claim } => {
+            Action::TerminateInstance { node_claim, .. } => {
                 let Some(claim) = self.state.node_claims().get(&node_claim).cloned() else {
                     return;
                 };

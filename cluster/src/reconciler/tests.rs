@@ -1031,7 +1031,7 @@ fn a_claim_whose_instance_is_shutting_down_is_asked_again_in_5_s() {
     let t = tick(&mut r, &s, 0, 1_000);
     assert!(
         t.actions.iter().any(
-            |a| matches!(a, Action::TerminateInstance { node_claim } if node_claim == "gone-soon")
+            |a| matches!(a, Action::TerminateInstance { node_claim, .. } if node_claim == "gone-soon")
         ),
         "{:?}",
         t.actions

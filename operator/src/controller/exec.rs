@@ -264,7 +264,9 @@ pub async fn execute(ctx: &Ctx, action: &Action) -> Result<Executed, ReconcileEr
                 &pod.to_string(),
             ))
         }
-        Action::TerminateInstance { node_claim } => done(terminate_instance(ctx, node_claim).await),
+        Action::TerminateInstance { node_claim, .. } => {
+            done(terminate_instance(ctx, node_claim).await)
+        }
         Action::SetClaimConditions {
             node_claim,
             changes,

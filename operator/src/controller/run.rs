@@ -232,7 +232,7 @@ impl Controller {
             return (false, false);
         }
         use futures::StreamExt as _;
-        use karpenter_cluster::concurrency::{MAX_CONCURRENT, Step, steps};
+        use karpenter_cluster::concurrency::{MAX_CONCURRENT, steps};
         let (failed, ctx) = (&std::sync::atomic::AtomicBool::new(false), &self.ctx);
         let no_capacity = &std::sync::atomic::AtomicBool::new(false);
         let retries = &self.retries;
@@ -253,15 +253,12 @@ impl Controller {
                 }
             }
         };
-        // Launches and terminations run together so the provider can batch their calls.
+        // Each step's actions run together (so the provider can batch launches and
+        // terminations, and a thousand-node drain is not one request after another); a step
+        // holds only actions that need no order among themselves.
         for step in steps(actions) {
-            match step {
-                Step::One(i) => run(i).await,
-                Step::Together(group) => {
-                    let all = futures::stream::iter(group.into_iter().map(run));
-                    all.for_each_concurrent(MAX_CONCURRENT, |f| f).await;
-                }
-            }
+            let all = futures::stream::iter(step.into_iter().map(run));
+            all.for_each_concurrent(MAX_CONCURRENT, |f| f).await;
         }
         let load = |b: &std::sync::atomic::AtomicBool| b.load(std::sync::atomic::Ordering::Relaxed);
         (load(failed), load(no_capacity))
