@@ -75,8 +75,64 @@ impl InterruptionInbox {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use karpenter_cluster::Object;
+    use crate::controller::exec;
+    use crate::controller::testing::{ctx, mock_client, node, put, status};
+    use karpenter_cloudprovider::v1::labels as v1labels;
+    use karpenter_cluster::{Action, DeletionCause, Object};
     use karpenter_testing::api::node_claim;
+
+    /// Disruption's deletion of an interrupted claim is announced as upstream's
+    /// interruption controller announces its own: a log line, `TerminatingOnInterruption`
+    /// warnings on the claim and its Node, the disrupted count under the message kind.
+    #[tokio::test]
+    async fn an_interruption_deletion_is_announced_as_upstreams() {
+        let provider_id = "aws:///us-east-1a/i-0123456789abcdef0";
+        let mut claim = node_claim("spot-a");
+        claim
+            .status
+            .get_or_insert_with(Default::default)
+            .provider_id = provider_id.into();
+        let labels = claim.metadata.labels.get_or_insert_with(Default::default);
+        labels.insert(v1labels::CAPACITY_TYPE.into(), "spot".into());
+        let body = serde_json::to_value(&claim).unwrap();
+        let (client, api) = mock_client(move |req| match req.method.as_str() {
+            "DELETE" => (200, body.clone()),
+            _ => status(500, "unexpected"),
+        });
+        let provider: Arc<dyn karpenter_cloudprovider::CloudProvider> =
+            Arc::new(karpenter_cloudprovider_fake::FakeCloudProvider::default());
+        let (ctx, mut w, mut events) = ctx(client, provider, 60_000);
+        put(&mut w.node_claims, claim);
+        put(&mut w.nodes, node("ip-10-0-0-1", provider_id));
+        let delete = Action::DeleteNodeClaim {
+            node_claim: "spot-a".into(),
+            cause: DeletionCause::Interruption(InterruptionKind::SpotInterruption),
+        };
+        exec::execute(&ctx, &delete).await.unwrap();
+        let deletes = api.requests();
+        let deletes = deletes
+            .iter()
+            .filter(|r| r.method == "DELETE" && r.uri.contains("/nodeclaims/spot-a"));
+        assert_eq!(deletes.count(), 1);
+        let mut reasons = Vec::new();
+        while let Ok(e) = events.try_recv() {
+            reasons.push((e.regarding.kind.unwrap_or_default(), e.reason));
+        }
+        reasons.sort();
+        let terminating = "TerminatingOnInterruption".to_owned();
+        assert_eq!(
+            reasons,
+            [
+                ("Node".to_owned(), terminating.clone()),
+                ("NodeClaim".to_owned(), terminating)
+            ]
+        );
+        let text = ctx.metrics.encode();
+        assert!(
+            text.contains(r#"karpenter_nodeclaims_disrupted_total{reason="spot_interrupted",nodepool="default",capacity_type="spot",consolidation_policy="",termination_mode="graceful"} 1"#),
+            "{text}"
+        );
+    }
 
     #[test]
     fn notices_reach_the_index_and_go_with_their_claim() {
