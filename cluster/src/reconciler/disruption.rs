@@ -211,8 +211,10 @@ impl Reconciler {
                 .is_some_and(|v| v != "true")
         });
         // Budget schedules and `do-not-disrupt` durations change the result at instants this
-        // does not compute: such clusters are evaluated at every poll, as upstream does.
-        if timers {
+        // does not compute: such clusters are evaluated at every poll, as upstream does. So
+        // is a pass that deletes forcefully, until those claims are seen deleting: a
+        // deletion that failed is decided again at the next poll.
+        if timers || result.commands.iter().any(|c| c.forceful) {
             return now;
         }
         let mut until = Millis::MAX;

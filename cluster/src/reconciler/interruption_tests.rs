@@ -75,3 +75,20 @@ fn a_notice_deletes_its_claim_at_the_next_tick_whatever_the_budget() {
     assert!(s.delete(&crate::ObjectKey::NodeClaim("spot".into())));
     assert_eq!(s.interruptions().keys().collect::<Vec<_>>(), ["rebalanced"]);
 }
+
+/// A deletion that did not happen (the claim is not seen deleting) is decided again at
+/// the next poll, though nothing else changed.
+#[test]
+fn an_interrupted_claim_not_yet_deleting_is_decided_again_at_the_next_poll() {
+    let mut s = index(&[], true);
+    add_node(&mut s, "spot", &LIVE);
+    let mut r = reconciler();
+    tick(&mut r, &s, 0, 0);
+    s.record_interruption("spot", InterruptionKind::SpotInterruption, 1_000);
+    assert_eq!(deletions(&tick(&mut r, &s, 0, 1_000)).len(), 1);
+    assert!(
+        deletions(&tick(&mut r, &s, 0, 5_000)).is_empty(),
+        "between polls"
+    );
+    assert_eq!(deletions(&tick(&mut r, &s, 0, 11_000)).len(), 1);
+}
