@@ -6,16 +6,21 @@
 //!
 //! [`Action::DeleteNodeClaim`]: crate::Action::DeleteNodeClaim
 
-use karpenter_disruption::Reason;
+use karpenter_disruption::{InterruptionKind, Reason};
 use std::fmt;
 
 /// Why a NodeClaim is deleted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum DeletionCause {
     /// A disruption command decided it (emptiness, drift, consolidation, expiry, node
-    /// repair), or, in the simulator, an interruption notice. Spelled as the API spells
-    /// the reason (`Underutilized`, `Expired`, `Interrupted` …).
+    /// repair). Spelled as the API spells the reason (`Underutilized`, `Expired` …).
     Disruption(Reason),
+    /// Disruption's forceful interruption command, for the notice of this kind the index
+    /// holds ([`crate::ClusterState::record_interruption`]). Spelled as upstream's
+    /// interruption controller labels `karpenter_nodeclaims_disrupted_total`: the message
+    /// kind (`spot_interrupted`, `scheduled_change` …). Announced with upstream's
+    /// `TerminatingOnInterruption` events rather than `DisruptionTerminating`.
+    Interruption(InterruptionKind),
     /// Its Node was deleted out of band: termination takes the NodeClaim with it. Not a
     /// disruption: nothing is counted or announced as one.
     NodeDeleted,
@@ -38,6 +43,7 @@ impl DeletionCause {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Disruption(reason) => reason.as_str(),
+            Self::Interruption(kind) => kind.as_str(),
             Self::NodeDeleted => "NodeDeleted",
             Self::Overprovisioned => "Overprovisioned",
             Self::GarbageCollected => "garbage_collected",
@@ -51,7 +57,10 @@ impl DeletionCause {
     /// A Node or NodePool deleted by someone else and a static pool's scale-down are not.
     pub fn is_disruption(self) -> bool {
         match self {
-            Self::Disruption(_) | Self::GarbageCollected | Self::LifecycleTimeout(_) => true,
+            Self::Disruption(_)
+            | Self::Interruption(_)
+            | Self::GarbageCollected
+            | Self::LifecycleTimeout(_) => true,
             Self::NodeDeleted | Self::Overprovisioned | Self::NodePoolDeleted => false,
         }
     }
@@ -112,6 +121,10 @@ mod tests {
                 DeletionCause::Disruption(Reason::Interrupted),
                 "Interrupted",
             ),
+            (
+                DeletionCause::Interruption(InterruptionKind::SpotInterruption),
+                "spot_interrupted",
+            ),
             (DeletionCause::NodeDeleted, "NodeDeleted"),
             (DeletionCause::Overprovisioned, "Overprovisioned"),
             (DeletionCause::GarbageCollected, "garbage_collected"),
@@ -140,6 +153,8 @@ mod tests {
     fn only_out_of_band_and_static_deletions_are_not_disruptions() {
         assert!(DeletionCause::Disruption(Reason::Expired).is_disruption());
         assert!(DeletionCause::GarbageCollected.is_disruption());
+        let spot = DeletionCause::Interruption(InterruptionKind::SpotInterruption);
+        assert!(spot.is_disruption());
         assert!(DeletionCause::LifecycleTimeout(LifecycleTimeout::Registration).is_disruption());
         assert!(!DeletionCause::NodeDeleted.is_disruption());
         assert!(!DeletionCause::Overprovisioned.is_disruption());

@@ -45,6 +45,7 @@ pub mod feed;
 pub mod fuzzing;
 pub mod garbage;
 pub mod inputs;
+pub mod interruption;
 pub mod launch_failure;
 pub mod lease;
 pub mod manifests;
@@ -364,6 +365,10 @@ pub struct ClusterState {
     buffers_changed_at: u64,
     /// Default spread constraints (`--scheduler-config`) and the selectors they use.
     default_spread: default_spread::DefaultSpread,
+    /// Interruption notices by NodeClaim name (only of NodeClaims in the index).
+    interruptions: BTreeMap<String, interruption::Notice>,
+    /// The generation of the latest notice recorded.
+    interruptions_changed_at: u64,
     generation: u64,
 }
 
@@ -470,6 +475,7 @@ impl ClusterState {
                 changed_claim = Some(n.clone());
                 self.maturing.remove(n);
                 self.deleting_claims.remove(n);
+                self.interruptions.remove(n);
                 self.node_claims.remove(n).is_some()
             }
             ObjectKey::Node(n) => {
@@ -608,6 +614,45 @@ impl ClusterState {
     /// lists them with the pending pods.
     pub fn virtual_pods(&self) -> impl Iterator<Item = &Pod> {
         self.capacity_buffers.values().flat_map(|b| b.pods.iter())
+    }
+
+    /// Records an interruption notice for NodeClaim `node_claim`, received at
+    /// `received_at`. Returns whether the index changed (then the generation moves on): a
+    /// notice for a NodeClaim the index does not hold is ignored (the driver hands it again
+    /// once the claim is seen), and a repeat keeps the first notice unless the new one
+    /// replaces the node and the first did not ([`interruption::Notice::superseded_by`]).
+    /// The next disruption pass deletes the NodeClaim of a notice that replaces the node.
+    pub fn record_interruption(
+        &mut self,
+        node_claim: &str,
+        kind: karpenter_disruption::InterruptionKind,
+        received_at: Millis,
+    ) -> bool {
+        if !self.node_claims.contains_key(node_claim) {
+            return false;
+        }
+        let notice = interruption::Notice { kind, received_at };
+        if self
+            .interruptions
+            .get(node_claim)
+            .is_some_and(|old| !old.superseded_by(&notice))
+        {
+            return false;
+        }
+        self.interruptions.insert(node_claim.to_owned(), notice);
+        self.generation += 1;
+        self.interruptions_changed_at = self.generation;
+        true
+    }
+
+    /// The interruption notices, by NodeClaim name; a notice goes with its NodeClaim.
+    pub fn interruptions(&self) -> &BTreeMap<String, interruption::Notice> {
+        &self.interruptions
+    }
+
+    /// Whether an interruption notice was recorded after generation `after`.
+    pub fn interruptions_changed_after(&self, after: u64) -> bool {
+        self.interruptions_changed_at > after
     }
 
     /// Whether the CapacityBuffers changed after generation `after`.
@@ -980,6 +1025,7 @@ impl ClusterState {
             info.deleting |= record.deleting;
             info.nominated = nominated.contains(name);
             info.provider_drift = provider_drift.get(claim.name()).cloned();
+            info.interruption = self.interruptions.get(claim.name()).map(|n| n.kind);
             nodes.insert(name.clone(), info);
         }
         let unhealthy_pods = self

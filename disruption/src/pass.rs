@@ -435,15 +435,17 @@ fn forceful_commands(input: &DisruptionInput, now: Millis) -> Vec<Command> {
         let Some(info) = input.nodes.get(&node.name) else {
             continue;
         };
-        if info.deleting
-            || node.state == NodeState::Deleting
-            || input.disrupting.contains(&node.name)
-        {
+        if info.deleting || node.state == NodeState::Deleting {
             continue;
         }
-        let expired = info
-            .expire_after
-            .is_some_and(|e| now >= info.created_at.saturating_add(e));
+        // A node a queued command holds is left to it, unless it is interrupted: the
+        // instance goes away whatever the command waits for (upstream's interruption
+        // controller deletes regardless of disruption).
+        let held = input.disrupting.contains(&node.name);
+        let expired = !held
+            && info
+                .expire_after
+                .is_some_and(|e| now >= info.created_at.saturating_add(e));
         let (reason, why) = if expired {
             (
                 Reason::Expired,

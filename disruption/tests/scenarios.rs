@@ -665,6 +665,26 @@ fn expiry_and_interruption_are_forceful() {
     );
 }
 
+/// A queued command keeps an expired node, but not an interrupted one: its instance goes.
+#[test]
+fn interruption_takes_a_node_a_command_holds() {
+    let mut w = Cluster::new();
+    w.node("held-spot", "large");
+    w.info("held-spot").interruption = Some(InterruptionKind::SpotInterruption);
+    w.node("held-old", "large");
+    w.info("held-old").expire_after = Some(HOUR);
+    w.input.disrupting.insert("held-spot".into());
+    w.input.disrupting.insert("held-old".into());
+    let r = compute_pass(&w.input, w.now);
+    let forceful: Vec<(Reason, Vec<&str>)> = r
+        .commands
+        .iter()
+        .filter(|c| c.forceful)
+        .map(|c| (c.reason, c.node_names()))
+        .collect();
+    assert_eq!(forceful, [(Reason::Interrupted, vec!["held-spot"])]);
+}
+
 #[test]
 fn spot_to_spot_rules() {
     let build = |types: usize, enabled: bool| {

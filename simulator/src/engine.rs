@@ -42,7 +42,8 @@ use karpenter_cluster::{
     PodRecord, Scope, termination,
 };
 use karpenter_disruption::{
-    Command, ConsolidationMethod, Decision, DisruptionOptions, Reason, RepackOptions,
+    Command, ConsolidationMethod, Decision, DisruptionOptions, InterruptionKind, Reason,
+    RepackOptions,
 };
 use karpenter_scheduling::k8s::{
     daemonset_from_k8s, node_from_k8s, pdb_from_k8s, pod_from_k8s, pod_from_pod_template,
@@ -1024,10 +1025,10 @@ impl<'a> Engine<'a> {
                         claim.clone(),
                         self.now + self.settings.interruption_notice.0,
                     );
-                    self.apply(Action::DeleteNodeClaim {
-                        node_claim: claim,
-                        cause: DeletionCause::Disruption(Reason::Interrupted),
-                    });
+                    // The index holds the notice; the tick's disruption pass deletes the
+                    // claim, as in a cluster.
+                    let spot = InterruptionKind::SpotInterruption;
+                    self.state.record_interruption(&claim, spot, self.now);
                 }
             }
             Event::InsufficientCapacity(o) => {
@@ -1869,9 +1870,7 @@ impl<'a> Engine<'a> {
                 // counted when it is decided.
                 if matches!(
                     cause,
-                    DeletionCause::Disruption(Reason::Interrupted)
-                        | DeletionCause::NodeDeleted
-                        | DeletionCause::NodePoolDeleted
+                    DeletionCause::NodeDeleted | DeletionCause::NodePoolDeleted
                 ) {
                     self.metrics.disrupted(cause.as_str(), 1, now);
                 }

@@ -2,9 +2,9 @@
 
 use super::{Event, ProviderFacts, Reconciler, Tick};
 use crate::repair_policy::{self, RepairMatcher};
-use crate::{Action, ClusterState, termination};
+use crate::{Action, ClusterState, DeletionCause, termination};
 use karpenter_disruption::{
-    DisruptionInput, DisruptionOptions, Hold, candidate, compute_pass_timed,
+    DisruptionInput, DisruptionOptions, Hold, Reason, candidate, compute_pass_timed,
 };
 use karpenter_scheduling::model::Millis;
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,6 +39,25 @@ fn input(
         repair_policy::annotate(&mut input, index, &matcher, now);
     }
     input
+}
+
+/// An interruption command's deletion names the kind of the notice behind it, for the
+/// announcement and the metric's reason (upstream's interruption controller labels them
+/// with the message kind).
+fn with_notice(index: &ClusterState, action: Action) -> Action {
+    match action {
+        Action::DeleteNodeClaim {
+            node_claim,
+            cause: DeletionCause::Disruption(Reason::Interrupted),
+        } => {
+            let cause = match index.interruptions().get(&node_claim) {
+                Some(notice) => DeletionCause::Interruption(notice.kind),
+                None => DeletionCause::Disruption(Reason::Interrupted),
+            };
+            Action::DeleteNodeClaim { node_claim, cause }
+        }
+        other => other,
+    }
 }
 
 /// The provider's repair policies compiled, when node repair runs as a disruption method.
@@ -106,6 +125,12 @@ impl Reconciler {
             tick.wake_at(now + termination::RECONCILE_INTERVAL_MS);
         }
 
+        // A new interruption notice is acted on at once, as upstream's interruption
+        // controller does, not at the next poll.
+        if index.interruptions_changed_after(self.interruptions_seen) {
+            self.interruptions_seen = index.generation();
+            self.next_disruption = self.next_disruption.min(now);
+        }
         if now < self.next_disruption {
             tick.wake_at(self.next_disruption);
             return;
@@ -147,8 +172,9 @@ impl Reconciler {
             tick.events
                 .push(Event::DisruptionDecided(Box::new(command.clone())));
             if !self.settings.observe_only {
+                let actions = self.orchestrator.submit(command.clone());
                 tick.actions
-                    .extend(self.orchestrator.submit(command.clone()));
+                    .extend(actions.into_iter().map(|a| with_notice(index, a)));
             }
         }
         self.drifted = candidate::drifted(&input);
@@ -185,8 +211,10 @@ impl Reconciler {
                 .is_some_and(|v| v != "true")
         });
         // Budget schedules and `do-not-disrupt` durations change the result at instants this
-        // does not compute: such clusters are evaluated at every poll, as upstream does.
-        if timers {
+        // does not compute: such clusters are evaluated at every poll, as upstream does. So
+        // is a pass that deletes forcefully, until those claims are seen deleting: a
+        // deletion that failed is decided again at the next poll.
+        if timers || result.commands.iter().any(|c| c.forceful) {
             return now;
         }
         let mut until = Millis::MAX;

@@ -214,6 +214,8 @@ pub struct Reconciler {
     buffer_nodes: BTreeMap<String, usize>,
     /// The index generation up to which buffer changes and pod events were seen.
     buffers_seen: u64,
+    /// The index generation up to which interruption notices were seen.
+    interruptions_seen: u64,
 }
 
 impl Reconciler {
@@ -246,6 +248,7 @@ impl Reconciler {
             buffer_placements: BTreeMap::new(),
             buffer_nodes: BTreeMap::new(),
             buffers_seen: 0,
+            interruptions_seen: 0,
         }
     }
 
@@ -345,6 +348,8 @@ impl Reconciler {
 
 #[cfg(test)]
 mod buffer_tests;
+#[cfg(test)]
+mod interruption_tests;
 #[cfg(test)]
 mod static_tests;
 #[cfg(test)]

@@ -1,9 +1,10 @@
 //! The `aws` provider inside the controller: EC2NodeClasses are watched, resolved against
 //! EC2 and SSM, and their status and finalizer kept ([`AwsHooks::reconcile`]); the SQS
-//! interruption queue is polled by the leader, and every spot interruption, scheduled
-//! change or stop/terminate of an instance deletes its NodeClaim, which the termination
-//! path then cordons, drains and deletes ([`InterruptionHandler`]). EC2 status check
-//! failures and scheduled events of the cluster's instances take the same path.
+//! interruption queue is polled by the leader, and every message about a cluster's instance
+//! becomes a notice for the index ([`InterruptionHandler`]): disruption's forceful path then
+//! deletes the NodeClaim of a spot interruption, scheduled change or stop/terminate, and
+//! the termination path cordons, drains and deletes it. EC2 status check failures and
+//! scheduled events of the cluster's instances take the same path.
 
 use super::api::{self, ErrorClass, classify};
 use super::provider::ProviderHooks;
@@ -23,7 +24,7 @@ use karpenter_cloudprovider_aws::{
     AwsClients, AwsCloudProvider, AwsSettings, EC2NodeClass, InterruptionEvent, InterruptionKind,
     NodeClaimInterruption, UnavailableOfferings,
 };
-use karpenter_metrics::{DisruptedLabels, MessageTypeLabels};
+use karpenter_metrics::MessageTypeLabels;
 use karpenter_scheduling::model::Millis;
 use kube::runtime::reflector::{self, Store};
 use kube::{Api, Client};
@@ -438,11 +439,13 @@ impl TagTarget for ClaimTagger {
     }
 }
 
-/// Acts on interruptions the way Karpenter's interruption controller does: an event on
+/// Receives interruptions the way Karpenter's interruption controller does: an event on
 /// the NodeClaim and its Node; for a spot interruption the offering is marked unavailable
-/// (so the replacement avoids it); for anything but a rebalance recommendation the
-/// NodeClaim is deleted, which cordons, drains and terminates the node through the
-/// termination finalizer.
+/// (so the replacement avoids it), for a reservation's the reservation counted full; a
+/// failed status check stamps the termination timestamp. Then the notice goes to the
+/// index ([`Ctx::interruptions`]): for anything but a rebalance recommendation the next
+/// tick's disruption pass deletes the NodeClaim, which cordons, drains and terminates the
+/// node through the termination finalizer.
 pub struct InterruptionHandler {
     /// Writes go through it.
     pub ctx: Ctx,
@@ -505,29 +508,10 @@ impl InterruptionSink for InterruptionHandler {
             let stamp = exec::stamp_termination(&self.ctx, claim.name()).await;
             stamp.map_err(|e| SinkError::new(claim.name(), e))?;
         }
-        if !kind.triggers_replacement() || claim.is_deleting() {
-            return Ok(());
-        }
-        exec::delete_node_claim(&self.ctx, claim.name())
-            .await
-            .map_err(|e| SinkError::new(claim.name(), e))?;
-        tracing::info!(
-            nodeclaim = claim.name(),
-            kind = kind.as_str(),
-            "initiating delete from interruption message"
-        );
-        let terminating = "TerminatingOnInterruption";
-        let why = "Interruption triggered termination for the NodeClaim".to_owned();
-        self.ctx
-            .events
-            .warning(claim.as_ref(), terminating, why.clone());
-        if let Some(n) = &node {
-            self.ctx.events.warning(n.as_ref(), terminating, why);
-        }
-        // Upstream's interruption handler counts no pods.
-        self.ctx
-            .metrics
-            .record_disrupted(&DisruptedLabels::for_claim(kind.as_str(), &claim), None);
+        // The deletion is disruption's: the notice goes to the index, whose next tick
+        // deletes the claim through the forceful interruption path (`exec` announces it).
+        let now = self.ctx.now_ms();
+        self.ctx.interruptions.deliver(claim.name(), kind, now);
         Ok(())
     }
 

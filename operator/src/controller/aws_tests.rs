@@ -1,6 +1,7 @@
 //! The `aws` provider's controller hooks against a mocked API server, and the interruption
 //! queue end to end against the moto emulator (`scripts/aws-emulator.sh`, started by
-//! `scripts/test.sh`): real EventBridge JSON in SQS ends as a deleted NodeClaim.
+//! `scripts/test.sh`): real EventBridge JSON in SQS ends as a notice for the index, whose
+//! tick deletes the NodeClaim (`karpenter_cluster`'s and `interruptions`' tests).
 
 use super::aws::{AwsHooks, InterruptionHandler, NODE_CLASS_FINALIZER};
 use super::provider::ProviderHooks;
@@ -62,10 +63,10 @@ fn event(kind: InterruptionKind) -> NodeClaimInterruption {
     }
 }
 
-fn deletes(seen: &[Seen]) -> usize {
-    seen.iter()
-        .filter(|r| r.method == "DELETE" && r.uri.contains("/nodeclaims/spot-a"))
-        .count()
+/// The notices the handler handed towards the index, by NodeClaim.
+fn notices(ctx: &super::Ctx) -> Vec<(String, InterruptionKind)> {
+    let held = ctx.interruptions.notices();
+    held.into_iter().map(|(c, n)| (c, n.kind)).collect()
 }
 
 fn unavailable() -> Arc<UnavailableOfferings> {
@@ -86,11 +87,8 @@ fn provider_stub() -> Arc<dyn CloudProvider> {
 }
 
 #[tokio::test]
-async fn spot_interruption_marks_the_offering_and_deletes_the_claim() {
-    let (client, api) = mock_client(|req| match req.method.as_str() {
-        "DELETE" => (200, serde_json::to_value(spot_claim("spot-a")).unwrap()),
-        _ => status(500, "unexpected"),
-    });
+async fn spot_interruption_marks_the_offering_and_hands_the_notice_to_the_index() {
+    let (client, api) = mock_client(|_| status(500, "unexpected"));
     let (ctx, mut w, mut events) = ctx(client, provider_stub(), 60_000);
     put(&mut w.node_claims, spot_claim("spot-a"));
     put(
@@ -111,30 +109,28 @@ async fn spot_interruption_marks_the_offering_and_deletes_the_claim() {
         .deliver(event(InterruptionKind::SpotInterruption))
         .await
         .expect("handled");
-    assert_eq!(deletes(&api.requests()), 1);
+    // The deletion is the tick's (disruption's forceful path), not the handler's.
+    assert!(api.requests().is_empty(), "{:?}", api.requests());
+    assert_eq!(
+        notices(&ctx),
+        [("spot-a".to_owned(), InterruptionKind::SpotInterruption)]
+    );
     assert!(offerings.is_unavailable("m5.large", "us-east-1a", "spot"));
     assert!(!offerings.is_unavailable("m5.large", "us-east-1a", "on-demand"));
     let mut reasons = Vec::new();
     while let Ok(e) = events.try_recv() {
         reasons.push((e.regarding.kind.unwrap_or_default(), e.reason));
     }
-    for expected in [
-        ("NodeClaim", "SpotInterrupted"),
-        ("Node", "SpotInterrupted"),
-        ("NodeClaim", "TerminatingOnInterruption"),
-        ("Node", "TerminatingOnInterruption"),
-    ] {
-        assert!(
-            reasons
-                .iter()
-                .any(|(k, r)| k == expected.0 && r == expected.1),
-            "{expected:?} in {reasons:?}"
-        );
-    }
+    let on_receipt = [
+        ("Node".to_owned(), "SpotInterrupted".to_owned()),
+        ("NodeClaim".to_owned(), "SpotInterrupted".to_owned()),
+    ];
+    reasons.sort();
+    assert_eq!(reasons, on_receipt);
     let text = ctx.metrics.encode();
     assert!(
-        text.contains(r#"karpenter_nodeclaims_disrupted_total{reason="spot_interrupted",nodepool="default",capacity_type="spot",consolidation_policy="",termination_mode="graceful"} 1"#),
-        "{text}"
+        !text.contains("karpenter_nodeclaims_disrupted_total{"),
+        "counted when deleted: {text}"
     );
 }
 
@@ -145,7 +141,7 @@ async fn rebalance_recommendation_only_records() {
     put(&mut w.node_claims, spot_claim("spot-a"));
     let offerings = unavailable();
     let handler = InterruptionHandler {
-        ctx,
+        ctx: ctx.clone(),
         unavailable: offerings.clone(),
         reservations: Arc::default(),
     };
@@ -154,17 +150,17 @@ async fn rebalance_recommendation_only_records() {
         .await
         .expect("handled");
     assert!(api.requests().is_empty(), "{:?}", api.requests());
+    // Held in the index, where it replaces nothing.
+    let rebalance = InterruptionKind::RebalanceRecommendation;
+    assert_eq!(notices(&ctx), [("spot-a".to_owned(), rebalance)]);
     assert!(!offerings.is_unavailable("m5.large", "us-east-1a", "spot"));
     let e = events.try_recv().expect("an event");
     assert_eq!(e.reason, "SpotRebalanceRecommendation");
 }
 
 #[tokio::test]
-async fn a_reservation_interruption_empties_the_reservation_and_deletes_the_claim() {
-    let (client, api) = mock_client(|req| match req.method.as_str() {
-        "DELETE" => (200, serde_json::to_value(spot_claim("spot-a")).unwrap()),
-        _ => status(500, "unexpected"),
-    });
+async fn a_reservation_interruption_empties_the_reservation_and_hands_the_notice_on() {
+    let (client, api) = mock_client(|_| status(500, "unexpected"));
     let (ctx, mut w, mut events) = ctx(client, provider_stub(), 60_000);
     let mut c = spot_claim("spot-a");
     let labels = c.metadata.labels.get_or_insert_with(Default::default);
@@ -177,15 +173,14 @@ async fn a_reservation_interruption_empties_the_reservation_and_deletes_the_clai
     let reservations: Arc<Availability> = Arc::default();
     reservations.sync([("cr-1".to_owned(), 3)]);
     let handler = InterruptionHandler {
-        ctx,
+        ctx: ctx.clone(),
         unavailable: unavailable(),
         reservations: reservations.clone(),
     };
-    handler
-        .deliver(event(InterruptionKind::CapacityReservationInterruption))
-        .await
-        .expect("handled");
-    assert_eq!(deletes(&api.requests()), 1);
+    let kind = InterruptionKind::CapacityReservationInterruption;
+    handler.deliver(event(kind)).await.expect("handled");
+    assert!(api.requests().is_empty(), "{:?}", api.requests());
+    assert_eq!(notices(&ctx), [("spot-a".to_owned(), kind)]);
     assert_eq!(
         reservations.available("cr-1"),
         0,
@@ -196,18 +191,19 @@ async fn a_reservation_interruption_empties_the_reservation_and_deletes_the_clai
 }
 
 #[tokio::test]
-async fn a_failed_delete_is_reported_so_the_message_stays_queued() {
+async fn a_failed_stamp_is_reported_so_the_message_stays_queued() {
     let (client, api) = mock_client(|_| status(403, "Forbidden"));
     let (ctx, mut w, _events) = ctx(client, provider_stub(), 60_000);
     put(&mut w.node_claims, spot_claim("spot-a"));
-    let handler = handler(ctx);
+    let handler = handler(ctx.clone());
     let err = handler
-        .deliver(event(InterruptionKind::InstanceTerminated))
+        .deliver(event(InterruptionKind::InstanceStatus))
         .await
-        .expect_err("the delete failed");
+        .expect_err("the stamp failed");
     assert_eq!(err.node_claim, "spot-a");
     assert!(err.message.contains("403") || err.message.contains("Forbidden"));
-    assert_eq!(deletes(&api.requests()), 1);
+    assert_eq!(writes(&api.requests()).len(), 1);
+    assert_eq!(notices(&ctx), [], "handed on once stamped");
 }
 
 #[tokio::test]
@@ -240,39 +236,39 @@ fn writes(seen: &[Seen]) -> Vec<(String, serde_json::Value)> {
 }
 
 #[tokio::test]
-async fn failed_status_checks_stamp_the_termination_time_then_delete() {
+async fn failed_status_checks_stamp_the_termination_time_on_receipt() {
     let (client, api) = mock_client(|req| match req.method.as_str() {
-        "PATCH" | "DELETE" => (200, serde_json::to_value(spot_claim("spot-a")).unwrap()),
+        "PATCH" => (200, serde_json::to_value(spot_claim("spot-a")).unwrap()),
         _ => status(500, "unexpected"),
     });
     let (ctx, mut w, _events) = ctx(client, provider_stub(), 60_000);
     put(&mut w.node_claims, spot_claim("spot-a"));
-    let handler = handler(ctx);
+    let handler = handler(ctx.clone());
     handler
         .deliver(event(InterruptionKind::SystemStatus))
         .await
         .expect("handled");
     let key = v1labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION;
     let sent = writes(&api.requests());
-    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert_eq!(sent.len(), 1, "{sent:?}");
     assert_eq!(sent[0].0, "PATCH");
     let stamp = sent[0].1["metadata"]["annotations"][key].as_str().unwrap();
     assert!(stamp.parse::<jiff::Timestamp>().is_ok(), "{stamp}");
-    assert_eq!(sent[1].0, "DELETE");
+    let system = InterruptionKind::SystemStatus;
+    assert_eq!(notices(&ctx), [("spot-a".to_owned(), system)]);
 
-    // A scheduled event drains as usual: no stamp.
+    // A scheduled event drains as usual: no stamp (and the first notice stands).
     handler
         .deliver(event(InterruptionKind::EventStatus))
         .await
         .expect("handled");
-    let sent = writes(&api.requests());
-    assert_eq!(sent.len(), 3, "{sent:?}");
-    assert_eq!(sent[2].0, "DELETE");
+    assert_eq!(writes(&api.requests()).len(), 1);
+    assert_eq!(notices(&ctx), [("spot-a".to_owned(), system)]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn interruption_queue_deletes_the_nodeclaim_end_to_end() {
-    let Some(ep) = emulator("interruption_queue_deletes_the_nodeclaim_end_to_end") else {
+async fn interruption_queue_hands_the_notice_on_end_to_end() {
+    let Some(ep) = emulator("interruption_queue_hands_the_notice_on_end_to_end") else {
         return;
     };
     let clients = AwsClients::for_endpoint(&ep, REGION).await;
@@ -292,14 +288,11 @@ async fn interruption_queue_deletes_the_nodeclaim_end_to_end() {
         .queue_url()
         .expect("url")
         .to_string();
-    let (client, api) = mock_client(|req| match req.method.as_str() {
-        "DELETE" => (200, serde_json::to_value(spot_claim("spot-a")).unwrap()),
-        _ => status(500, "unexpected"),
-    });
+    let (client, api) = mock_client(|_| status(500, "unexpected"));
     let (ctx, mut w, _events) = ctx(client, provider_stub(), 60_000);
     put(&mut w.node_claims, spot_claim("spot-a"));
     let metrics: Metrics = ctx.metrics.clone();
-    let handler = Arc::new(handler(ctx));
+    let handler = Arc::new(handler(ctx.clone()));
     let poller =
         InterruptionPoller::new(clients.sqs.clone(), &queue, handler, Arc::new(SystemClock))
             .await
@@ -327,7 +320,9 @@ async fn interruption_queue_deletes_the_nodeclaim_end_to_end() {
         }
     }
     assert_eq!(received, 3);
-    assert_eq!(deletes(&api.requests()), 1, "{:?}", api.requests());
+    assert!(api.requests().is_empty(), "{:?}", api.requests());
+    let spot = InterruptionKind::SpotInterruption;
+    assert_eq!(notices(&ctx), [("spot-a".to_owned(), spot)]);
     let text = metrics.encode();
     assert!(
         text.contains(

@@ -15,6 +15,7 @@ use karpenter_cluster::provisioner;
 use karpenter_cluster::reconciler::conditions;
 use karpenter_cluster::termination;
 use karpenter_cluster::{Action, DeletionCause};
+use karpenter_disruption::InterruptionKind;
 use karpenter_metrics::{CreatedLabels, DisruptedLabels};
 use karpenter_scheduling::model::PodKey;
 use kube::api::{DeleteParams, EvictParams, PostParams};
@@ -228,6 +229,10 @@ pub async fn execute(ctx: &Ctx, action: &Action) -> Result<Executed, ReconcileEr
             delete_node_claim(ctx, node_claim).await?;
             Ok(Executed::Done)
         }
+        Action::DeleteNodeClaim {
+            node_claim,
+            cause: DeletionCause::Interruption(kind),
+        } => delete_interrupted(ctx, node_claim, *kind).await,
         Action::DeleteNodeClaim { node_claim, cause } => {
             let reason = cause.as_str();
             if let Some(claim) = claim_of(ctx, node_claim) {
@@ -290,6 +295,41 @@ pub async fn execute(ctx: &Ctx, action: &Action) -> Result<Executed, ReconcileEr
             done(ReconcileError::unless_gone(res, what, node_claim))
         }
     }
+}
+
+/// Deletes a NodeClaim for disruption's interruption command as upstream's interruption
+/// controller does, with `TerminatingOnInterruption` warnings on the claim and its Node
+/// and `karpenter_nodeclaims_disrupted_total` counted under the message kind (no pods
+/// counted, as upstream). A forceful kind's termination timestamp was stamped on receipt
+/// (the provider's interruption sink), before the notice reached the index.
+async fn delete_interrupted(
+    ctx: &Ctx,
+    node_claim: &str,
+    kind: InterruptionKind,
+) -> Result<Executed, ReconcileError> {
+    let Some(claim) = claim_of(ctx, node_claim) else {
+        return Ok(Executed::Done);
+    };
+    if claim.is_deleting() {
+        return Ok(Executed::Done);
+    }
+    delete_node_claim(ctx, node_claim).await?;
+    tracing::info!(
+        nodeclaim = node_claim,
+        kind = kind.as_str(),
+        "initiating delete from interruption message"
+    );
+    let (reason, why) = (
+        "TerminatingOnInterruption",
+        "Interruption triggered termination for the NodeClaim",
+    );
+    ctx.events.warning(claim.as_ref(), reason, why.to_owned());
+    if let Some(node) = ctx.stores.node_by_provider_id(claim.provider_id()) {
+        ctx.events.warning(node.as_ref(), reason, why.to_owned());
+    }
+    let labels = DisruptedLabels::for_claim(kind.as_str(), &claim);
+    ctx.metrics.record_disrupted(&labels, None);
+    Ok(Executed::Done)
 }
 
 /// Records the disruption of `claim` for `reason` ([`DeletionCause::as_str`]: a disruption

@@ -22,6 +22,7 @@ pub mod exec;
 pub mod explain;
 pub mod fake;
 pub mod ignored;
+pub mod interruptions;
 pub mod kubelet;
 pub mod leader;
 pub mod lifecycle;
@@ -80,6 +81,8 @@ pub struct Ctx {
     pub limiter: RateLimiter,
     /// Clock.
     pub clock: Clock,
+    /// Interruption notices from the provider's queue, for the index.
+    pub interruptions: interruptions::InterruptionInbox,
 }
 
 impl Ctx {

@@ -278,6 +278,9 @@ impl Controller {
         let (mut state, reconciler) = self.take_core();
         let fed = rt.begin(STATE);
         let (synced, full) = self.feed_index(&mut state, now);
+        let claims = &self.ctx.stores.node_claims;
+        let exists = |c: &str| claims.get(&ObjectRef::new(c)).is_some();
+        self.ctx.interruptions.feed(&mut state, exists);
         fed.finish(ReconcileResult::of(!synced.skipped.is_empty()));
         if let Some(hooks) = &self.hooks {
             state.set_node_classes(hooks.node_classes());
@@ -862,6 +865,7 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
         stores: stores.clone(),
         events,
         clock: system_clock(),
+        interruptions: super::interruptions::InterruptionInbox::new(changed.clone()),
     };
 
     let synced = async {

@@ -120,6 +120,7 @@ pub fn ctx(
         events,
         limiter: super::api::RateLimiter::new(1000, 1000),
         clock,
+        interruptions: super::interruptions::InterruptionInbox::new(Arc::default()),
     };
     (ctx, writers, rx)
 }
