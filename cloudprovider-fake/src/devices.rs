@@ -25,12 +25,22 @@ fn single_label<'a>(it: &'a InstanceType, key: &str) -> Option<&'a str> {
 
 /// The devices `it` publishes: none unless it has GPUs.
 pub fn gpu_devices(it: &InstanceType) -> Vec<Device> {
-    let count: usize = single_label(it, AWS_INSTANCE_GPU_COUNT)
+    devices_from(|key| single_label(it, key))
+}
+
+/// The devices a fake Node publishes, from its instance type's GPU labels (which a launched
+/// Node carries): the same as [`gpu_devices`] of its type.
+pub fn node_gpu_devices(labels: &BTreeMap<String, String>) -> Vec<Device> {
+    devices_from(|key| labels.get(key).map(String::as_str))
+}
+
+fn devices_from<'a>(label: impl Fn(&str) -> Option<&'a str>) -> Vec<Device> {
+    let count: usize = label(AWS_INSTANCE_GPU_COUNT)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    let model = single_label(it, AWS_INSTANCE_GPU_NAME).unwrap_or("unknown");
-    let manufacturer = single_label(it, AWS_INSTANCE_GPU_MANUFACTURER).unwrap_or("unknown");
-    let memory_mib: i64 = single_label(it, AWS_INSTANCE_GPU_MEMORY)
+    let model = label(AWS_INSTANCE_GPU_NAME).unwrap_or("unknown");
+    let manufacturer = label(AWS_INSTANCE_GPU_MANUFACTURER).unwrap_or("unknown");
+    let memory_mib: i64 = label(AWS_INSTANCE_GPU_MEMORY)
         .and_then(|m| m.parse().ok())
         .unwrap_or(0);
     (0..count)

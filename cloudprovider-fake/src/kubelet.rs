@@ -6,6 +6,7 @@
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
+use k8s_openapi::api::resource::v1::ResourceSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
 
@@ -119,6 +120,55 @@ pub fn lease(node: &Node, now: Timestamp) -> Lease {
     }
 }
 
+/// The name of the ResourceSlice the fake GPU driver publishes for `node`.
+pub fn resource_slice_name(node: &str) -> String {
+    format!("{node}-{}", crate::devices::GPU_DRIVER)
+}
+
+/// The ResourceSlice the fake GPU driver publishes for `node`: its devices
+/// ([`node_gpu_devices`](crate::devices::node_gpu_devices)) in one pool named after the node,
+/// with `nodeName` set so the kube-scheduler allocates them to pods bound there, and owned by
+/// the Node so it goes with it (as a real driver's slices do). `None` when the node has no
+/// GPU.
+pub fn resource_slice(node: &Node) -> Option<ResourceSlice> {
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let devices = crate::devices::node_gpu_devices(&labels);
+    if devices.is_empty() {
+        return None;
+    }
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let devices: Vec<serde_json::Value> = devices
+        .iter()
+        .map(|d| {
+            let capacity: serde_json::Map<String, serde_json::Value> = d
+                .capacity
+                .iter()
+                .map(|(k, q)| (k.clone(), serde_json::json!({"value": q.to_string()})))
+                .collect();
+            serde_json::json!({
+                "name": d.name,
+                "attributes": d.attributes,
+                "capacity": capacity,
+            })
+        })
+        .collect();
+    let slice = serde_json::json!({
+        "metadata": {
+            "name": resource_slice_name(&name),
+            "ownerReferences": node.metadata.uid.as_ref().map(|uid| vec![serde_json::json!({
+                "apiVersion": "v1", "kind": "Node", "name": name, "uid": uid,
+            })]),
+        },
+        "spec": {
+            "driver": crate::devices::GPU_DRIVER,
+            "nodeName": name,
+            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        }
+    });
+    serde_json::from_value(slice).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,6 +235,43 @@ mod tests {
         let spec = lease.spec.unwrap();
         assert_eq!(spec.holder_identity.as_deref(), Some("n1"));
         assert_eq!(spec.renew_time, Some(MicroTime(at(7_000))));
+    }
+
+    #[test]
+    fn a_gpu_node_publishes_its_devices_in_a_slice_it_owns() {
+        let mut node = ready_since(0, 0);
+        assert!(resource_slice(&node).is_none(), "no GPU, no slice");
+        node.metadata.labels = Some(
+            [
+                (karpenter_scheduling::labels::AWS_INSTANCE_GPU_COUNT, "2"),
+                (karpenter_scheduling::labels::AWS_INSTANCE_GPU_NAME, "t4"),
+                (
+                    karpenter_scheduling::labels::AWS_INSTANCE_GPU_MEMORY,
+                    "16384",
+                ),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+        );
+        let slice = resource_slice(&node).unwrap();
+        assert_eq!(
+            slice.metadata.name.as_deref(),
+            Some("n1-gpu.fake.karpenter.sh")
+        );
+        assert_eq!(slice.metadata.owner_references.unwrap()[0].uid, "uid-n1");
+        let spec = slice.spec;
+        assert_eq!(spec.driver, crate::devices::GPU_DRIVER);
+        assert_eq!(spec.node_name.as_deref(), Some("n1"));
+        assert_eq!(spec.pool.name, "n1");
+        let devices = spec.devices.unwrap();
+        assert_eq!(devices.len(), 2);
+        assert_eq!(devices[1].name, "gpu-1");
+        let attrs = devices[1].attributes.as_ref().unwrap();
+        assert_eq!(attrs["model"].string.as_deref(), Some("t4"));
+        assert_eq!(attrs["memory"].int, Some(16384));
+        let capacity = devices[1].capacity.as_ref().unwrap();
+        assert_eq!(capacity["memory"].value.0, "16Gi");
     }
 
     #[test]

@@ -19,10 +19,12 @@ use crate::api_objects::{
     pod_record, replication_controller_selector, service_selector, workload_selector,
 };
 use crate::default_spread::SelectorSource;
+use crate::dra::{DraKind, DraObject, instance_devices, pod_claims};
 use crate::{ClusterState, Object, ObjectKey};
 use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ReplicationController, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate};
 use karpenter_cloudprovider::v1::ConditionType;
 use karpenter_cloudprovider::{NodeClaim, NodePool};
 use karpenter_scheduling::k8s::{ConversionError, daemonset_from_k8s};
@@ -58,6 +60,12 @@ pub struct ApiObjects<'a> {
     pub stateful_sets: &'a [Arc<StatefulSet>],
     /// ReplicationControllers (their selectors, for default spread constraints).
     pub replication_controllers: &'a [Arc<ReplicationController>],
+    /// ResourceClaims (indexed only when the index simulates DRA requests).
+    pub resource_claims: &'a [Arc<ResourceClaim>],
+    /// ResourceClaimTemplates (likewise).
+    pub resource_claim_templates: &'a [Arc<ResourceClaimTemplate>],
+    /// DeviceClasses (likewise).
+    pub device_classes: &'a [Arc<DeviceClass>],
 }
 
 /// What changed since the last sync, as the watches reported it.
@@ -344,10 +352,21 @@ impl Feed {
             );
             // Unchanged since it was last read (`None`): it was readable then.
             if unreadable == Some(true) && is_provisionable(pod) {
-                self.ignored_pods.insert(key);
+                self.ignored_pods.insert(key.clone());
             } else {
                 self.ignored_pods.remove(&key);
             }
+            if state.dra().is_enabled() {
+                let key = ObjectKey::Dra(DraKind::PodClaims, key.namespace, key.name);
+                self.put(state, key, rv(&pod.metadata), pass, || {
+                    Ok::<_, Infallible>(
+                        pod_claims(pod).map(|p| Object::Dra(Box::new(DraObject::PodClaims(p)))),
+                    )
+                });
+            }
+        }
+        if state.dra().is_enabled() {
+            self.put_dra(state, objects, pass);
         }
         for ds in objects.daemon_sets {
             let (namespace, name) = namespaced(&ds.metadata);
@@ -400,6 +419,32 @@ impl Feed {
         }
     }
 
+    /// ResourceClaims, ResourceClaimTemplates and DeviceClasses.
+    fn put_dra(&mut self, state: &mut ClusterState, objects: &ApiObjects<'_>, pass: &mut Pass) {
+        let all = (objects.resource_claims.iter())
+            .map(|o| {
+                (
+                    &o.metadata,
+                    DraObject::ResourceClaim(ResourceClaim::clone(o)),
+                )
+            })
+            .chain(objects.resource_claim_templates.iter().map(|o| {
+                let object = DraObject::ResourceClaimTemplate(ResourceClaimTemplate::clone(o));
+                (&o.metadata, object)
+            }))
+            .chain(
+                (objects.device_classes.iter())
+                    .map(|o| (&o.metadata, DraObject::DeviceClass(DeviceClass::clone(o)))),
+            );
+        for (meta, object) in all {
+            let (kind, namespace, name) = object.key();
+            let key = ObjectKey::Dra(kind, namespace, name);
+            self.put(state, key, rv(meta), pass, || {
+                Ok::<_, Infallible>(Some(Object::Dra(Box::new(object))))
+            });
+        }
+    }
+
     fn put_claim(&mut self, state: &mut ClusterState, claim: &NodeClaim, pass: &mut Pass) {
         let key = ObjectKey::NodeClaim(claim.name().to_owned());
         self.put(state, key, rv(&claim.metadata), pass, || {
@@ -424,9 +469,13 @@ impl Feed {
         ]);
         let key = ObjectKey::Node(node.metadata.name.clone().unwrap_or_default());
         let instance_types = pass.instance_types;
+        let dra = state.dra().is_enabled();
         self.put(state, key, print, pass, || {
             let mut record = node_record(node, claim)?;
             record.node.price = offering_price(&record.node, instance_types);
+            if dra {
+                record.node.devices = instance_devices(&record.node, instance_types);
+            }
             Ok::<_, ConversionError>(Some(Object::Node(Box::new(record))))
         });
     }
@@ -445,9 +494,13 @@ impl Feed {
         let instance_types = pass.instance_types;
         self.in_flight.insert(claim.name().to_owned());
         let key = ObjectKey::Node(claim.name().to_owned());
+        let dra = state.dra().is_enabled();
         self.put(state, key, print, pass, || {
             let mut record = in_flight_record(claim);
             record.node.price = offering_price(&record.node, instance_types);
+            if dra {
+                record.node.devices = instance_devices(&record.node, instance_types);
+            }
             Ok::<_, Infallible>(Some(Object::Node(Box::new(record))))
         });
     }
@@ -582,6 +635,12 @@ impl Feed {
         self.seen.remove(key);
         if let ObjectKey::Pod(pod) = key {
             self.ignored_pods.remove(pod);
+            // The index forgets the pod's claims with it.
+            self.seen.remove(&ObjectKey::Dra(
+                DraKind::PodClaims,
+                pod.namespace.clone(),
+                pod.name.clone(),
+            ));
         }
         if state.delete(key) {
             pass.synced.changes += 1;

@@ -38,6 +38,7 @@ mod change_log;
 pub mod concurrency;
 pub mod default_spread;
 pub mod deletion;
+pub mod dra;
 pub mod failure_streaks;
 pub mod feature_gates;
 pub mod feed;
@@ -285,6 +286,9 @@ pub enum Object {
     Namespace(String, Labels),
     /// The selector of a Service or workload controller, for default spread constraints.
     SelectorSource(Box<default_spread::SelectorSource>),
+    /// A ResourceClaim, ResourceClaimTemplate, DeviceClass or pod's claim references
+    /// (indexed only with `--ignore-dra-requests=false`).
+    Dra(Box<dra::DraObject>),
 }
 
 /// The key of an object in the index.
@@ -306,6 +310,8 @@ pub enum ObjectKey {
     Namespace(String),
     /// A Service's or workload controller's selector by kind, namespace and name.
     SelectorSource(default_spread::SourceKind, String, String),
+    /// A DRA object by kind, namespace (empty for a DeviceClass) and name.
+    Dra(dra::DraKind, String, String),
 }
 
 /// Which nodes and pools a snapshot contains.
@@ -369,6 +375,8 @@ pub struct ClusterState {
     interruptions: BTreeMap<String, interruption::Notice>,
     /// The generation of the latest notice recorded.
     interruptions_changed_at: u64,
+    /// DRA objects and pods' claims, for `--ignore-dra-requests=false`.
+    dra: dra::Dra,
     generation: u64,
 }
 
@@ -456,6 +464,7 @@ impl ClusterState {
                 self.namespaces.insert(name, labels);
             }
             Object::SelectorSource(source) => self.default_spread.insert(*source),
+            Object::Dra(object) => self.dra.insert(*object),
         }
     }
 
@@ -495,6 +504,8 @@ impl ClusterState {
                     }
                     self.provisionable.remove(k);
                     self.unindex_pod(&old, k);
+                    self.dra
+                        .remove(dra::DraKind::PodClaims, &k.namespace, &k.name);
                     true
                 }
                 None => false,
@@ -505,6 +516,7 @@ impl ClusterState {
             ObjectKey::Pdb(ns, n) => self.pdbs.remove(&(ns.clone(), n.clone())).is_some(),
             ObjectKey::Namespace(n) => self.namespaces.remove(n).is_some(),
             ObjectKey::SelectorSource(kind, ns, n) => self.default_spread.remove(*kind, ns, n),
+            ObjectKey::Dra(kind, ns, n) => self.dra.remove(*kind, ns, n),
         };
         if existed {
             self.generation += 1;
@@ -580,8 +592,11 @@ impl ClusterState {
         let generation = self.generation + 1;
         let mut default_spread = std::mem::take(&mut self.default_spread);
         default_spread.clear_sources();
+        let mut dra = std::mem::take(&mut self.dra);
+        dra.clear_objects();
         *self = Self::default();
         self.default_spread = default_spread;
+        self.dra = dra;
         self.generation = generation;
     }
 
@@ -671,6 +686,20 @@ impl ClusterState {
     /// The default spread constraints and the selectors they are deduced from.
     pub fn default_spread(&self) -> &default_spread::DefaultSpread {
         &self.default_spread
+    }
+
+    /// Simulates pods' ResourceClaims (`--ignore-dra-requests=false`) or not (the default):
+    /// only then are DRA objects kept, pods given their [`device_claims`](Pod::device_claims)
+    /// in snapshots, and nodes their instance type's devices. Set it before feeding objects.
+    /// Bumps the generation.
+    pub fn set_dra_enabled(&mut self, enabled: bool) {
+        self.generation += 1;
+        self.dra.set_enabled(enabled);
+    }
+
+    /// The DRA objects and pods' claim references.
+    pub fn dra(&self) -> &dra::Dra {
+        &self.dra
     }
 
     /// Sets the instance types the provider offers `node_pool` (refreshed by the caller
@@ -770,6 +799,7 @@ impl ClusterState {
             })
             .collect();
         self.default_spread.apply(&mut pods);
+        self.dra.apply(&mut pods);
         pods
     }
 
@@ -908,6 +938,8 @@ impl ClusterState {
         };
         let mut pending_pods: Vec<Pod> = self.pending_pods().map(|p| p.pod.clone()).collect();
         self.default_spread
+            .apply(pending_pods.iter_mut().chain(bound_pods.iter_mut()));
+        self.dra
             .apply(pending_pods.iter_mut().chain(bound_pods.iter_mut()));
         if scope == Scope::Provisioner {
             pending_pods.extend(self.virtual_pods().cloned());

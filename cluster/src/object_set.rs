@@ -7,6 +7,7 @@ use crate::feed::{ApiObjects, Changes};
 use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ReplicationController, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate};
 use karpenter_cloudprovider::{NodeClaim, NodePool};
 use std::sync::Arc;
 
@@ -36,6 +37,12 @@ pub struct ObjectSet {
     pub stateful_sets: Vec<Arc<StatefulSet>>,
     /// ReplicationControllers (selectors for default spread constraints).
     pub replication_controllers: Vec<Arc<ReplicationController>>,
+    /// ResourceClaims (for `--ignore-dra-requests=false`).
+    pub resource_claims: Vec<Arc<ResourceClaim>>,
+    /// ResourceClaimTemplates (likewise).
+    pub resource_claim_templates: Vec<Arc<ResourceClaimTemplate>>,
+    /// DeviceClasses (likewise).
+    pub device_classes: Vec<Arc<DeviceClass>>,
 }
 
 impl ObjectSet {
@@ -53,6 +60,9 @@ impl ObjectSet {
             replica_sets: &self.replica_sets,
             stateful_sets: &self.stateful_sets,
             replication_controllers: &self.replication_controllers,
+            resource_claims: &self.resource_claims,
+            resource_claim_templates: &self.resource_claim_templates,
+            device_classes: &self.device_classes,
         }
     }
 }

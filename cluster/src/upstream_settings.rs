@@ -17,7 +17,7 @@ pub struct IgnoredSetting {
 
 /// Upstream's environment variables karpenter-rs has no equivalent for: name, the value that
 /// describes what karpenter-rs does, and what happens instead.
-const UNSUPPORTED_ENV: [(&str, &str, &str); 6] = [
+const UNSUPPORTED_ENV: [(&str, &str, &str); 5] = [
     (
         "ENABLE_PROFILING",
         "false",
@@ -30,12 +30,6 @@ const UNSUPPORTED_ENV: [(&str, &str, &str); 6] = [
         "false",
         "karpenter-rs always warms up: every replica starts its watches before leader election, \
          so a standby takes over without listing the cluster",
-    ),
-    (
-        "IGNORE_DRA_REQUESTS",
-        "true",
-        "dynamic resource allocation requests are always ignored in scheduling simulations \
-         (upstream's default)",
     ),
     (
         "MEMORY_LIMIT",
@@ -244,6 +238,7 @@ mod tests {
             run(
                 &[
                     ("ENABLE_PROFILING", "true"),
+                    // Acted on (`--ignore-dra-requests`), so never named.
                     ("IGNORE_DRA_REQUESTS", "false"),
                     // Read by nothing upstream either (the webhooks it named are gone).
                     ("KARPENTER_SERVICE", "karpenter"),
@@ -256,7 +251,6 @@ mod tests {
             [
                 "ENABLE_PROFILING=true",
                 "DISABLE_CONTROLLER_WARMUP=true",
-                "IGNORE_DRA_REQUESTS=false",
                 "ENABLE_ZONAL_SHIFT=true",
             ]
         );

@@ -144,6 +144,12 @@ pub struct ControllerArgs {
     /// the defaults, each with the selector of the Services and controller that select it.
     #[arg(long, env = "SCHEDULER_CONFIG", default_value = "")]
     pub scheduler_config: String,
+    /// Ignore pods' dynamic resource allocation requests (ResourceClaims) when simulating
+    /// scheduling, as upstream does by default. With false, ResourceClaims,
+    /// ResourceClaimTemplates and DeviceClasses are watched and a pod with claims is placed
+    /// only on instance types or nodes whose devices serve them.
+    #[arg(long, env = "IGNORE_DRA_REQUESTS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub ignore_dra_requests: bool,
     /// aws: AWS feature gates, `Name=bool` comma-separated: `NodeClassCEL` lets kubelet
     /// `maxPods`, `kubeReserved` and `systemReserved` be CEL expressions over the instance
     /// type.
@@ -201,6 +207,7 @@ impl<'a> From<&'a ControllerArgs> for Flags<'a> {
             vm_memory_overhead_percent: a.vm_memory_overhead_percent,
             reserved_enis: a.reserved_enis,
             scheduler_config: &a.scheduler_config,
+            ignore_dra_requests: a.ignore_dra_requests,
             aws_feature_gates: &a.aws_feature_gates,
             ami_refresh_interval: &a.ami_refresh_interval,
             subnet_refresh_interval: &a.subnet_refresh_interval,

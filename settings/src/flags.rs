@@ -73,6 +73,8 @@ pub struct Flags<'a> {
     pub reserved_enis: u32,
     /// SCHEDULER_CONFIG (a YAML or JSON document; empty: none).
     pub scheduler_config: &'a str,
+    /// IGNORE_DRA_REQUESTS.
+    pub ignore_dra_requests: bool,
     /// AWS_FEATURE_GATES.
     pub aws_feature_gates: &'a str,
     /// AMI_REFRESH_INTERVAL (Go duration).

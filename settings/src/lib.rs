@@ -137,6 +137,10 @@ pub struct Settings {
     /// SCHEDULER_CONFIG: the kube-scheduler settings the scheduling simulation mirrors
     /// (default pod topology spread constraints); `None` when empty.
     pub scheduler_config: Option<SchedulerConfig>,
+    /// IGNORE_DRA_REQUESTS: plan pods without their ResourceClaims (upstream's default).
+    /// When false, the controller watches resource.k8s.io objects and places a pod with
+    /// claims only where devices serve them.
+    pub ignore_dra_requests: bool,
 }
 
 impl Default for Settings {
@@ -171,6 +175,7 @@ impl Default for Settings {
             system_namespace: "kube-system".into(),
             aws: AwsOptions::default(),
             scheduler_config: None,
+            ignore_dra_requests: true,
         }
     }
 }
@@ -330,6 +335,7 @@ impl Settings {
                 )?,
             },
             scheduler_config: parse_scheduler_config(args.scheduler_config)?,
+            ignore_dra_requests: args.ignore_dra_requests,
         })
     }
 }

@@ -38,6 +38,7 @@ fn defaults() -> Flags<'static> {
         vm_memory_overhead_percent: 0.075,
         reserved_enis: 0,
         scheduler_config: "",
+        ignore_dra_requests: true,
         aws_feature_gates: "NodeClassCEL=false,DRANVIDIAGPU=false,DRAEFA=false,RebootForRepair=false",
         ami_refresh_interval: "1m",
         subnet_refresh_interval: "1m",

@@ -3,7 +3,10 @@
 //! [`FAKE_NODE_LABEL`](karpenter_cloudprovider_fake::node_instances::FAKE_NODE_LABEL)): it reports them
 //! Ready with a heartbeat (until the Node is gone, draining included), renews their Lease in
 //! `kube-node-lease`, moves pods bound to them to Running/Ready, and finishes deleting pods
-//! that were evicted or deleted from them once their grace period has passed.
+//! that were evicted or deleted from them once their grace period has passed. With
+//! `--ignore-dra-requests=false` it also plays the fake GPU driver: a Node with GPUs gets a
+//! ResourceSlice of its devices (owned by the Node, so it is collected with it), which the
+//! kube-scheduler allocates pods' ResourceClaims from.
 //!
 //! It runs as a task of its own ([`spawn`]), as a kubelet runs beside the control plane: a
 //! pass of the controller that waits on the API server (an etcd restart, throttling) must not
@@ -15,14 +18,17 @@ use super::retry_log::RetryLog;
 use super::{Ctx, ReconcileError};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::resource::v1::ResourceSlice;
 use karpenter_cloudprovider_fake::kubelet::{
-    NODE_LEASE_NAMESPACE, heartbeat_due, lease, lease_spec, ready_patch, running_patch,
+    NODE_LEASE_NAMESPACE, heartbeat_due, lease, lease_spec, ready_patch, resource_slice,
+    running_patch,
 };
 use karpenter_cloudprovider_fake::node_instances::is_fake;
 use karpenter_cluster::pod_transitions::pod_running_ready;
 use karpenter_metrics::runtime::stage::FAKE_KUBELET;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Notify, watch};
@@ -43,10 +49,11 @@ pub fn spawn(
     tokio::spawn(async move {
         let retries = RetryLog::default();
         let rt = ctx.metrics.runtime.clone();
+        let mut sliced = BTreeSet::new();
         while !*stop.borrow() {
             // Registered before the pass, so a change reported during it is not missed.
             let notified = changed.notified();
-            match rt.try_run(FAKE_KUBELET, reconcile(&ctx)).await {
+            match rt.try_run(FAKE_KUBELET, reconcile(&ctx, &mut sliced)).await {
                 Ok(()) => retries.succeeded(FAKE_KUBELET),
                 Err(e) => retries.failed(FAKE_KUBELET, &e, "fake kubelet pass failed"),
             }
@@ -60,17 +67,30 @@ pub fn spawn(
     })
 }
 
-/// One pass over the fake nodes and their pods.
+/// One pass over the fake nodes and their pods. `sliced` holds the Nodes (by UID) whose
+/// ResourceSlice was published, so each is created once.
 ///
 /// # Errors
 /// The first API failure (the rest is done on the next pass).
-pub async fn reconcile(ctx: &Ctx) -> Result<(), ReconcileError> {
+pub async fn reconcile(ctx: &Ctx, sliced: &mut BTreeSet<String>) -> Result<(), ReconcileError> {
     let now = (ctx.clock)();
     let now_ms = now.as_millisecond();
     let mut nodes = ctx.stores.nodes.state();
     nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    let publish_slices = !ctx.settings.ignore_dra_requests;
+    if publish_slices {
+        // Nodes gone took their slices with them (ownerReferences).
+        let live: BTreeSet<&str> = nodes
+            .iter()
+            .filter_map(|n| n.metadata.uid.as_deref())
+            .collect();
+        sliced.retain(|uid| live.contains(uid.as_str()));
+    }
     for node in nodes.iter().filter(|n| is_fake(n)) {
         let name = node.metadata.name.clone().unwrap_or_default();
+        if publish_slices && node.metadata.deletion_timestamp.is_none() {
+            publish_slice(ctx, node, sliced).await?;
+        }
         let stale = heartbeat_due(node, now_ms);
         // A real kubelet keeps posting status while its Node drains, until the instance
         // under it is gone (the Node is deleted then): a draining Node stays Ready.
@@ -112,6 +132,35 @@ pub async fn reconcile(ctx: &Ctx) -> Result<(), ReconcileError> {
             }
         }
     }
+    Ok(())
+}
+
+/// Creates `node`'s ResourceSlice unless it has none or it was published already.
+async fn publish_slice(
+    ctx: &Ctx,
+    node: &Node,
+    sliced: &mut BTreeSet<String>,
+) -> Result<(), ReconcileError> {
+    let Some(uid) = node.metadata.uid.clone() else {
+        return Ok(());
+    };
+    if sliced.contains(&uid) {
+        return Ok(());
+    }
+    let Some(slice) = resource_slice(node) else {
+        sliced.insert(uid);
+        return Ok(());
+    };
+    let name = slice.metadata.name.clone().unwrap_or_default();
+    let api: Api<ResourceSlice> = Api::all(ctx.client.clone());
+    ctx.limiter.acquire().await;
+    match api.create(&PostParams::default(), &slice).await {
+        Ok(_) => {}
+        // Published by an earlier process: the same devices.
+        Err(e) if classify(&e) == ErrorClass::Conflict => {}
+        Err(e) => return Err(ReconcileError::api("publishing ResourceSlice", &name)(e)),
+    }
+    sliced.insert(uid);
     Ok(())
 }
 

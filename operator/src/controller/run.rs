@@ -732,6 +732,7 @@ pub(super) fn fresh_core(ctx: &Ctx) -> (ClusterState, Reconciler) {
     let names = NameGenerator::starting_at(name_seed());
     let mut state = ClusterState::new();
     state.set_scheduler_config(s.scheduler_config.as_ref());
+    state.set_dra_enabled(!s.ignore_dra_requests);
     (state, Reconciler::new(settings, names))
 }
 
@@ -795,7 +796,16 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
         );
     }
     let watch_selectors = spreads.is_some_and(|c| c.is_active());
-    let (stores, writers) = state::stores(metrics.runtime.work_queue(STATE), watch_selectors);
+    if !settings.ignore_dra_requests {
+        tracing::info!(
+            "ignore-dra-requests is false: pods' ResourceClaims are simulated; ResourceClaims, ResourceClaimTemplates and DeviceClasses are watched"
+        );
+    }
+    let (stores, writers) = state::stores(
+        metrics.runtime.work_queue(STATE),
+        watch_selectors,
+        !settings.ignore_dra_requests,
+    );
     let changed = Arc::new(Notify::new());
     if settings.feature_gates.capacity_buffer {
         capacity_buffer::check_served(&client).await?;

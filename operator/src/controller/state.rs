@@ -8,11 +8,13 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ReplicationController, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use karpenter_cloudprovider::{NodeClaim, NodePool};
 use karpenter_cluster::ObjectKey;
 use karpenter_cluster::default_spread::SourceKind;
+use karpenter_cluster::dra::DraKind;
 use karpenter_cluster::failure_streaks::FailureStreaks;
 use karpenter_cluster::feed::Lookup;
 use karpenter_cluster::object_set::{ChangeSet, ObjectSet};
@@ -50,6 +52,9 @@ pub struct Stores {
     /// The selectors default spread constraints are deduced from: watched only with a
     /// scheduler configuration (`--scheduler-config`), empty otherwise.
     pub selector_sources: Option<SelectorStores>,
+    /// ResourceClaims, ResourceClaimTemplates and DeviceClasses: watched only with
+    /// `--ignore-dra-requests=false`.
+    pub dra: Option<DraStores>,
     /// The indexed objects the watches reported changed since the index was last fed, and
     /// whether a watch (re)listed (then deletions while it was away are invisible).
     pub dirty: WorkQueue<ObjectKey>,
@@ -115,6 +120,56 @@ impl SelectorStores {
     }
 }
 
+/// The stores of the DRA objects pods' claims are resolved against.
+#[derive(Clone)]
+pub struct DraStores {
+    /// ResourceClaims.
+    pub claims: Store<ResourceClaim>,
+    /// ResourceClaimTemplates.
+    pub templates: Store<ResourceClaimTemplate>,
+    /// DeviceClasses.
+    pub classes: Store<DeviceClass>,
+}
+
+/// Writer halves of [`DraStores`].
+pub struct DraWriters {
+    claims: Writer<ResourceClaim>,
+    templates: Writer<ResourceClaimTemplate>,
+    classes: Writer<DeviceClass>,
+}
+
+impl DraStores {
+    fn new() -> (Self, DraWriters) {
+        let (claims, claims_w) = reflector::store();
+        let (templates, templates_w) = reflector::store();
+        let (classes, classes_w) = reflector::store();
+        (
+            Self {
+                claims,
+                templates,
+                classes,
+            },
+            DraWriters {
+                claims: claims_w,
+                templates: templates_w,
+                classes: classes_w,
+            },
+        )
+    }
+
+    async fn wait_until_ready(&self) -> Result<(), reflector::store::WriterDropped> {
+        self.claims.wait_until_ready().await?;
+        self.templates.wait_until_ready().await?;
+        self.classes.wait_until_ready().await
+    }
+
+    fn fill(&self, out: &mut ObjectSet) {
+        out.resource_claims = self.claims.state();
+        out.resource_claim_templates = self.templates.state();
+        out.device_classes = self.classes.state();
+    }
+}
+
 /// Writer halves, used by the watch tasks (and by tests to inject objects).
 pub struct Writers {
     /// Pods.
@@ -135,14 +190,17 @@ pub struct Writers {
     pub namespaces: Writer<Namespace>,
     /// The selector sources' writers, when they are watched.
     pub selector_sources: Option<SelectorWriters>,
+    /// The DRA objects' writers, when they are watched.
+    pub dra: Option<DraWriters>,
     /// Shared with [`Stores::dirty`].
     pub dirty: WorkQueue<ObjectKey>,
 }
 
 /// Empty stores and their writers, recording changes in `dirty`; `selector_sources` adds
-/// the stores default spread constraints need.
-pub fn stores(dirty: WorkQueue<ObjectKey>, selector_sources: bool) -> (Stores, Writers) {
+/// the stores default spread constraints need, `dra` those of DRA objects.
+pub fn stores(dirty: WorkQueue<ObjectKey>, selector_sources: bool, dra: bool) -> (Stores, Writers) {
     let (sources, sources_w) = selector_sources.then(SelectorStores::new).unzip();
+    let (dra, dra_w) = dra.then(DraStores::new).unzip();
     let (pods, pods_w) = reflector::store();
     let (nodes, nodes_w) = reflector::store();
     let (node_claims, node_claims_w) = reflector::store();
@@ -162,6 +220,7 @@ pub fn stores(dirty: WorkQueue<ObjectKey>, selector_sources: bool) -> (Stores, W
             volume_attachments,
             namespaces,
             selector_sources: sources,
+            dra,
             dirty: dirty.clone(),
         },
         Writers {
@@ -174,6 +233,7 @@ pub fn stores(dirty: WorkQueue<ObjectKey>, selector_sources: bool) -> (Stores, W
             volume_attachments: va_w,
             namespaces: ns_w,
             selector_sources: sources_w,
+            dra: dra_w,
             dirty,
         },
     )
@@ -194,6 +254,9 @@ impl Stores {
         self.volume_attachments.wait_until_ready().await?;
         if let Some(sources) = &self.selector_sources {
             sources.wait_until_ready().await?;
+        }
+        if let Some(dra) = &self.dra {
+            dra.wait_until_ready().await?;
         }
         self.namespaces.wait_until_ready().await
     }
@@ -300,6 +363,18 @@ impl Stores {
                         }
                     })
                 }
+                ObjectKey::Dra(kind, ns, n) => self.dra.as_ref().and_then(|s| match kind {
+                    DraKind::ResourceClaim => {
+                        found(&s.claims, n, Some(ns)).map(|o| out.resource_claims.push(o))
+                    }
+                    DraKind::ResourceClaimTemplate => found(&s.templates, n, Some(ns))
+                        .map(|o| out.resource_claim_templates.push(o)),
+                    DraKind::DeviceClass => {
+                        found(&s.classes, n, None).map(|o| out.device_classes.push(o))
+                    }
+                    // Pods' claims come with their pods (`ObjectKey::Pod`).
+                    DraKind::PodClaims => None,
+                }),
             };
             if present.is_none() {
                 out.deleted.push(key.clone());
@@ -334,6 +409,9 @@ impl Stores {
         if let Some(sources) = &self.selector_sources {
             sources.fill(&mut out);
         }
+        if let Some(dra) = &self.dra {
+            dra.fill(&mut out);
+        }
         out
     }
 }
@@ -356,6 +434,7 @@ pub fn spawn_watchers(
         volume_attachments,
         namespaces,
         selector_sources,
+        dra,
         dirty,
     } = writers;
     let c = || client.clone();
@@ -395,6 +474,31 @@ pub fn spawn_watchers(
                     ss.spec.template = Default::default();
                     ss.spec.volume_claim_templates = None;
                 },
+            ),
+        ]);
+    }
+    if let Some(w) = dra {
+        tasks.extend([
+            spawn_one(
+                Api::<ResourceClaim>::all(c()),
+                w.claims,
+                changed.clone(),
+                d(),
+                |o| dra_key(DraKind::ResourceClaim, &o.metadata),
+            ),
+            spawn_one(
+                Api::<ResourceClaimTemplate>::all(c()),
+                w.templates,
+                changed.clone(),
+                d(),
+                |o| dra_key(DraKind::ResourceClaimTemplate, &o.metadata),
+            ),
+            spawn_one(
+                Api::<DeviceClass>::all(c()),
+                w.classes,
+                changed.clone(),
+                d(),
+                |o| dra_key(DraKind::DeviceClass, &o.metadata),
             ),
         ]);
     }
@@ -510,6 +614,10 @@ where
 
 fn key(kind: SourceKind, m: &ObjectMeta) -> ObjectKey {
     ObjectKey::SelectorSource(kind, namespace(m), name(m))
+}
+
+fn dra_key(kind: DraKind, m: &ObjectMeta) -> ObjectKey {
+    ObjectKey::Dra(kind, namespace(m), name(m))
 }
 
 fn name(m: &ObjectMeta) -> String {

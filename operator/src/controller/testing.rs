@@ -106,7 +106,8 @@ pub fn ctx(
     now_ms: i64,
 ) -> (Ctx, Writers, mpsc::UnboundedReceiver<Published>) {
     let metrics = Metrics::new();
-    let (stores, writers): (Stores, Writers) = stores(metrics.runtime.work_queue("state"), false);
+    let (stores, writers): (Stores, Writers) =
+        stores(metrics.runtime.work_queue("state"), false, false);
     let (events, rx) = EventSink::channel();
     let clock: Clock = Arc::new(move || {
         jiff::Timestamp::from_millisecond(now_ms).unwrap_or(jiff::Timestamp::UNIX_EPOCH)

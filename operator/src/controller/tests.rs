@@ -781,7 +781,7 @@ async fn a_pod_that_fits_nowhere_gets_one_failed_scheduling_event_per_reason() {
 fn reported_keys_become_present_objects_or_deletions() {
     use karpenter_cluster::ObjectKey;
     let metrics = karpenter_metrics::Metrics::new();
-    let (stores, mut w) = super::state::stores(metrics.runtime.work_queue("state"), false);
+    let (stores, mut w) = super::state::stores(metrics.runtime.work_queue("state"), false, false);
     put(&mut w.node_claims, node_claim("kept"));
     for key in [
         ObjectKey::NodeClaim("kept".into()),

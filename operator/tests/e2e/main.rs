@@ -11,6 +11,7 @@
 mod batching;
 mod capacity_buffer;
 mod consolidation;
+mod dra;
 mod drift;
 mod equivalence;
 mod faults;

@@ -61,6 +61,17 @@ pub fn forbidden_requests(cluster: &harness::Cluster, user: &str) -> Vec<String>
         .collect()
 }
 
+/// Asserts the API server forbade none of the requests of the chart's ServiceAccount
+/// `account`.
+pub fn assert_nothing_forbidden(cluster: &harness::Cluster, account: &str) {
+    let user = format!(
+        "system:serviceaccount:{}:{account}",
+        harness::SYSTEM_NAMESPACE
+    );
+    let forbidden = forbidden_requests(cluster, &user);
+    assert!(forbidden.is_empty(), "forbidden requests: {forbidden:#?}");
+}
+
 #[tokio::test]
 async fn the_charts_rbac_is_enough_and_nothing_is_forbidden() {
     let Some(cluster) = harness::cluster("rbac").await else {

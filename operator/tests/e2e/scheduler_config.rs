@@ -5,7 +5,7 @@
 
 use crate::harness::{self, wait_for};
 use crate::provisioning::{deployment, node_pool};
-use crate::rbac::{apply_chart_rbac, forbidden_requests};
+use crate::rbac::{apply_chart_rbac, assert_nothing_forbidden};
 use kube::api::ListParams;
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -76,10 +76,5 @@ async fn default_spread_constraints_put_a_deployment_in_every_zone() {
         "the defaults are named at start-up: {log}"
     );
     controller.assert_alive();
-    let user = format!(
-        "system:serviceaccount:{}:{account}",
-        harness::SYSTEM_NAMESPACE
-    );
-    let forbidden = forbidden_requests(&cluster, &user);
-    assert!(forbidden.is_empty(), "forbidden requests: {forbidden:#?}");
+    assert_nothing_forbidden(&cluster, &account);
 }
