@@ -231,7 +231,8 @@ pub struct ScoredMove {
     pub candidates: Vec<CandidateRef>,
     /// Candidates' prices minus the replacement's, per hour.
     pub savings: f64,
-    /// Every Balanced pool approved (true when no pool is Balanced).
+    /// Every Balanced pool approved (true when no pool is Balanced); for a re-pack, also
+    /// every pool reached [`RepackOptions::min_score`](crate::RepackOptions::min_score).
     pub approved: bool,
     /// One entry per NodePool of the candidates, by name.
     pub pools: Vec<PoolScore>,

@@ -44,6 +44,24 @@ pub const DEFAULT_REPACK_MAX_NODES: usize = 100;
 /// Default [`RepackOptions::max_simulations`].
 pub const DEFAULT_REPACK_SIMULATIONS: usize = 12;
 
+/// Default [`RepackOptions::min_node_age`]: ten minutes. A node launched minutes ago, often
+/// a replacement whose pods the scheduler has just spread differently from the plan, is left
+/// to settle before re-packing may evict its pods again (see `docs/operator.md`, "Re-pack
+/// consolidation").
+pub const DEFAULT_REPACK_MIN_NODE_AGE_MS: Millis = 600_000;
+
+/// The largest [`RepackOptions::min_node_age`] accepted: one day.
+pub const MAX_REPACK_MIN_NODE_AGE_MS: Millis = 86_400_000;
+
+/// Default [`RepackOptions::min_score`]: off. Scored as `Balanced` scores, a re-pack of
+/// nodes as full as the pool's average scores about its saving's share of their price, so
+/// any bar above the threshold mostly turns re-packing off (see `docs/operator.md`,
+/// "Re-pack consolidation", for what each value gave over a simulated day).
+pub const DEFAULT_REPACK_MIN_SCORE: f64 = 0.0;
+
+/// The largest [`RepackOptions::min_score`] accepted.
+pub const MAX_REPACK_MIN_SCORE: f64 = 100.0;
+
 /// One NodePool's disruption settings, reduced to what decisions need.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -292,6 +310,16 @@ pub struct RepackOptions {
     /// Scheduling simulations one pass may spend on re-packing, beside
     /// [`DisruptionOptions::max_simulations`].
     pub max_simulations: usize,
+    /// How long after its NodeClaim's creation a node is left out of re-packing, in
+    /// milliseconds (Karpenter's own methods still consider it). Checked by
+    /// [`RepackOptions::valid_min_node_age`]; `0` re-packs nodes of any age.
+    pub min_node_age: Millis,
+    /// The least score a re-pack must reach in every NodePool it touches, scored as the
+    /// `Balanced` policy scores a move but whatever the pool's policy: the share of the
+    /// pool's hourly price it saves over the share of the pool's disruption cost (1 per node
+    /// plus its pods' eviction costs) it causes. Checked by
+    /// [`RepackOptions::valid_min_score`]; `0` takes every re-pack that saves the threshold.
+    pub min_score: f64,
 }
 
 impl Default for RepackOptions {
@@ -300,6 +328,8 @@ impl Default for RepackOptions {
             price_improvement_threshold: DEFAULT_PRICE_IMPROVEMENT_THRESHOLD,
             max_nodes: DEFAULT_REPACK_MAX_NODES,
             max_simulations: DEFAULT_REPACK_SIMULATIONS,
+            min_node_age: DEFAULT_REPACK_MIN_NODE_AGE_MS,
+            min_score: DEFAULT_REPACK_MIN_SCORE,
         }
     }
 }
@@ -312,6 +342,29 @@ impl RepackOptions {
     /// (1 or more would ask a re-pack to save more than the nodes cost).
     pub fn valid_threshold(threshold: f64) -> bool {
         (0.0..1.0).contains(&threshold)
+    }
+
+    /// What [`RepackOptions::valid_min_node_age`] accepts, for error messages.
+    pub const MIN_NODE_AGE_RANGE: &'static str = "a duration from 0s to 24h";
+
+    /// Whether `ms` is a usable [`RepackOptions::min_node_age`]: from zero to a day.
+    pub fn valid_min_node_age(ms: Millis) -> bool {
+        (0..=MAX_REPACK_MIN_NODE_AGE_MS).contains(&ms)
+    }
+
+    /// What [`RepackOptions::valid_min_score`] accepts, for error messages.
+    pub const MIN_SCORE_RANGE: &'static str = "a number from 0 to 100";
+
+    /// Whether `score` is a usable [`RepackOptions::min_score`]: from 0 to
+    /// [`MAX_REPACK_MIN_SCORE`].
+    pub fn valid_min_score(score: f64) -> bool {
+        (0.0..=MAX_REPACK_MIN_SCORE).contains(&score)
+    }
+
+    /// Whether a node whose NodeClaim was created at `created_at` is old enough at `now` to
+    /// be re-packed.
+    pub fn old_enough(&self, created_at: Millis, now: Millis) -> bool {
+        now.saturating_sub(created_at) >= self.min_node_age
     }
 }
 

@@ -1114,7 +1114,12 @@ impl<'a> Ctx<'a> {
             return None;
         }
         let threshold = opts.price_improvement_threshold;
-        let ordered = self.consolidation_candidates(cands);
+        let min_score = opts.min_score;
+        let now = self.now;
+        let mut ordered = self.consolidation_candidates(cands);
+        // Young nodes settle first: re-packing a replacement minutes after launch evicts the
+        // same pods twice for a saving the next pass could have found anyway.
+        ordered.retain(|c| opts.old_enough(c.created_at, now));
         let ranked = repack::rank(
             ordered,
             threshold,
@@ -1154,7 +1159,10 @@ impl<'a> Ctx<'a> {
                 } else {
                     Decision::Replace
                 };
-                let scored = scorer.judge(ConsolidationMethod::Repack, decision, set, p.savings);
+                let mut scored =
+                    scorer.judge(ConsolidationMethod::Repack, decision, set, p.savings);
+                // Re-packing is karpenter-rs's own: it also answers for its churn.
+                scored.approved &= repack::worth_its_churn(&scored, min_score);
                 let approved = scored.approved;
                 last = Some(scored);
                 approved

@@ -27,6 +27,7 @@
 //! ([`revalidate`]) and must still plan the same replacements; they are launched and
 //! initialized before the nodes are drained.
 
+use crate::balanced::{ScoredMove, score_move};
 use crate::candidate::Candidate;
 use crate::command::{Command, Hold};
 use crate::consolidation::{Catalog, allows, pin_to_spot, sort_by_price};
@@ -431,6 +432,20 @@ pub(crate) fn price(
         savings: source - cheapest,
         worst_price,
     })
+}
+
+/// Whether a re-pack `scored` as a move is worth the evictions it causes: in every pool it
+/// touches, the share of the pool's price it saves is at least `min_score` times the share
+/// of the pool's disruption cost it causes (the `Balanced` score, whatever the pool's
+/// policy). A replacement that saves a tenth of a few nodes' price by evicting most of a
+/// pool's pods would otherwise be taken, and the scheduler's own placement of the evicted
+/// pods often leaves its replacements to be consolidated again minutes later.
+pub(crate) fn worth_its_churn(scored: &ScoredMove, min_score: f64) -> bool {
+    min_score <= 0.0
+        || scored
+            .pools
+            .iter()
+            .all(|p| score_move(p.savings, p.disruption_cost, p.totals, 1).score() >= min_score)
 }
 
 /// Re-checks a re-pack command after the validation delay: the same simulation on fresh

@@ -181,6 +181,70 @@ fn consolidate_after_holds_candidates_back() {
 }
 
 #[test]
+fn young_nodes_settle_before_they_are_re_packed() {
+    let mut w = fragmented(3, "on-demand");
+    // `big-1` was launched nine minutes ago: under the default ten-minute age it stays,
+    // the other two are re-packed.
+    w.info("big-1").created_at = w.now - 9 * 60_000;
+    let r = compute_pass(&w.input, w.now);
+    assert_eq!(r.commands[0].node_names(), ["big-0", "big-2"]);
+    // A minute later it is old enough.
+    let r = compute_pass(&w.input, w.now + 60_000);
+    assert_eq!(r.commands[0].node_names(), ["big-0", "big-1", "big-2"]);
+    // All three young: no re-pack at all (Karpenter's methods still find nothing).
+    for node in ["big-0", "big-2"] {
+        w.info(node).created_at = w.now - 60_000;
+    }
+    let r = compute_pass(&w.input, w.now);
+    assert!(r.commands.is_empty(), "{:#?}", r.commands);
+    // `0` re-packs nodes of any age.
+    w.input.options.repack = Some(RepackOptions {
+        min_node_age: 0,
+        ..RepackOptions::default()
+    });
+    let r = compute_pass(&w.input, w.now);
+    assert_eq!(r.commands[0].node_names(), ["big-0", "big-1", "big-2"]);
+}
+
+#[test]
+fn a_min_score_weighs_the_saving_against_the_evictions() {
+    // Re-packing all three nodes saves 40 % of the pool's price and disrupts all of it
+    // (every node and pod): score 0.4.
+    let mut w = fragmented(3, "on-demand");
+    let with_score = |min_score| RepackOptions {
+        min_score,
+        ..RepackOptions::default()
+    };
+    w.input.options.repack = Some(with_score(0.3));
+    let r = compute_pass(&w.input, w.now);
+    assert_eq!(r.commands[0].node_names(), ["big-0", "big-1", "big-2"]);
+    assert!(r.scored_moves[0].approved);
+    // Asking a half refuses it, and every smaller set scores the same: no re-pack, and the
+    // refused move is reported.
+    w.input.options.repack = Some(with_score(0.5));
+    let r = compute_pass(&w.input, w.now);
+    assert!(r.commands.is_empty(), "{:#?}", r.commands);
+    assert!(r.scored_moves.iter().all(|m| !m.approved));
+    assert!(!r.scored_moves.is_empty());
+}
+
+#[test]
+fn the_min_node_age_is_range_checked() {
+    for ok in [0, 600_000, 86_400_000] {
+        assert!(RepackOptions::valid_min_node_age(ok), "{ok}");
+    }
+    for bad in [-1, 86_400_001] {
+        assert!(!RepackOptions::valid_min_node_age(bad), "{bad}");
+    }
+    for ok in [0.0, 1.0, 100.0] {
+        assert!(RepackOptions::valid_min_score(ok), "{ok}");
+    }
+    for bad in [-0.5, 100.5, f64::NAN] {
+        assert!(!RepackOptions::valid_min_score(bad), "{bad}");
+    }
+}
+
+#[test]
 fn spot_nodes_are_replaced_by_spot_only_with_the_gate() {
     // Spot `big` at $0.16 and `half` at $0.05: two halves cost 62.5 % of a big.
     let mut w = fragmented(2, "spot");

@@ -112,6 +112,16 @@ pub struct ControllerArgs {
     /// [0, 1) (0.1: the replacements cost at most 90 % of the nodes they replace).
     #[arg(long, env = "REPACK_PRICE_IMPROVEMENT_THRESHOLD", default_value_t = karpenter_disruption::input::DEFAULT_PRICE_IMPROVEMENT_THRESHOLD)]
     pub repack_price_improvement_threshold: f64,
+    /// How long after launch a node is left out of re-pack consolidation, a Go duration from
+    /// `0s` to `24h` (Karpenter's own methods still consider it): a replacement settles
+    /// before its pods may be moved again.
+    #[arg(long, env = "REPACK_MIN_NODE_AGE", default_value = "10m")]
+    pub repack_min_node_age: String,
+    /// The least score a re-pack must reach in every NodePool it touches, 0 to 100: the share
+    /// of the pool's price it saves over the share of the pool's disruption cost it causes
+    /// (the `Balanced` policy's score, whatever the pool's policy); 0 turns the check off.
+    #[arg(long, env = "REPACK_MIN_SCORE", default_value_t = karpenter_disruption::input::DEFAULT_REPACK_MIN_SCORE)]
+    pub repack_min_score: f64,
     /// The namespace the controller runs in (the chart sets it from the downward API).
     #[arg(long, env = "SYSTEM_NAMESPACE", default_value = "kube-system")]
     pub system_namespace: String,
@@ -199,6 +209,8 @@ impl<'a> From<&'a ControllerArgs> for Flags<'a> {
             min_values_policy: &a.min_values_policy,
             repack_consolidation: a.repack_consolidation,
             repack_price_improvement_threshold: a.repack_price_improvement_threshold,
+            repack_min_node_age: &a.repack_min_node_age,
+            repack_min_score: a.repack_min_score,
             system_namespace: &a.system_namespace,
             cluster_endpoint: &a.cluster_endpoint,
             cluster_ca_bundle: &a.cluster_ca_bundle,
@@ -397,6 +409,14 @@ mod tests {
         let s = parse(&[]).unwrap();
         let repack = s.repack.expect("on by default");
         assert_eq!(repack.price_improvement_threshold, 0.1);
+        assert_eq!(repack.min_node_age, 600_000);
+        let s = parse(&["--repack-min-node-age", "0s"]).unwrap();
+        assert_eq!(s.repack.map(|r| r.min_node_age), Some(0));
+        let e = parse(&["--repack-min-node-age", "2d"]).unwrap_err();
+        assert!(e.to_string().contains("REPACK_MIN_NODE_AGE"), "{e}");
+        assert_eq!(repack.min_score, 0.0);
+        let e = parse(&["--repack-min-score", "150"]).unwrap_err();
+        assert!(e.to_string().contains("REPACK_MIN_SCORE"), "{e}");
         let s = parse(&["--repack-price-improvement-threshold", "0.35"]).unwrap();
         assert_eq!(s.repack.map(|r| r.price_improvement_threshold), Some(0.35));
         assert_eq!(

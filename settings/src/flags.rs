@@ -57,6 +57,10 @@ pub struct Flags<'a> {
     pub repack_consolidation: bool,
     /// REPACK_PRICE_IMPROVEMENT_THRESHOLD (karpenter-rs).
     pub repack_price_improvement_threshold: f64,
+    /// REPACK_MIN_NODE_AGE (karpenter-rs; Go duration).
+    pub repack_min_node_age: &'a str,
+    /// REPACK_MIN_SCORE (karpenter-rs).
+    pub repack_min_score: f64,
     /// SYSTEM_NAMESPACE.
     pub system_namespace: &'a str,
     /// CLUSTER_ENDPOINT.

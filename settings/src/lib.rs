@@ -128,7 +128,9 @@ pub struct Settings {
     /// MIN_VALUES_POLICY.
     pub min_values_policy: MinValuesPolicy,
     /// Re-pack consolidation (REPACK_CONSOLIDATION, karpenter-rs's own method) with its
-    /// price-improvement threshold (REPACK_PRICE_IMPROVEMENT_THRESHOLD); `None` when off.
+    /// price-improvement threshold (REPACK_PRICE_IMPROVEMENT_THRESHOLD), the age below
+    /// which nodes are left out of it (REPACK_MIN_NODE_AGE) and the score a move must reach
+    /// for its churn (REPACK_MIN_SCORE); `None` when off.
     pub repack: Option<RepackOptions>,
     /// SYSTEM_NAMESPACE.
     pub system_namespace: String,
@@ -182,7 +184,7 @@ impl Default for Settings {
 
 impl Settings {
     /// Validates the raw flags, checking them in a fixed order (provider, logging,
-    /// policies, client rate, re-pack threshold, AWS options, durations, gates,
+    /// policies, client rate, re-pack threshold, node age and score, AWS options, durations, gates,
     /// reservations, scheduler configuration) so the same bad
     /// input always names the same flag.
     ///
@@ -220,6 +222,15 @@ impl Settings {
                 env: "REPACK_PRICE_IMPROVEMENT_THRESHOLD",
                 value: threshold.to_string(),
                 expected: RepackOptions::THRESHOLD_RANGE,
+            });
+        }
+        let repack_min_node_age = values::repack_min_node_age(args.repack_min_node_age)?;
+        if !RepackOptions::valid_min_score(args.repack_min_score) {
+            return Err(SettingsError::Invalid {
+                flag: "repack-min-score",
+                env: "REPACK_MIN_SCORE",
+                value: args.repack_min_score.to_string(),
+                expected: RepackOptions::MIN_SCORE_RANGE,
             });
         }
         if provider == ProviderKind::Aws {
@@ -298,6 +309,8 @@ impl Settings {
             min_values_policy,
             repack: args.repack_consolidation.then(|| RepackOptions {
                 price_improvement_threshold: threshold,
+                min_node_age: repack_min_node_age,
+                min_score: args.repack_min_score,
                 ..RepackOptions::default()
             }),
             system_namespace: args.system_namespace.to_owned(),

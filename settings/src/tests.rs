@@ -30,6 +30,8 @@ fn defaults() -> Flags<'static> {
         min_values_policy: "Strict",
         repack_consolidation: true,
         repack_price_improvement_threshold: 0.1,
+        repack_min_node_age: "10m",
+        repack_min_score: 0.0,
         system_namespace: "kube-system",
         cluster_endpoint: "",
         cluster_ca_bundle: "",
@@ -204,6 +206,54 @@ fn repack_threshold_is_a_fraction_below_one_and_the_switch_turns_it_off() {
     })
     .unwrap();
     assert_eq!(off.repack, None);
+}
+
+#[test]
+fn repack_min_node_age_is_a_duration_from_zero_to_a_day() {
+    for (ok, ms) in [
+        ("0s", 0),
+        ("90s", 90_000),
+        ("10m", 600_000),
+        ("24h", 86_400_000),
+    ] {
+        let s = Settings::from_args(Flags {
+            repack_min_node_age: ok,
+            ..defaults()
+        })
+        .unwrap();
+        assert_eq!(s.repack.map(|r| r.min_node_age), Some(ms), "{ok}");
+    }
+    for bad in ["-1s", "25h", "10", "soon", ""] {
+        let err = Settings::from_args(Flags {
+            repack_min_node_age: bad,
+            ..defaults()
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("--repack-min-node-age (REPACK_MIN_NODE_AGE)"),
+            "{bad}: {err}"
+        );
+    }
+}
+
+#[test]
+fn repack_min_score_is_a_number_from_zero_to_a_hundred() {
+    for ok in [0.0, 0.5, 100.0] {
+        let s = Settings::from_args(Flags {
+            repack_min_score: ok,
+            ..defaults()
+        })
+        .unwrap();
+        assert_eq!(s.repack.map(|r| r.min_score), Some(ok));
+    }
+    for bad in [-0.1, 100.5, f64::NAN, f64::INFINITY] {
+        let flags = Flags {
+            repack_min_score: bad,
+            ..defaults()
+        };
+        assert_eq!(invalid_flag(Settings::from_args(flags)), "repack-min-score");
+    }
 }
 
 #[test]

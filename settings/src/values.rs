@@ -3,6 +3,8 @@
 
 use crate::SettingsError;
 use karpenter_cloudprovider::duration::parse_go_duration;
+use karpenter_disruption::RepackOptions;
+use karpenter_scheduling::model::Millis;
 use karpenter_scheduling::solver::{MinValuesPolicy, PreferencePolicy};
 use std::time::Duration;
 
@@ -248,4 +250,28 @@ pub fn duration(
         .filter(|n| *n > 0)
         .ok_or_else(|| err("must be positive".into()))?;
     Ok(Duration::from_nanos(nanos))
+}
+
+/// `--repack-min-node-age` (REPACK_MIN_NODE_AGE): a Go duration from `0s` to `24h`, in
+/// milliseconds.
+///
+/// # Errors
+/// [`SettingsError::Duration`] when Go's `time.ParseDuration` would reject the text or the
+/// duration is negative or above a day.
+pub fn repack_min_node_age(value: &str) -> Result<Millis, SettingsError> {
+    let err = |reason: String| SettingsError::Duration {
+        flag: "repack-min-node-age",
+        env: "REPACK_MIN_NODE_AGE",
+        value: value.to_owned(),
+        reason,
+    };
+    let nanos = parse_go_duration(value).map_err(|e| err(e.to_string()))?;
+    let ms = nanos / 1_000_000;
+    if nanos < 0 || !RepackOptions::valid_min_node_age(ms) {
+        return Err(err(format!(
+            "expected {}",
+            RepackOptions::MIN_NODE_AGE_RANGE
+        )));
+    }
+    Ok(ms)
 }

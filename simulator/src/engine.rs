@@ -260,9 +260,31 @@ impl<'a> Engine<'a> {
                 ),
             });
         }
+        let min_node_age = settings.repack_min_node_age.0;
+        if !RepackOptions::valid_min_node_age(min_node_age) {
+            return Err(SimulationError::Settings {
+                field: "spec.settings.repackMinNodeAge".into(),
+                message: format!(
+                    "{min_node_age} ms is out of range: expected {}",
+                    RepackOptions::MIN_NODE_AGE_RANGE
+                ),
+            });
+        }
+        let min_score = settings.repack_min_score;
+        if !RepackOptions::valid_min_score(min_score) {
+            return Err(SimulationError::Settings {
+                field: "spec.settings.repackMinScore".into(),
+                message: format!(
+                    "{min_score} is out of range: expected {}",
+                    RepackOptions::MIN_SCORE_RANGE
+                ),
+            });
+        }
         // The Karpenter-equivalent run (no optimiser) keeps to Karpenter's methods.
         let repack = (options.optimizer && settings.repack_consolidation).then(|| RepackOptions {
             price_improvement_threshold: threshold,
+            min_node_age,
+            min_score,
             ..RepackOptions::default()
         });
         let mut solve_options = SolveOptions {

@@ -144,6 +144,13 @@ pub struct Settings {
     /// The least share of the replaced nodes' price a re-pack must save, in [0, 1)
     /// (default 0.1, as the controller's `--repack-price-improvement-threshold`).
     pub repack_price_improvement_threshold: f64,
+    /// How long after launch a node is left out of re-packing, from 0s to 24h (default 10m,
+    /// as the controller's `--repack-min-node-age`).
+    pub repack_min_node_age: Dur,
+    /// The least score a re-pack must reach in each pool it touches (savings share over
+    /// disruption share, as `Balanced` scores), from 0 to 100 (default 0: off, as the
+    /// controller's `--repack-min-score`).
+    pub repack_min_score: f64,
     /// The NodeOverlay feature gate (default false, as Karpenter's): NodeOverlays in the
     /// manifests change the pools' instance types only when it is on.
     pub node_overlay: bool,
@@ -356,6 +363,8 @@ impl Default for Settings {
             repack_consolidation: true,
             repack_price_improvement_threshold:
                 karpenter_disruption::input::DEFAULT_PRICE_IMPROVEMENT_THRESHOLD,
+            repack_min_node_age: d(karpenter_disruption::input::DEFAULT_REPACK_MIN_NODE_AGE_MS),
+            repack_min_score: karpenter_disruption::input::DEFAULT_REPACK_MIN_SCORE,
             node_overlay: false,
             static_capacity: false,
             capacity_buffer: false,
