@@ -161,6 +161,9 @@ impl Metrics {
                         .set(i64::try_from(*count).unwrap_or(i64::MAX));
                 }
             }
+            // Upstream counts voluntary decisions only: expiry and interruption are their own
+            // controllers there, outside the disruption queue.
+            Event::DisruptionDecided(command) if command.forceful => {}
             Event::DisruptionDecided(command) => {
                 let decision = format!("{:?}", command.decision).to_lowercase();
                 let reason = command.reason.as_str().to_lowercase();
@@ -284,7 +287,23 @@ mod tests {
             consolidation: None,
             repair: None,
         })));
+        m.observe(&Event::DisruptionDecided(Box::new(Command {
+            reason: Reason::Interrupted,
+            decision: Decision::Delete,
+            candidates: Vec::new(),
+            replacements: Vec::new(),
+            savings: 0.0,
+            explanation: String::new(),
+            created_at: 0,
+            forceful: true,
+            consolidation: None,
+            repair: None,
+        })));
         let text = m.encode();
+        assert!(
+            !text.contains("reason=\"interrupted\""),
+            "a forceful command is not a voluntary decision: {text}"
+        );
         assert!(
             line(&text, "karpenter_scheduler_scheduling_duration_seconds_sum{controller=\"provisioner\"} 0.5").is_some(),
             "{text}"
