@@ -251,34 +251,36 @@ impl<'a> Engine<'a> {
                 })?;
         }
         let threshold = settings.repack_price_improvement_threshold;
-        if !RepackOptions::valid_threshold(threshold) {
-            return Err(SimulationError::Settings {
-                field: "spec.settings.repackPriceImprovementThreshold".into(),
-                message: format!(
-                    "{threshold} is out of range: expected {}",
-                    RepackOptions::THRESHOLD_RANGE
-                ),
-            });
-        }
         let min_node_age = settings.repack_min_node_age.0;
-        if !RepackOptions::valid_min_node_age(min_node_age) {
-            return Err(SimulationError::Settings {
-                field: "spec.settings.repackMinNodeAge".into(),
-                message: format!(
-                    "{min_node_age} ms is out of range: expected {}",
-                    RepackOptions::MIN_NODE_AGE_RANGE
-                ),
-            });
-        }
         let min_score = settings.repack_min_score;
-        if !RepackOptions::valid_min_score(min_score) {
-            return Err(SimulationError::Settings {
-                field: "spec.settings.repackMinScore".into(),
-                message: format!(
-                    "{min_score} is out of range: expected {}",
-                    RepackOptions::MIN_SCORE_RANGE
-                ),
-            });
+        // Each re-pack setting against the range disruption accepts, named as the scenario
+        // spells it.
+        for (ok, field, value, expected) in [
+            (
+                RepackOptions::valid_threshold(threshold),
+                "repackPriceImprovementThreshold",
+                threshold.to_string(),
+                RepackOptions::THRESHOLD_RANGE,
+            ),
+            (
+                RepackOptions::valid_min_node_age(min_node_age),
+                "repackMinNodeAge",
+                format!("{min_node_age} ms"),
+                RepackOptions::MIN_NODE_AGE_RANGE,
+            ),
+            (
+                RepackOptions::valid_min_score(min_score),
+                "repackMinScore",
+                min_score.to_string(),
+                RepackOptions::MIN_SCORE_RANGE,
+            ),
+        ] {
+            if !ok {
+                return Err(SimulationError::Settings {
+                    field: format!("spec.settings.{field}"),
+                    message: format!("{value} is out of range: expected {expected}"),
+                });
+            }
         }
         // The Karpenter-equivalent run (no optimiser) keeps to Karpenter's methods.
         let repack = (options.optimizer && settings.repack_consolidation).then(|| RepackOptions {
